@@ -1,0 +1,71 @@
+"""The `anamnesis` command: a thin typer adapter over the core.
+
+Each area registers its commands from its own module; command bodies import
+the core lazily so `anamnesis --help` and quick commands start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+app = typer.Typer(
+    name="anamnesis",
+    help=(
+        "Memory for coding agents that follows you across your machines.\n\n"
+        "Notes are markdown files in ~/.anamnesis/memory (a git repo), synced between "
+        "your machines with git and searched locally with SQLite FTS5. "
+        "Start with `anamnesis init`, then `anamnesis new` and `anamnesis search`."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _register_all() -> None:
+    from anamnesis.cli import notes, setup
+
+    setup.register(app)
+    notes.register(app)
+    for name in ("sync", "claude", "watch", "web"):
+        try:
+            module = __import__(f"anamnesis.cli.{name}", fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"anamnesis.cli.{name}":
+                raise
+            continue
+        module.register(app)
+
+
+_register_all()
+
+
+def main() -> None:
+    """Run the CLI; user-facing errors become one line on stderr and an exit code."""
+    from anamnesis.errors import AnamnesisError
+
+    try:
+        app(standalone_mode=False)
+    except AnamnesisError as exc:
+        print(f"anamnesis: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("anamnesis: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            print("anamnesis: aborted", file=sys.stderr)
+            sys.exit(1)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        raise

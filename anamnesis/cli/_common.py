@@ -1,0 +1,39 @@
+"""Small things every CLI module shares: the store, JSON output, consoles."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from anamnesis.paths import Store
+
+
+def get_store(require: bool = True) -> Store:
+    """The store at ANAMNESIS_HOME; with `require`, a clear error if it is not initialised."""
+    from anamnesis.paths import open_store
+
+    store = open_store()
+    return store.require() if require else store
+
+
+def print_json(data: Any) -> None:
+    """Machine-readable output: one JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console (imported lazily: rich costs start-up time)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def read_stdin_if_piped() -> str | None:
+    """stdin's text when it is a pipe or file, None when it is a terminal."""
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    return sys.stdin.read()

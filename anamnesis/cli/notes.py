@@ -1,0 +1,295 @@
+"""Note commands: new, search, show, list, edit, rm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from anamnesis.cli._common import console, get_store, print_json, read_stdin_if_piped
+
+if TYPE_CHECKING:
+    from anamnesis.index import Hit
+    from anamnesis.paths import Store
+
+TYPES_HELP = "semantic (facts, decisions), procedural (how-tos), episodic (what happened), preference (global rules)"
+
+
+def register(app: typer.Typer) -> None:
+    for command in (new, search, show, list_, edit, rm):
+        name = "list" if command is list_ else command.__name__
+        app.command(name=name, rich_help_panel="Notes")(command)
+
+
+def _tags(values: list[str] | None) -> list[str]:
+    tags: list[str] = []
+    for value in values or []:
+        tags.extend(t for t in value.replace(",", " ").split() if t)
+    return tags
+
+
+def _project_option(project: str | None, here: bool, global_: bool = False) -> str | None:
+    if global_:
+        return None
+    if project:
+        return project
+    if here:
+        from anamnesis.project import detect_project
+
+        return detect_project(Path.cwd())
+    return None
+
+
+def run_editor(path: Path) -> None:
+    """Open `path` in $VISUAL / $EDITOR (vi if neither is set) and wait for it."""
+    import os
+    import shlex
+    import subprocess
+
+    from anamnesis.errors import AnamnesisError
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    try:
+        code = subprocess.call([*shlex.split(editor), str(path)])
+    except FileNotFoundError:
+        raise AnamnesisError(f"editor {editor!r} not found; set $EDITOR") from None
+    if code != 0:
+        raise AnamnesisError(f"editor {editor!r} exited with status {code}; nothing was saved")
+
+
+def new(
+    title: str = typer.Argument(..., help="The note's title (one line)."),
+    type: str = typer.Option("semantic", "--type", "-t", help=TYPES_HELP),
+    project: str | None = typer.Option(
+        None, "--project", "-p", help="Project key (see `anamnesis project`). Default: the project of the current folder."
+    ),
+    global_: bool = typer.Option(False, "--global", "-G", help="A note for every project (not tied to this one)."),
+    tag: list[str] | None = typer.Option(None, "--tag", "-g", help="A tag; repeat or separate with commas."),
+    body: str | None = typer.Option(None, "--body", "-b", help="The body; else read from stdin, else open $EDITOR."),
+    json_out: bool = typer.Option(False, "--json", help="Print the new note as JSON."),
+) -> None:
+    """Write a new note (committed to memory/ and indexed at once).
+
+    Examples:
+      anamnesis new "Use pg_bouncer in transaction mode" -t semantic -g postgres
+      echo "Run make lint before pushing" | anamnesis new "Lint first" -t procedural
+      anamnesis new "Answer in British English" -t preference
+    """
+    from anamnesis.errors import UsageError
+    from anamnesis.notes import NOTE_TYPES
+    from anamnesis.store import create_note
+
+    store = get_store()
+    if type not in NOTE_TYPES:
+        raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
+    if body is None:
+        body = read_stdin_if_piped()
+    if body is None:
+        body = _body_from_editor(type, title)
+    if not body.strip():
+        raise UsageError("empty body; nothing was written")
+    key = _project_option(project, here=not global_ and type != "preference", global_=global_)
+    note = create_note(store, type=type, title=title, body=body, project=key, tags=_tags(tag), source="cli")
+    if json_out:
+        print_json(note.to_dict(with_body=False))
+    else:
+        console().print(f"[green]✔[/green] wrote {store.memory / note.path}")
+
+
+def _body_from_editor(kind: str, title: str) -> str:
+    import os
+    import tempfile
+
+    from anamnesis.resources import read_template
+
+    try:
+        seed = read_template(f"note-{kind}.md")
+    except FileNotFoundError:
+        seed = "\n"
+    seed = seed.replace("{title}", title)
+    fd, tmp = tempfile.mkstemp(prefix="anamnesis-", suffix=".md")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(seed)
+        run_editor(Path(tmp))
+        text = Path(tmp).read_text(encoding="utf-8")
+    finally:
+        os.unlink(tmp)
+    lines = [line for line in text.splitlines() if not line.startswith("<!--")]
+    return "\n".join(lines).strip() + "\n"
+
+
+def _hits_table(hits: list[Hit], with_snippet: bool) -> None:
+    out = console()
+    if not hits:
+        out.print("[dim]no notes found[/dim]")
+        return
+    for hit in hits:
+        flag = " [red](conflict)[/red]" if hit.conflicted else ""
+        where = hit.project or "global"
+        out.print(f"[bold]{_escape(hit.title)}[/bold]{flag}  [dim]{hit.type} · {where} · {hit.updated[:10]}[/dim]")
+        out.print(f"  [cyan]{hit.path}[/cyan]")
+        if with_snippet and hit.snippet:
+            parts = "".join(
+                f"[bold yellow]{_escape(text)}[/bold yellow]" if hit_ else _escape(text)
+                for text, hit_ in hit.snippet_parts()
+            )
+            out.print("  " + " ".join(parts.split()))
+
+
+def _escape(text: str) -> str:
+    return text.replace("[", "\\[")
+
+
+def search(
+    query: str = typer.Argument(..., help='Words to find. "quoted phrase", -exclude, prefix*, code words like parse_config.'),
+    project: str | None = typer.Option(None, "--project", "-p", help="Only this project key."),
+    here: bool = typer.Option(False, "--here", help="Only the project of the current folder."),
+    type: str | None = typer.Option(None, "--type", "-t", help="Only this note type."),
+    tag: str | None = typer.Option(None, "--tag", "-g", help="Only notes with this tag."),
+    since: str | None = typer.Option(None, "--since", help="Updated on/after: YYYY-MM-DD or 7d, 2w, 3m."),
+    until: str | None = typer.Option(None, "--until", help="Updated on/before: YYYY-MM-DD or 7d, 2w, 3m."),
+    limit: int = typer.Option(10, "--limit", "-n", min=1, max=1000, help="At most this many results."),
+    any_terms: bool = typer.Option(False, "--any", help="Match any word instead of all of them."),
+    json_out: bool = typer.Option(False, "--json", help="Results as JSON."),
+) -> None:
+    """Full-text search, best match first (title > tags > body; English stemming)."""
+    from anamnesis.index import open_index
+
+    store = get_store()
+    with open_index(store) as index:
+        index.refresh()
+        hits = index.search(
+            query,
+            project=_project_option(project, here),
+            type=type,
+            tag=tag,
+            since=since,
+            until=until,
+            limit=limit,
+            any_terms=any_terms,
+        )
+    if json_out:
+        print_json([h.to_dict() for h in hits])
+    else:
+        _hits_table(hits, with_snippet=True)
+
+
+def show(
+    ref: str = typer.Argument(..., help="A note id, id prefix, file name or path."),
+    json_out: bool = typer.Option(False, "--json", help="The note as JSON (fields, body, problems)."),
+) -> None:
+    """Print a note (its file text as is)."""
+    from anamnesis.store import read_note, resolve_ref, safe_path
+
+    store = get_store()
+    if json_out:
+        print_json(read_note(store, ref).to_dict())
+        return
+    path = safe_path(store, resolve_ref(store, ref))
+    import sys
+
+    sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def list_(
+    project: str | None = typer.Option(None, "--project", "-p", help="Only this project key."),
+    here: bool = typer.Option(False, "--here", help="Only the project of the current folder."),
+    type: str | None = typer.Option(None, "--type", "-t", help="Only this note type."),
+    tag: str | None = typer.Option(None, "--tag", "-g", help="Only notes with this tag."),
+    since: str | None = typer.Option(None, "--since", help="Updated on/after: YYYY-MM-DD or 7d, 2w, 3m."),
+    until: str | None = typer.Option(None, "--until", help="Updated on/before: YYYY-MM-DD or 7d, 2w, 3m."),
+    conflicts: bool = typer.Option(False, "--conflicts", help="Only notes with unresolved conflicts."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, help="At most this many notes."),
+    json_out: bool = typer.Option(False, "--json", help="As JSON."),
+) -> None:
+    """List notes, most recently updated first."""
+    from anamnesis.index import open_index
+
+    store = get_store()
+    with open_index(store) as index:
+        index.refresh()
+        hits = index.list_notes(
+            project=_project_option(project, here),
+            type=type,
+            tag=tag,
+            since=since,
+            until=until,
+            limit=limit,
+            conflicted=True if conflicts else None,
+        )
+    if json_out:
+        print_json([h.to_dict() for h in hits])
+        return
+    from rich.table import Table
+
+    table = Table(box=None, padding=(0, 2), header_style="bold")
+    for column in ("updated", "type", "project", "title", "id"):
+        table.add_column(column)
+    for hit in hits:
+        title = _escape(hit.title) + (" [red](conflict)[/red]" if hit.conflicted else "")
+        table.add_row(hit.updated[:10], hit.type, hit.project or "global", title, hit.id)
+    console().print(table)
+
+
+def edit(ref: str = typer.Argument(..., help="A note id, id prefix, file name or path.")) -> None:
+    """Open a note in $EDITOR; when you save, it is re-indexed and committed."""
+    from anamnesis.store import resolve_ref, safe_path
+
+    store = get_store()
+    relpath = resolve_ref(store, ref)
+    path = safe_path(store, relpath)
+    before = path.read_bytes()
+    run_editor(path)
+    if path.exists() and path.read_bytes() == before:
+        console().print("[dim]no change[/dim]")
+        return
+    record_hand_edit(store, relpath)
+    console().print(f"[green]✔[/green] saved {path}")
+
+
+def record_hand_edit(store: Store, relpath: str) -> None:
+    """After a person edited a file: stamp `updated`, re-index it, commit it."""
+    import re
+
+    from anamnesis import repo
+    from anamnesis.fsutil import atomic_write_text
+    from anamnesis.index import open_index
+    from anamnesis.lock import store_lock
+    from anamnesis.notes import now_iso, split_front_matter
+    from anamnesis.settings import machine_id
+    from anamnesis.store import safe_path
+
+    path = safe_path(store, relpath)
+    with store_lock(store, "edit note"):
+        if path.exists():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            front, _ = split_front_matter(text)
+            if front is not None and re.search(r"^updated:.*$", front, re.M):
+                new_front = re.sub(r"^updated:.*$", f"updated: '{now_iso()}'", front, count=1, flags=re.M)
+                atomic_write_text(path, text.replace(front, new_front, 1))
+        with open_index(store) as index:
+            index.refresh([relpath])
+        repo.commit_paths(store, [relpath], f"{machine_id(store)}: edit {relpath}")
+
+
+def rm(
+    ref: str = typer.Argument(..., help="A note id, id prefix, file name or path."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Delete a note (the deletion is committed; git history keeps the old text)."""
+    import sys
+
+    from anamnesis.store import delete_note, read_note
+
+    store = get_store()
+    note = read_note(store, ref)
+    if not yes and sys.stdin.isatty() and not typer.confirm(f"Delete {note.path} ({note.title})?"):
+        raise typer.Exit(1)
+    delete_note(store, note.path)
+    if json_out:
+        print_json({"deleted": note.path, "id": note.id})
+    else:
+        console().print(f"[green]✔[/green] deleted {note.path}")

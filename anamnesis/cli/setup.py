@@ -1,0 +1,199 @@
+"""Store-level commands: init, status, doctor, reindex, project.
+
+`init` is a sequence of steps; each area (sync, Claude Code, watch) adds its
+own step below, and every step honours --print (plan only, write nothing).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from anamnesis.cli._common import console, get_store, print_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Setup")(init)
+    app.command(rich_help_panel="Setup")(status)
+    app.command(rich_help_panel="Setup")(doctor)
+    app.command(rich_help_panel="Setup")(reindex)
+    app.command(rich_help_panel="Setup")(project)
+
+
+def init(
+    local_only: bool = typer.Option(
+        False, "--local-only", help="Only create the store on this machine: no peers, no Claude Code, no schedule."
+    ),
+    print_only: bool = typer.Option(False, "--print", help="Show what would be done and write nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Set up Anamnesis on this machine (safe to run again: it only does what is missing).
+
+    Creates ~/.anamnesis (or $ANAMNESIS_HOME): the memory/ git repo, settings.json
+    (mode 0600) and the search index.
+    """
+    store = get_store(require=False)
+    plan: list[str] = []
+    done: list[str] = []
+    if not store.exists():
+        plan.append(f"create store at {store.home} (memory/ git repo, settings.json 0600, index.db)")
+    if print_only:
+        _report_init(plan or ["store exists; nothing to do for the store"], json_out, planned=True)
+        return
+    from anamnesis.store import init_store
+
+    done.extend(init_store(store))
+    # -- further init steps (peers, Claude Code, schedule) go below, each honouring local_only --
+    _report_init(done or [f"store at {store.home} is ready; nothing to change"], json_out, planned=False)
+
+
+def _report_init(lines: list[str], json_out: bool, planned: bool) -> None:
+    if json_out:
+        print_json({"planned" if planned else "done": lines})
+        return
+    out = console()
+    title = "Would do:" if planned else "Done:"
+    out.print(f"[bold]{title}[/bold]")
+    for line in lines:
+        out.print(f"  • {line}")
+
+
+def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
+    """Show the store: where it is, how many notes, index freshness, last sync."""
+    import time
+
+    from anamnesis.index import open_index
+    from anamnesis.settings import load_settings
+
+    store = get_store()
+    settings = load_settings(store)
+    with open_index(store) as index:
+        report = index.refresh()
+        counts = index.counts()
+    info: dict[str, object] = {
+        "home": str(store.home),
+        "memory": str(store.memory),
+        "index": str(store.index_path),
+        "machine": settings.get("machine_id"),
+        "peers": sorted(settings.get("peers", {})),
+        "notes": counts["notes"],
+        "by_type": counts["by_type"],
+        "by_project": counts["by_project"],
+        "conflicted": counts["conflicted"],
+        "problems": counts["with_problems"] + counts["skipped"],
+        "index_updated_now": report.changed,
+    }
+    for extra in _status_extras(store):
+        info.update(extra)
+    if json_out:
+        print_json(info)
+        return
+    from rich.table import Table
+
+    out = console()
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_row("home", str(store.home))
+    table.add_row("machine", str(info["machine"]))
+    table.add_row("notes", f"{counts['notes']}  " + ", ".join(f"{k} {v}" for k, v in counts["by_type"].items()))
+    table.add_row("projects", str(len(counts["by_project"])))
+    table.add_row(
+        "index", f"up to date ({time.strftime('%Y-%m-%d %H:%M:%S')}), {report.changed} notes refreshed just now"
+    )
+    table.add_row("peers", ", ".join(info["peers"]) or "none (local only)")  # type: ignore[arg-type]
+    for key in ("last_sync", "last_error", "watch"):
+        if info.get(key):
+            table.add_row(key.replace("_", " "), str(info[key]))
+    if counts["conflicted"]:
+        table.add_row("[red]conflicts[/red]", f"{counts['conflicted']} notes — run `anamnesis conflicts`")
+    if info["problems"]:
+        table.add_row("[yellow]problems[/yellow]", f"{info['problems']} files — run `anamnesis doctor`")
+    out.print(table)
+
+
+def _status_extras(store: object) -> list[dict[str, object]]:
+    """Lines other areas contribute to `status` (sync log, watch heartbeat), when present."""
+    extras: list[dict[str, object]] = []
+    for module_name, func_name in (("anamnesis.sync", "status_summary"), ("anamnesis.watch", "status_summary")):
+        try:
+            module = __import__(module_name, fromlist=[func_name])
+        except ModuleNotFoundError:
+            continue
+        func = getattr(module, func_name, None)
+        if func is not None:
+            extras.append(func(store))
+    return extras
+
+
+def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
+    """Find problems and explain them: malformed notes, stale index, git trouble, permissions.
+
+    Exits 1 when anything needs attention, 0 when all is well.
+    """
+    from anamnesis.doctor import run_checks
+
+    store = get_store(require=False)
+    findings = run_checks(store)
+    if json_out:
+        print_json({"ok": not findings, "findings": [f.to_dict() for f in findings]})
+    else:
+        out = console()
+        if not findings:
+            out.print("[green]✔[/green] no problems found")
+        for finding in findings:
+            out.print(f"[yellow]•[/yellow] [bold]{finding.where}[/bold]: {finding.problem}")
+            if finding.fix:
+                out.print(f"    [dim]fix: {finding.fix}[/dim]")
+    if findings:
+        raise typer.Exit(1)
+
+
+def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
+    """Rebuild the search index from the notes on disk (never needed for correctness: it is automatic)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from anamnesis.index import open_index
+    from anamnesis.lock import store_lock
+
+    store = get_store()
+    with store_lock(store, "reindex"):
+        index = open_index(store)
+        with (
+            Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console(stderr=True),
+                disable=json_out,
+                transient=True,
+            ) as bar,
+            index,
+        ):
+            task = bar.add_task("indexing notes", total=None)
+            report = index.rebuild(progress=lambda done, total: bar.update(task, completed=done, total=total))
+    if json_out:
+        print_json(report.to_dict())
+        return
+    out = console()
+    out.print(f"indexed {report.added} notes in {report.seconds:.2f}s")
+    for path, problem in report.problems:
+        out.print(f"[yellow]•[/yellow] {path}: {problem}")
+
+
+def project(
+    path: Path = typer.Argument(Path("."), help="A folder inside the project (default: here)."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Print the project key notes are filed under (the same on every machine).
+
+    From a `.anamnesis-project` file in the project, else the git remote URL,
+    else the folder name.
+    """
+    from anamnesis.project import project_key
+
+    key = project_key(path)
+    if json_out:
+        print_json({"project": key, "path": str(path.resolve())})
+    else:
+        print(key)

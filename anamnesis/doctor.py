@@ -1,0 +1,118 @@
+"""Health checks behind `anamnesis doctor`: each finding says where, what and how to fix it."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from typing import Any
+
+from anamnesis.paths import Store
+
+_WINDOWS_RESERVED = re.compile(r"^(con|prn|aux|nul|com[1-9]|lpt[1-9])(\..*)?$", re.I)
+_BAD_CHARS = re.compile(r'[<>:"\\|?*\x00-\x1f]')
+
+
+@dataclass
+class Finding:
+    """One problem doctor found."""
+
+    where: str
+    problem: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "problem": self.problem, "fix": self.fix}
+
+
+def portability_problem(relpath: str) -> str | None:
+    """Why a file name would break on another machine's file system or in git, if it would."""
+    for part in relpath.split("/"):
+        if _BAD_CHARS.search(part):
+            return "name has characters Windows and some sync tools refuse (<>:\"\\|?*)"
+        if part.endswith((" ", ".")):
+            return "name ends with a space or a dot"
+        if _WINDOWS_RESERVED.match(part):
+            return "name is reserved on Windows"
+    return None
+
+
+def run_checks(store: Store) -> list[Finding]:
+    """Every problem with this store that a person should know about."""
+    findings: list[Finding] = []
+    if not store.exists():
+        return [Finding(str(store.home), "no store here", "run `anamnesis init`")]
+    mode = stat.S_IMODE(store.settings_path.stat().st_mode)
+    if mode & 0o077:
+        findings.append(
+            Finding(str(store.settings_path), f"mode is {mode:o}; it should be 600", f"chmod 600 {store.settings_path}")
+        )
+    from anamnesis.settings import load_settings
+
+    try:
+        load_settings(store)
+    except Exception as exc:
+        findings.append(Finding(str(store.settings_path), str(exc), "fix the JSON by hand"))
+    git_dir = store.memory / ".git"
+    for marker, what in (
+        ("rebase-merge", "a rebase"),
+        ("rebase-apply", "a rebase"),
+        ("MERGE_HEAD", "a merge"),
+        ("CHERRY_PICK_HEAD", "a cherry-pick"),
+    ):
+        if (git_dir / marker).exists():
+            findings.append(
+                Finding(
+                    str(store.memory),
+                    f"the repo is in the middle of {what}",
+                    f"finish it with git in {store.memory} (or `git -C {store.memory} {what.split()[-1].replace('cherry-pick', 'cherry-pick')} --abort`)",
+                )
+            )
+            break
+    findings.extend(_index_findings(store))
+    lower_seen: dict[str, str] = {}
+    for root, dirs, files in os.walk(store.memory):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files + [d for d in dirs]:
+            full = os.path.join(root, name)
+            relpath = os.path.relpath(full, store.memory).replace(os.sep, "/")
+            problem = portability_problem(relpath)
+            if problem:
+                findings.append(Finding(relpath, problem, "rename the file"))
+            other = lower_seen.setdefault(relpath.lower(), relpath)
+            if other != relpath:
+                findings.append(
+                    Finding(relpath, f"differs from {other} only by case; they collide on macOS and Windows", "rename one")
+                )
+            if not os.access(full, os.R_OK):
+                findings.append(Finding(relpath, "is not readable by you", f"chmod u+r {full}"))
+    return findings
+
+
+def _index_findings(store: Store) -> list[Finding]:
+    from anamnesis.index import open_index
+
+    findings: list[Finding] = []
+    try:
+        index = open_index(store)
+    except Exception as exc:  # a broken index is a finding, not a crash
+        return [Finding(str(store.index_path), f"cannot open the index: {exc}", "run `anamnesis reindex`")]
+    with index:
+        report = index.refresh()
+        if report.changed and not report.rebuilt:
+            findings.append(
+                Finding(
+                    str(store.index_path),
+                    f"index was out of date by {report.changed} notes (now updated)",
+                    "nothing: it refreshes itself; if this repeats, check file times",
+                )
+            )
+        for relpath, problem in index.problems():
+            fix = "add a front matter block (see docs/notes.md)" if "front matter" in problem else ""
+            if "conflict" in problem:
+                fix = "resolve the conflict in an editor, or `anamnesis resolve`"
+            elif "symlink" in problem or "binary" in problem:
+                fix = "move it out of memory/"
+            findings.append(Finding(relpath, problem, fix))
+    return findings

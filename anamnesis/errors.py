@@ -1,0 +1,49 @@
+"""Errors the adapters turn into one clear line and an exit code.
+
+Every failure a user can cause or fix is an `AnamnesisError`; anything else
+is a bug and may show a traceback.
+"""
+
+from __future__ import annotations
+
+
+class AnamnesisError(Exception):
+    """A problem to report in one line; `exit_code` is what the CLI exits with."""
+
+    exit_code: int = 1
+
+
+class UsageError(AnamnesisError):
+    """The caller asked for something malformed (bad type, empty title, ...)."""
+
+    exit_code = 2
+
+
+class StoreMissing(AnamnesisError):
+    """No store at ANAMNESIS_HOME yet; `anamnesis init` creates one."""
+
+    exit_code = 3
+
+
+class NoteNotFound(AnamnesisError):
+    """A note reference matched nothing."""
+
+    exit_code = 4
+
+
+class OutsideStore(AnamnesisError):
+    """A path would leave memory/ (traversal, absolute path, symlink)."""
+
+    exit_code = 2
+
+
+class LockTimeout(AnamnesisError):
+    """Another process held the store lock for longer than we were willing to wait."""
+
+    exit_code = 5
+
+
+class GitError(AnamnesisError):
+    """A git command failed; the message carries git's own words."""
+
+    exit_code = 6

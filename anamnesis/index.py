@@ -1,0 +1,657 @@
+"""The local search index: SQLite FTS5 over the notes in memory/.
+
+Derived data, never synced: it can always be rebuilt from the files, and is
+rebuilt automatically when missing, corrupt or of an older schema. Updates
+are incremental: a full scan compares size and mtime and re-reads only what
+changed; callers that know what changed (sync, a save) pass those paths.
+
+Code words: FTS5's unicode61 tokenizer already splits snake_case, dotted.names
+and file/paths on their punctuation, and a query term with punctuation
+becomes a phrase of its parts, so `pg_bouncer.pool_size` finds exactly that
+sequence. CamelCase identifiers are split into a hidden `code` column, so
+`parse config` also finds `ParseConfig`. The porter stemmer handles English.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from anamnesis.notes import Note, parse_note
+from anamnesis.paths import Store
+
+SCHEMA_VERSION = "1"
+MAX_INDEXED_BYTES = 1_000_000  # bigger notes are indexed up to this size, and reported
+WEIGHTS = (10.0, 5.0, 1.0, 2.0)  # title, tags, body, code
+MARK_START, MARK_END = "\x02", "\x03"
+RECENT_SECONDS = 2.0  # files this fresh are re-read on the next scan (mtime granularity)
+
+_SCHEMA = f"""
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE notes(
+    rowid INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, sha TEXT NOT NULL,
+    id TEXT, type TEXT, title TEXT, project TEXT, tags TEXT,
+    created TEXT, updated TEXT, machine TEXT, source TEXT,
+    conflicted INTEGER NOT NULL DEFAULT 0, problems TEXT
+);
+CREATE INDEX notes_id ON notes(id);
+CREATE INDEX notes_project ON notes(project, updated);
+CREATE INDEX notes_updated ON notes(updated);
+CREATE TABLE tags(tag TEXT NOT NULL, note INTEGER NOT NULL, PRIMARY KEY(tag, note)) WITHOUT ROWID;
+CREATE TABLE skipped(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, problem TEXT);
+CREATE VIRTUAL TABLE fts USING fts5(
+    title, tags, body, code,
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
+"""
+
+_CAMEL_RE = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+[a-z0-9]*\b")
+_CAMEL_SPLIT_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+STOPWORDS = frozenset(
+    (
+        "a an and are as at be but by can could do does for from had has have how i if in into is "
+        "it its me my no not of on or our please should so that the their them then there these "
+        "they this to up us was we were what when where which who why will with would you your let "
+        "lets make use "
+    ).split()
+)
+
+
+def code_words(text: str) -> str:
+    """The parts of CamelCase identifiers in `text`, for the hidden `code` column."""
+    out: list[str] = []
+    for ident in set(_CAMEL_RE.findall(text)):
+        parts = _CAMEL_SPLIT_RE.findall(ident)
+        if len(parts) > 1:
+            out.append(" ".join(parts))
+    return "\n".join(out)
+
+
+def _fts_phrase(parts: list[str]) -> str:
+    return '"' + " ".join(p.replace('"', '""') for p in parts) + '"'
+
+
+def build_match(query: str, any_terms: bool = False) -> str | None:
+    """Turn what a person typed into a safe FTS5 MATCH expression.
+
+    Words are ANDed (ORed with `any_terms`, minus stop words); a word with
+    punctuation (`parse_config`, `src/app/main.py`) is a phrase of its parts;
+    "quoted text" is a phrase; a leading `-` excludes; a trailing `*` is a prefix.
+    """
+    positives: list[str] = []
+    negatives: list[str] = []
+    for match in re.finditer(r'(-?)"([^"]*)"|(\S+)', query):
+        negate = bool(match.group(1))
+        raw = match.group(2) if match.group(2) is not None else match.group(3)
+        if match.group(3) is not None and raw.startswith("-") and len(raw) > 1:
+            negate, raw = True, raw[1:]
+        prefix = raw.endswith("*") and match.group(3) is not None
+        parts = [p.lower() for p in _WORD_RE.findall(raw)]
+        if not parts:
+            continue
+        if any_terms and not negate and len(parts) == 1 and (parts[0] in STOPWORDS or len(parts[0]) < 3):
+            continue
+        term = _fts_phrase(parts) + ("*" if prefix else "")
+        (negatives if negate else positives).append(term)
+    if not positives:
+        return None
+    joined = " OR ".join(dict.fromkeys(positives)) if any_terms else " ".join(positives)
+    expr = f"({joined})" if any_terms and len(positives) > 1 else joined
+    for neg in negatives:
+        expr = f"{expr} NOT {neg}"
+    return expr
+
+
+def parse_when(value: str) -> str:
+    """'2026-11-01', '7d', '2w', '12h' -> an ISO timestamp to compare `updated` with."""
+    value = value.strip()
+    rel = re.fullmatch(r"(\d+)\s*([hdwmy])", value)
+    if rel:
+        amount, unit = int(rel.group(1)), rel.group(2)
+        days = {"h": 1 / 24, "d": 1, "w": 7, "m": 30, "y": 365}[unit] * amount
+        when = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+        return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    try:
+        dt.date.fromisoformat(value[:10])
+    except ValueError:
+        from anamnesis.errors import UsageError
+
+        raise UsageError(f"cannot read date {value!r}; use YYYY-MM-DD or a span like 7d, 2w") from None
+    return value
+
+
+@dataclass
+class Hit:
+    """One note as the index knows it (a search result or a listing row)."""
+
+    path: str
+    id: str
+    title: str
+    type: str
+    project: str | None
+    tags: list[str]
+    updated: str
+    created: str = ""
+    machine: str = ""
+    snippet: str = ""  # matches wrapped in MARK_START / MARK_END
+    score: float = 0.0  # higher is better
+    conflicted: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    def snippet_text(self, start: str = "**", end: str = "**") -> str:
+        """The snippet with matches wrapped in `start`/`end`."""
+        return self.snippet.replace(MARK_START, start).replace(MARK_END, end)
+
+    def snippet_parts(self) -> list[tuple[str, bool]]:
+        """The snippet as (text, is_match) pieces, for HTML or rich rendering."""
+        parts: list[tuple[str, bool]] = []
+        for i, chunk in enumerate(re.split(f"[{MARK_START}{MARK_END}]", self.snippet)):
+            if chunk:
+                parts.append((chunk, i % 2 == 1))
+        return parts
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "path": self.path,
+            "id": self.id,
+            "title": self.title,
+            "type": self.type,
+            "project": self.project,
+            "tags": self.tags,
+            "created": self.created,
+            "updated": self.updated,
+            "machine": self.machine,
+            "conflicted": self.conflicted,
+        }
+        if self.snippet:
+            data["snippet"] = self.snippet_text()
+            data["score"] = round(self.score, 4)
+        if self.problems:
+            data["problems"] = self.problems
+        return data
+
+
+@dataclass
+class RefreshReport:
+    """What one refresh changed, and which files it could not index."""
+
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    rebuilt: bool = False
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> int:
+        return self.added + self.updated + self.removed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "removed": self.removed,
+            "unchanged": self.unchanged,
+            "rebuilt": self.rebuilt,
+            "problems": [{"path": p, "problem": m} for p, m in self.problems],
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def scan_tree(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every `.md` entry under root (relative posix path, entry); skips dot folders."""
+    stack = [(root, "")]
+    while stack:
+        folder, rel = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name.startswith("."):
+                continue
+            relpath = f"{rel}{name}"
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, relpath + "/"))
+            elif name.lower().endswith(".md"):
+                yield relpath, entry
+
+
+class Index:
+    """An open index.db for one store. Use as a context manager."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.rebuilt = False
+        self.conn = self._connect()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        path = self.store.index_path
+        fresh = not path.exists()
+        try:
+            conn = self._open(path)
+            if not fresh:
+                row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                if row and row[0] == SCHEMA_VERSION:
+                    return conn
+            conn.close()
+        except sqlite3.DatabaseError:
+            pass
+        self._discard(path)
+        conn = self._open(path)
+        conn.executescript(_SCHEMA)
+        self.rebuilt = True
+        return conn
+
+    @staticmethod
+    def _open(path: os.PathLike[str] | str) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(path), timeout=30, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    @staticmethod
+    def _discard(path: os.PathLike[str] | str) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{path}{suffix}")
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- writing ---------------------------------------------------------------------
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> RefreshReport:
+        """Drop everything and index every note again."""
+        self.conn.close()
+        self._discard(self.store.index_path)
+        self.conn = self._open(self.store.index_path)
+        self.conn.executescript(_SCHEMA)
+        self.rebuilt = True
+        return self.refresh(progress=progress)
+
+    def refresh(
+        self,
+        paths: Iterable[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RefreshReport:
+        """Bring the index up to date with the files; only changed files are read.
+
+        `paths` limits the work to those memory/-relative paths (what a sync
+        or a save changed); None scans the whole tree by size and mtime.
+        """
+        started = time.perf_counter()
+        report = RefreshReport(rebuilt=self.rebuilt)
+        root = str(self.store.memory)
+        known: dict[str, tuple[int, int]] = {}
+        todo: list[tuple[str, os.stat_result | None, bool]] = []  # path, stat, is_symlink
+        if paths is None:
+            for table in ("notes", "skipped"):
+                for path, size, mtime in self.conn.execute(f"SELECT path, size, mtime_ns FROM {table}"):
+                    known[path] = (size, mtime)
+            seen: set[str] = set()
+            for relpath, entry in scan_tree(root):
+                seen.add(relpath)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if known.get(relpath) == (st.st_size, st.st_mtime_ns):
+                    report.unchanged += 1
+                    continue
+                todo.append((relpath, st, entry.is_symlink()))
+            todo.extend((p, None, False) for p in known if p not in seen)
+        else:
+            for relpath in dict.fromkeys(paths):
+                if not relpath.lower().endswith(".md") or relpath.startswith("."):
+                    continue
+                full = os.path.join(root, relpath)
+                try:
+                    st = os.lstat(full)
+                except OSError:
+                    todo.append((relpath, None, False))
+                    continue
+                todo.append((relpath, st, os.path.islink(full)))
+        self._apply(todo, report, progress)
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES ('refreshed', ?)", (str(time.time()),))
+        self.rebuilt = False
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _apply(
+        self,
+        todo: list[tuple[str, os.stat_result | None, bool]],
+        report: RefreshReport,
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        conn = self.conn
+        root = str(self.store.memory)
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for done, (relpath, st, is_link) in enumerate(todo, 1):
+                if progress and (done % 250 == 0 or done == len(todo)):
+                    progress(done, len(todo))
+                if st is None:
+                    if self._remove(relpath):
+                        report.removed += 1
+                    continue
+                mtime = 0 if now - st.st_mtime < RECENT_SECONDS else st.st_mtime_ns
+                problem = None
+                data = b""
+                if is_link:
+                    problem = "is a symlink; notes must be plain files inside the store (not indexed)"
+                elif not os.path.isfile(os.path.join(root, relpath)):
+                    problem = "is not a regular file (not indexed)"
+                else:
+                    try:
+                        with open(os.path.join(root, relpath), "rb") as handle:
+                            data = handle.read(MAX_INDEXED_BYTES + 1)
+                    except OSError as exc:
+                        problem = f"cannot be read: {exc.strerror or exc} (not indexed)"
+                    else:
+                        if b"\0" in data[:8192]:
+                            problem = "looks like a binary file, not markdown (not indexed)"
+                if problem is not None:
+                    self._remove(relpath)
+                    conn.execute(
+                        "INSERT OR REPLACE INTO skipped VALUES (?, ?, ?, ?)",
+                        (relpath, st.st_size, mtime, problem),
+                    )
+                    report.problems.append((relpath, problem))
+                    continue
+                sha = hashlib.blake2b(data, digest_size=16).hexdigest()
+                row = conn.execute("SELECT rowid, sha FROM notes WHERE path=?", (relpath,)).fetchone()
+                if row and row[1] == sha:
+                    conn.execute(
+                        "UPDATE notes SET size=?, mtime_ns=? WHERE rowid=?", (st.st_size, mtime, row[0])
+                    )
+                    report.unchanged += 1
+                    continue
+                note, extra_problems = self._parse(data, relpath, st.st_size)
+                self._store(note, row[0] if row else None, st.st_size, mtime, sha, extra_problems)
+                if row:
+                    report.updated += 1
+                else:
+                    report.added += 1
+                problems = note.problems + extra_problems
+                if problems:
+                    report.problems.append((relpath, "; ".join(problems)))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _parse(data: bytes, relpath: str, size: int) -> tuple[Note, list[str]]:
+        problems: list[str] = []
+        if size > MAX_INDEXED_BYTES:
+            problems.append(
+                f"is {size / 1_000_000:.1f} MB; only the first {MAX_INDEXED_BYTES // 1_000_000} MB is indexed"
+            )
+            data = data[:MAX_INDEXED_BYTES]
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if size > MAX_INDEXED_BYTES and exc.start >= len(data) - 4:
+                text = data[: exc.start].decode("utf-8")
+            else:
+                problems.append(f"is not valid UTF-8 (byte {exc.start}); undecodable bytes were replaced")
+                text = data.decode("utf-8", errors="replace")
+        return parse_note(text, relpath), problems
+
+    def _store(
+        self, note: Note, rowid: int | None, size: int, mtime: int, sha: str, extra_problems: list[str]
+    ) -> None:
+        conn = self.conn
+        problems = "; ".join(note.problems + extra_problems) or None
+        values = (
+            note.path,
+            size,
+            mtime,
+            sha,
+            note.id,
+            note.type,
+            note.title,
+            note.project,
+            " ".join(note.tags),
+            note.created,
+            note.updated,
+            note.machine,
+            note.source,
+            int(note.conflicted),
+            problems,
+        )
+        conn.execute("DELETE FROM skipped WHERE path=?", (note.path,))
+        if rowid is None:
+            cur = conn.execute(
+                "INSERT INTO notes(path, size, mtime_ns, sha, id, type, title, project, tags, created,"
+                " updated, machine, source, conflicted, problems) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                values,
+            )
+            rowid = int(cur.lastrowid or 0)
+        else:
+            conn.execute(
+                "UPDATE notes SET path=?, size=?, mtime_ns=?, sha=?, id=?, type=?, title=?, project=?,"
+                " tags=?, created=?, updated=?, machine=?, source=?, conflicted=?, problems=?"
+                " WHERE rowid=?",
+                (*values, rowid),
+            )
+            conn.execute("DELETE FROM fts WHERE rowid=?", (rowid,))
+            conn.execute("DELETE FROM tags WHERE note=?", (rowid,))
+        conn.executemany("INSERT OR IGNORE INTO tags VALUES (?, ?)", [(t, rowid) for t in note.tags])
+        conn.execute(
+            "INSERT INTO fts(rowid, title, tags, body, code) VALUES (?, ?, ?, ?, ?)",
+            (rowid, note.title, " ".join(note.tags), note.body, code_words(note.title + "\n" + note.body)),
+        )
+
+    def _remove(self, relpath: str) -> bool:
+        conn = self.conn
+        conn.execute("DELETE FROM skipped WHERE path=?", (relpath,))
+        row = conn.execute("SELECT rowid FROM notes WHERE path=?", (relpath,)).fetchone()
+        if not row:
+            return False
+        conn.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
+        conn.execute("DELETE FROM tags WHERE note=?", (row[0],))
+        conn.execute("DELETE FROM notes WHERE rowid=?", (row[0],))
+        return True
+
+    # -- reading ---------------------------------------------------------------------
+
+    _COLUMNS = "n.path, n.id, n.title, n.type, n.project, n.tags, n.updated, n.created, n.machine, n.conflicted, n.problems"
+
+    @staticmethod
+    def _hit(row: tuple[Any, ...], snippet: str = "", score: float = 0.0) -> Hit:
+        return Hit(
+            path=row[0],
+            id=row[1] or "",
+            title=row[2] or "",
+            type=row[3] or "",
+            project=row[4],
+            tags=(row[5] or "").split(),
+            updated=row[6] or "",
+            created=row[7] or "",
+            machine=row[8] or "",
+            conflicted=bool(row[9]),
+            problems=(row[10] or "").split("; ") if row[10] else [],
+            snippet=snippet,
+            score=score,
+        )
+
+    @staticmethod
+    def _filters(
+        project: str | None, type: str | None, tag: str | None, since: str | None, until: str | None
+    ) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if project:
+            clauses.append("n.project = ?")
+            args.append(project)
+        if type:
+            clauses.append("n.type = ?")
+            args.append(type)
+        if tag:
+            clauses.append("n.rowid IN (SELECT note FROM tags WHERE tag = ?)")
+            args.append(tag.lstrip("#").lower())
+        if since:
+            clauses.append("n.updated >= ?")
+            args.append(parse_when(since))
+        if until:
+            clauses.append("n.updated <= ?")
+            args.append(parse_when(until))
+        return "".join(f" AND {c}" for c in clauses), args
+
+    def search(
+        self,
+        query: str,
+        *,
+        project: str | None = None,
+        type: str | None = None,
+        tag: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 20,
+        any_terms: bool = False,
+    ) -> list[Hit]:
+        """Notes matching `query`, best first (BM25, title > tags > body), with snippets."""
+        match = build_match(query, any_terms=any_terms)
+        if match is None:
+            return []
+        where, args = self._filters(project, type, tag, since, until)
+        w = WEIGHTS
+        sql = (
+            f"SELECT {self._COLUMNS}, snippet(fts, 2, '{MARK_START}', '{MARK_END}', '…', 16),"
+            f" bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS rank"
+            f" FROM fts JOIN notes n ON n.rowid = fts.rowid"
+            f" WHERE fts MATCH ?{where} ORDER BY rank LIMIT ?"
+        )
+        rows = self.conn.execute(sql, [match, *args, limit]).fetchall()
+        return [self._hit(r[:11], snippet=r[11] or "", score=-float(r[12])) for r in rows]
+
+    def list_notes(
+        self,
+        *,
+        project: str | None = None,
+        type: str | None = None,
+        tag: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = 50,
+        conflicted: bool | None = None,
+    ) -> list[Hit]:
+        """Notes matching the filters, most recently updated first."""
+        where, args = self._filters(project, type, tag, since, until)
+        if conflicted is not None:
+            where += " AND n.conflicted = ?"
+            args.append(int(conflicted))
+        sql = f"SELECT {self._COLUMNS} FROM notes n WHERE 1=1{where} ORDER BY n.updated DESC, n.path"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [self._hit(r) for r in self.conn.execute(sql, args)]
+
+    def recent(self, project: str | None = None, type: str | None = None, limit: int = 20) -> list[Hit]:
+        """The most recently updated notes."""
+        return self.list_notes(project=project, type=type, limit=limit)
+
+    def conflicted(self) -> list[Hit]:
+        """Notes that still carry git conflict markers."""
+        return self.list_notes(conflicted=True, limit=None)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(path, what is wrong) for every note indexed with problems or skipped."""
+        rows = self.conn.execute(
+            "SELECT path, problems FROM notes WHERE problems IS NOT NULL"
+            " UNION ALL SELECT path, problem FROM skipped ORDER BY 1"
+        ).fetchall()
+        return [(p, m) for p, m in rows]
+
+    def counts(self) -> dict[str, Any]:
+        """Totals by type and project, plus problems, conflicts and freshness."""
+        conn = self.conn
+        by_type = dict(conn.execute("SELECT type, count(*) FROM notes GROUP BY type ORDER BY 2 DESC"))
+        by_project = {
+            (k or "(global)"): v
+            for k, v in conn.execute("SELECT project, count(*) FROM notes GROUP BY project ORDER BY 2 DESC")
+        }
+        refreshed = conn.execute("SELECT value FROM meta WHERE key='refreshed'").fetchone()
+        return {
+            "notes": sum(by_type.values()),
+            "by_type": by_type,
+            "by_project": by_project,
+            "conflicted": conn.execute("SELECT count(*) FROM notes WHERE conflicted").fetchone()[0],
+            "with_problems": conn.execute("SELECT count(*) FROM notes WHERE problems IS NOT NULL").fetchone()[
+                0
+            ],
+            "skipped": conn.execute("SELECT count(*) FROM skipped").fetchone()[0],
+            "refreshed": float(refreshed[0]) if refreshed else None,
+        }
+
+    def tags(self) -> list[tuple[str, int]]:
+        """Every tag with its number of notes, most used first."""
+        return [
+            (t, c)
+            for t, c in self.conn.execute("SELECT tag, count(*) FROM tags GROUP BY tag ORDER BY 2 DESC, 1")
+        ]
+
+    def find_ref(self, ref: str) -> list[str]:
+        """Paths a short reference could mean: an id, an id prefix, a file name or slug."""
+        conn = self.conn
+        ref = ref.strip()
+        for sql, arg in (
+            ("SELECT path FROM notes WHERE id = ?", ref),
+            ("SELECT path FROM notes WHERE path = ?", ref),
+            ("SELECT path FROM notes WHERE path LIKE ? ESCAPE '\\'", "%/" + _like(ref)),
+            ("SELECT path FROM notes WHERE path LIKE ? ESCAPE '\\'", "%/" + _like(ref) + ".md"),
+            ("SELECT path FROM notes WHERE id LIKE ? ESCAPE '\\'", _like(ref) + "%"),
+            ("SELECT path FROM notes WHERE path LIKE ? ESCAPE '\\'", "%/" + _like(ref) + "%"),
+        ):
+            if sql.endswith("'\\'") and len(ref) < 4 and "id LIKE" in sql:
+                continue
+            found = [r[0] for r in conn.execute(sql + " ORDER BY path LIMIT 20", (arg,))]
+            if found:
+                return found
+        return []
+
+
+def _like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def open_index(store: Store) -> Index:
+    """The store's index, created or rebuilt if it is missing, corrupt or outdated.
+
+    A fresh or rebuilt index is filled before it is returned.
+    """
+    index = Index(store)
+    if index.rebuilt and store.memory.exists():
+        index.refresh()
+        index.rebuilt = True
+    return index

@@ -1,0 +1,88 @@
+"""The one lock per store that every writer takes around git work and writes.
+
+It is an flock(2) on state/store.lock: the kernel drops it when the owner
+dies, so a lock left by a killed process is never stale. The file also
+records who holds it, for messages. Re-entrant within one process so a core
+function that locks can call another that locks.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from anamnesis.errors import LockTimeout
+from anamnesis.paths import Store
+
+_held: dict[str, tuple[int, int]] = {}  # lock path -> (fd, depth)
+_guard = threading.RLock()
+
+
+def _holder(path: Path) -> str:
+    try:
+        info = json.loads(path.read_text() or "{}")
+        return f"pid {info.get('pid')} ({info.get('what', '?')})"
+    except (OSError, ValueError):
+        return "another process"
+
+
+@contextmanager
+def store_lock(store: Store, what: str = "write", timeout: float = 60.0) -> Iterator[None]:
+    """Hold the store lock for the block; wait up to `timeout` seconds for it."""
+    path = store.lock_path
+    key = str(path)
+    with _guard:
+        if key in _held:
+            fd, depth = _held[key]
+            _held[key] = (fd, depth + 1)
+            try:
+                yield
+            finally:
+                fd, depth = _held[key]
+                if depth <= 1:
+                    del _held[key]
+                    _release(fd)
+                else:
+                    _held[key] = (fd, depth - 1)
+            return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise LockTimeout(
+                    f"store is busy: {_holder(path)} has held {path} for over {timeout:.0f}s"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"pid": os.getpid(), "what": what, "since": time.time()}).encode(), 0)
+    with _guard:
+        _held[key] = (fd, 1)
+    try:
+        yield
+    finally:
+        with _guard:
+            _held.pop(key, None)
+        _release(fd)
+
+
+def _release(fd: int) -> None:
+    try:
+        os.ftruncate(fd, 0)
+    except OSError:
+        pass
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)

@@ -1,0 +1,253 @@
+"""The note format: markdown with YAML front matter, parsed leniently.
+
+A note is whatever a person or a machine put in a `.md` file under memory/.
+Hand-written notes with no or broken front matter are still notes: what the
+front matter does not say is derived from the path and the text, and what is
+wrong is recorded in `Note.problems` for `anamnesis doctor`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import secrets
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+import frontmatter
+import yaml
+
+NOTE_TYPES = ("semantic", "procedural", "episodic", "preference")
+# Folder names a person browsing memory/ will understand, one per type.
+TYPE_FOLDERS = {
+    "semantic": "facts",
+    "procedural": "howto",
+    "episodic": "sessions",
+    "preference": "preferences",
+}
+FOLDER_TYPES = {folder: kind for kind, folder in TYPE_FOLDERS.items()}
+GLOBAL_DIR = "global"
+PROJECTS_DIR = "projects"
+FIELD_ORDER = ("id", "type", "title", "project", "tags", "created", "updated", "machine", "source")
+CONFLICT_RE = re.compile(r"^<<<<<<< .*?^=======\s*$.*?^>>>>>>> ", re.M | re.S)
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford-ish base32, no i/l/o/u
+
+
+def new_id() -> str:
+    """A short random id (50 bits): two machines never pick the same one."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(10))
+
+
+def now_iso() -> str:
+    """Current UTC time as ISO 8601 with a Z, to the second."""
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def slugify(text: str, max_len: int = 60) -> str:
+    """A readable, filesystem-safe slug ('Fix the DB pool!' -> 'fix-the-db-pool')."""
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    text = re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+    return text[:max_len].rstrip("-") or "note"
+
+
+def project_folder(project: str) -> str:
+    """The folder name for a project key ('github.com/acme/api' -> 'github.com-acme-api')."""
+    folder = re.sub(r"[^A-Za-z0-9._-]+", "-", project).strip("-.").lower()
+    return folder[:100] or "unnamed"
+
+
+def note_relpath(kind: str, title: str, note_id: str, project: str | None) -> str:
+    """Where a new note goes, relative to memory/: readable and collision-free."""
+    folder = TYPE_FOLDERS[kind]
+    base = GLOBAL_DIR if not project or kind == "preference" else f"{PROJECTS_DIR}/{project_folder(project)}"
+    return f"{base}/{folder}/{slugify(title)}-{note_id}.md"
+
+
+@dataclass
+class Note:
+    """One note: its front-matter fields, its body and what was wrong with it."""
+
+    path: str  # posix path relative to memory/
+    id: str
+    type: str
+    title: str
+    body: str
+    project: str | None = None
+    tags: list[str] = field(default_factory=list)
+    created: str = ""
+    updated: str = ""
+    machine: str = ""
+    source: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def conflicted(self) -> bool:
+        """True while the note still carries git conflict markers."""
+        return has_conflict_markers(self.body) or any("conflict" in p for p in self.problems)
+
+    def metadata(self) -> dict[str, Any]:
+        """Front matter in a stable field order, extras after the known fields."""
+        meta: dict[str, Any] = {
+            "id": self.id,
+            "type": self.type,
+            "title": self.title,
+            "project": self.project,
+            "tags": list(self.tags),
+            "created": self.created,
+            "updated": self.updated,
+            "machine": self.machine,
+            "source": self.source,
+        }
+        if meta["project"] is None:
+            del meta["project"]
+        meta.update({k: v for k, v in self.extra.items() if k not in meta})
+        return meta
+
+    def to_dict(self, with_body: bool = True) -> dict[str, Any]:
+        """A JSON-ready view for --json and MCP."""
+        data = {"path": self.path, **self.metadata(), "conflicted": self.conflicted}
+        data["project"] = self.project
+        if self.problems:
+            data["problems"] = list(self.problems)
+        if with_body:
+            data["body"] = self.body
+        return data
+
+
+def has_conflict_markers(text: str) -> bool:
+    """Whether `text` holds a complete git conflict block."""
+    return "<<<<<<< " in text and CONFLICT_RE.search(text) is not None
+
+
+def render_note(note: Note) -> str:
+    """The file text of a note: YAML front matter, a blank line, the body."""
+    post = frontmatter.Post(note.body.rstrip("\n") + "\n", **note.metadata())
+    return frontmatter.dumps(post, sort_keys=False, allow_unicode=True, width=1000) + "\n"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.isoformat() + "Z"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return "" if value is None else str(value)
+
+
+def _as_tags(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items = re.split(r"[,\s]+", value)
+    elif isinstance(value, (list, tuple)):
+        items = [str(v) for v in value if v is not None]
+    else:
+        items = [str(value)]
+    seen: dict[str, None] = {}
+    for item in items:
+        tag = item.strip().lstrip("#").lower()
+        if tag:
+            seen.setdefault(tag, None)
+    return list(seen)
+
+
+def _title_from(body: str, path: str) -> str:
+    for line in body.splitlines()[:40]:
+        if line.startswith("# "):
+            return line[2:].strip()
+    stem = PurePosixPath(path).stem
+    stem = re.sub(r"-[0-9a-z]{10}$", "", stem)
+    return stem.replace("-", " ").replace("_", " ").strip() or stem
+
+
+def _facts_from_path(path: str) -> tuple[str | None, str | None, str | None]:
+    """(project folder, type, id) that the path implies, where it implies them."""
+    parts = PurePosixPath(path).parts
+    project = None
+    kind = None
+    if len(parts) >= 3 and parts[0] == PROJECTS_DIR:
+        project = parts[1]
+    for part in parts[:-1]:
+        if part in FOLDER_TYPES:
+            kind = FOLDER_TYPES[part]
+    match = re.search(r"-([0-9a-z]{10})\.md$", parts[-1]) if parts else None
+    return project, kind, match.group(1) if match else None
+
+
+def split_front_matter(text: str) -> tuple[str | None, str]:
+    """(front matter text or None, body) — a cheap split, no YAML parsing."""
+    if not text.startswith("---"):
+        return None, text
+    match = re.match(r"^---[ \t]*\r?\n(.*?)(?:^|\r?\n)---[ \t]*(?:\r?\n|$)", text, re.S | re.M)
+    if not match:
+        return None, text
+    return match.group(1), text[match.end() :]
+
+
+def parse_note(text: str, path: str) -> Note:
+    """Parse note text leniently; never raises for bad content."""
+    problems: list[str] = []
+    meta: dict[str, Any] = {}
+    fm_text, body = split_front_matter(text)
+    if text.startswith("---") and fm_text is None:
+        problems.append("front matter is not closed by a '---' line")
+    elif fm_text is not None:
+        try:
+            handler = frontmatter.YAMLHandler()
+            loaded = handler.load(fm_text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 2})" if mark is not None else ""
+            reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            if "<<<<<<<" in fm_text:
+                problems.append(f"conflict markers in front matter{where}")
+            else:
+                problems.append(f"front matter is not valid YAML{where}: {reason}")
+            body = text
+            loaded = None
+        if loaded is None:
+            pass
+        elif isinstance(loaded, dict):
+            meta = {str(k): v for k, v in loaded.items()}
+        else:
+            problems.append("front matter is not a mapping of fields")
+            body = text
+    else:
+        problems.append("no front matter")
+
+    path_project, path_type, path_id = _facts_from_path(path)
+    kind = str(meta.get("type") or path_type or "semantic").lower()
+    if kind not in NOTE_TYPES:
+        problems.append(f"unknown type {kind!r} (use one of {', '.join(NOTE_TYPES)})")
+        kind = path_type or "semantic"
+    note_id = _as_text(meta.get("id")) or path_id or _path_id(path)
+    title = _as_text(meta.get("title")).strip() or _title_from(body, path)
+    project_value = meta.get("project", path_project)
+    note = Note(
+        path=path,
+        id=note_id,
+        type=kind,
+        title=title,
+        body=body.lstrip("\n"),
+        project=_as_text(project_value) or None,
+        tags=_as_tags(meta.get("tags")),
+        created=_as_text(meta.get("created")),
+        updated=_as_text(meta.get("updated") or meta.get("created")),
+        machine=_as_text(meta.get("machine")),
+        source=_as_text(meta.get("source")),
+        extra={k: v for k, v in meta.items() if k not in FIELD_ORDER},
+        problems=problems,
+    )
+    if has_conflict_markers(note.body):
+        note.problems.append("unresolved git conflict markers")
+    return note
+
+
+def _path_id(path: str) -> str:
+    import hashlib
+
+    return "p" + hashlib.sha1(path.encode()).hexdigest()[:9]

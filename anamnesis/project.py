@@ -1,0 +1,99 @@
+"""The project key: the same on every machine wherever the checkout lives.
+
+Order: a `.anamnesis-project` marker file committed in the project (first
+line is the key), else the normalised URL of the repo's `origin` remote (or
+its first remote), else the folder name. Reads .git/config directly, no
+subprocess, because the hooks call this on every session start.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+from pathlib import Path
+
+MARKER = ".anamnesis-project"
+
+
+def find_repo_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` holding .git (dir or worktree file)."""
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def normalize_remote(url: str) -> str:
+    """'git@github.com:Acme/API.git' and 'https://github.com/acme/api' -> 'github.com/acme/api'."""
+    url = url.strip()
+    scp = re.match(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$", url)
+    if scp and "://" not in url:
+        host, path = scp.group(1), scp.group(2)
+    else:
+        match = re.match(r"^[a-z][a-z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d+)?(/.*)?$", url, re.I)
+        if match:
+            host, path = match.group(1), match.group(2) or ""
+        else:  # a local path used as a remote
+            host, path = "", url
+    path = re.sub(r"\.git/?$", "", path.strip("/")).strip("/")
+    path = re.sub(r"/+", "/", path)
+    key = f"{host}/{path}" if host else path
+    return key.lower()
+
+
+def _git_dir(root: Path) -> Path:
+    dotgit = root / ".git"
+    if dotgit.is_file():
+        text = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            gitdir = Path(text.split(":", 1)[1].strip())
+            gitdir = gitdir if gitdir.is_absolute() else (root / gitdir)
+            common = gitdir / "commondir"
+            if common.exists():
+                return (gitdir / common.read_text().strip()).resolve()
+            return gitdir
+    return dotgit
+
+
+def remote_url(root: Path) -> str | None:
+    """The origin remote's URL (or the first remote's) from the repo's config."""
+    config = configparser.RawConfigParser(strict=False)
+    try:
+        config.read(_git_dir(root) / "config", encoding="utf-8")
+    except (configparser.Error, OSError):
+        return None
+    remotes = [s for s in config.sections() if s.startswith('remote "')]
+    remotes.sort(key=lambda s: s != 'remote "origin"')
+    for section in remotes:
+        url = config.get(section, "url", fallback=None)
+        if url:
+            return url
+    return None
+
+
+def project_key(cwd: Path | str) -> str:
+    """The cross-machine key of the project that `cwd` is in (folder name as a last resort)."""
+    return detect_project(cwd) or Path(cwd).resolve().name.lower() or "root"
+
+
+def detect_project(cwd: Path | str) -> str | None:
+    """The project key from a marker file or a git repo around `cwd`; None outside any project."""
+    start = Path(cwd)
+    root = find_repo_root(start)
+    for folder in (start.resolve(), *start.resolve().parents):
+        marker = folder / MARKER
+        if marker.is_file():
+            first = marker.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+            if first and first[0].strip():
+                return first[0].strip()
+        if root is not None and folder == root:
+            break
+    if root is not None:
+        url = remote_url(root)
+        if url:
+            key = normalize_remote(url)
+            if key:
+                return key
+        return root.name.lower()
+    return None

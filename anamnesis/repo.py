@@ -1,0 +1,86 @@
+"""Repository-level git operations on memory/: create, commit, inspect.
+
+Everything goes through `git.run_git`; callers hold the store lock.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from anamnesis.git import git_out, run_git
+from anamnesis.paths import Store
+
+BRANCH = "main"
+GITATTRIBUTES = "*.md text eol=lf\n"
+GITIGNORE = (
+    "# machine-local files never belong in memory/\n.DS_Store\n*.swp\n*~\n.#*\n.obsidian/workspace*.json\n"
+)
+
+
+def init_repo(store: Store, machine: str) -> bool:
+    """Create memory/ as a git repo on branch main with a first commit; False if it existed."""
+    repo = store.memory
+    if (repo / ".git").exists():
+        return False
+    repo.mkdir(parents=True, exist_ok=True)
+    run_git(repo, "init", "-q", "-b", BRANCH)
+    configure_repo(store, machine)
+    from anamnesis.fsutil import atomic_write_text
+
+    atomic_write_text(repo / ".gitattributes", GITATTRIBUTES)
+    atomic_write_text(repo / ".gitignore", GITIGNORE)
+    run_git(repo, "add", "-A")
+    run_git(repo, "commit", "-q", "-m", f"{machine}: create memory store")
+    return True
+
+
+def configure_repo(store: Store, machine: str) -> None:
+    """Local identity and settings so commits work on a machine with no git config."""
+    repo = store.memory
+    for key, value in (
+        ("user.name", f"anamnesis@{machine}"),
+        ("user.email", f"{machine}@anamnesis.invalid"),
+        ("core.autocrlf", "false"),
+        ("commit.gpgsign", "false"),
+        ("pull.rebase", "true"),
+    ):
+        run_git(repo, "config", key, value)
+
+
+def head(repo: Path) -> str | None:
+    """The commit id of HEAD, or None in an empty repo."""
+    proc = run_git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False)
+    return proc.stdout.strip() or None
+
+
+def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
+    """Stage exactly `paths` (added, changed or deleted) and commit; None if nothing changed."""
+    repo = store.memory
+    if not paths:
+        return None
+    run_git(repo, "add", "-A", "--", *paths)
+    if not run_git(repo, "diff", "--cached", "--quiet", "--", *paths, check=False).returncode:
+        return None
+    run_git(repo, "commit", "-q", "--no-verify", "-m", message, "--", *paths)
+    return head(repo)
+
+
+def commit_all(store: Store, message: str) -> str | None:
+    """Stage everything in the working tree and commit; None if nothing changed."""
+    repo = store.memory
+    run_git(repo, "add", "-A")
+    if not run_git(repo, "diff", "--cached", "--quiet", check=False).returncode:
+        return None
+    run_git(repo, "commit", "-q", "--no-verify", "-m", message)
+    return head(repo)
+
+
+def changed_paths(repo: Path, old: str | None, new: str | None) -> list[str]:
+    """Paths that differ between two commits (all tracked paths if `old` is None)."""
+    if not new or old == new:
+        return []
+    if old is None:
+        out = git_out(repo, "ls-tree", "-r", "--name-only", "-z", new)
+    else:
+        out = git_out(repo, "diff", "--name-only", "-z", "--no-renames", old, new)
+    return [p for p in out.split("\0") if p]

@@ -1,0 +1,64 @@
+"""This machine's settings (settings.json, mode 0600): never synced.
+
+Holds the machine id, the peers to sync with and the knobs of the hooks.
+Unknown keys are kept so newer versions can add fields without losing them.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socket
+from typing import Any
+
+from anamnesis.errors import AnamnesisError
+from anamnesis.fsutil import atomic_write_text
+from anamnesis.paths import Store
+
+DEFAULTS: dict[str, Any] = {
+    "machine_id": "",
+    "peers": {},
+    "inject_budget": 6000,
+    "recall": {"enabled": True, "budget": 2000, "min_score": 2.0, "max_notes": 3},
+    "capture": {"enabled": True},
+}
+
+
+def new_machine_id() -> str:
+    """A readable, unique machine name: hostname plus a short random suffix."""
+    host = socket.gethostname().split(".")[0].lower() or "machine"
+    host = "".join(c if c.isalnum() or c == "-" else "-" for c in host)[:24]
+    return f"{host}-{secrets.token_hex(2)}"
+
+
+def load_settings(store: Store) -> dict[str, Any]:
+    """Settings merged over the defaults; a broken file is an error, not a reset."""
+    data: dict[str, Any] = {}
+    if store.settings_path.exists():
+        try:
+            data = json.loads(store.settings_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise AnamnesisError(f"cannot read {store.settings_path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise AnamnesisError(f"{store.settings_path} must hold a JSON object")
+    merged = json.loads(json.dumps(DEFAULTS))
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key].update(value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def save_settings(store: Store, settings: dict[str, Any]) -> None:
+    """Write settings atomically with mode 0600 (they name peers and hosts)."""
+    store.home.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(store.settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n", mode=0o600)
+
+
+def machine_id(store: Store) -> str:
+    """This machine's id, or 'unknown' before init."""
+    try:
+        return str(load_settings(store).get("machine_id") or "unknown")
+    except AnamnesisError:
+        return "unknown"

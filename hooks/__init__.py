@@ -1,0 +1,1 @@
+"""Entry points Claude Code runs for its hook events (see docs/claude-code.md)."""

@@ -1,0 +1,1 @@
+"""Templates that `anamnesis` renders: note skeletons, systemd units, launchd plists."""
