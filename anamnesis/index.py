@@ -29,7 +29,8 @@ from anamnesis.notes import Note, parse_note
 from anamnesis.paths import Store
 
 SCHEMA_VERSION = "1"
-MAX_INDEXED_BYTES = 1_000_000  # bigger notes are indexed up to this size, and reported
+MAX_INDEXED_BYTES = 200_000  # bigger notes are indexed up to this size, and reported
+# (FTS5 snippets cost time quadratic in matches per note: a megabyte of log pasted into a note must not stall search)
 WEIGHTS = (10.0, 5.0, 1.0, 2.0)  # title, tags, body, code
 MARK_START, MARK_END = "\x02", "\x03"
 RECENT_SECONDS = 2.0  # files this fresh are re-read on the next scan (mtime granularity)
@@ -414,7 +415,7 @@ class Index:
         problems: list[str] = []
         if size > MAX_INDEXED_BYTES:
             problems.append(
-                f"is {size / 1_000_000:.1f} MB; only the first {MAX_INDEXED_BYTES // 1_000_000} MB is indexed"
+                f"is {size / 1_000_000:.1f} MB; only the first {MAX_INDEXED_BYTES // 1000} KB is indexed"
             )
             data = data[:MAX_INDEXED_BYTES]
         try:

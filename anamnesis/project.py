@@ -97,3 +97,25 @@ def detect_project(cwd: Path | str) -> str | None:
                 return key
         return root.name.lower()
     return None
+
+
+def current_branch(cwd: Path | str) -> str | None:
+    """The checked-out branch of the repo `cwd` is in ('HEAD' when detached), read from .git/HEAD."""
+    root = find_repo_root(Path(cwd))
+    if root is None:
+        return None
+    dotgit = root / ".git"
+    head_dir = dotgit
+    if dotgit.is_file():  # a worktree: HEAD lives in its own gitdir, not the common one
+        text = dotgit.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            gitdir = Path(text.split(":", 1)[1].strip())
+            head_dir = gitdir if gitdir.is_absolute() else root / gitdir
+    try:
+        head = (head_dir / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if head.startswith("ref:"):
+        ref = head.split(":", 1)[1].strip()
+        return ref.removeprefix("refs/heads/")
+    return "HEAD"

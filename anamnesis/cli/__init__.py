@@ -48,24 +48,10 @@ def main() -> None:
     from anamnesis.errors import AnamnesisError
 
     try:
-        app(standalone_mode=False)
+        app()
     except AnamnesisError as exc:
         print(f"anamnesis: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("anamnesis: interrupted", file=sys.stderr)
         sys.exit(130)
-    except SystemExit:
-        raise
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
-            print("anamnesis: aborted", file=sys.stderr)
-            sys.exit(1)
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        raise

@@ -84,7 +84,7 @@ def new(
     if type not in NOTE_TYPES:
         raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
     if body is None:
-        body = read_stdin_if_piped()
+        body = read_stdin_if_piped() or None
     if body is None:
         body = _body_from_editor(type, title)
     if not body.strip():

@@ -1,0 +1,158 @@
+"""The CLI as a user runs it: real processes, real store, real git."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import RunCli
+
+
+def init(run_cli: RunCli) -> None:
+    result = run_cli("init", "--local-only")
+    assert result.returncode == 0, result.stderr
+
+
+def test_help_lists_every_command(run_cli: RunCli) -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for command in ("init", "new", "search", "show", "list", "edit", "rm", "reindex", "status", "doctor", "project"):
+        assert command in result.stdout
+    assert "Examples" in run_cli("new", "--help").stdout
+
+
+def test_init_is_idempotent_and_print_writes_nothing(run_cli: RunCli, home: Path) -> None:
+    planned = run_cli("init", "--local-only", "--print", "--json")
+    assert planned.returncode == 0
+    assert "create store" in json.loads(planned.stdout)["planned"][0]
+    assert not home.exists()
+    init(run_cli)
+    assert (home / "memory" / ".git").is_dir()
+    assert stat.S_IMODE((home / "settings.json").stat().st_mode) == 0o600
+    settings = json.loads((home / "settings.json").read_text())
+    head = subprocess.run(["git", "-C", str(home / "memory"), "rev-parse", "HEAD"], capture_output=True, text=True)
+    again = run_cli("init", "--local-only", "--json")
+    assert again.returncode == 0
+    assert json.loads((home / "settings.json").read_text()) == settings
+    head2 = subprocess.run(["git", "-C", str(home / "memory"), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert head.stdout == head2.stdout
+
+
+def test_new_search_show_list_rm_round_trip(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
+    init(run_cli)
+    made = run_cli(
+        "new", "Pool sizing", "-t", "semantic", "-p", "github.com/acme/api", "-g", "postgres,perf",
+        "--body", "Set pg_bouncer.pool_size to 20 for the api.", "--json",
+    )
+    assert made.returncode == 0, made.stderr
+    note = json.loads(made.stdout)
+    assert note["project"] == "github.com/acme/api" and note["tags"] == ["postgres", "perf"]
+    piped = run_cli("new", "Lint first", "-t", "procedural", "--global", input="Run make lint before pushing.\n")
+    assert piped.returncode == 0, piped.stderr
+
+    hits = json.loads(run_cli("search", "pg_bouncer.pool_size", "--json").stdout)
+    assert [h["id"] for h in hits] == [note["id"]]
+    assert "**pg_bouncer.pool_size**" in hits[0]["snippet"]
+    assert json.loads(run_cli("search", "lint", "--type", "procedural", "--json").stdout)[0]["title"] == "Lint first"
+    assert json.loads(run_cli("search", "lint", "--project", "github.com/acme/api", "--json").stdout) == []
+
+    shown = run_cli("show", note["id"][:6])
+    assert shown.returncode == 0 and "pool_size to 20" in shown.stdout and shown.stdout.startswith("---")
+    assert json.loads(run_cli("show", note["id"], "--json").stdout)["title"] == "Pool sizing"
+
+    listed = json.loads(run_cli("list", "--json").stdout)
+    assert {n["title"] for n in listed} == {"Pool sizing", "Lint first"}
+    assert len(json.loads(run_cli("list", "--tag", "perf", "--json").stdout)) == 1
+
+    removed = run_cli("rm", note["id"], "--json")
+    assert removed.returncode == 0, removed.stderr
+    assert not (home / "memory" / note["path"]).exists()
+    assert json.loads(run_cli("search", "pool_size", "--json").stdout) == []
+    log = subprocess.run(
+        ["git", "-C", str(home / "memory"), "log", "--format=%s"], capture_output=True, text=True
+    ).stdout
+    assert "delete" in log and "new semantic note" in log
+
+
+def test_new_from_editor_uses_template(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
+    init(run_cli)
+    editor = tmp_path / "fake-editor.py"
+    editor.write_text(
+        "import sys\np = sys.argv[1]\nseed = open(p).read()\n"
+        "open(p, 'w').write(seed + '\\nwritten in the editor edword\\n')\n"
+    )
+    env = {"EDITOR": f"{sys.executable} {editor}"}
+    made = run_cli("new", "From editor", "-t", "procedural", "--json", env=env)
+    assert made.returncode == 0, made.stderr
+    text = (home / "memory" / json.loads(made.stdout)["path"]).read_text()
+    assert "edword" in text and "## Steps" in text  # seeded from templates/note-procedural.md
+
+
+def test_edit_reindexes_and_commits(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
+    init(run_cli)
+    note = json.loads(run_cli("new", "Editable", "--body", "oldword", "--json").stdout)
+    editor = tmp_path / "ed.py"
+    editor.write_text("import sys\np=sys.argv[1]\nt=open(p).read()\nopen(p,'w').write(t.replace('oldword','newword'))\n")
+    result = run_cli("edit", note["id"], env={"EDITOR": f"{sys.executable} {editor}"})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(run_cli("search", "newword", "--json").stdout)[0]["id"] == note["id"]
+    assert json.loads(run_cli("search", "oldword", "--json").stdout) == []
+    status = subprocess.run(
+        ["git", "-C", str(home / "memory"), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
+    assert status == ""
+    shown = json.loads(run_cli("show", note["id"], "--json").stdout)
+    assert shown["updated"] >= note["updated"]
+
+
+def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> None:
+    missing = run_cli("search", "x")
+    assert missing.returncode == 3 and "anamnesis init" in missing.stderr
+    assert missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
+    init(run_cli)
+    for args, code in (
+        (("show", "nope-nothing"), 4),
+        (("new", "T", "-t", "diary", "--body", "x"), 2),
+        (("new", "T", "--body", "   "), 2),
+        (("show", "../../etc/passwd"), 2),
+        (("search", "x", "--since", "yesterday-ish"), 2),
+    ):
+        result = run_cli(*args)
+        assert result.returncode == code, (args, result.stderr)
+        assert result.stderr.startswith("anamnesis: error:") and result.stderr.count("\n") == 1, result.stderr
+        assert "Traceback" not in result.stderr
+    assert run_cli("search").returncode == 2  # usage error from the parser
+
+
+def test_reindex_status_doctor(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    run_cli("new", "A note", "--body", "alpha")
+    assert run_cli("doctor").returncode == 0
+    (home / "memory" / "global" / "facts").mkdir(parents=True, exist_ok=True)
+    (home / "memory" / "global" / "facts" / "bad.md").write_text("---\ntitle: [x\n---\nbody\n")
+    (home / "memory" / "global" / "facts" / "what?.md").write_text("---\ntitle: q\n---\nbody\n")
+    os.chmod(home / "settings.json", 0o644)
+    doctor = run_cli("doctor", "--json")
+    assert doctor.returncode == 1
+    found = {f["where"]: f["problem"] for f in json.loads(doctor.stdout)["findings"]}
+    assert "not valid YAML" in found["global/facts/bad.md"]
+    assert "Windows" in found["global/facts/what?.md"]
+    assert "600" in found[str(home / "settings.json")]
+    reindexed = run_cli("reindex", "--json")
+    assert reindexed.returncode == 0
+    assert json.loads(reindexed.stdout)["added"] == 3
+    status = json.loads(run_cli("status", "--json").stdout)
+    assert status["notes"] == 3 and status["problems"] == 1 and status["memory"] == str(home / "memory")
+
+
+def test_project_command(run_cli: RunCli, tmp_path: Path) -> None:
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:Acme/Api.git"], check=True)
+    assert run_cli("project", cwd=repo).stdout.strip() == "github.com/acme/api"
+    assert json.loads(run_cli("project", str(repo), "--json").stdout)["project"] == "github.com/acme/api"

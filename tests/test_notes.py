@@ -1,0 +1,95 @@
+"""The note format: round trips, lenient parsing, layout."""
+
+from __future__ import annotations
+
+from anamnesis.notes import (
+    Note,
+    has_conflict_markers,
+    new_id,
+    note_relpath,
+    parse_note,
+    render_note,
+    slugify,
+)
+
+
+def make_note(**fields: object) -> Note:
+    base: dict[str, object] = {
+        "path": "global/facts/x-0123456789.md",
+        "id": "0123456789",
+        "type": "semantic",
+        "title": "Pool: size matters",
+        "body": "Body with `pg_bouncer.pool_size`.\n",
+        "project": "github.com/acme/api",
+        "tags": ["postgres", "perf"],
+        "created": "2026-11-01T10:00:00Z",
+        "updated": "2026-11-02T10:00:00Z",
+        "machine": "desk-1a2b",
+        "source": "cli",
+    }
+    base.update(fields)
+    return Note(**base)  # type: ignore[arg-type]
+
+
+def test_render_then_parse_round_trips_every_field() -> None:
+    note = make_note(extra={"links": ["a", "b"]})
+    text = render_note(note)
+    assert text.startswith("---\nid: 0123456789\ntype: semantic\n")
+    back = parse_note(text, note.path)
+    assert back.metadata() == note.metadata()
+    assert back.body == note.body
+    assert back.problems == []
+
+
+def test_broken_yaml_is_still_a_note_with_a_problem() -> None:
+    text = "---\ntitle: [unclosed\ntags: x\n---\n# Heading here\nsome text\n"
+    note = parse_note(text, "projects/acme/howto/deploy-steps-abcdefghjk.md")
+    assert note.type == "procedural"  # from the folder
+    assert note.project == "acme"  # from the folder
+    assert note.id == "abcdefghjk"  # from the file name
+    assert "some text" in note.body
+    assert any("not valid YAML" in p for p in note.problems)
+
+
+def test_no_front_matter_derives_title_from_heading() -> None:
+    note = parse_note("# My Title\n\ntext\n", "global/facts/whatever.md")
+    assert note.title == "My Title"
+    assert note.problems == ["no front matter"]
+    assert note.id.startswith("p")
+
+
+def test_unclosed_front_matter_and_non_mapping() -> None:
+    assert "not closed" in parse_note("---\ntitle: x\nno end\n", "a.md").problems[0]
+    assert "not a mapping" in parse_note("---\n- a\n- b\n---\nbody\n", "a.md").problems[0]
+
+
+def test_unknown_type_falls_back_and_is_reported() -> None:
+    note = parse_note("---\ntype: diary\ntitle: t\n---\nb\n", "global/sessions/t.md")
+    assert note.type == "episodic"
+    assert any("unknown type" in p for p in note.problems)
+
+
+def test_dates_and_tag_strings_are_normalised() -> None:
+    note = parse_note("---\ntitle: t\ncreated: 2026-11-01 10:00:00\ntags: 'a, #B c'\n---\nb\n", "a.md")
+    assert note.created == "2026-11-01T10:00:00Z"
+    assert note.updated == note.created
+    assert note.tags == ["a", "b", "c"]
+
+
+def test_conflict_markers_are_detected() -> None:
+    body = "intro\n<<<<<<< ours\nmine\n=======\ntheirs\n>>>>>>> theirs\n"
+    assert has_conflict_markers(body)
+    assert parse_note("---\ntitle: t\n---\n" + body, "a.md").conflicted
+    assert not has_conflict_markers("a line with ======= only\n")
+
+
+def test_layout_is_readable_and_unique() -> None:
+    one, two = new_id(), new_id()
+    assert one != two and len(one) == 10
+    assert note_relpath("semantic", "Fix: the DB pool!", one, "github.com/acme/api") == (
+        f"projects/github.com-acme-api/facts/fix-the-db-pool-{one}.md"
+    )
+    assert note_relpath("preference", "Be brief", one, "github.com/acme/api").startswith("global/preferences/")
+    assert note_relpath("episodic", "s", one, None).startswith("global/sessions/")
+    assert slugify("Ünïcödé   title — here") == "unicode-title-here"
+    assert slugify("!!!") == "note"
