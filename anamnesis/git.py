@@ -65,3 +65,32 @@ def run_git(
 def git_out(repo: Path, *args: str, timeout: float | None = 120) -> str:
     """stdout of a git command that must succeed, stripped."""
     return run_git(repo, *args, timeout=timeout).stdout.strip()
+
+
+def run_git_bytes(
+    repo: Path,
+    *args: str,
+    input: bytes | None = None,
+    check: bool = True,
+    timeout: float | None = 120,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """`run_git` for raw bytes in and out: blobs of any encoding, NUL-separated listings."""
+    cmd = ["git", "-C", str(repo), "-c", "core.quotepath=off", *args]
+    try:
+        proc = subprocess.run(
+            cmd,
+            input=input,
+            capture_output=True,
+            timeout=timeout,
+            env=git_env(env),
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed or not on PATH") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"git {' '.join(args[:2])} failed: {detail[-1] if detail else proc.returncode}")
+    return proc
