@@ -84,3 +84,20 @@ def changed_paths(repo: Path, old: str | None, new: str | None) -> list[str]:
     else:
         out = git_out(repo, "diff", "--name-only", "-z", "--no-renames", old, new)
     return [p for p in out.split("\0") if p]
+
+
+def root_commits(repo: Path) -> list[str]:
+    """The root commits of HEAD's history, sorted (one, unless unrelated histories were merged)."""
+    proc = run_git(repo, "rev-list", "--max-parents=0", "HEAD", check=False)
+    return sorted(line for line in proc.stdout.split() if line) if proc.returncode == 0 else []
+
+
+def store_id(store: Store) -> str | None:
+    """The id all machines of one memory share: its root commit (the smallest, if several).
+
+    Every clone of a memory descends from the first commit `init` made, so two
+    different people's stores never have the same id, and no id has to be
+    stored or synced. None in an empty repo.
+    """
+    roots = root_commits(store.memory)
+    return roots[0] if roots else None
