@@ -57,7 +57,8 @@ CREATE VIRTUAL TABLE fts USING fts5(
 INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
 """
 
-_CAMEL_RE = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+[a-z0-9]*\b")
+_CAMEL_HINT = re.compile(r"[a-z0-9][A-Z]")
+_IDENT_RE = re.compile(r"[A-Za-z0-9]+")
 _CAMEL_SPLIT_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
 STOPWORDS = frozenset(
@@ -72,11 +73,21 @@ STOPWORDS = frozenset(
 
 def code_words(text: str) -> str:
     """The parts of CamelCase identifiers in `text`, for the hidden `code` column."""
-    out: list[str] = []
-    for ident in set(_CAMEL_RE.findall(text)):
-        parts = _CAMEL_SPLIT_RE.findall(ident)
+    out: dict[str, None] = {}
+    last_end = -1
+    for hint in _CAMEL_HINT.finditer(text):  # rare, so scanning for it first is cheap
+        start = hint.start()
+        if start < last_end:
+            continue
+        while start > 0 and text[start - 1].isalnum():
+            start -= 1
+        ident_match = _IDENT_RE.match(text, start)
+        if ident_match is None:
+            continue
+        last_end = ident_match.end()
+        parts = _CAMEL_SPLIT_RE.findall(ident_match.group())
         if len(parts) > 1:
-            out.append(" ".join(parts))
+            out.setdefault(" ".join(parts), None)
     return "\n".join(out)
 
 
@@ -547,14 +558,35 @@ class Index:
             return []
         where, args = self._filters(project, type, tag, since, until)
         w = WEIGHTS
-        sql = (
-            f"SELECT {self._COLUMNS}, snippet(fts, 2, '{MARK_START}', '{MARK_END}', '…', 16),"
-            f" bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS rank"
-            f" FROM fts JOIN notes n ON n.rowid = fts.rowid"
-            f" WHERE fts MATCH ?{where} ORDER BY rank LIMIT ?"
+        # Rank first, touching only the FTS table; fetch rows and snippets for the winners only.
+        restrict = f" AND fts.rowid IN (SELECT n.rowid FROM notes n WHERE 1=1{where})" if where else ""
+        ranked = self.conn.execute(
+            f"SELECT fts.rowid, bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS score FROM fts"
+            f" WHERE fts MATCH ?{restrict} ORDER BY score LIMIT ?",
+            [match, *args, limit],
+        ).fetchall()
+        if not ranked:
+            return []
+        marks = ",".join("?" * len(ranked))
+        rowids = [r[0] for r in ranked]
+        rows = {
+            r[0]: r[1:]
+            for r in self.conn.execute(
+                f"SELECT n.rowid, {self._COLUMNS} FROM notes n WHERE n.rowid IN ({marks})", rowids
+            )
+        }
+        snippets = dict(
+            self.conn.execute(
+                f"SELECT rowid, snippet(fts, 2, '{MARK_START}', '{MARK_END}', '…', 16) FROM fts"
+                f" WHERE fts MATCH ? AND rowid IN ({marks})",
+                [match, *rowids],
+            ).fetchall()
         )
-        rows = self.conn.execute(sql, [match, *args, limit]).fetchall()
-        return [self._hit(r[:11], snippet=r[11] or "", score=-float(r[12])) for r in rows]
+        return [
+            self._hit(rows[rowid], snippet=snippets.get(rowid) or "", score=-float(score))
+            for rowid, score in ranked
+            if rowid in rows
+        ]
 
     def list_notes(
         self,

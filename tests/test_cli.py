@@ -20,7 +20,19 @@ def init(run_cli: RunCli) -> None:
 def test_help_lists_every_command(run_cli: RunCli) -> None:
     result = run_cli("--help")
     assert result.returncode == 0
-    for command in ("init", "new", "search", "show", "list", "edit", "rm", "reindex", "status", "doctor", "project"):
+    for command in (
+        "init",
+        "new",
+        "search",
+        "show",
+        "list",
+        "edit",
+        "rm",
+        "reindex",
+        "status",
+        "doctor",
+        "project",
+    ):
         assert command in result.stdout
     assert "Examples" in run_cli("new", "--help").stdout
 
@@ -34,30 +46,48 @@ def test_init_is_idempotent_and_print_writes_nothing(run_cli: RunCli, home: Path
     assert (home / "memory" / ".git").is_dir()
     assert stat.S_IMODE((home / "settings.json").stat().st_mode) == 0o600
     settings = json.loads((home / "settings.json").read_text())
-    head = subprocess.run(["git", "-C", str(home / "memory"), "rev-parse", "HEAD"], capture_output=True, text=True)
+    head = subprocess.run(
+        ["git", "-C", str(home / "memory"), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
     again = run_cli("init", "--local-only", "--json")
     assert again.returncode == 0
     assert json.loads((home / "settings.json").read_text()) == settings
-    head2 = subprocess.run(["git", "-C", str(home / "memory"), "rev-parse", "HEAD"], capture_output=True, text=True)
+    head2 = subprocess.run(
+        ["git", "-C", str(home / "memory"), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
     assert head.stdout == head2.stdout
 
 
 def test_new_search_show_list_rm_round_trip(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
     init(run_cli)
     made = run_cli(
-        "new", "Pool sizing", "-t", "semantic", "-p", "github.com/acme/api", "-g", "postgres,perf",
-        "--body", "Set pg_bouncer.pool_size to 20 for the api.", "--json",
+        "new",
+        "Pool sizing",
+        "-t",
+        "semantic",
+        "-p",
+        "github.com/acme/api",
+        "-g",
+        "postgres,perf",
+        "--body",
+        "Set pg_bouncer.pool_size to 20 for the api.",
+        "--json",
     )
     assert made.returncode == 0, made.stderr
     note = json.loads(made.stdout)
     assert note["project"] == "github.com/acme/api" and note["tags"] == ["postgres", "perf"]
-    piped = run_cli("new", "Lint first", "-t", "procedural", "--global", input="Run make lint before pushing.\n")
+    piped = run_cli(
+        "new", "Lint first", "-t", "procedural", "--global", input="Run make lint before pushing.\n"
+    )
     assert piped.returncode == 0, piped.stderr
 
     hits = json.loads(run_cli("search", "pg_bouncer.pool_size", "--json").stdout)
     assert [h["id"] for h in hits] == [note["id"]]
     assert "**pg_bouncer.pool_size**" in hits[0]["snippet"]
-    assert json.loads(run_cli("search", "lint", "--type", "procedural", "--json").stdout)[0]["title"] == "Lint first"
+    assert (
+        json.loads(run_cli("search", "lint", "--type", "procedural", "--json").stdout)[0]["title"]
+        == "Lint first"
+    )
     assert json.loads(run_cli("search", "lint", "--project", "github.com/acme/api", "--json").stdout) == []
 
     shown = run_cli("show", note["id"][:6])
@@ -96,7 +126,9 @@ def test_edit_reindexes_and_commits(run_cli: RunCli, home: Path, tmp_path: Path)
     init(run_cli)
     note = json.loads(run_cli("new", "Editable", "--body", "oldword", "--json").stdout)
     editor = tmp_path / "ed.py"
-    editor.write_text("import sys\np=sys.argv[1]\nt=open(p).read()\nopen(p,'w').write(t.replace('oldword','newword'))\n")
+    editor.write_text(
+        "import sys\np=sys.argv[1]\nt=open(p).read()\nopen(p,'w').write(t.replace('oldword','newword'))\n"
+    )
     result = run_cli("edit", note["id"], env={"EDITOR": f"{sys.executable} {editor}"})
     assert result.returncode == 0, result.stderr
     assert json.loads(run_cli("search", "newword", "--json").stdout)[0]["id"] == note["id"]
@@ -153,6 +185,8 @@ def test_project_command(run_cli: RunCli, tmp_path: Path) -> None:
     repo = tmp_path / "checkout"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:Acme/Api.git"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:Acme/Api.git"], check=True
+    )
     assert run_cli("project", cwd=repo).stdout.strip() == "github.com/acme/api"
     assert json.loads(run_cli("project", str(repo), "--json").stdout)["project"] == "github.com/acme/api"

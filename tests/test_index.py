@@ -38,7 +38,9 @@ def test_code_words_and_stemming_are_found(store: Store) -> None:
     )
     b = create_note(store, type="procedural", title="Deploying", body="The deployment runs nightly.")
     c = create_note(store, type="semantic", title="Loader", body="The ConfigLoader class reads YAML.")
-    create_note(store, type="semantic", title="Unrelated", body="parse and config appear apart here, main too.")
+    create_note(
+        store, type="semantic", title="Unrelated", body="parse and config appear apart here, main too."
+    )
     assert search_paths(store, "parse_config") == [a.path]
     assert search_paths(store, "pg_bouncer.pool_size") == [a.path]
     assert search_paths(store, "src/app/main.py") == [a.path]
@@ -173,5 +175,7 @@ def test_find_ref_and_counts(store: Store) -> None:
         assert index.find_ref(note.id[:5]) == [note.path]
         assert index.find_ref(note.path.rsplit("/", 1)[1]) == [note.path]
         counts = index.counts()
-    assert counts["notes"] == 1 and counts["by_type"] == {"procedural": 1} and counts["by_project"] == {"p": 1}
+    assert (
+        counts["notes"] == 1 and counts["by_type"] == {"procedural": 1} and counts["by_project"] == {"p": 1}
+    )
     assert time.time() - counts["refreshed"] < 60

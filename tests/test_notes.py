@@ -89,7 +89,75 @@ def test_layout_is_readable_and_unique() -> None:
     assert note_relpath("semantic", "Fix: the DB pool!", one, "github.com/acme/api") == (
         f"projects/github.com-acme-api/facts/fix-the-db-pool-{one}.md"
     )
-    assert note_relpath("preference", "Be brief", one, "github.com/acme/api").startswith("global/preferences/")
+    assert note_relpath("preference", "Be brief", one, "github.com/acme/api").startswith(
+        "global/preferences/"
+    )
     assert note_relpath("episodic", "s", one, None).startswith("global/sessions/")
     assert slugify("Ünïcödé   title — here") == "unicode-title-here"
     assert slugify("!!!") == "note"
+
+
+def test_fast_front_matter_agrees_with_yaml_or_declines() -> None:
+    import random
+
+    import yaml
+
+    from anamnesis.notes import fast_front_matter
+
+    rng = random.Random(5)
+    atoms = [
+        "abc",
+        "It's",
+        "'quoted'",
+        "'it''s'",
+        "a: b",
+        "x #y",
+        "#c",
+        "true",
+        "No",
+        "null",
+        "~",
+        "12",
+        "0x1f",
+        "1.5",
+        "2026-11-01",
+        "2026-11-01 10:00:00",
+        "'2026-11-01T00:00:00Z'",
+        "[a, b]",
+        "{a: 1}",
+        "- x",
+        "&anchor",
+        "*ref",
+        "!tag x",
+        "|",
+        ">",
+        "ok value",
+        "tab\there",
+        "0123456789",
+        "9bf7hx3tdy",
+        " lead",
+        "trail ",
+        "é ü",
+        "@at",
+        "`tick`",
+        "%pct",
+        "a,b",
+        "[]",
+        "",
+    ]
+    agreed = 0
+    for _ in range(3000):
+        lines = []
+        for key in rng.sample(["id", "title", "tags", "x", "project", "created"], rng.randint(1, 4)):
+            if rng.random() < 0.3:
+                lines.append(f"{key}:")
+                lines.extend(f"- {rng.choice(atoms)}" for _ in range(rng.randint(0, 3)))
+            else:
+                lines.append(f"{key}: {rng.choice(atoms)}")
+        text = "\n".join(lines)
+        fast = fast_front_matter(text)
+        if fast is None:
+            continue
+        assert fast == yaml.safe_load(text), text
+        agreed += 1
+    assert agreed > 300  # the fast path really is taken for plain notes
