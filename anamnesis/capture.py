@@ -1,0 +1,232 @@
+"""Session capture: one episodic note per Claude Code session, written without any API.
+
+SessionEnd and PreCompact both call `capture`; the note's id is derived from
+the session id, so the second call finds and updates the note the first one
+wrote instead of adding another. The note says what was asked, which files
+were touched, which commands ran and how it ended. Everything in it passes
+through `redact` first, and memory our own hooks injected is never copied
+back (attachment lines are skipped, and our marked block is stripped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from anamnesis.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
+from anamnesis.redact import redact
+from anamnesis.transcript import SessionSummary, summarize
+
+if TYPE_CHECKING:
+    from anamnesis.paths import Store
+
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # the alphabet of notes.new_id
+MAX_ASK = 1500
+MAX_LATER_PROMPTS = 20
+MAX_PROMPT_LINE = 200
+MAX_FILES = 60
+MAX_COMMANDS = 30
+MAX_COMMAND = 200
+MAX_OUTCOME = 2000
+MIN_CHAT_CHARS = 20  # a tool-less session whose prompts add up to less than this is trivial
+LOCK_TIMEOUT = 8.0  # SessionEnd gives us 15 s; past this the work is handed to a detached retry
+TAGS = ["session", "claude-code"]
+
+
+@dataclass
+class CaptureResult:
+    """What `capture` did: the note path it wrote, or why it wrote nothing."""
+
+    path: str | None
+    action: str  # "created", "updated", "unchanged", "skipped"
+    reason: str = ""
+
+
+def session_note_id(session_id: str) -> str:
+    """A note id derived from the session id: the same on every capture of that session."""
+    digest = int.from_bytes(hashlib.sha256(f"claude-session:{session_id}".encode()).digest()[:7], "big")
+    return "".join(_ID_ALPHABET[(digest >> (5 * i)) & 31] for i in range(10))
+
+
+def is_trivial(summary: SessionSummary) -> bool:
+    """Nothing done and (almost) nothing said: not worth a note."""
+    if summary.did_something:
+        return False
+    return sum(len(p) for p in summary.prompts) < MIN_CHAT_CHARS
+
+
+def _one_line(text: str, limit: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit)
+    if cut < limit * 0.6:
+        cut = text.rfind(" ", 0, limit)
+    if cut < limit * 0.6:
+        cut = limit
+    return text[:cut].rstrip() + " …"
+
+
+def _relative(path: str, cwd: str) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("`", "'") + "`"
+
+
+def session_title(summary: SessionSummary, project: str) -> str:
+    """A one-line title: the first thing asked, or the project and date."""
+    if summary.prompts:
+        first = summary.prompts[0].strip().splitlines()[0] if summary.prompts[0].strip() else ""
+        if first:
+            return _one_line(redact(first), 90)
+    day = (summary.started or now_iso())[:10]
+    return f"Session in {project.rsplit('/', 1)[-1]} on {day}"
+
+
+def render_body(summary: SessionSummary, project: str) -> str:
+    """The markdown body of the session note; every piece is redacted before it is clipped."""
+    out: list[str] = ["## Ask", ""]
+    if summary.prompts:
+        out.append(_clip(redact(summary.prompts[0]), MAX_ASK))
+    else:
+        out.append("(no prompt: the session only ran tools)")
+    later = summary.prompts[1:]
+    if later:
+        out += ["", "Later prompts:", ""]
+        out += [f"- {_one_line(redact(p), MAX_PROMPT_LINE)}" for p in later[:MAX_LATER_PROMPTS]]
+        if len(later) > MAX_LATER_PROMPTS:
+            out.append(f"- … and {len(later) - MAX_LATER_PROMPTS} more")
+    if summary.files:
+        out += ["", "## Files touched", ""]
+        items = list(summary.files.items())
+        for path, actions in items[:MAX_FILES]:
+            out.append(f"- {_code(redact(_relative(path, summary.cwd)))} ({', '.join(actions)})")
+        if len(items) > MAX_FILES:
+            out.append(f"- … and {len(items) - MAX_FILES} more files")
+    if summary.commands:
+        out += ["", "## Commands run", ""]
+        shown: list[str] = []
+        for command in summary.commands[-4 * MAX_COMMANDS :]:
+            line = _one_line(redact(command), MAX_COMMAND)
+            if line not in shown:
+                shown.append(line)
+        for line in shown[-MAX_COMMANDS:]:
+            out.append(f"- {_code(line)}")
+        if len(summary.commands) > MAX_COMMANDS:
+            out.append(f"- (the last {MAX_COMMANDS} distinct commands of {len(summary.commands)})")
+    if summary.outcome:
+        out += ["", "## Outcome", "", _clip(redact(summary.outcome), MAX_OUTCOME)]
+    out += ["", "## Session", ""]
+    where = f"project {_code(project)}"
+    if summary.branch:
+        where += f", branch {_code(summary.branch)}"
+    out.append(f"- {where}")
+    counts = f"{len(summary.prompts)} prompts, {summary.tool_calls} tool calls"
+    if summary.compactions:
+        counts += f", {summary.compactions} compactions"
+    span = f"{summary.started} → {summary.ended}" if summary.started else "time unknown"
+    out.append(f"- {span}; {counts}")
+    if summary.tools:
+        top = sorted(summary.tools.items(), key=lambda kv: (-kv[1], kv[0]))[:12]
+        out.append("- tools: " + ", ".join(f"{name} ×{n}" for name, n in top))
+    return "\n".join(out) + "\n"
+
+
+def _find_existing(store: Store, note_id: str, project: str) -> str | None:
+    folder = store.memory / PROJECTS_DIR / project_folder(project) / TYPE_FOLDERS["episodic"]
+    try:
+        for entry in os.scandir(folder):
+            if entry.name.endswith(f"-{note_id}.md") and entry.is_file(follow_symlinks=False):
+                return f"{PROJECTS_DIR}/{project_folder(project)}/{TYPE_FOLDERS['episodic']}/{entry.name}"
+    except OSError:
+        pass
+    from anamnesis.index import open_index
+
+    with open_index(store) as index:
+        found = [p for p in index.find_ref(note_id) if PurePosixPath(p).name.endswith(f"-{note_id}.md")]
+    return found[0] if found else None
+
+
+def capture(
+    store: Store,
+    transcript_path: str | Path,
+    *,
+    session_id: str = "",
+    cwd: str = "",
+    event: str = "SessionEnd",
+    lock_timeout: float = LOCK_TIMEOUT,
+) -> CaptureResult:
+    """Write or update the session's note from its transcript; skip trivial sessions."""
+    from anamnesis.lock import store_lock
+    from anamnesis.project import project_key
+    from anamnesis.settings import load_settings, machine_id
+    from anamnesis.store import load_note, save_note
+
+    settings = load_settings(store)
+    if not settings.get("capture", {}).get("enabled", True):
+        return CaptureResult(None, "skipped", "capture is turned off in settings")
+    summary = summarize(Path(transcript_path))
+    key_id = summary.session_id or session_id
+    if not key_id:
+        return CaptureResult(None, "skipped", "no session id")
+    if is_trivial(summary):
+        return CaptureResult(None, "skipped", "trivial session (nothing done, nothing said)")
+    summary.cwd = summary.cwd or cwd
+    project = project_key(summary.cwd) if summary.cwd else "unknown"
+    note_id = session_note_id(key_id)
+    title = session_title(summary, project)
+    body = redact(render_body(summary, project))
+    files = [redact(_relative(p, summary.cwd)) for p in list(summary.files)[:MAX_FILES]]
+    extra: dict[str, Any] = {"session_id": key_id, "agent": "claude-code"}
+    if summary.branch:
+        extra["branch"] = summary.branch
+    if files:
+        extra["files"] = files
+    with store_lock(store, f"capture {event}", timeout=lock_timeout):
+        existing = _find_existing(store, note_id, project)
+        machine = machine_id(store)
+        if existing:
+            note = load_note(store, existing)
+            if (
+                note.title == title
+                and note.body.strip() == body.strip()
+                and note.extra.get("files") == extra.get("files")
+            ):
+                return CaptureResult(existing, "unchanged")
+            note.title, note.body, note.updated, note.machine = title, body, now_iso(), machine
+            note.extra.update(extra)
+            save_note(store, note, message=f"{machine}: update session note {existing} ({event})")
+            return CaptureResult(existing, "updated")
+        stamp = now_iso()
+        started = (
+            summary.started[:19] + "Z" if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", summary.started) else ""
+        )
+        note = Note(
+            path=note_relpath("episodic", title, note_id, project),
+            id=note_id,
+            type="episodic",
+            title=title,
+            body=body,
+            project=project,
+            tags=list(TAGS),
+            created=started or stamp,
+            updated=stamp,
+            machine=machine,
+            source="claude-code",
+            extra=extra,
+        )
+        save_note(store, note, message=f"{machine}: session note {note.path} ({event})")
+        return CaptureResult(note.path, "created")

@@ -1,0 +1,279 @@
+"""SessionStart context: what the agent should know before the first prompt.
+
+In order: the user's preferences (global rules), the notes that matter for
+this project, the latest session notes of this project, and a warning when
+notes carry unresolved sync conflicts. Project notes are ranked by relevance
+to the project (its name, the files recent sessions touched, the branch) and
+by recency together. Everything fits a character budget (default 6,000,
+never above 9,500: Claude Code cuts hook output at 10,000) by trimming note
+bodies fairly, so a long note cannot push out all the others.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
+
+if TYPE_CHECKING:
+    from anamnesis.index import Hit, Index
+    from anamnesis.paths import Store
+
+DEFAULT_BUDGET = 6000
+MAX_BUDGET = 9500
+MIN_BUDGET = 800
+MAX_PREFERENCES = 20
+MAX_PROJECT_NOTES = 10
+MAX_SESSIONS = 3
+MIN_BODY = 160  # every note shown gets at least this much of its body (or all of it)
+HALF_LIFE_DAYS = 30.0
+RELEVANCE_WEIGHT = 0.65
+
+
+@dataclass
+class Item:
+    """One note to show: its heading line and its body, trimmed to fit."""
+
+    path: str
+    head: str
+    body: str
+    shown: int = 0  # characters of body that fit
+
+    def render(self) -> str:
+        body = trim(self.body, self.shown)
+        return f"{self.head}\n{body}\n" if body else f"{self.head}\n"
+
+
+def budget_of(settings: dict[str, Any]) -> int:
+    """The configured budget, clamped to what Claude Code accepts without cutting."""
+    try:
+        value = int(settings.get("inject_budget") or DEFAULT_BUDGET)
+    except (TypeError, ValueError):
+        value = DEFAULT_BUDGET
+    return max(MIN_BUDGET, min(MAX_BUDGET, value))
+
+
+def trim(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a line or word end, marked with …."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    if limit < 2:
+        return ""
+    room = limit - 2
+    cut = text.rfind("\n", 0, room)
+    if cut < room * 0.6:
+        cut = text.rfind(" ", 0, room)
+    if cut < room * 0.6:
+        cut = room
+    return text[:cut].rstrip() + " …"
+
+
+def recency(updated: str, now: dt.datetime | None = None) -> float:
+    """1.0 for a note updated now, halving every HALF_LIFE_DAYS."""
+    now = now or dt.datetime.now(dt.UTC)
+    try:
+        when = dt.datetime.fromisoformat(updated.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    days = max(0.0, (now - when).total_seconds() / 86400)
+    return float(0.5 ** (days / HALF_LIFE_DAYS))
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9]{2,}", text)]
+
+
+def relevance_terms(project: str, branch: str | None, files: list[str]) -> list[str]:
+    """Search words for 'what this project and its current work are about'."""
+    generic = {
+        "main",
+        "master",
+        "head",
+        "develop",
+        "dev",
+        "src",
+        "lib",
+        "test",
+        "tests",
+        "index",
+        "init",
+        "com",
+    }
+    terms: list[str] = []
+    parts = project.split("/")
+    terms += _words(parts[-1]) + _words(parts[-1].replace("-", " "))
+    if branch and branch != "HEAD":
+        terms += _words(branch.replace("/", " ").replace("-", " ").replace("_", " "))
+    for file in files[:30]:
+        stem = PurePosixPath(file).stem
+        terms += _words(stem.replace("_", " ").replace("-", " "))
+    return [t for t in dict.fromkeys(terms) if t not in generic][:40]
+
+
+def allocate(items: list[Item], room: int) -> list[Item]:
+    """Fit items into `room` characters: keep as many as their headings and a first
+    slice of body allow (in rank order), then share what is left fairly among bodies."""
+    kept: list[Item] = []
+    used = 0
+    for item in items:
+        floor = len(item.head) + 2 + min(len(item.body.strip()), MIN_BODY)
+        if used + floor > room:
+            continue
+        kept.append(item)
+        item.shown = min(len(item.body.strip()), MIN_BODY)
+        used += floor
+    spare = room - used
+    hungry = [i for i in kept if len(i.body.strip()) > i.shown]
+    while spare > 0 and hungry:
+        share = max(1, spare // len(hungry))
+        for item in list(hungry):
+            want = len(item.body.strip()) - item.shown
+            give = min(want, share, spare)
+            item.shown += give
+            spare -= give
+            if item.shown >= len(item.body.strip()):
+                hungry.remove(item)
+            if spare <= 0:
+                break
+    return kept
+
+
+def _age(updated: str) -> str:
+    return updated[:10] if updated else "undated"
+
+
+def _load_bodies(store: Store, hits: list[Hit]) -> dict[str, tuple[str, dict[str, Any]]]:
+    from anamnesis.errors import AnamnesisError
+    from anamnesis.store import load_note
+
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for hit in hits:
+        try:
+            note = load_note(store, hit.path)
+        except (AnamnesisError, OSError):
+            continue
+        out[hit.path] = (note.body, note.extra)
+    return out
+
+
+def _project_candidates(index: Index, project: str, terms: list[str]) -> list[tuple[float, Hit]]:
+    """Project notes (and strongly matching global ones) scored by relevance and recency."""
+    pool: dict[str, Hit] = {}
+    for kind in ("semantic", "procedural"):
+        for hit in index.list_notes(project=project, type=kind, limit=200):
+            pool[hit.path] = hit
+    relevance: dict[str, float] = {}
+    if terms:
+        query = " ".join(terms)
+        for hit in index.search(query, project=project, any_terms=True, limit=100):
+            if hit.type in ("semantic", "procedural"):
+                pool.setdefault(hit.path, hit)
+                relevance[hit.path] = hit.score
+        for hit in index.search(query, any_terms=True, limit=30):
+            if hit.project is None and hit.type in ("semantic", "procedural") and hit.path not in relevance:
+                pool.setdefault(hit.path, hit)
+                relevance[hit.path] = hit.score * 0.5  # global notes must match clearly to come in
+    top = max(relevance.values(), default=0.0)
+    now = dt.datetime.now(dt.UTC)
+    scored: list[tuple[float, Hit]] = []
+    for path, hit in pool.items():
+        rel = relevance.get(path, 0.0) / top if top > 0 else 0.0
+        if hit.project != project and rel < 0.5:
+            continue
+        score = RELEVANCE_WEIGHT * rel + (1 - RELEVANCE_WEIGHT) * recency(hit.updated, now)
+        scored.append((score, hit))
+    scored.sort(key=lambda pair: (-pair[0], pair[1].path))
+    return scored
+
+
+def build_context(store: Store, cwd: str | Path, *, budget: int | None = None) -> tuple[str, list[str]]:
+    """The SessionStart text for a session in `cwd`, and the note paths it shows.
+
+    Returns ("", []) when there is nothing worth saying.
+    """
+    from anamnesis.index import open_index
+    from anamnesis.project import current_branch, project_key
+    from anamnesis.settings import load_settings
+
+    settings = load_settings(store)
+    limit = budget_of({"inject_budget": budget} if budget is not None else settings)
+    project = project_key(cwd)
+    branch = current_branch(cwd)
+    with open_index(store) as index:
+        preferences = index.list_notes(type="preference", limit=MAX_PREFERENCES)
+        sessions = index.list_notes(project=project, type="episodic", limit=MAX_SESSIONS)
+        session_bodies = _load_bodies(store, sessions)
+        recent_files: list[str] = []
+        for _body, extra in session_bodies.values():
+            files = extra.get("files")
+            if isinstance(files, list):
+                recent_files += [str(f) for f in files]
+        terms = relevance_terms(project, branch, recent_files)
+        project_hits = [hit for _score, hit in _project_candidates(index, project, terms)[:MAX_PROJECT_NOTES]]
+        conflicts = index.conflicted()
+    bodies = _load_bodies(store, preferences + project_hits)
+    bodies.update(session_bodies)
+    sections: list[tuple[str, list[Item]]] = [
+        ("## Your preferences (follow these)", _items(preferences, bodies, False)),
+        (f"## Notes for this project ({project})", _items(project_hits, bodies, True)),
+        ("## Recent sessions in this project", _items(sessions, bodies, True)),
+    ]
+    if not any(items for _t, items in sections) and not conflicts:
+        return "", []
+    where = f"project `{project}`" + (f", branch `{branch}`" if branch and branch != "HEAD" else "")
+    header = (
+        f"{MEMORY_OPEN}\n# Memory from Anamnesis ({where})\n"
+        f"Notes from the user's own memory store ({store.memory}). Read a whole note with the "
+        "`anamnesis` MCP tool `read` (by path); search with `search`; save what is worth "
+        "remembering with `write`.\n"
+    )
+    footer = f"{MEMORY_CLOSE}\n"
+    warning = ""
+    if conflicts:
+        names = ", ".join(f"`{h.path}`" for h in conflicts[:5])
+        more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+        warning = (
+            f"\n⚠ {len(conflicts)} note(s) have unresolved sync conflicts: {names}{more}. "
+            "Their text shows both sides between <<<<<<< and >>>>>>> markers; tell the user to resolve "
+            "them (`anamnesis conflicts`).\n"
+        )
+    headings = sum(len(title) + 2 for title, items in sections if items)
+    room = limit - len(header) - len(footer) - len(warning) - headings
+    flat = [item for _title, items in sections for item in items]
+    kept = {id(item) for item in allocate(flat, max(0, room))}
+    parts = [header]
+    shown: list[str] = []
+    for title, items in sections:
+        chosen = [item for item in items if id(item) in kept]
+        if not chosen:
+            continue
+        parts.append(f"\n{title}\n")
+        for item in chosen:
+            parts.append(item.render())
+            shown.append(item.path)
+    parts.append(warning)
+    parts.append(footer)
+    text = "".join(parts)
+    if len(text) > limit:  # headings of sections that ended up empty were counted; never overflow
+        text = text[: limit - len(footer) - 2] + "…\n" + footer
+    return text, shown
+
+
+def _items(hits: list[Hit], bodies: dict[str, tuple[str, dict[str, Any]]], with_date: bool) -> list[Item]:
+    items: list[Item] = []
+    for hit in hits:
+        if hit.path not in bodies:
+            continue
+        body = re.sub(r"\n{3,}", "\n\n", bodies[hit.path][0]).strip()
+        flag = " ⚠ conflicted" if hit.conflicted else ""
+        date = f", {_age(hit.updated)}" if with_date else ""
+        head = f"### {hit.title} ({hit.type}{date}{flag}) — `{hit.path}`"
+        items.append(Item(path=hit.path, head=head, body=body))
+    return items

@@ -1,0 +1,263 @@
+"""SessionStart injection and UserPromptSubmit recall against a real store and index."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from anamnesis.index import open_index
+from anamnesis.inject import MAX_BUDGET, Item, allocate, build_context, trim
+from anamnesis.notes import Note, note_relpath
+from anamnesis.paths import Store
+from anamnesis.recall import build_recall, remember_shown
+from anamnesis.settings import load_settings, save_settings
+from anamnesis.store import create_note, save_note
+from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
+
+PROJECT = "github.com/acme/orders"
+
+
+def _checkout(tmp_path: Path, branch: str = "main") -> Path:
+    repo = tmp_path / "orders"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", "-b", branch, str(repo)], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "https://github.com/acme/orders.git"], check=True
+    )
+    return repo
+
+
+def _note(
+    store: Store, kind: str, title: str, body: str, project: str | None, days_old: float = 0, **extra: object
+) -> Note:
+    """A note saved with an `updated` time in the past (as if written days ago)."""
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(days=days_old)
+    stamp = when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    from anamnesis.notes import new_id
+
+    note_id = new_id()
+    note = Note(
+        path=note_relpath(kind, title, note_id, project),
+        id=note_id,
+        type=kind,
+        title=title,
+        body=body,
+        project=project if kind != "preference" else None,
+        created=stamp,
+        updated=stamp,
+        extra=dict(extra),
+    )
+    return save_note(store, note, commit=False)
+
+
+def test_empty_store_injects_nothing(store: Store, tmp_path: Path) -> None:
+    assert build_context(store, _checkout(tmp_path)) == ("", [])
+
+
+def test_sections_in_order(store: Store, tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    _note(store, "preference", "Answer in British English", "Use British spelling everywhere.", None)
+    _note(store, "semantic", "Orders use pg_bouncer", "Transaction mode, pool 20.", PROJECT)
+    _note(store, "procedural", "Deploy orders", "Run make deploy ENV=staging first.", PROJECT)
+    _note(
+        store,
+        "episodic",
+        "Fixed the pool timeout",
+        "## Ask\nfix it\n## Outcome\ndone",
+        PROJECT,
+        files=["src/pool.py"],
+    )
+    _note(store, "semantic", "Billing uses Kafka", "Unrelated project.", "github.com/acme/billing")
+    text, shown = build_context(store, repo)
+    assert text.startswith(MEMORY_OPEN) and text.rstrip().endswith(MEMORY_CLOSE)
+    assert f"project `{PROJECT}`" in text and "branch `main`" in text
+    prefs = text.index("## Your preferences")
+    proj = text.index("## Notes for this project")
+    sess = text.index("## Recent sessions")
+    assert (
+        prefs < text.index("British spelling") < proj < text.index("pg_bouncer") < sess < text.index("fix it")
+    )
+    assert "Billing uses Kafka" not in text
+    assert len(shown) == 4
+    assert "⚠" not in text
+
+
+def test_relevance_beats_recency(store: Store, tmp_path: Path) -> None:
+    """An older note about the current branch and recent files outranks newer unrelated ones."""
+    repo = _checkout(tmp_path, branch="feature/refund-webhook")
+    for i in range(15):
+        _note(
+            store,
+            "semantic",
+            f"Generic fact number {i}",
+            f"Something about logging level {i}.",
+            PROJECT,
+            days_old=1,
+        )
+    _note(
+        store,
+        "semantic",
+        "Refund webhook signature check",
+        "Verify the HMAC of refund webhooks.",
+        PROJECT,
+        days_old=60,
+    )
+    _note(
+        store,
+        "semantic",
+        "Ledger reconciliation",
+        "The reconcile_ledger job runs nightly.",
+        PROJECT,
+        days_old=90,
+    )
+    _note(
+        store, "episodic", "Worked on the ledger", "touched it", PROJECT, files=["jobs/reconcile_ledger.py"]
+    )
+    text, _shown = build_context(store, repo)
+    project_part = text[text.index("## Notes for this project") : text.index("## Recent sessions")]
+    titles = [line for line in project_part.splitlines() if line.startswith("### ")]
+    assert "Refund webhook signature check" in titles[0] or "Refund webhook signature check" in titles[1]
+    assert any("Ledger reconciliation" in t for t in titles[:2])
+    assert len(titles) == 10  # the cap; the rest are the most recent generic ones
+
+
+def test_recency_orders_equally_relevant_notes(store: Store, tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    _note(store, "semantic", "Old fact", "old", PROJECT, days_old=200)
+    _note(store, "semantic", "New fact", "new", PROJECT, days_old=0)
+    text, _ = build_context(store, repo)
+    assert text.index("New fact") < text.index("Old fact")
+
+
+def test_budget_trims_bodies_instead_of_dropping_notes(store: Store, tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    for i in range(5):
+        _note(store, "preference", f"Rule {i}", ("Rule text. " * 300), None)
+    for i in range(8):
+        _note(store, "semantic", f"Long fact {i}", ("Fact text about orders. " * 400), PROJECT)
+    for i in range(3):
+        _note(store, "episodic", f"Session {i}", ("## Ask\n" + "Session text. " * 400), PROJECT)
+    text, shown = build_context(store, repo)
+    assert len(text) <= 6000
+    assert len(shown) == 16  # every note kept, each trimmed
+    assert text.count(" …") >= 16
+    big, big_shown = build_context(store, repo, budget=9000)
+    assert 6000 < len(big) <= 9000 and len(big_shown) == 16
+
+
+def test_budget_is_configurable_and_capped(store: Store, tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    for i in range(30):
+        _note(store, "semantic", f"Fact {i}", "Orders fact. " * 500, PROJECT)
+    settings = load_settings(store)
+    settings["inject_budget"] = 3000
+    save_settings(store, settings)
+    assert len(build_context(store, repo)[0]) <= 3000
+    settings["inject_budget"] = 50_000
+    save_settings(store, settings)
+    text, _ = build_context(store, repo)
+    assert 9000 < len(text) <= MAX_BUDGET
+
+
+def test_many_preferences_cannot_overflow(store: Store, tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    for i in range(40):
+        _note(
+            store, "preference", f"A rather long preference title number {i} " + "x" * 150, "y" * 3000, None
+        )
+    text, shown = build_context(store, repo, budget=2000)
+    assert len(text) <= 2000
+    assert 0 < len(shown) < 40
+
+
+def test_conflict_warning_last(store: Store, tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    _note(store, "semantic", "Fine fact", "fine", PROJECT)
+    bad = store.memory / "projects" / "x" / "facts" / "clash-aaaaaaaaaa.md"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(
+        "---\ntitle: Clash\ntype: semantic\n---\n<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> peer\n"
+    )
+    with open_index(store) as index:
+        index.refresh()
+    text, _ = build_context(store, repo)
+    warning = text.index("⚠ 1 note(s) have unresolved sync conflicts")
+    assert "`projects/x/facts/clash-aaaaaaaaaa.md`" in text[warning:]
+    assert warning > text.index("Fine fact")
+
+
+def test_trim_and_allocate() -> None:
+    assert trim("short", 100) == "short"
+    cut = trim("word " * 100, 50)
+    assert len(cut) <= 50 and cut.endswith(" …")
+    items = [Item("a", "### a", "x" * 10), Item("b", "### b", "y" * 5000), Item("c", "### c", "z" * 5000)]
+    kept = allocate(items, 1000)
+    assert [i.path for i in kept] == ["a", "b", "c"]
+    assert kept[0].shown == 10  # short notes whole
+    assert abs(kept[1].shown - kept[2].shown) <= 1  # long ones share fairly
+    assert sum(len(i.render()) for i in kept) <= 1000
+
+
+# -- recall ----------------------------------------------------------------------------
+
+
+def test_recall_finds_a_matching_note(store: Store) -> None:
+    note = create_note(
+        store,
+        type="procedural",
+        title="Rotate the pg_bouncer credentials",
+        body="Run scripts/rotate.sh then restart pgbouncer.",
+        project=PROJECT,
+    )
+    text, shown = build_recall(store, "how do I rotate the pg_bouncer credentials again?", session_id="s1")
+    assert shown == [note.path]
+    assert text.startswith(MEMORY_OPEN) and f"`{note.path}`" in text and "scripts/rotate.sh" in text
+    assert len(text) <= 2000
+
+
+def test_recall_prints_nothing_without_a_good_match(store: Store) -> None:
+    create_note(store, type="semantic", title="Kafka retention", body="Seven days.", project=PROJECT)
+    assert build_recall(store, "please rename this variable to something clearer", session_id="s") == ("", [])
+    assert build_recall(store, "/compact", session_id="s") == ("", [])
+    assert build_recall(store, "ok", session_id="s") == ("", [])
+
+
+def test_recall_skips_notes_already_shown(store: Store) -> None:
+    note = create_note(
+        store, type="semantic", title="Kafka retention policy", body="Seven days.", project=PROJECT
+    )
+    remember_shown(store, "s2", [note.path], replace=True)
+    assert build_recall(store, "what is the kafka retention policy?", session_id="s2") == ("", [])
+    assert build_recall(store, "what is the kafka retention policy?", session_id="other")[1] == [note.path]
+
+
+def test_recall_budget_and_count(store: Store) -> None:
+    for i in range(6):
+        create_note(
+            store,
+            type="semantic",
+            title=f"Kafka consumer lag note {i}",
+            body="kafka consumer lag " * 300,
+            project=PROJECT,
+        )
+    text, shown = build_recall(store, "why is the kafka consumer lag growing", session_id="s3")
+    assert len(shown) == 3 and len(text) <= 2000
+
+
+def test_recall_can_be_turned_off(store: Store) -> None:
+    create_note(store, type="semantic", title="Kafka retention policy", body="Seven days.", project=PROJECT)
+    settings = load_settings(store)
+    settings["recall"]["enabled"] = False
+    save_settings(store, settings)
+    assert build_recall(store, "what is the kafka retention policy?") == ("", [])
+
+
+@pytest.mark.parametrize(
+    "prompt", ["", "   ", "a" * 100_000, '"unbalanced (( AND OR NOT * -', "NEAR(x y) ^ : ;"]
+)
+def test_recall_survives_odd_prompts(store: Store, prompt: str) -> None:
+    create_note(store, type="semantic", title="Anything", body="text", project=PROJECT)
+    build_recall(store, prompt, session_id="odd")
