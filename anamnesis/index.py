@@ -175,7 +175,7 @@ class Hit:
         return parts
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "path": self.path,
             "id": self.id,
             "title": self.title,

@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import frontmatter
+import frontmatter.default_handlers
 import yaml
 
 NOTE_TYPES = ("semantic", "procedural", "episodic", "preference")
@@ -132,7 +133,7 @@ def _as_text(value: Any) -> str:
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
-        return value.isoformat() + "Z"
+        return str(value.isoformat()) + "Z"
     if isinstance(value, dt.date):
         return value.isoformat()
     return "" if value is None else str(value)
@@ -192,6 +193,7 @@ _FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?\Z")
 _FAST_ITEM = re.compile(r"- (.+)\Z")
 _PLAIN_UNSAFE = re.compile(r"""^[-?:,\[\]{}#&*!|>'"%@`\s]|: | #|\s$""")
 _STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()
 
 
 def _fast_scalar(raw: str) -> str | None:
@@ -203,8 +205,7 @@ def _fast_scalar(raw: str) -> str | None:
         return inner.replace("''", "'")
     if not raw or _PLAIN_UNSAFE.search(raw):
         return None
-    resolver = yaml.resolver.Resolver()
-    if resolver.resolve(yaml.ScalarNode, raw, (True, False)) != _STR_TAG:
+    if _RESOLVER.resolve(yaml.ScalarNode, raw, (True, False)) != _STR_TAG:  # type: ignore[no-untyped-call]
         return None
     return raw
 
@@ -266,7 +267,7 @@ def parse_note(text: str, path: str) -> Note:
         meta = fast
     elif fm_text is not None:
         try:
-            handler = frontmatter.YAMLHandler()
+            handler = frontmatter.default_handlers.YAMLHandler()
             loaded = handler.load(fm_text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)

@@ -41,7 +41,7 @@ def load_settings(store: Store) -> dict[str, Any]:
             raise AnamnesisError(f"cannot read {store.settings_path}: {exc}") from exc
         if not isinstance(data, dict):
             raise AnamnesisError(f"{store.settings_path} must hold a JSON object")
-    merged = json.loads(json.dumps(DEFAULTS))
+    merged: dict[str, Any] = json.loads(json.dumps(DEFAULTS))
     for key, value in data.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key].update(value)
