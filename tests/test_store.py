@@ -1,0 +1,98 @@
+"""Store operations: safe paths, the lock, atomic and checked writes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from anamnesis.errors import AnamnesisError, LockTimeout, OutsideStore
+from anamnesis.lock import store_lock
+from anamnesis.paths import Store
+from anamnesis.store import create_note, delete_note, read_note, safe_path, update_note
+
+
+@pytest.mark.parametrize("bad", ["../x.md", "/etc/passwd", "a/../../x.md", ".git/config", "", "a\0b.md"])
+def test_paths_outside_the_store_are_refused(store: Store, bad: str) -> None:
+    with pytest.raises(OutsideStore):
+        safe_path(store, bad)
+
+
+def test_symlinked_folder_escaping_the_store_is_refused(store: Store, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, store.memory / "escape")
+    with pytest.raises(OutsideStore):
+        safe_path(store, "escape/note.md")
+
+
+def test_update_detects_a_concurrent_change(store: Store) -> None:
+    note = create_note(store, type="semantic", title="T", body="v1")
+    path = store.memory / note.path
+    seen = path.read_text()
+    path.write_text(seen.replace("v1", "changed by someone else"))
+    with pytest.raises(AnamnesisError, match="changed on disk"):
+        update_note(store, note.id, body="v2", expected_text=seen)
+    assert "changed by someone else" in path.read_text()
+    update_note(store, note.id, body="v3", expected_text=path.read_text())
+    assert read_note(store, note.id).body.strip() == "v3"
+
+
+def test_every_write_is_committed(store: Store) -> None:
+    note = create_note(store, type="procedural", title="Steps", body="one")
+    update_note(store, note.id, body="two", tags=["x"])
+    delete_note(store, note.id)
+    log = subprocess.run(
+        ["git", "-C", str(store.memory), "log", "--format=%s"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert len(log) == 4  # create store, new, update, delete
+    status = subprocess.run(
+        ["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True
+    )
+    assert status.stdout == ""
+
+
+def _hold_lock(home: str, ready: multiprocessing.synchronize.Event, seconds: float) -> None:  # type: ignore[name-defined]
+    from anamnesis.paths import open_store
+
+    with store_lock(open_store(home), "test holder"):
+        ready.set()
+        time.sleep(seconds)
+
+
+def test_lock_waits_for_a_live_holder_and_times_out(store: Store) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(str(store.home), ready, 1.5))
+    holder.start()
+    assert ready.wait(20)
+    with pytest.raises(LockTimeout, match="test holder"), store_lock(store, "impatient", timeout=0.2):
+        pass
+    started = time.monotonic()
+    with store_lock(store, "patient", timeout=30):
+        waited = time.monotonic() - started
+    holder.join()
+    assert waited > 0.2
+
+
+def test_lock_of_a_killed_holder_is_free(store: Store) -> None:
+    code = (
+        "import sys, time; from anamnesis.paths import open_store; from anamnesis.lock import store_lock\n"
+        "with store_lock(open_store(sys.argv[1]), 'doomed'):\n    print('held', flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store.home)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    proc.kill()
+    proc.wait()
+    with store_lock(store, "after kill", timeout=2):
+        pass
+
+
+def test_lock_is_reentrant_in_one_process(store: Store) -> None:
+    with store_lock(store, "outer"), store_lock(store, "inner", timeout=0.1):
+        create_note(store, type="semantic", title="inside", body="nested locking works")
