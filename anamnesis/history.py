@@ -1,0 +1,276 @@
+"""What git remembers about notes: per-note versions, diffs, restores, and who wrote.
+
+The CLI and the dashboard both show a note's history and the machines that
+wrote to the memory; this module reads it once from `git log` so neither
+adapter parses git output itself. A restore is an ordinary save of the old
+text (locked, atomic, indexed, committed), so it is itself part of history.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+
+from anamnesis.errors import NoteNotFound, UsageError
+from anamnesis.git import run_git
+from anamnesis.paths import Store
+
+_COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")
+_REC = "\x1e"
+_SEP = "\x1f"
+_LOG_FORMAT = f"{_REC}%H{_SEP}%an{_SEP}%ae{_SEP}%aI{_SEP}%s"
+AUTHOR_PREFIX = "anamnesis@"
+_MERGE_RE = re.compile(r"\bsync: merge (\S+)")
+
+
+@dataclass(frozen=True)
+class Version:
+    """One commit that touched a note, with the note's path at that commit."""
+
+    commit: str
+    author: str
+    machine: str
+    date: str
+    message: str
+    path: str
+    status: str  # A, M, R, D, C ... as git reports it
+
+    @property
+    def short(self) -> str:
+        return self.commit[:10]
+
+    @property
+    def deleted(self) -> bool:
+        """The note did not exist after this commit."""
+        return self.status.startswith("D")
+
+
+@dataclass
+class MachineActivity:
+    """What the git history says about one machine that wrote to this memory."""
+
+    machine: str
+    commits: int = 0
+    first: str = ""
+    last: str = ""
+    last_message: str = ""
+    last_sync: str = ""
+    authors: set[str] = field(default_factory=set)
+    peers: set[str] = field(default_factory=set)  # what its syncs merged from ("sync: merge <peer>")
+
+
+def machine_of(author: str, message: str) -> str:
+    """The machine a commit came from: `anamnesis@<machine>` author, else `<machine>:` prefix."""
+    if author.startswith(AUTHOR_PREFIX) and len(author) > len(AUTHOR_PREFIX):
+        return author[len(AUTHOR_PREFIX) :]
+    head, sep, _ = message.partition(":")
+    if sep and head and " " not in head.strip() and len(head) <= 64:
+        return head.strip()
+    return author or "unknown"
+
+
+def check_commit(commit: str) -> str:
+    """A commit id from the outside, refused unless it is plain hex (never an option)."""
+    commit = commit.strip().lower()
+    if not _COMMIT_RE.match(commit):
+        raise UsageError(f"{commit!r} is not a commit id")
+    return commit
+
+
+def _safe_rel(store: Store, relpath: str) -> str:
+    from anamnesis.store import safe_path
+
+    safe_path(store, relpath)
+    return relpath
+
+
+def note_history(store: Store, relpath: str, limit: int = 200) -> list[Version]:
+    """Every commit that changed the note, newest first, following renames."""
+    relpath = _safe_rel(store, relpath)
+    proc = run_git(
+        store.memory,
+        "log",
+        "--follow",
+        "-M",
+        f"--max-count={int(limit)}",
+        f"--format={_LOG_FORMAT}",
+        "--name-status",
+        "--",
+        relpath,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return []
+    versions: list[Version] = []
+    for record in proc.stdout.split(_REC):
+        if not record.strip():
+            continue
+        header, _, rest = record.partition("\n")
+        parts = header.split(_SEP)
+        if len(parts) < 5:
+            continue
+        commit, author, _email, date, message = parts[:5]
+        status, path = "M", relpath
+        for line in rest.splitlines():
+            cols = line.split("\t")
+            if len(cols) >= 2 and cols[0]:
+                status, path = cols[0], cols[-1]
+                break
+        versions.append(
+            Version(
+                commit=commit,
+                author=author,
+                machine=machine_of(author, message),
+                date=date,
+                message=message,
+                path=path,
+                status=status,
+            )
+        )
+    return versions
+
+
+def text_at(store: Store, commit: str, relpath: str) -> str:
+    """The note's text as it was in `commit` (NoteNotFound if it did not exist there)."""
+    commit = check_commit(commit)
+    relpath = _safe_rel(store, relpath)
+    proc = run_git(store.memory, "show", f"{commit}:{relpath}", check=False)
+    if proc.returncode != 0:
+        raise NoteNotFound(f"{relpath} does not exist in commit {commit[:10]}")
+    return proc.stdout
+
+
+def unified_diff(old: str, new: str, old_label: str, new_label: str, context: int = 3) -> list[str]:
+    """Lines of a unified diff between two texts (no trailing newlines)."""
+    return [
+        line.rstrip("\n")
+        for line in difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            fromfile=old_label,
+            tofile=new_label,
+            n=context,
+        )
+    ]
+
+
+def version_text(store: Store, version: Version) -> str:
+    """The text a version left behind ('' when that commit deleted the note)."""
+    return "" if version.deleted else text_at(store, version.commit, version.path)
+
+
+def change_diff(store: Store, versions: list[Version], position: int) -> list[str]:
+    """The diff that `versions[position]` made, against the version before it."""
+    new = versions[position]
+    older = versions[position + 1] if position + 1 < len(versions) else None
+    old_text = version_text(store, older) if older else ""
+    old_label = f"{older.short}:{older.path}" if older else "/dev/null"
+    return unified_diff(old_text, version_text(store, new), old_label, f"{new.short}:{new.path}")
+
+
+def working_text(store: Store, relpath: str) -> str:
+    """The note's text on disk now ('' if it is gone)."""
+    from anamnesis.store import safe_path
+
+    path = safe_path(store, relpath)
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, IsADirectoryError):
+        return ""
+
+
+def diff_to_working(store: Store, relpath: str, commit: str) -> list[str]:
+    """What changed from the note in `commit` to the note on disk now."""
+    versions = note_history(store, relpath)
+    match = next((v for v in versions if v.commit.startswith(check_commit(commit))), None)
+    if match is None:
+        raise NoteNotFound(f"commit {commit[:10]} is not in the history of {relpath}")
+    return unified_diff(
+        version_text(store, match), working_text(store, relpath), f"{match.short}:{match.path}", relpath
+    )
+
+
+def restore_version(store: Store, relpath: str, commit: str, *, expected_text: str | None = None) -> str:
+    """Bring back the note as it was in `commit`, as a new committed save; returns the new text.
+
+    `expected_text` is what the caller last saw on disk: a change made since
+    is not overwritten (see `store.save_note`).
+    """
+    from anamnesis.lock import store_lock
+    from anamnesis.notes import now_iso, parse_note
+    from anamnesis.settings import machine_id
+    from anamnesis.store import save_note
+
+    commit = check_commit(commit)
+    with store_lock(store, "restore note"):
+        versions = note_history(store, relpath)
+        match = next((v for v in versions if v.commit.startswith(commit)), None)
+        if match is None:
+            raise NoteNotFound(f"commit {commit[:10]} is not in the history of {relpath}")
+        if match.deleted:
+            raise UsageError(f"commit {match.short} deleted {relpath}; pick an earlier version")
+        old = parse_note(text_at(store, match.commit, match.path), relpath)
+        old.updated = now_iso()
+        old.machine = machine_id(store)
+        save_note(
+            store,
+            old,
+            message=f"{old.machine}: restore {relpath} to {match.short}",
+            expected_text=expected_text,
+        )
+        return working_text(store, relpath)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of the memory repo, with the machine that made it."""
+
+    commit: str
+    author: str
+    machine: str
+    date: str
+    message: str
+
+    @property
+    def short(self) -> str:
+        return self.commit[:10]
+
+
+def commits(store: Store, limit: int = 50) -> list[Commit]:
+    """The latest commits of the memory, newest first."""
+    proc = run_git(store.memory, "log", f"--max-count={int(limit)}", f"--format={_LOG_FORMAT}", check=False)
+    if proc.returncode != 0:
+        return []
+    found = []
+    for record in proc.stdout.split(_REC):
+        parts = record.strip("\n").split(_SEP)
+        if len(parts) < 5:
+            continue
+        commit, author, _email, date, message = parts[:5]
+        found.append(Commit(commit, author, machine_of(author, message), date, message))
+    return found
+
+
+def machines(store: Store, limit: int = 20000) -> list[MachineActivity]:
+    """Every machine that committed to the memory, most recently active first.
+
+    A machine is known by its commits: authored `anamnesis@<machine>`, messages
+    starting `<machine>:`. `last_sync` is its latest commit whose message
+    mentions sync (what the sync engine writes when it records local changes
+    or merges a peer); `peers` are the sources its sync merges named.
+    """
+    seen: dict[str, MachineActivity] = {}
+    for item in commits(store, limit):
+        entry = seen.setdefault(item.machine, MachineActivity(machine=item.machine))
+        entry.commits += 1
+        entry.authors.add(item.author)
+        if not entry.last:
+            entry.last, entry.last_message = item.date, item.message
+        entry.first = item.date
+        if not entry.last_sync and "sync" in item.message.lower():
+            entry.last_sync = item.date
+        merged = _MERGE_RE.search(item.message)
+        if merged:
+            entry.peers.add(merged.group(1))
+    return sorted(seen.values(), key=lambda m: m.last, reverse=True)

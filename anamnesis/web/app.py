@@ -1,0 +1,99 @@
+"""The dashboard's ASGI app: routes, error pages, static files, and the security gate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from anamnesis.errors import AnamnesisError, NoteNotFound, OutsideStore, UsageError
+from anamnesis.paths import Store
+from anamnesis.web import actions, conflicts, edit, views
+from anamnesis.web.context import CsrfError, Web, web_of
+from anamnesis.web.html import html
+from anamnesis.web.security import Guard, allowed_hosts, csrf_for, is_loopback
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+MAX_BODY = 4_000_000
+
+
+def _status_for(exc: AnamnesisError) -> int:
+    if isinstance(exc, NoteNotFound):
+        return 404
+    if isinstance(exc, CsrfError):
+        return 403
+    if isinstance(exc, (OutsideStore, UsageError)):
+        return 400
+    if "changed on disk" in str(exc):
+        return 409
+    return 500
+
+
+async def _core_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, AnamnesisError)
+    status = _status_for(exc)
+    body = html(
+        '<header class="page-head"><h1>{t}</h1></header><div class="alert warn">{m}</div>'
+        '<p><a class="btn ghost" href="/">Back to the overview</a></p>',
+        t="Not found" if status == 404 else "That did not work",
+        m=str(exc),
+    )
+    try:
+        return web_of(request).render(request, title="Error", body=body, status=status)
+    except Exception:
+        return HTMLResponse(body, status_code=status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return HTMLResponse(
+        html("<h1>{c}</h1><p>{d}</p>", c=exc.status_code, d=exc.detail), status_code=exc.status_code
+    )
+
+
+def create_app(store: Store, *, token: str, host: str = "127.0.0.1", port: int = 0) -> Starlette:
+    """The dashboard for `store`, answering only to `host`:`port` and the holder of `token`."""
+    web = Web(store, csrf_for(token))
+    routes = [
+        Route("/", views.overview),
+        Route("/browse", views.browse),
+        Route("/search", views.search),
+        Route("/note/{path:path}", views.note_page),
+        Route("/new", edit.new_page, methods=["GET"]),
+        Route("/new", edit.new_post, methods=["POST"]),
+        Route("/edit/{path:path}", edit.edit_page, methods=["GET"]),
+        Route("/edit/{path:path}", edit.edit_post, methods=["POST"]),
+        Route("/history/{path:path}", edit.history_page),
+        Route("/restore/{path:path}", edit.restore_post, methods=["POST"]),
+        Route("/fleet", views.fleet),
+        Route("/conflicts", conflicts.conflicts_page),
+        Route("/conflicts/{path:path}", conflicts.resolve_page, methods=["GET"]),
+        Route("/conflicts/{path:path}", conflicts.resolve_post, methods=["POST"]),
+        Route("/map", views.memory_map),
+        Route("/api/graph", views.graph_api),
+        Route("/actions/sync", actions.sync_post, methods=["POST"]),
+        Route("/actions/reindex", actions.reindex_post, methods=["POST"]),
+        Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(
+                Guard,  # type: ignore[arg-type]
+                token=token,
+                hosts=allowed_hosts(host, port),
+                port=port,
+                any_ip_host=not is_loopback(host),
+            )
+        ],
+        exception_handlers={AnamnesisError: _core_error, HTTPException: _http_error},
+        max_body_size=MAX_BODY,
+    )
+    app.state.web = web
+    return app

@@ -1,0 +1,45 @@
+"""The dashboard's link to the sync engine: run a sync, read the sync log and the peers.
+
+Sync lives in its own core modules (`sync`, `synclog`, `peers`); the
+dashboard calls their public functions, exactly as `anamnesis sync` and
+`anamnesis status` do, and turns results into plain dicts for the views.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anamnesis.errors import AnamnesisError
+from anamnesis.paths import Store
+
+
+def run_sync(store: Store) -> dict[str, Any]:
+    """Run the same sync as `anamnesis sync`; its report as a dict (with `exit_code`, `outcome`)."""
+    from anamnesis.sync import sync
+
+    return sync(store).to_dict()
+
+
+def last_sync(store: Store) -> dict[str, Any] | None:
+    """The sync log's summary: last_sync, last_ok, last_error entries (None if never synced)."""
+    from anamnesis.sync import last_sync_summary
+
+    try:
+        summary = last_sync_summary(store)
+    except AnamnesisError as exc:
+        return {"last_error": {"error": str(exc)}}
+    return summary if any(summary.values()) else None
+
+
+def describe_entry(entry: dict[str, Any] | None) -> str:
+    """One line for a sync log entry (the same words `anamnesis status` uses)."""
+    from anamnesis.synclog import describe
+
+    return describe(entry) if entry else "never"
+
+
+def peers(store: Store) -> list[dict[str, Any]]:
+    """Configured peers with what the last syncs learnt about each (name, url, kind, last_ok, last_error)."""
+    from anamnesis.peers import list_peers
+
+    return [peer.to_dict() for peer in list_peers(store)]

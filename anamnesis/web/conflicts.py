@@ -1,0 +1,199 @@
+"""The conflicts pages: every conflicted note, both sides, and ours / theirs / both / edit.
+
+Reading and resolving conflict blocks is the conflicts module's job
+(`conflicts.parse_blocks`, `conflicts.resolve_text`, the same code as
+`anamnesis resolve`); the resolved text is saved through `store.save_note`
+(locked, atomic, indexed, committed), refusing if the file changed meanwhile.
+"""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.notes import has_conflict_markers, split_front_matter
+from anamnesis.web.context import Web, checked_form, text_sha, web_of
+from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url
+from anamnesis.web.views import note_list
+
+KEEP = ("ours", "theirs", "both")
+
+
+def _suffix(path: str) -> str:
+    return note_url(path)[len("/note/") :]
+
+
+def side_view(text: str, side: str) -> Markup:
+    """The note's body as one side sees it, that side's part of each conflict highlighted."""
+    from anamnesis.conflicts import Block, parse_blocks
+
+    _fm, body = split_front_matter(text)
+    out = []
+    for piece in parse_blocks(body):
+        if isinstance(piece, Block):
+            lines = piece.first if side == "ours" else piece.second
+            where = " (front matter)" if piece.front_matter else ""
+            out.append(
+                html(
+                    '<mark class="pick" title="{w}">{t}</mark>',
+                    w=f"this side's version{where}",
+                    t="".join(lines) or "(nothing)\n",
+                )
+            )
+        else:
+            out.append(escape(piece))
+    return html('<pre class="raw side-text">{t}</pre>', t=join(out))
+
+
+def conflicts_page(request: Request) -> HTMLResponse:
+    """The list of conflicted notes, each with a link to resolve it."""
+    web = web_of(request)
+    with web.index() as index:
+        hits = index.conflicted()
+    if hits:
+        links = [
+            html(
+                '<li><a class="btn small" href="{u}">Resolve “{t}”</a></li>',
+                u="/conflicts/" + _suffix(h.path),
+                t=h.title,
+            )
+            for h in hits
+        ]
+        content = html(
+            '<ul class="plain resolve-links">{l}</ul><section class="card">{items}</section>',
+            l=links,
+            items=note_list(hits),
+        )
+    else:
+        content = Markup(
+            '<div class="card empty-state"><p class="ok">No conflicts.</p><p class="muted">When two machines '
+            "change the same lines of a note, sync keeps both versions in the note between conflict "
+            "markers and lists it here.</p></div>"
+        )
+    body = html(
+        """<header class="page-head"><h1>Conflicts</h1>
+<p class="lede">Notes that two machines changed in the same place. Keep one side, both, or edit the note to combine them.</p></header>
+{content}""",
+        content=content,
+    )
+    return web.render(request, title="Conflicts", body=body, active="conflicts")
+
+
+def resolve_page(request: Request) -> HTMLResponse:
+    """Both sides of one conflicted note, with the ways out."""
+    from anamnesis.conflicts import block_labels
+    from anamnesis.history import working_text
+    from anamnesis.store import safe_path
+
+    web = web_of(request)
+    relpath = request.path_params["path"]
+    safe_path(web.store, relpath)
+    text = working_text(web.store, relpath)
+    if not has_conflict_markers(text):
+        body = html(
+            '<header class="page-head"><h1>No conflict</h1></header><p><a href="{u}">{p}</a> has no conflict markers.</p>',
+            u=note_url(relpath),
+            p=relpath,
+        )
+        return web.render(request, title="No conflict", body=body, active="conflicts")
+    base = text_sha(text)
+    labels = block_labels(split_front_matter(text)[1]) or [("ours", "theirs")]
+    action = "/conflicts/" + _suffix(relpath)
+
+    def keep_form(keep: str, label: str, ghost: bool = False) -> Markup:
+        return html(
+            """<form method="post" action="{a}" class="inline" data-confirm="{q}">{csrf}
+<input type="hidden" name="base" value="{base}"><input type="hidden" name="action" value="{k}">
+<button class="btn{g}" type="submit">{label}</button></form>""",
+            a=action,
+            q=f"{label}? The other text stays in the note's history.",
+            csrf=csrf_field(web.csrf),
+            base=base,
+            k=keep,
+            g=" ghost" if ghost else "",
+            label=label,
+        )
+
+    def side(keep: str, label: str) -> Markup:
+        return html(
+            """<section class="card side"><h2>{title} <small class="muted">{label}</small></h2>
+{view}<div class="actions">{form}</div></section>""",
+            title=keep,
+            label=label,
+            view=side_view(text, keep),
+            form=keep_form(keep, f"Keep {keep}"),
+        )
+
+    body = html(
+        """<header class="page-head"><div class="crumbs"><code class="path">{p}</code></div>
+<h1>Resolve a conflict</h1>
+<p class="lede">Two machines changed <a href="{u}">this note</a> in the same place; the highlighted text differs.
+Keep one side, keep both (one after the other), or edit the text below.</p></header>
+<div class="grid two sides">{ours}{theirs}</div>
+<div class="actions spread">{both}</div>
+<section class="card"><h2>Edit</h2>
+<form method="post" action="{a}" class="editor full">{csrf}
+<input type="hidden" name="base" value="{base}"><input type="hidden" name="action" value="edit">
+<textarea name="text" rows="20" spellcheck="false" aria-label="Note text">{text}</textarea>
+<div class="actions"><button class="btn" type="submit">Save resolution</button>
+<span class="muted hint">Remove every &lt;&lt;&lt;&lt;&lt;&lt;&lt; … ======= … &gt;&gt;&gt;&gt;&gt;&gt;&gt; block first.</span></div>
+</form></section>""",
+        p=relpath,
+        u=note_url(relpath),
+        ours=side("ours", labels[0][0]),
+        theirs=side("theirs", labels[0][1]),
+        both=keep_form("both", "Keep both", ghost=True),
+        a=action,
+        csrf=csrf_field(web.csrf),
+        base=base,
+        text=text,
+    )
+    return web.render(request, title="Resolve a conflict", body=body, active="conflicts")
+
+
+def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | None) -> None:
+    """Resolve with the conflicts module (or take the edited text) and save it through the core."""
+    from anamnesis.conflicts import resolve_text
+    from anamnesis.history import working_text
+    from anamnesis.notes import now_iso, parse_note
+    from anamnesis.settings import machine_id
+    from anamnesis.store import save_note
+
+    if action not in (*KEEP, "edit"):
+        raise UsageError(f"unknown resolution {action!r}")
+    with web.write_lock:
+        current = working_text(web.store, relpath)
+        if text_sha(current) != base:
+            raise AnamnesisError(f"{relpath} changed on disk since it was read; reload and try again")
+        if action == "edit":
+            chosen = (edited or "").replace("\r\n", "\n")
+            if has_conflict_markers(chosen):
+                raise UsageError("the text still has conflict markers; remove them or keep a side")
+        else:
+            chosen = resolve_text(current, action)
+        note = parse_note(chosen, relpath)
+        note.machine = machine_id(web.store)
+        note.updated = now_iso()
+        how = "edited" if action == "edit" else f"kept {action}"
+        save_note(
+            web.store,
+            note,
+            message=f"{note.machine}: resolve conflict in {relpath} ({how})",
+            expected_text=current,
+        )
+
+
+async def resolve_post(request: Request) -> Response:
+    """Apply ours / theirs / both / edit and go to the resolved note."""
+    web = web_of(request)
+    relpath = request.path_params["path"]
+    form = await checked_form(request)
+    action = str(form.get("action") or "")
+    base = str(form.get("base") or "")
+    edited = form.get("text")
+    await run_in_threadpool(
+        resolve_note, web, relpath, action, base, str(edited) if edited is not None else None
+    )
+    return RedirectResponse(note_url(relpath) + "?msg=resolved", status_code=303)

@@ -1,0 +1,329 @@
+"""Helpers for the dashboard tests: seeded stores, the real `anamnesis web` process, Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anamnesis.paths import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("ANAMNESIS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCRIPT_NOTE_BODY = (
+    'Hello <script>window.__pwned = 1; alert("x")</script>\n\n'
+    '<img src=x onerror="window.__pwned=2">\n\n'
+    "[click](javascript:window.__pwned=3)\n"
+)
+API = "github.com/acme/api"
+WEB = "github.com/acme/web"
+LAPTOP = "laptop-7f3a"
+DESKTOP = "desktop-91bc"
+
+
+@dataclass
+class Seeded:
+    """Paths of the notes a seeded store holds, by role."""
+
+    pool: str
+    lint: str
+    british: str
+    session: str
+    script: str
+    deploy: str
+
+
+def seed_store(store: Store) -> Seeded:
+    """A small store: notes in two projects and global, links between them, a hostile note."""
+    from anamnesis.store import create_note
+
+    pool = create_note(
+        store,
+        type="semantic",
+        title="Use pg_bouncer in transaction mode",
+        body="The API's connection pool runs **pg_bouncer** in transaction mode.\n\n"
+        "See [[Lint before pushing]] and keep `pool_size = 20`.\n",
+        project=API,
+        tags=["postgres", "database"],
+    )
+    lint = create_note(
+        store,
+        type="procedural",
+        title="Lint before pushing",
+        body="1. Run `make lint`\n2. Run `make test`\n\nRelated: [pool settings](../facts/"
+        + pool.path.rsplit("/", 1)[1]
+        + ")\n",
+        project=API,
+        tags=["ci", "database"],
+    )
+    british = create_note(
+        store,
+        type="preference",
+        title="Answer in British English",
+        body="Spell colour with a u.\n",
+        tags=["style"],
+    )
+    session = create_note(
+        store,
+        type="episodic",
+        title="Fixed the flaky login test",
+        body="The login test raced the session cookie; waiting for the redirect fixed it.\n",
+        project=WEB,
+        tags=["tests", "ci"],
+    )
+    script = create_note(
+        store, type="semantic", title="Hostile note", body=SCRIPT_NOTE_BODY, project=WEB, tags=["security"]
+    )
+    deploy = create_note(
+        store,
+        type="semantic",
+        title="Deploy target",
+        body="The deploy target for the API:\n\nDeploy to **staging** first, then production.\n\n"
+        "Rollback with `make rollback`.\n",
+        project=API,
+        tags=["deploy"],
+    )
+    return Seeded(pool.path, lint.path, british.path, session.path, script.path, deploy.path)
+
+
+def new_machine(home: Path, machine: str) -> Store:
+    """An initialised store whose machine id is `machine`."""
+    from anamnesis.paths import open_store
+    from anamnesis.settings import load_settings, save_settings
+    from anamnesis.store import init_store
+
+    store = open_store(home)
+    store.home.mkdir(parents=True, exist_ok=True)
+    settings = load_settings(store)
+    settings["machine_id"] = machine
+    save_settings(store, settings)
+    init_store(store)
+    return store
+
+
+@dataclass
+class Fleet:
+    """Two machines syncing through a bare hub, with one real same-line conflict on the laptop."""
+
+    laptop: Store
+    desktop: Store
+    hub: Path
+    notes: Seeded
+    conflict: str
+
+
+def make_fleet(root: Path) -> Fleet:
+    """Real stores and real syncs: the laptop seeds, the desktop joins; both edit one line."""
+    from anamnesis import sync
+    from anamnesis.peers import add_peer
+    from anamnesis.store import create_note, update_note
+
+    hub = root / "hub.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(hub)], check=True)
+    laptop = new_machine(root / LAPTOP, LAPTOP)
+    desktop = new_machine(root / DESKTOP, DESKTOP)
+    notes = seed_store(laptop)
+    add_peer(laptop, "hub", str(hub))
+    sync.sync(laptop)
+    sync.join(desktop, str(hub), "hub")
+    create_note(
+        desktop,
+        type="procedural",
+        title="Rotate the API keys",
+        body="Rotate keys every 90 days: `make rotate-keys`. See [[Deploy target]].\n",
+        project=API,
+        tags=["security", "deploy"],
+    )
+    update_note(
+        desktop,
+        notes.deploy,
+        body="The deploy target for the API:\n\n"
+        "Deploy to **staging-us** first, then production.\n\nRollback with `make rollback`.\n",
+    )
+    sync.sync(desktop)
+    update_note(
+        laptop,
+        notes.deploy,
+        body="The deploy target for the API:\n\n"
+        "Deploy to **staging-eu** first, then production.\n\nRollback with `make rollback`.\n",
+    )
+    result = sync.sync(laptop)
+    assert result.conflicts == [notes.deploy], result.to_dict()
+    return Fleet(laptop, desktop, hub, notes, notes.deploy)
+
+
+def seed_many(store: Store, count: int, projects: int = 12, seed: int = 7) -> None:
+    """`count` notes in one commit (fast: written directly, like an import), with links and tags."""
+    import random
+
+    from anamnesis import repo
+    from anamnesis.fsutil import atomic_write_text
+    from anamnesis.index import open_index
+    from anamnesis.notes import NOTE_TYPES, Note, note_relpath, render_note
+
+    rng = random.Random(seed)
+    words = (
+        "cache deploy schema index token retry queue worker lint build docker pool migration auth "
+        "cookie session latency backup replica shard webhook config parser router logging metrics"
+    ).split()
+    names = [f"github.com/acme/service-{i:02d}" for i in range(projects)]
+    titles: list[str] = []
+    for i in range(count):
+        kind = NOTE_TYPES[i % 3]
+        project = names[rng.randrange(projects)] if i % 10 else None
+        title = f"{rng.choice(words).title()} {rng.choice(words)} note {i}"
+        links = " ".join(f"[[{rng.choice(titles)}]]" for _ in range(rng.randrange(3))) if titles else ""
+        body = f"About {rng.choice(words)} and {rng.choice(words)}. {links}\n"
+        note_id = f"{i:010d}"[-10:].replace("0", "a")
+        note = Note(
+            path=note_relpath(kind, title, note_id, project),
+            id=note_id,
+            type=kind,
+            title=title,
+            body=body,
+            project=project,
+            tags=rng.sample(words, 2),
+            created="2026-01-01T00:00:00Z",
+            updated=f"2026-01-{1 + i % 28:02d}T00:00:00Z",
+            machine=f"machine-{i % 3}",
+            source="bench",
+        )
+        atomic_write_text(store.memory / note.path, render_note(note))
+        titles.append(title)
+    repo.commit_all(store, "bench-machine: import many notes")
+    with open_index(store) as index:
+        index.refresh()
+
+
+@dataclass
+class Dashboard:
+    """A running `anamnesis web` process."""
+
+    proc: subprocess.Popen[str]
+    url: str  # with ?token=
+
+    @property
+    def base(self) -> str:
+        return self.url.split("/?", 1)[0]
+
+    @property
+    def token(self) -> str:
+        return self.url.rsplit("token=", 1)[1]
+
+    @property
+    def port(self) -> int:
+        return int(self.base.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+@contextmanager
+def dashboard(home: Path, *args: str) -> Iterator[Dashboard]:
+    """Start the real CLI (`python -m anamnesis web --no-open --port 0`) and yield its address."""
+    env = dict(os.environ, ANAMNESIS_HOME=str(home), GIT_CONFIG_NOSYSTEM="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis", "web", "--no-open", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    found: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            match = re.search(r"(http://\S+\?token=\S+)", line)
+            if match:
+                found.append(match.group(1))
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    running = Dashboard(proc, found[0]) if found else None
+    try:
+        if running is None:
+            proc.kill()
+            _out, err = proc.communicate(timeout=10)
+            raise AssertionError(f"anamnesis web did not print its address; stderr:\n{err}")
+        _wait_listening(running)
+        yield running
+    finally:
+        if running is not None:
+            running.stop()
+        elif proc.poll() is None:
+            proc.kill()
+
+
+def _wait_listening(running: Dashboard) -> None:
+    import socket
+
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", running.port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("the dashboard never accepted connections")
+
+
+def chromium_or_skip() -> str:
+    """Chromium's path; missing means skip locally but FAIL in CI (CI=true)."""
+    if os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK):
+        return CHROMIUM
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    message = f"Chromium is not installed (looked for {CHROMIUM}); install Debian's chromium package"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@contextmanager
+def browser() -> Iterator[Any]:
+    """A headless Chromium driven by Playwright (the system browser, never a download)."""
+    path = chromium_or_skip()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("the playwright Python package is missing")
+        pytest.skip("the playwright Python package is missing")
+    with sync_playwright() as pw:
+        chrome = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield chrome
+        finally:
+            chrome.close()
