@@ -1,0 +1,547 @@
+"""`anamnesis sync`: commit, integrate every peer (pull --rebase), push, update the index.
+
+One plain function, `sync(store)`, used by the CLI, the MCP server, the web UI
+and `watch`. Under the store lock it:
+
+1. repairs what a killed sync left, or refuses a repo a person left
+   mid-rebase/merge (`recovery.prepare`);
+2. commits local changes ("<machine>: sync: N notes changed");
+3. fetches every peer into refs/anamnesis/peers/<name>/*;
+4. integrates each peer's main, and whatever other machines pushed into
+   refs/anamnesis/incoming/*: commits only this machine has and never gave
+   away are replayed on top of the peer's (pull --rebase); history already
+   shared with someone is merged instead, because rewriting it would
+   duplicate it elsewhere. All of it is built with plumbing (`treemerge`), so
+   a conflict becomes markers in the note, never a stopped rebase;
+5. moves the branch and the working tree to the result in one step;
+6. pushes, never forced: a bare hub gets our main (if the hub moved on
+   meanwhile: fetch, integrate, push again); another machine's store, whose
+   main is checked out, gets refs/anamnesis/incoming/<our machine>, which it
+   integrates on its own next sync;
+7. updates the index from the paths that changed between the old and new HEAD.
+
+What was fetched from or pushed to anyone is "published" (every ref under
+refs/anamnesis/ marks it) and is never rewritten.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from anamnesis.errors import AnamnesisError, GitError
+from anamnesis.git import git_out, run_git, run_git_bytes
+from anamnesis.lock import store_lock
+from anamnesis.notes import now_iso
+from anamnesis.paths import Store
+from anamnesis.peers import Peer
+from anamnesis.recovery import SyncRefused
+
+__all__ = [
+    "EXIT_CONFLICT",
+    "EXIT_REFUSED",
+    "EXIT_SYNCED",
+    "EXIT_UNREACHABLE",
+    "PeerReport",
+    "SyncRefused",
+    "SyncResult",
+    "join",
+    "last_sync_summary",
+    "status_summary",
+    "sync",
+]
+
+EXIT_SYNCED = 0
+EXIT_CONFLICT = 10
+EXIT_UNREACHABLE = 11
+EXIT_REFUSED = SyncRefused.exit_code  # 12
+BRANCH_REF = "refs/heads/main"
+PUBLISHED_GLOB = "--glob=refs/anamnesis/*"
+MAX_PUSH_ATTEMPTS = 5
+FETCH_TIMEOUT = 120.0
+
+
+@dataclass
+class PeerReport:
+    """What happened with one peer (or one incoming ref) during a sync."""
+
+    name: str
+    url: str = ""
+    status: str = "skipped"  # synced | up to date | unreachable | rejected | skipped
+    detail: str = ""
+    received: int = 0
+    sent: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "url": self.url,
+            "status": self.status,
+            "detail": self.detail,
+            "received": self.received,
+            "sent": self.sent,
+        }
+
+
+@dataclass
+class SyncResult:
+    """What one sync did; `exit_code` is what `anamnesis sync` exits with."""
+
+    machine: str
+    started: str = ""
+    head_before: str | None = None
+    head_after: str | None = None
+    committed: list[str] = field(default_factory=list)
+    received: int = 0
+    sent: int = 0
+    changed: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    peers: list[PeerReport] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    index_seconds: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def unreachable(self) -> list[PeerReport]:
+        return [p for p in self.peers if p.status in ("unreachable", "rejected")]
+
+    @property
+    def exit_code(self) -> int:
+        """0 synced; 10 a conflict was recorded; 11 some peer was skipped (conflict wins)."""
+        if self.conflicts:
+            return EXIT_CONFLICT
+        if self.unreachable:
+            return EXIT_UNREACHABLE
+        return EXIT_SYNCED
+
+    @property
+    def outcome(self) -> str:
+        return {EXIT_CONFLICT: "conflict recorded", EXIT_UNREACHABLE: "some peers unreachable"}.get(
+            self.exit_code, "synced"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "started": self.started,
+            "outcome": self.outcome,
+            "exit_code": self.exit_code,
+            "head_before": self.head_before,
+            "head_after": self.head_after,
+            "committed": self.committed,
+            "received": self.received,
+            "sent": self.sent,
+            "changed": self.changed,
+            "conflicts": self.conflicts,
+            "peers": [p.to_dict() for p in self.peers],
+            "repaired": self.repaired,
+            "index_seconds": round(self.index_seconds, 4),
+            "seconds": round(self.seconds, 4),
+        }
+
+
+class _Sync:
+    """The state of one sync run (under the store lock)."""
+
+    def __init__(self, store: Store, result: SyncResult) -> None:
+        from anamnesis.treemerge import TreeMerger, private_index
+
+        self.store = store
+        self.repo = store.memory
+        self.result = result
+        self.machine = result.machine
+        self.merger = TreeMerger(self.repo, private_index(store.state_dir))
+        self.peer_updates: dict[str, dict[str, str]] = {}
+
+    # -- git helpers ----------------------------------------------------------------
+
+    def head(self) -> str:
+        return git_out(self.repo, "rev-parse", "--verify", "HEAD")
+
+    def ref(self, name: str) -> str | None:
+        proc = run_git(self.repo, "rev-parse", "--verify", "-q", f"{name}^{{commit}}", check=False)
+        return proc.stdout.strip() or None
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        if older == newer:
+            return True
+        return run_git(self.repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
+    def count(self, *revs: str) -> int:
+        return int(git_out(self.repo, "rev-list", "--count", *revs) or 0)
+
+    # -- step 2: commit what changed locally ------------------------------------------
+
+    def commit_local(self) -> list[str]:
+        """Commit every change in the working tree; the paths committed."""
+        status = run_git_bytes(self.repo, "status", "--porcelain", "-z", "--untracked-files=all").stdout
+        if not status.strip(b"\0"):
+            return []
+        run_git(self.repo, "add", "-A")
+        out = run_git_bytes(self.repo, "diff", "--cached", "--name-only", "-z", "--no-renames").stdout
+        paths = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+        if not paths:
+            return []
+        notes = sum(1 for p in paths if p.endswith(".md")) or len(paths)
+        noun = "note" if notes == 1 else "notes"
+        run_git(self.repo, "commit", "-q", "--no-verify", "-m", f"{self.machine}: sync: {notes} {noun} changed")
+        return paths
+
+    # -- step 3: fetch ----------------------------------------------------------------
+
+    def fetch(self, peer: Peer, report: PeerReport) -> str | None:
+        """Fetch a peer's branches; its main, or None (empty peer). Raises GitError if unreachable."""
+        run_git(
+            self.repo,
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-gc",
+            peer.url,
+            f"+refs/heads/*:refs/anamnesis/peers/{peer.name}/*",
+            timeout=FETCH_TIMEOUT,
+        )
+        return self.ref(f"refs/anamnesis/peers/{peer.name}/main")
+
+    # -- step 4: integrate --------------------------------------------------------------
+
+    def integrate(self, head: str, source: str, tip: str) -> tuple[str, int]:
+        """Bring commit `tip` into `head`; (new head, commits received). Builds commits only."""
+        received = self.count(tip, f"^{head}")
+        if received == 0:
+            return head, 0  # tip is already part of our history
+        if self.is_ancestor(head, tip):
+            return tip, received  # fast-forward
+        if self.merger.merge_base(head, tip) is None and not _has_own_files(self.store, head):
+            return tip, received  # a fresh store joining: take the peer's history as it is
+        local = self._unpublished(head, tip)
+        if local is not None:
+            current = tip
+            for commit, parent in local:
+                built = self.merger.pick(current, commit, parent)
+                if built is not None:
+                    current = built.commit
+                    self._conflicts(built.conflicts)
+            return current, received
+        built = self.merger.merge(head, tip, f"{self.machine}: sync: merge {source}")
+        self._conflicts(built.conflicts)
+        return built.commit, received
+
+    def _unpublished(self, head: str, tip: str) -> list[tuple[str, str]] | None:
+        """(commit, parent) of our never-shared commits if they can be replayed onto `tip`, else None.
+
+        They can when they form one straight line whose base is already in
+        `tip`'s history: then `tip` plus them replayed is exactly pull --rebase.
+        """
+        out = git_out(self.repo, "rev-list", "--reverse", "--topo-order", "--parents", head, "--not", tip, PUBLISHED_GLOB)
+        rows = [line.split() for line in out.splitlines() if line]
+        if not rows or any(len(row) != 2 for row in rows):
+            return None
+        for before, row in itertools.pairwise(rows):
+            if row[1] != before[0]:
+                return None
+        if rows[-1][0] != head or not self.is_ancestor(rows[0][1], tip):
+            return None
+        return [(row[0], row[1]) for row in rows]
+
+    def _conflicts(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            if path not in self.result.conflicts:
+                self.result.conflicts.append(path)
+
+    # -- step 5: move the branch and the working tree -------------------------------------
+
+    def checkout(self, old: str, new: str) -> bool:
+        """Move main and the working tree from `old` to `new`; False if an edit made meanwhile is in the way."""
+        from anamnesis.recovery import CHECKOUT_MARKER, clear_marker, write_marker
+
+        if old == new:
+            return True
+        write_marker(self.store, CHECKOUT_MARKER, {"orig": old, "target": new})
+        proc = run_git(self.repo, "reset", "-q", "--keep", new, check=False)
+        clear_marker(self.store, CHECKOUT_MARKER)
+        return proc.returncode == 0
+
+    def integrate_all(self, sources: list[tuple[str, str, PeerReport | None]]) -> None:
+        """Integrate every source and move the working tree; commit edits that raced us and retry."""
+        for _attempt in range(3):
+            old = self.head()
+            head = old
+            received: dict[str, int] = {}
+            for name, tip, _report in sources:
+                head, got = self.integrate(head, name, tip)
+                received[name] = got
+            if self.checkout(old, head):
+                for name, _tip, report in sources:
+                    if report is not None:
+                        report.received += received.get(name, 0)
+                    self.result.received += received.get(name, 0)
+                return
+            self.result.committed.extend(self.commit_local())
+        raise AnamnesisError("files in memory/ kept changing during sync; run `anamnesis sync` again")
+
+    # -- step 6: push -------------------------------------------------------------------
+
+    def push(self, peer: Peer, report: PeerReport) -> None:
+        """Push main to the peer without force; re-integrate and retry when it moved on."""
+        for _attempt in range(MAX_PUSH_ATTEMPTS):
+            head = self.head()
+            tip = self.ref(f"refs/anamnesis/peers/{peer.name}/main")
+            kind = self.peer_updates.get(peer.name, {}).get("kind") or peer.kind
+            pushed = self.ref(f"refs/anamnesis/pushed/{peer.name}")
+            if (tip and self.is_ancestor(head, tip)) or (kind == "machine" and pushed == head):
+                return  # the peer has everything already
+            target = f"refs/anamnesis/incoming/{self.machine}" if kind == "machine" else BRANCH_REF
+            sent = self.count(head, "--not", *[r for r in (tip, pushed) if r])
+            status, reason = self._push_ref(peer, target)
+            if status == "ok":
+                self._pushed(peer, head, target, sent, report)
+                return
+            if status == "checked-out" and kind != "machine":
+                self.peer_updates.setdefault(peer.name, {})["kind"] = "machine"
+                continue  # a machine's store: push to its incoming ref instead
+            if status == "rejected" and kind == "machine":
+                # Our incoming ref there is not an ancestor (history rewritten by hand): a new ref, never force.
+                alt = f"refs/anamnesis/incoming/{self.machine}-{head[:12]}"
+                status, reason = self._push_ref(peer, alt)
+                if status == "ok":
+                    self._pushed(peer, head, alt, sent, report)
+                    return
+            if status == "rejected":
+                # The peer moved on since we fetched: fetch, integrate, try again.
+                try:
+                    tip = self.fetch(peer, report)
+                except GitError as exc:
+                    self._unreachable(peer, report, str(exc))
+                    return
+                if tip:
+                    self.integrate_all([(peer.name, tip, report)])
+                continue
+            self._unreachable(peer, report, reason, status="rejected" if status == "refused" else "unreachable")
+            return
+        self._unreachable(peer, report, f"push still rejected after {MAX_PUSH_ATTEMPTS} attempts", "rejected")
+
+    def _push_ref(self, peer: Peer, target: str) -> tuple[str, str]:
+        """Push main to `target` on the peer: (ok | checked-out | rejected | refused | failed, reason)."""
+        proc = run_git(
+            self.repo, "push", "--porcelain", "--no-verify", peer.url, f"{BRANCH_REF}:{target}", check=False,
+            timeout=FETCH_TIMEOUT,
+        )
+        for line in proc.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) >= 3 and parts[1].endswith(f":{target}"):
+                flag, summary = parts[0], parts[2]
+                if flag in (" ", "*", "=", "+"):
+                    return "ok", summary
+                if "checked out" in summary or "current branch" in summary:
+                    return "checked-out", summary
+                if summary.startswith("[rejected]") or "cannot lock ref" in summary or "failed to update ref" in summary:
+                    return "rejected", summary
+                return "refused", summary
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        return "failed", detail[-1] if detail else f"git push exited {proc.returncode}"
+
+    def _pushed(self, peer: Peer, head: str, target: str, sent: int, report: PeerReport) -> None:
+        run_git(self.repo, "update-ref", f"refs/anamnesis/pushed/{peer.name}", head)
+        if target == BRANCH_REF:
+            run_git(self.repo, "update-ref", f"refs/anamnesis/peers/{peer.name}/main", head)
+            self.peer_updates.setdefault(peer.name, {}).setdefault("kind", "hub")
+        report.sent += sent
+        self.result.sent += sent
+
+    def _unreachable(self, peer: Peer, report: PeerReport, detail: str, status: str = "unreachable") -> None:
+        report.status = status
+        report.detail = detail
+        self.peer_updates.setdefault(peer.name, {}).update({"last_error": detail, "last_error_at": now_iso()})
+
+    # -- the whole run ------------------------------------------------------------------
+
+    def run(self, peers: list[Peer], push: bool) -> None:
+        result = self.result
+        result.committed = self.commit_local()
+        reachable: list[tuple[Peer, PeerReport]] = []
+        sources: list[tuple[str, str, PeerReport | None]] = []
+        for peer in peers:
+            report = PeerReport(peer.name, peer.url)
+            result.peers.append(report)
+            try:
+                tip = self.fetch(peer, report)
+            except GitError as exc:
+                self._unreachable(peer, report, _reason(str(exc)))
+                continue
+            reachable.append((peer, report))
+            if tip:
+                sources.append((peer.name, tip, report))
+        for ref, oid in self._incoming():
+            sources.append((ref.removeprefix("refs/anamnesis/"), oid, None))
+        sources.sort(key=lambda s: s[0])
+        self.integrate_all(sources)
+        for peer, report in reachable:
+            if push:
+                self.push(peer, report)
+            if report.status == "skipped":
+                report.status = "synced" if (report.sent or report.received) else "up to date"
+                self.peer_updates.setdefault(peer.name, {})["last_ok"] = now_iso()
+
+    def _incoming(self) -> list[tuple[str, str]]:
+        out = git_out(self.repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/anamnesis/incoming/")
+        return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+
+
+def _reason(message: str) -> str:
+    """git's last words, without the 'git fetch ... failed:' prefix."""
+    return message.split(" failed: ", 1)[-1]
+
+
+def _select(store: Store, only: list[str] | None) -> list[Peer]:
+    from anamnesis.peers import get_peer, list_peers
+
+    if only:
+        return [get_peer(store, name) for name in only]
+    return list_peers(store)
+
+
+def sync(
+    store: Store,
+    *,
+    peers: list[str] | None = None,
+    push: bool = True,
+    lock_timeout: float = 120.0,
+) -> SyncResult:
+    """Sync the store with its peers (or only `peers`); see the module docstring for the steps.
+
+    Raises SyncRefused (exit 12) for a repo a person left mid-rebase/merge,
+    LockTimeout when another writer held the store too long, GitError for
+    local git failures. Unreachable peers do not raise: they are in the result.
+    """
+    from anamnesis import peers as peers_mod
+    from anamnesis import recovery
+    from anamnesis.settings import machine_id
+
+    store.require()
+    started = time.perf_counter()
+    result = SyncResult(machine=machine_id(store), started=now_iso())
+    error: BaseException | None = None
+    try:
+        with store_lock(store, "sync", timeout=lock_timeout):
+            result.repaired = recovery.prepare(store)
+            recovery.write_marker(store, recovery.RUNNING_MARKER, {"started": result.started})
+            job = _Sync(store, result)
+            result.head_before = job.head()
+            try:
+                job.run(_select(store, peers), push)
+            finally:
+                job.merger.close()
+                peers_mod.record(store, job.peer_updates)
+                result.head_after = job.head()
+                _refresh_index(store, result)
+                recovery.clear_marker(store, recovery.RUNNING_MARKER)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        result.seconds = time.perf_counter() - started
+        _log(store, result, error)
+    return result
+
+
+def _refresh_index(store: Store, result: SyncResult) -> None:
+    """Update the index from what changed between the old and new HEAD (and what we committed)."""
+    from anamnesis.repo import changed_paths
+
+    paths = changed_paths(store.memory, result.head_before, result.head_after)
+    result.changed = [p for p in paths if p.endswith(".md")]
+    todo = list(dict.fromkeys([*paths, *result.committed]))
+    if not todo and store.index_path.exists():
+        return
+    from anamnesis.index import open_index
+
+    started = time.perf_counter()
+    with open_index(store) as index:
+        index.refresh(todo)
+    result.index_seconds = time.perf_counter() - started
+
+
+def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
+    from anamnesis import synclog
+
+    entry: dict[str, Any] = {
+        "at": result.started,
+        "machine": result.machine,
+        "outcome": result.outcome if error is None else "failed",
+        "exit_code": result.exit_code if error is None else getattr(error, "exit_code", 1),
+        "committed": len(result.committed),
+        "received": result.received,
+        "sent": result.sent,
+        "changed": len(result.changed),
+        "conflicts": result.conflicts,
+        "unreachable": [{"peer": p.name, "detail": p.detail} for p in result.unreachable],
+        "repaired": result.repaired,
+        "seconds": round(result.seconds, 3),
+    }
+    if error is not None:
+        entry["error"] = str(error) or type(error).__name__
+    try:
+        synclog.append(store, entry)
+    except OSError:
+        pass  # a full disk must not turn a finished sync into a failure
+
+
+def last_sync_summary(store: Store) -> dict[str, Any]:
+    """Last sync and last error from this machine's sync log (see synclog)."""
+    from anamnesis.synclog import last_sync_summary as summary
+
+    return summary(store)
+
+
+def status_summary(store: Store) -> dict[str, object]:
+    """The lines `anamnesis status` shows about sync."""
+    from anamnesis.synclog import status_summary as summary
+
+    return summary(store)
+
+
+# -- joining an existing memory ---------------------------------------------------------
+
+
+def join(store: Store, url: str, name: str | None = None) -> SyncResult:
+    """Make this store sync with `url`: a store with no notes takes the peer's history;
+    one with notes merges them with the peer's, losing nothing. Then a normal sync.
+    """
+    from anamnesis import recovery
+    from anamnesis.peers import add_peer, get_peer, name_from_url
+    from anamnesis.settings import machine_id
+
+    store.require()
+    peer, _changed = add_peer(store, name or name_from_url(url), url)
+    with store_lock(store, "join"):
+        recovery.prepare(store)
+        result = SyncResult(machine=machine_id(store))
+        job = _Sync(store, result)
+        try:
+            job.commit_local()
+            try:
+                tip = job.fetch(get_peer(store, peer.name), PeerReport(peer.name))
+            except GitError as exc:
+                raise AnamnesisError(f"cannot reach {url}: {_reason(str(exc))}") from exc
+            head = job.head()
+            if tip and not job.is_ancestor(tip, head) and not _has_own_files(store, head):
+                if not job.checkout(head, tip):
+                    raise AnamnesisError("memory/ changed while joining; run the command again")
+                from anamnesis.index import open_index
+
+                with open_index(store) as index:
+                    index.refresh()
+        finally:
+            job.merger.close()
+    return sync(store)
+
+
+def _has_own_files(store: Store, head: str) -> bool:
+    """Whether the store has anything besides the files `init` creates (.gitignore, .gitattributes)."""
+    out = run_git_bytes(store.memory, "ls-tree", "-r", "-z", "--name-only", head).stdout.decode("utf-8", "replace")
+    return any(p and p not in (".gitignore", ".gitattributes") for p in out.split("\0"))

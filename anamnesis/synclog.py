@@ -1,0 +1,127 @@
+"""The machine-local sync log: one JSON line per sync, summarised by `anamnesis status`.
+
+It lives in logs/sync.log (never in memory/) and is kept small by rotating
+to sync.log.1 past a size limit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from anamnesis.paths import Store
+
+LOG_NAME = "sync.log"
+MAX_BYTES = 512 * 1024
+_TAIL_BYTES = 64 * 1024
+
+
+def log_path(store: Store) -> Path:
+    """Where this machine's sync log is."""
+    return store.log_dir / LOG_NAME
+
+
+def append(store: Store, entry: dict[str, Any]) -> None:
+    """Add one entry (a line of JSON); rotate the file when it grows past MAX_BYTES."""
+    path = log_path(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            os.replace(path, path.with_name(LOG_NAME + ".1"))
+    except FileNotFoundError:
+        pass
+    line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def recent(store: Store, limit: int = 20) -> list[dict[str, Any]]:
+    """The last `limit` entries, oldest first (unparseable lines are skipped)."""
+    path = log_path(store)
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - _TAIL_BYTES))
+            tail = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    entries: list[dict[str, Any]] = []
+    for line in tail.splitlines()[-limit:]:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            entries.append(data)
+    return entries
+
+
+def _ago(stamp: str) -> str:
+    try:
+        when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    seconds = int((dt.datetime.now(dt.UTC) - when).total_seconds())
+    if seconds < 90:
+        ago = f"{max(seconds, 0)} s ago"
+    elif seconds < 5400:
+        ago = f"{seconds // 60} min ago"
+    elif seconds < 172800:
+        ago = f"{seconds // 3600} h ago"
+    else:
+        ago = f"{seconds // 86400} days ago"
+    return f"{stamp} ({ago})"
+
+
+def last_sync_summary(store: Store) -> dict[str, Any]:
+    """The last sync and the last error from the log, for `status` and the dashboard.
+
+    Keys: last_sync (the newest entry or None), last_ok (newest entry that
+    exited 0), last_error (newest entry with an error or a skipped peer).
+    """
+    entries = recent(store, limit=200)
+    last = entries[-1] if entries else None
+    last_ok = next((e for e in reversed(entries) if e.get("exit_code") == 0), None)
+    last_error = next((e for e in reversed(entries) if e.get("error") or e.get("unreachable")), None)
+    return {"last_sync": last, "last_ok": last_ok, "last_error": last_error}
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """One line for a log entry: when, outcome, what moved."""
+    parts = [_ago(str(entry.get("at", "")))]
+    if entry.get("error"):
+        parts.append(f"failed: {entry['error']}")
+    else:
+        parts.append(str(entry.get("outcome", "synced")))
+        moved = []
+        for key in ("committed", "received", "sent"):
+            if entry.get(key):
+                moved.append(f"{key} {entry[key]}")
+        if entry.get("conflicts"):
+            moved.append(f"{len(entry['conflicts'])} conflicts")
+        if moved:
+            parts.append(", ".join(moved))
+    return " — ".join(parts)
+
+
+def status_summary(store: Store) -> dict[str, object]:
+    """The lines `anamnesis status` shows: last sync, last error (only when there is one)."""
+    summary = last_sync_summary(store)
+    out: dict[str, object] = {}
+    if summary["last_sync"]:
+        out["last_sync"] = describe(summary["last_sync"])
+    else:
+        out["last_sync"] = "never"
+    err = summary["last_error"]
+    if err:
+        detail = err.get("error") or "; ".join(
+            f"{u.get('peer')}: {u.get('detail')}" for u in err.get("unreachable", []) if isinstance(u, dict)
+        )
+        out["last_error"] = f"{_ago(str(err.get('at', '')))} — {detail}"
+    return out

@@ -1,0 +1,245 @@
+"""Replay and merge commits without a working tree, so sync is never left mid-rebase.
+
+`git rebase` and `git merge` stop half-way on a conflict and leave the
+repository in a state a person has to finish. Sync instead builds every new
+commit with plumbing in a private index file: it reads the target tree,
+applies the other side's changes path by path, resolves what both sides
+changed (`conflicts.merge_texts`: markers in the note, never a stop), writes a
+tree and a commit. Nothing outside the object database changes until sync
+moves the branch in one step, so a kill at any point loses nothing.
+
+Rules per path, when both sides touched it: edit beats delete, deleted on
+both sides stays deleted, added on both sides merges with an empty base.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from anamnesis.conflicts import Side, merge_texts
+from anamnesis.git import git_out, run_git, run_git_bytes
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+ZERO = "0" * 40
+_REGULAR = ("100644", "100755")
+
+
+@dataclass
+class Change:
+    """One path that differs between two trees (None: absent on that side)."""
+
+    path: str
+    old_mode: str | None
+    old_oid: str | None
+    new_mode: str | None
+    new_oid: str | None
+
+
+@dataclass
+class Built:
+    """A commit made by the merger and the paths that got conflict markers."""
+
+    commit: str
+    conflicts: list[str] = field(default_factory=list)
+
+
+class TreeMerger:
+    """Builds commits in a private index file; the working tree and HEAD are untouched."""
+
+    def __init__(self, repo: Path, index_file: Path) -> None:
+        self.repo = repo
+        self.index_file = index_file
+        self._env = {"GIT_INDEX_FILE": str(index_file), "GIT_LITERAL_PATHSPECS": "1"}
+        self._labels: dict[tuple[str, str], str] = {}
+
+    def close(self) -> None:
+        """Remove the private index file."""
+        for path in (self.index_file, Path(f"{self.index_file}.lock")):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    # -- the two operations -------------------------------------------------------
+
+    def pick(self, onto: str, commit: str, parent: str) -> Built | None:
+        """Replay `commit` (whose parent is `parent`) on top of `onto`; None if it adds nothing."""
+        tree, conflicts = self.apply(onto, parent, commit)
+        if tree == self.tree_of(onto):
+            return None
+        message, author = self._message_and_author(commit)
+        if conflicts:
+            message = _with_conflicts(message, conflicts)
+        return Built(self.commit_tree(tree, [onto], message, author), conflicts)
+
+    def merge(self, ours: str, theirs: str, message: str) -> Built:
+        """A merge commit of `ours` and `theirs` (their common history as the base)."""
+        base = self.merge_base(ours, theirs) or EMPTY_TREE
+        tree, conflicts = self.apply(ours, base, theirs)
+        if conflicts:
+            message = _with_conflicts(message, conflicts)
+        return Built(self.commit_tree(tree, [ours, theirs], message), conflicts)
+
+    # -- the path-level three-way merge -------------------------------------------
+
+    def apply(self, target: str, base: str, side: str) -> tuple[str, list[str]]:
+        """Apply the changes base->side onto target's tree; (tree id, conflicted paths)."""
+        changes = self.diff(base, side)
+        if not changes:
+            return self.tree_of(target), []
+        current = self.entries(target, [c.path for c in changes])
+        updates: list[tuple[str, str, str]] = []  # mode, oid, path (mode "0": remove)
+        conflicts: list[str] = []
+        for change in changes:
+            mode, oid = current.get(change.path, (None, None))
+            if oid == change.old_oid:
+                if change.new_oid is None:
+                    if oid is not None:
+                        updates.append(("0", ZERO, change.path))
+                else:
+                    updates.append((change.new_mode or "100644", change.new_oid, change.path))
+            elif oid == change.new_oid or change.new_oid is None:
+                continue  # same result on both sides, or edit (ours) beats delete (theirs)
+            elif oid is None:
+                updates.append((change.new_mode or "100644", change.new_oid, change.path))  # edit beats delete
+            elif mode not in _REGULAR or change.new_mode not in _REGULAR:
+                continue  # symlinks and submodules: keep ours
+            else:
+                updates.extend(self._merge_path(change, mode, oid, target, side, conflicts))
+        self._git("read-tree", target)
+        if updates:
+            records = "".join(f"{m} {o}\t{p}\0" for m, o, p in updates)
+            run_git_bytes(self.repo, "update-index", "-z", "--index-info", input=records.encode(), env=self._env)
+        return self._git("write-tree"), conflicts
+
+    def _merge_path(
+        self, change: Change, mode: str, oid: str, target: str, side: str, conflicts: list[str]
+    ) -> list[tuple[str, str, str]]:
+        path = change.path
+        ours, theirs = self.blob(oid), self.blob(change.new_oid or ZERO)
+        base = self.blob(change.old_oid) if change.old_oid else None
+        one = Side(self.label(target, path), _text(ours))
+        two = Side(self.label(side, path), _text(theirs))
+        if b"\0" in ours or b"\0" in theirs or (base is not None and b"\0" in base):
+            # Binary: keep one version in place and the other beside it.
+            first, second = (one, two) if (one.label, ours) <= (two.label, theirs) else (two, one)
+            kept, other = (oid, change.new_oid) if first is one else (change.new_oid, oid)
+            conflicts.append(path)
+            return [
+                (mode, kept or ZERO, path),
+                ("100644", other or ZERO, f"{path}.{_safe_label(second.label)}.conflict"),
+            ]
+        merged = merge_texts(path, _text(base) if base is not None else None, one, two)
+        if merged.conflicted:
+            conflicts.append(path)
+        new_oid = self.write_blob(merged.text.encode("utf-8", errors="surrogateescape"))
+        return [(mode if mode == change.new_mode else "100644", new_oid, path)]
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def _git(self, *args: str, input: str | None = None) -> str:
+        return run_git(self.repo, *args, input=input, env=self._env).stdout.strip()
+
+    def diff(self, base: str, side: str) -> list[Change]:
+        """Paths that differ between two trees or commits, without rename detection."""
+        out = run_git_bytes(
+            self.repo, "diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", base, side
+        ).stdout.decode("utf-8", "surrogateescape")
+        parts = out.split("\0")
+        changes: list[Change] = []
+        i = 0
+        while i + 1 < len(parts) and parts[i].startswith(":"):
+            old_mode, new_mode, old_oid, new_oid, _status = parts[i][1:].split(" ")
+            changes.append(
+                Change(
+                    parts[i + 1],
+                    None if old_mode == "000000" else old_mode,
+                    None if old_oid == ZERO else old_oid,
+                    None if new_mode == "000000" else new_mode,
+                    None if new_oid == ZERO else new_oid,
+                )
+            )
+            i += 2
+        return changes
+
+    def entries(self, treeish: str, paths: list[str]) -> dict[str, tuple[str, str]]:
+        """{path: (mode, oid)} of those paths in a tree (absent paths are left out)."""
+        found: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(paths), 500):
+            chunk = paths[start : start + 500]
+            out = run_git_bytes(
+                self.repo, "ls-tree", "-r", "-z", "--full-tree", treeish, "--", *chunk, env=self._env
+            ).stdout.decode("utf-8", "surrogateescape")
+            for record in out.split("\0"):
+                if not record:
+                    continue
+                meta, path = record.split("\t", 1)
+                mode, _kind, oid = meta.split(" ")
+                found[path] = (mode, oid)
+        return found
+
+    def blob(self, oid: str) -> bytes:
+        """The bytes of a blob."""
+        return run_git_bytes(self.repo, "cat-file", "blob", oid).stdout
+
+    def write_blob(self, data: bytes) -> str:
+        """Store bytes as a blob; its id."""
+        out = run_git_bytes(self.repo, "hash-object", "-w", "--stdin", input=data).stdout
+        return out.decode().strip()
+
+    def tree_of(self, commit: str) -> str:
+        """The tree id of a commit."""
+        return git_out(self.repo, "rev-parse", f"{commit}^{{tree}}")
+
+    def merge_base(self, one: str, two: str) -> str | None:
+        """Their best common ancestor (the smallest id when there are several), or None."""
+        proc = run_git(self.repo, "merge-base", "--all", one, two, check=False)
+        bases = sorted(proc.stdout.split())
+        return bases[0] if bases else None
+
+    def commit_tree(
+        self, tree: str, parents: list[str], message: str, author: dict[str, str] | None = None
+    ) -> str:
+        """Write a commit object (committer: this repo's identity)."""
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        return run_git(self.repo, *args, input=message, env={**self._env, **(author or {})}).stdout.strip()
+
+    def _message_and_author(self, commit: str) -> tuple[str, dict[str, str]]:
+        out = run_git(self.repo, "log", "-1", "--format=%an%x00%ae%x00%ad%x00%B", "--date=raw", commit).stdout
+        name, email, date, message = out.split("\0", 3)
+        return message.rstrip("\n") + "\n", {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": date,
+        }
+
+    def label(self, commit: str, path: str) -> str:
+        """Who last changed `path` as of `commit`: the machine name from the commit author."""
+        key = (commit, path)
+        if key not in self._labels:
+            name = git_out(self.repo, "log", "-1", "--format=%an", commit, "--", path) or "unknown"
+            self._labels[key] = name.removeprefix("anamnesis@")
+        return self._labels[key]
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def _safe_label(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in label) or "other"
+
+
+def _with_conflicts(message: str, conflicts: list[str]) -> str:
+    lines = "".join(f"\t{path}\n" for path in conflicts)
+    return f"{message.rstrip()}\n\nConflicts (both sides kept, with markers):\n{lines}"
+
+
+def private_index(state_dir: Path) -> Path:
+    """A per-process index file path under the store's state folder."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    return state_dir / f"merge-index-{os.getpid()}"
