@@ -1,0 +1,301 @@
+"""Sync commands: sync, peers, conflicts, resolve, schedule, demo.
+
+Thin adapter: every command calls one core function (anamnesis.sync,
+.peers, .conflicts, .schedule, .demo) and prints its result.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from anamnesis.cli._common import console, get_store, print_json
+
+if TYPE_CHECKING:
+    from anamnesis.sync import SyncResult
+
+peers_app = typer.Typer(help="The machines and hub repos this store syncs with.", no_args_is_help=True)
+schedule_app = typer.Typer(help="Run `anamnesis sync` on a timer (systemd on Linux, launchd on macOS).", no_args_is_help=True)
+
+SYNC_EPILOG = (
+    "Exit codes: 0 synced; 10 a same-line conflict was recorded (both versions kept in the note); "
+    "11 some peer was unreachable or refused the push (retried next sync); "
+    "12 refused: memory/ was left mid-rebase/merge by hand (the message says how to get out). "
+    "A conflict outranks an unreachable peer."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Sync", epilog=SYNC_EPILOG)(sync)
+    app.add_typer(peers_app, name="peers", rich_help_panel="Sync")
+    app.command(rich_help_panel="Sync")(conflicts)
+    app.command(rich_help_panel="Sync")(resolve)
+    app.add_typer(schedule_app, name="schedule", rich_help_panel="Sync")
+    app.command(rich_help_panel="Sync")(demo)
+    peers_app.command("add")(peers_add)
+    peers_app.command("list")(peers_list)
+    peers_app.command("rm")(peers_rm)
+    schedule_app.command("install")(schedule_install)
+    schedule_app.command("remove")(schedule_remove)
+    schedule_app.command("status")(schedule_status)
+
+
+def sync(
+    peer: list[str] = typer.Option(None, "--peer", "-p", help="Only sync with this peer (repeatable)."),
+    no_push: bool = typer.Option(False, "--no-push", help="Fetch and integrate, but push nothing."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only problems (for timers)."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Commit local changes, integrate every peer (pull --rebase), push, update the index.
+
+    Nothing is ever force-pushed and the repo is never left mid-rebase: a
+    same-line conflict is written into the note as standard conflict markers
+    and committed, so every machine sees it and unrelated notes keep syncing.
+    """
+    from anamnesis.sync import sync as run_sync
+
+    store = get_store()
+    result = run_sync(store, peers=peer or None, push=not no_push)
+    if json_out:
+        print_json(result.to_dict())
+    else:
+        _print_result(result, quiet)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _print_result(result: SyncResult, quiet: bool) -> None:
+    out = console()
+    problems = bool(result.conflicts or result.unreachable)
+    if quiet and not problems:
+        return
+    mark = "[green]✔[/green]" if not problems else "[yellow]![/yellow]"
+    out.print(f"{mark} [bold]{result.outcome}[/bold] [dim]({result.seconds:.2f} s)[/dim]")
+    for line in result.repaired:
+        out.print(f"  [dim]repaired:[/dim] {line}")
+    if result.committed:
+        out.print(f"  committed {len(result.committed)} local change{'s' if len(result.committed) != 1 else ''}")
+    if not result.peers:
+        out.print("  [dim]no peers yet: add one with `anamnesis peers add NAME URL`[/dim]")
+    for report in result.peers:
+        if report.status in ("unreachable", "rejected"):
+            out.print(f"  [yellow]{report.name}[/yellow]: {report.status} — {report.detail} [dim](will retry next sync)[/dim]")
+        elif not quiet:
+            moved = f"received {report.received}, sent {report.sent}" if (report.received or report.sent) else ""
+            out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
+    if result.changed and not quiet:
+        out.print(f"  {len(result.changed)} note{'s' if len(result.changed) != 1 else ''} changed here")
+    for path in result.conflicts:
+        out.print(f"  [red]conflict[/red] in {path} — both versions kept; see `anamnesis conflicts`")
+
+
+# -- peers --------------------------------------------------------------------------------
+
+
+def peers_add(
+    name: str = typer.Argument(..., help="A short name: letters, digits, '.', '_', '-'."),
+    url: str = typer.Argument(..., help="Any git URL: user@host.tailnet.ts.net:.anamnesis/memory, ssh://..., a path."),
+    no_check: bool = typer.Option(False, "--no-check", help="Do not try to reach the peer now."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Add a peer (stored in this machine's settings, never in memory/)."""
+    from anamnesis.peers import add_peer, probe
+
+    store = get_store()
+    peer, changed = add_peer(store, name, url)
+    problem = None if no_check else probe(peer.url)
+    if json_out:
+        print_json({**peer.to_dict(), "changed": changed, "reachable": None if no_check else problem is None, "problem": problem})
+        return
+    out = console()
+    out.print(f"{'added' if changed else 'already had'} peer [bold]{peer.name}[/bold] → {peer.url}")
+    if problem:
+        out.print(f"[yellow]warning:[/yellow] cannot reach it now: {problem} (sync will keep trying)")
+    out.print("[dim]next: `anamnesis sync`[/dim]")
+
+
+def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
+    """List peers with their last successful sync and last error."""
+    from anamnesis.peers import list_peers
+
+    peers = list_peers(get_store())
+    if json_out:
+        print_json([p.to_dict() for p in peers])
+        return
+    out = console()
+    if not peers:
+        out.print("no peers yet — add one with `anamnesis peers add NAME URL`")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, padding=(0, 2))
+    for column in ("name", "url", "kind", "last synced", "last error"):
+        table.add_column(column)
+    for p in peers:
+        error = f"{p.last_error_at} {p.last_error}" if p.last_error and p.last_error_at >= p.last_ok else ""
+        table.add_row(p.name, p.url, p.kind or "?", p.last_ok or "never", error)
+    out.print(table)
+
+
+def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
+    """Forget a peer (nothing is deleted there or here)."""
+    from anamnesis.peers import remove_peer
+
+    peer = remove_peer(get_store(), name)
+    console().print(f"removed peer [bold]{peer.name}[/bold] ({peer.url})")
+
+
+# -- conflicts ----------------------------------------------------------------------------
+
+
+def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
+    """List notes that still carry conflict markers (resolve with `anamnesis resolve`)."""
+    from anamnesis.conflicts import list_conflicts
+
+    found = list_conflicts(get_store())
+    if json_out:
+        print_json([c.to_dict() for c in found])
+        return
+    out = console()
+    if not found:
+        out.print("[green]✔[/green] no conflicts")
+        return
+    for item in found:
+        sides = "; ".join(f"{a} ↔ {b}" for a, b in item.labels)
+        out.print(f"[red]•[/red] [bold]{item.title}[/bold]  {item.path}  [dim]{sides}[/dim]")
+    out.print(
+        "[dim]resolve: edit the note and remove the markers, then `anamnesis sync`; "
+        "or `anamnesis resolve NOTE --ours|--theirs|--both|--edit`[/dim]"
+    )
+
+
+def resolve(
+    note: str = typer.Argument(..., help="Path, id or id prefix of the conflicted note."),
+    ours: bool = typer.Option(False, "--ours", help="Keep the upper side of every conflict block."),
+    theirs: bool = typer.Option(False, "--theirs", help="Keep the lower side of every conflict block."),
+    both: bool = typer.Option(False, "--both", help="Keep both sides, one after the other."),
+    edit: bool = typer.Option(False, "--edit", help="Open the note in $VISUAL/$EDITOR, then check the markers are gone."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Resolve a conflicted note and commit it (the next sync sends the resolution)."""
+    from anamnesis.conflicts import resolve_note
+    from anamnesis.errors import UsageError
+
+    chosen = [name for name, flag in (("ours", ours), ("theirs", theirs), ("both", both), ("edit", edit)) if flag]
+    if len(chosen) > 1:
+        raise UsageError("choose one of --ours, --theirs, --both, --edit")
+    store = get_store()
+    keep = chosen[0] if chosen else None
+    if keep == "edit":
+        _edit(store, note)
+        keep = None
+    path = resolve_note(store, note, keep)
+    if json_out:
+        print_json({"resolved": path})
+    else:
+        console().print(f"[green]✔[/green] resolved {path} [dim](run `anamnesis sync` to send it)[/dim]")
+
+
+def _edit(store: Any, ref: str) -> None:
+    import os
+    import shlex
+    import subprocess
+
+    from anamnesis.errors import AnamnesisError
+    from anamnesis.store import resolve_ref, safe_path
+
+    path = safe_path(store, resolve_ref(store, ref))
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    if subprocess.run([*shlex.split(editor), str(path)]).returncode != 0:
+        raise AnamnesisError(f"the editor ({editor}) exited with an error; nothing was committed")
+
+
+# -- schedule -----------------------------------------------------------------------------
+
+
+def schedule_install(
+    every: str = typer.Option("5m", "--every", help="How often: 30s, 5m, 1h..."),
+    print_only: bool = typer.Option(False, "--print", help="Show the files and commands; write nothing."),
+    no_enable: bool = typer.Option(False, "--no-enable", help="Write the files but do not activate them."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Install a systemd user timer (Linux) or LaunchAgent (macOS) that runs `anamnesis sync`."""
+    from anamnesis.schedule import install, plan
+
+    store = get_store()
+    if print_only:
+        rendered = plan(store, every)
+        if json_out:
+            print_json(rendered.to_dict())
+            return
+        out = console()
+        for path, text in rendered.files.items():
+            out.print(f"[bold]# {path}[/bold]")
+            out.print(text, markup=False, highlight=False)
+        out.print("[bold]# then run[/bold]")
+        for cmd in rendered.activate:
+            out.print(" ".join(cmd), markup=False)
+        return
+    outcome = install(store, every, activate=not no_enable)
+    if json_out:
+        print_json(outcome.to_dict())
+        return
+    out = console()
+    for written in outcome.written:
+        out.print(f"wrote {written}")
+    if outcome.activated:
+        out.print(f"[green]✔[/green] sync runs every {every}")
+    for note in outcome.notes:
+        out.print(f"[yellow]note:[/yellow] {note}")
+
+
+def schedule_remove(
+    no_enable: bool = typer.Option(False, "--no-enable", help="Only delete the files (do not call systemctl/launchctl)."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Stop and remove the sync timer/agent."""
+    from anamnesis.schedule import remove
+
+    outcome = remove(get_store(), activate=not no_enable)
+    if json_out:
+        print_json(outcome.to_dict())
+        return
+    out = console()
+    for removed in outcome.removed:
+        out.print(f"removed {removed}")
+    for note in outcome.notes:
+        out.print(note)
+
+
+def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
+    """Is the timer installed and active, how often, and how did the last sync go."""
+    from anamnesis.schedule import status
+
+    info = status(get_store())
+    if json_out:
+        print_json(info)
+        return
+    out = console()
+    state = "installed" if info["installed"] else "not installed"
+    out.print(f"{info['kind']} {info['name']}: [bold]{state}[/bold]" + (f", every {info['every']}" if info["every"] else ""))
+    for key in ("enabled", "active", "last_sync", "last_error"):
+        if info.get(key):
+            out.print(f"  {key.replace('_', ' ')}: {info[key]}")
+    if not info["installed"]:
+        out.print("[dim]install with `anamnesis schedule install [--every 5m]`[/dim]")
+
+
+# -- demo ---------------------------------------------------------------------------------
+
+
+def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder to look around afterwards.")) -> None:
+    """Watch sync work: three machines and a hub in a temporary folder, in a few seconds.
+
+    Writes notes on one machine, syncs, finds them by search on another,
+    makes a same-line conflict, shows it surfaced and resolved, and cleans up.
+    Your own store is not touched.
+    """
+    from anamnesis.demo import run_demo
+
+    run_demo(console(), keep=keep)

@@ -1,0 +1,254 @@
+"""Run `anamnesis sync` on a timer: a systemd user timer on Linux, a LaunchAgent on macOS.
+
+The unit files are rendered from templates/ (shipped in the package) with
+this store's ANAMNESIS_HOME, the Python that runs anamnesis now, and the
+PATH (so the timer finds git and ssh). `install` writes them and activates
+them; `--print` shows them without writing anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+from typing import Any
+from xml.sax.saxutils import escape
+
+from anamnesis.errors import UsageError
+from anamnesis.paths import Store
+
+DEFAULT_EVERY = "5m"
+MIN_SECONDS = 30
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_interval(text: str) -> int:
+    """'90s', '5m', '1h' or a number of seconds -> seconds (at least 30)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([smh]?)\s*", text.lower())
+    if not match:
+        raise UsageError(f"interval {text!r} is not like 30s, 5m or 1h")
+    seconds = int(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds < MIN_SECONDS:
+        raise UsageError(f"interval {text!r} is shorter than {MIN_SECONDS}s")
+    return seconds
+
+
+def interval_text(seconds: int) -> str:
+    """Seconds as the shortest of '1h', '5m', '90s'."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
+def platform_kind() -> str:
+    """'launchd' on macOS, 'systemd' elsewhere."""
+    return "launchd" if sys.platform == "darwin" else "systemd"
+
+
+def _suffix(store: Store) -> str:
+    """'' for the default store, a short hash of the home otherwise (several stores, several timers)."""
+    if store.home.absolute() == (Path.home() / ".anamnesis").absolute():
+        return ""
+    return "-" + hashlib.sha1(str(store.home.absolute()).encode()).hexdigest()[:8]
+
+
+def unit_name(store: Store) -> str:
+    """The systemd unit base name (anamnesis-sync[-hash])."""
+    return f"anamnesis-sync{_suffix(store)}"
+
+
+def launchd_label(store: Store) -> str:
+    """The LaunchAgent label (anamnesis.sync[.hash])."""
+    return "anamnesis.sync" + _suffix(store).replace("-", ".")
+
+
+def systemd_dir() -> Path:
+    """Where systemd looks for this user's units."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "systemd" / "user"
+
+
+def launchd_dir() -> Path:
+    """Where launchd looks for this user's agents."""
+    return Path.home() / "Library" / "LaunchAgents"
+
+
+def command() -> list[str]:
+    """How the timer runs sync: the Python running us now, so a venv or pipx install keeps working."""
+    return [sys.executable, "-m", "anamnesis", "sync", "--quiet"]
+
+
+def _systemd_quote(value: str) -> str:
+    """One word for a systemd ExecStart=/Environment= line (specifiers and variables escaped)."""
+    value = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    return f'"{value}"' if re.search(r"[\s\"';]", value) or not value else value
+
+
+@dataclass
+class Plan:
+    """The files to write and the commands that activate them."""
+
+    kind: str
+    name: str
+    interval: int
+    files: dict[Path, str] = field(default_factory=dict)
+    activate: list[list[str]] = field(default_factory=list)
+    deactivate: list[list[str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "every": interval_text(self.interval),
+            "files": {str(path): text for path, text in self.files.items()},
+            "activate": [" ".join(cmd) for cmd in self.activate],
+        }
+
+
+def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None) -> Plan:
+    """Render the unit files for this store (nothing is written)."""
+    from anamnesis.resources import read_template
+
+    seconds = parse_interval(every)
+    kind = kind or platform_kind()
+    path_env = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    if kind == "systemd":
+        name = unit_name(store)
+        folder = systemd_dir()
+        values = {
+            "environment_home": _systemd_quote(f"ANAMNESIS_HOME={store.home.absolute()}"),
+            "environment_path": _systemd_quote(f"PATH={path_env}"),
+            "exec_start": " ".join(_systemd_quote(part) for part in command()),
+            "interval_seconds": str(seconds),
+            "interval_text": interval_text(seconds),
+            "service_name": f"{name}.service",
+        }
+        result = Plan(kind, name, seconds)
+        result.files[folder / f"{name}.service"] = Template(read_template("anamnesis-sync.service")).substitute(values)
+        result.files[folder / f"{name}.timer"] = Template(read_template("anamnesis-sync.timer")).substitute(values)
+        result.activate = [
+            ["systemctl", "--user", "daemon-reload"],
+            ["systemctl", "--user", "enable", "--now", f"{name}.timer"],
+        ]
+        result.deactivate = [["systemctl", "--user", "disable", "--now", f"{name}.timer"]]
+        return result
+    if kind == "launchd":
+        label = launchd_label(store)
+        target = launchd_dir() / f"{label}.plist"
+        values = {
+            "label": escape(label),
+            "program_arguments": "\n".join(f"    <string>{escape(part)}</string>" for part in command()),
+            "home": escape(str(store.home.absolute())),
+            "path": escape(path_env),
+            "interval_seconds": str(seconds),
+            "log": escape(str(store.log_dir / "schedule.log")),
+        }
+        result = Plan(kind, label, seconds)
+        result.files[target] = Template(read_template("anamnesis-sync.plist")).substitute(values)
+        domain = f"gui/{os.getuid()}"
+        result.deactivate = [["launchctl", "bootout", f"{domain}/{label}"]]
+        result.activate = [*result.deactivate, ["launchctl", "bootstrap", domain, str(target)]]
+        return result
+    raise UsageError(f"unknown scheduler {kind!r} (systemd or launchd)")
+
+
+@dataclass
+class Outcome:
+    """What install/remove did, and what the user still has to do, if anything."""
+
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    activated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"written": self.written, "removed": self.removed, "activated": self.activated, "notes": self.notes}
+
+
+def _run(commands: list[list[str]], ignore_first_failure: bool = False) -> str | None:
+    """Run activation commands; None on success, else why they failed."""
+    for i, cmd in enumerate(commands):
+        if shutil.which(cmd[0]) is None:
+            return f"{cmd[0]} is not available"
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{' '.join(cmd)}: {exc}"
+        if proc.returncode != 0 and not (ignore_first_failure and i == 0):
+            detail = (proc.stderr or proc.stdout).strip().splitlines()
+            return f"`{' '.join(cmd)}` failed: {detail[-1] if detail else proc.returncode}"
+    return None
+
+
+def install(store: Store, every: str = DEFAULT_EVERY, *, activate: bool = True, kind: str | None = None) -> Outcome:
+    """Write the timer/agent files and (with `activate`) enable them."""
+    from anamnesis.fsutil import atomic_write_text
+
+    store.require()
+    rendered = plan(store, every, kind)
+    outcome = Outcome()
+    for path, text in rendered.files.items():
+        atomic_write_text(path, text)
+        outcome.written.append(str(path))
+    if activate:
+        problem = _run(rendered.activate, ignore_first_failure=rendered.kind == "launchd")
+        if problem is None:
+            outcome.activated = True
+        else:
+            manual = "; ".join(" ".join(cmd) for cmd in rendered.activate)
+            outcome.notes.append(f"files written, but not activated ({problem}); activate with: {manual}")
+    else:
+        outcome.notes.append("not activated (--no-enable): " + "; ".join(" ".join(c) for c in rendered.activate))
+    return outcome
+
+
+def remove(store: Store, *, activate: bool = True, kind: str | None = None) -> Outcome:
+    """Deactivate and delete the timer/agent files (nothing else is touched)."""
+    rendered = plan(store, DEFAULT_EVERY, kind)
+    outcome = Outcome()
+    present = [path for path in rendered.files if path.exists()]
+    if activate and present:
+        problem = _run(rendered.deactivate)
+        if problem:
+            outcome.notes.append(f"could not deactivate ({problem})")
+    for path in present:
+        path.unlink()
+        outcome.removed.append(str(path))
+    if activate and present and rendered.kind == "systemd":
+        _run([["systemctl", "--user", "daemon-reload"]])
+    if not present:
+        outcome.notes.append("no schedule was installed for this store")
+    return outcome
+
+
+def status(store: Store, kind: str | None = None) -> dict[str, Any]:
+    """Installed? active? how often? and the last sync from the log."""
+    from anamnesis.synclog import status_summary
+
+    rendered = plan(store, DEFAULT_EVERY, kind)
+    files = {str(path): path.exists() for path in rendered.files}
+    info: dict[str, Any] = {"kind": rendered.kind, "name": rendered.name, "installed": all(files.values()), "files": files}
+    every = None
+    for path in rendered.files:
+        if path.exists():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            match = re.search(r"OnUnitActiveSec=(\d+)s|<key>StartInterval</key>\s*<integer>(\d+)<", text)
+            if match:
+                every = interval_text(int(match.group(1) or match.group(2)))
+    info["every"] = every
+    if rendered.kind == "systemd" and info["installed"] and shutil.which("systemctl"):
+        for what in ("is-enabled", "is-active"):
+            proc = subprocess.run(
+                ["systemctl", "--user", what, f"{rendered.name}.timer"], capture_output=True, text=True, timeout=15
+            )
+            info[what.removeprefix("is-")] = (proc.stdout.strip() or proc.stderr.strip().splitlines()[-1:] or ["?"])[0]
+    info.update(status_summary(store))
+    return info
