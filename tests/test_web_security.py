@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
 import pytest
-from web_support import SCRIPT_NOTE_BODY, Dashboard, Seeded, dashboard, seed_store
+from web_support import SCRIPT_NOTE_BODY, Dashboard, Seeded, dashboard, seed_store, tags_in
 
 from anamnesis.git import git_out
 from anamnesis.paths import Store
@@ -40,18 +39,6 @@ def client(running: Dashboard, *, token: bool = True, **kwargs: object) -> httpx
     return httpx.Client(base_url=running.base, cookies=cookies, follow_redirects=False, timeout=10, **kwargs)  # type: ignore[arg-type]
 
 
-def tags_in(fragment: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
-    """Every start tag in an HTML fragment with its attributes, as a browser's parser sees them."""
-    found: list[tuple[str, list[tuple[str, str | None]]]] = []
-
-    class Collector(HTMLParser):
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            found.append((tag, attrs))
-
-    Collector().feed(fragment)
-    return found
-
-
 def commits(store: Store) -> int:
     return int(git_out(store.memory, "rev-list", "--count", "HEAD"))
 
@@ -74,7 +61,9 @@ def test_no_token_is_401(served: tuple[Dashboard, Store, Seeded], path: str) -> 
 
 def test_wrong_token_is_401(served: tuple[Dashboard, Store, Seeded]) -> None:
     running, _store, _seeded = served
-    with httpx.Client(base_url=running.base, cookies={f"anamnesis_{running.port}": "nope"}, timeout=10) as http:
+    with httpx.Client(
+        base_url=running.base, cookies={f"anamnesis_{running.port}": "nope"}, timeout=10
+    ) as http:
         assert http.get("/").status_code == 401
         assert http.get("/?token=" + running.token[:-1] + "x").status_code == 401
         assert http.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
@@ -141,7 +130,9 @@ def test_script_in_a_note_renders_inert(served: tuple[Dashboard, Store, Seeded])
     assert {tag for tag, _attrs in tags} == {"p"}, tags  # no script, no img, no link
     assert all(not attrs for _tag, attrs in tags)
     assert tags_in(page).count(("script", [("src", "/static/app.js"), ("defer", None)])) == 1
-    assert [t for t in tags_in(page) if t[0] == "script"] == [("script", [("src", "/static/app.js"), ("defer", None)])]
+    assert [t for t in tags_in(page) if t[0] == "script"] == [
+        ("script", [("src", "/static/app.js"), ("defer", None)])
+    ]
 
 
 def test_post_without_csrf_token_is_refused(served: tuple[Dashboard, Store, Seeded]) -> None:
@@ -150,7 +141,9 @@ def test_post_without_csrf_token_is_refused(served: tuple[Dashboard, Store, Seed
     with client(running) as http:
         response = http.post("/new", data={"title": "Sneaky", "type": "semantic", "body": "x"})
         assert response.status_code == 403
-        response = http.post("/new", data={"title": "Sneaky", "type": "semantic", "body": "x", "_csrf": "0" * 40})
+        response = http.post(
+            "/new", data={"title": "Sneaky", "type": "semantic", "body": "x", "_csrf": "0" * 40}
+        )
         assert response.status_code == 403
     assert commits(store) == before
 
@@ -197,7 +190,12 @@ def test_post_with_csrf_creates_a_committed_note(served: tuple[Dashboard, Store,
 
 @pytest.mark.parametrize(
     "path",
-    ["/note/..%2Fsettings.json", "/note/%2e%2e/%2e%2e/etc/passwd", "/note/.git/config", "/edit/..%2F..%2Fx.md"],
+    [
+        "/note/..%2Fsettings.json",
+        "/note/%2e%2e/%2e%2e/etc/passwd",
+        "/note/.git/config",
+        "/edit/..%2F..%2Fx.md",
+    ],
 )
 def test_paths_cannot_leave_the_store(served: tuple[Dashboard, Store, Seeded], path: str) -> None:
     running, _store, _seeded = served
@@ -207,10 +205,19 @@ def test_paths_cannot_leave_the_store(served: tuple[Dashboard, Store, Seeded], p
     assert "machine_id" not in response.text and "[core]" not in response.text
 
 
-def test_writing_outside_the_store_is_refused(served: tuple[Dashboard, Store, Seeded], tmp_path: Path) -> None:
+def test_writing_outside_the_store_is_refused(
+    served: tuple[Dashboard, Store, Seeded], tmp_path: Path
+) -> None:
     running, store, _seeded = served
     before = commits(store)
-    form = {"title": "x", "type": "semantic", "tags": "", "body": "x", "base": "", "_csrf": csrf_for(running.token)}
+    form = {
+        "title": "x",
+        "type": "semantic",
+        "tags": "",
+        "body": "x",
+        "base": "",
+        "_csrf": csrf_for(running.token),
+    }
     with client(running) as http:
         response = http.post("/edit/..%2F..%2Fescape.md", data=form)
     assert response.status_code in (400, 404)

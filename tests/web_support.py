@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,18 @@ def make_fleet(root: Path) -> Fleet:
     result = sync.sync(laptop)
     assert result.conflicts == [notes.deploy], result.to_dict()
     return Fleet(laptop, desktop, hub, notes, notes.deploy)
+
+
+def tags_in(fragment: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """Every start tag in an HTML fragment with its attributes, as a browser's parser sees them."""
+    found: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    class Collector(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            found.append((tag, attrs))
+
+    Collector().feed(fragment)
+    return found
 
 
 def seed_many(store: Store, count: int, projects: int = 12, seed: int = 7) -> None:

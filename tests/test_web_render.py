@@ -1,0 +1,125 @@
+"""Links between notes, safe markdown rendering and the memory map's graph data."""
+
+from __future__ import annotations
+
+from web_support import tags_in
+
+from anamnesis.links import LinkResolver, NoteKey, markdown_targets, wikilink_targets
+from anamnesis.paths import Store
+from anamnesis.web.graph import CLIQUE_MAX, LINK, TAG, TAG_EDGES_PER_NOTE, build_graph, tag_edges
+from anamnesis.web.html import Markup, html
+from anamnesis.web.markdown import render_markdown
+
+NOTES = [
+    NoteKey("projects/api/facts/use-pg-bouncer-ab12cd34ef.md", "ab12cd34ef", "Use pg_bouncer"),
+    NoteKey("projects/api/howto/lint-first-0123456789.md", "0123456789", "Lint first"),
+    NoteKey("global/preferences/british-english-zzzzzzzzzz.md", "zzzzzzzzzz", "British English"),
+]
+
+
+def test_wikilinks_resolve_by_title_id_file_name_and_path() -> None:
+    resolver = LinkResolver(NOTES)
+    pool = NOTES[0].path
+    assert resolver.wikilink("Use pg_bouncer") == pool
+    assert resolver.wikilink("use PG_bouncer") == pool
+    assert resolver.wikilink("ab12cd34ef") == pool
+    assert resolver.wikilink("use-pg-bouncer") == pool
+    assert resolver.wikilink("use-pg-bouncer-ab12cd34ef.md") == pool
+    assert resolver.wikilink(pool) == pool
+    assert resolver.wikilink("Nothing like it") is None
+
+
+def test_ambiguous_names_resolve_to_nothing() -> None:
+    twins = [
+        NoteKey("a/x-1111111111.md", "1111111111", "Same"),
+        NoteKey("b/y-2222222222.md", "2222222222", "Same"),
+    ]
+    assert LinkResolver(twins).wikilink("Same") is None
+
+
+def test_markdown_links_resolve_relative_to_the_note() -> None:
+    resolver = LinkResolver(NOTES)
+    source = NOTES[1].path
+    assert resolver.markdown(source, "../facts/use-pg-bouncer-ab12cd34ef.md") == NOTES[0].path
+    assert resolver.markdown(source, "../facts/use-pg-bouncer-ab12cd34ef.md#pool") == NOTES[0].path
+    assert resolver.markdown(source, "https://example.com/a.md") is None
+    assert resolver.markdown(source, "../../../../etc/passwd.md") is None
+
+
+def test_links_in_code_are_not_links() -> None:
+    body = "See [[Lint first]].\n\n```\n[[Use pg_bouncer]]\n```\n\nand `[[British English]]`\n[x](../a.md)"
+    assert wikilink_targets(body) == ["Lint first"]
+    assert markdown_targets(body) == ["../a.md"]
+    resolver = LinkResolver(NOTES)
+    assert resolver.links_of(NOTES[0].path, body) == {NOTES[1].path}
+
+
+def test_markdown_is_rendered_without_raw_html_or_script_urls() -> None:
+    out = render_markdown(
+        '<script>alert(1)</script>\n\n<b onclick="x()">b</b>\n\n[a](javascript:alert(1)) [b](https://ok.example)\n\n'
+        "![i](javascript:alert(1))\n"
+    )
+    assert "&lt;script&gt;" in out
+    assert tags_in(out) == [
+        ("p", []),
+        ("p", []),
+        ("p", []),
+        ("a", [("href", "https://ok.example"), ("rel", "noopener noreferrer")]),
+        ("p", []),
+    ]
+
+
+def test_note_links_become_dashboard_links() -> None:
+    resolver = LinkResolver(NOTES)
+    out = render_markdown(
+        "[[Lint first|the lint rule]] and [[Missing note]] and [pool](../facts/use-pg-bouncer-ab12cd34ef.md)",
+        source=NOTES[1].path,
+        resolver=resolver,
+    )
+    links = {dict(attrs).get("href") for tag, attrs in tags_in(out) if tag == "a"}
+    assert links == {
+        "/note/projects/api/howto/lint-first-0123456789.md",
+        "/note/projects/api/facts/use-pg-bouncer-ab12cd34ef.md",
+    }
+    assert ">the lint rule</a>" in out
+    assert '<span class="wikilink missing" title="no such note">Missing note</span>' in out
+
+
+def test_html_escapes_everything_it_is_not_told_is_safe() -> None:
+    assert html("<p>{x}</p>", x='<img src=x onerror="y">') == "<p>&lt;img src=x onerror=&quot;y&quot;&gt;</p>"
+    assert html("<p>{x}</p>", x=Markup("<b>ok</b>")) == "<p><b>ok</b></p>"
+    assert html("{x}", x=["<a>", Markup("<b>")]) == "&lt;a&gt;<b>"
+
+
+def test_tag_edges_are_capped() -> None:
+    small = tag_edges({"rare": [0, 1, 2]}, total=100)
+    assert small == {(0, 1), (0, 2), (1, 2)}  # a clique for a rare tag
+    ring = tag_edges({"mid": list(range(20))}, total=100)
+    assert len(ring) == 20  # a ring, not 190 pairs
+    common = tag_edges({"everything": list(range(80))}, total=100)
+    assert common == set()  # on 80% of the notes: says nothing, skipped
+    many = {f"t{i}": list(range(i, i + CLIQUE_MAX)) for i in range(500)}
+    assert len(tag_edges(many, total=600)) <= TAG_EDGES_PER_NOTE * 600 + CLIQUE_MAX * CLIQUE_MAX
+
+
+def test_graph_of_a_store_links_notes_and_groups_by_project(store: Store) -> None:
+    from anamnesis.index import open_index
+    from anamnesis.store import create_note
+
+    pool = create_note(
+        store, type="semantic", title="Use pg_bouncer", body="See [[Lint first]].", project="api"
+    )
+    lint = create_note(
+        store, type="procedural", title="Lint first", body="Run make lint.", project="api", tags=["ci"]
+    )
+    other = create_note(store, type="semantic", title="Web CI", body="No links.", project="web", tags=["ci"])
+    with open_index(store) as index:
+        graph = build_graph(store, index.list_notes(limit=None))
+    paths = [n[0] for n in graph["nodes"]]
+    projects = graph["projects"]
+    assert sorted(projects) == ["api", "web"]
+    i, j, k = paths.index(pool.path), paths.index(lint.path), paths.index(other.path)
+    assert [min(i, j), max(i, j), LINK] in graph["edges"]
+    assert [min(j, k), max(j, k), TAG] in graph["edges"]
+    assert projects[graph["nodes"][i][2]] == "api" and projects[graph["nodes"][k][2]] == "web"
+    assert graph["counts"] == {"nodes": 3, "links": 1, "tag_edges": 1}
