@@ -27,6 +27,9 @@ def init(
     ),
     print_only: bool = typer.Option(False, "--print", help="Show what would be done and write nothing."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+    no_claude: bool = typer.Option(
+        False, "--no-claude", help="Do not register the MCP server, hooks and permission with Claude Code."
+    ),
 ) -> None:
     """Set up Anamnesis on this machine (safe to run again: it only does what is missing).
 
@@ -38,12 +41,22 @@ def init(
     done: list[str] = []
     if not store.exists():
         plan.append(f"create store at {store.home} (memory/ git repo, settings.json 0600, index.db)")
+    # -- Claude Code step: planned (and checked) before anything is written, applied after the store --
+    claude_step = None
+    if not (local_only or no_claude):
+        from anamnesis.cli.claude import ClaudeStep
+
+        claude_step = ClaudeStep(store, show_diff=print_only and not json_out)
+        plan.extend(claude_step.planned)
+    # -- end of the Claude Code step --
     if print_only:
         _report_init(plan or ["store exists; nothing to do for the store"], json_out, planned=True)
         return
     from anamnesis.store import init_store
 
     done.extend(init_store(store))
+    if claude_step is not None:  # Claude Code step
+        done.extend(claude_step.apply())
     # -- further init steps (peers, Claude Code, schedule) go below, each honouring local_only --
     _report_init(done or [f"store at {store.home} is ready; nothing to change"], json_out, planned=False)
 

@@ -1,0 +1,449 @@
+"""Registering Anamnesis with Claude Code, and removing exactly that again.
+
+Three edits, each merged into what the user already has and each idempotent:
+
+- `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`): the MCP server
+  `anamnesis` at user scope, run by this interpreter's absolute path (a bare
+  `python3` may lack the package). The file stays mode 0600.
+- `~/.claude/settings.json` (`$CLAUDE_CONFIG_DIR/settings.json`): the four
+  hooks (SessionStart, UserPromptSubmit, PreCompact, SessionEnd) and the
+  permission allow entry `mcp__anamnesis` for the memory tools.
+
+A file is only rewritten when its parsed content changes, with a timestamped
+backup beside it first. A file that is not valid JSON is never touched: the
+whole step refuses, naming the file and the error. What init created (which
+containers did not exist before) is recorded in the store's state folder so
+that uninstall removes exactly that.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from anamnesis.errors import AnamnesisError
+
+if TYPE_CHECKING:
+    from anamnesis.paths import Store
+
+SERVER_NAME = "anamnesis"
+PERMISSION = "mcp__anamnesis"
+HOOK_MODULE = "anamnesis.hooks"
+MANIFEST = "claude-install.json"
+FILE_CREATED = "(file)"  # manifest marker: init created the file itself
+
+# event -> (matcher or None, hook argument, timeout seconds)
+HOOKS: dict[str, tuple[str | None, str, int]] = {
+    "SessionStart": ("startup|resume|clear|compact", "session-start", 10),
+    "UserPromptSubmit": (None, "user-prompt-submit", 5),
+    "PreCompact": ("auto|manual", "pre-compact", 30),
+    # SessionEnd hooks are killed after 1.5 s unless they set their own timeout.
+    "SessionEnd": (None, "session-end", 15),
+}
+
+
+class ClaudeConfigError(AnamnesisError):
+    """A Claude Code config file we must edit is not something we can safely edit."""
+
+    exit_code = 7
+
+
+@dataclass
+class ClaudeFiles:
+    """Where this user's Claude Code keeps its user-scope config."""
+
+    claude_json: Path  # MCP servers (and much else of the client's own state)
+    settings: Path  # hooks and permissions
+
+
+def claude_files() -> ClaudeFiles:
+    """$CLAUDE_CONFIG_DIR/{.claude.json,settings.json} if set, else ~/.claude.json and ~/.claude/settings.json."""
+    config_dir = os.environ.get("CLAUDE_CONFIG_DIR")
+    if config_dir:
+        base = Path(config_dir).expanduser()
+        return ClaudeFiles(base / ".claude.json", base / "settings.json")
+    home = Path.home()
+    return ClaudeFiles(home / ".claude.json", home / ".claude" / "settings.json")
+
+
+@dataclass
+class FileChange:
+    """One config file: its text before and after, and what the change means."""
+
+    path: Path
+    before: str | None  # None: the file does not exist yet
+    after: str
+    mode: int
+    what: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)  # containers the change adds (for uninstall)
+    remove: bool = False  # uninstall: the file was ours alone, delete it
+
+    def __post_init__(self) -> None:
+        if self.before is None:
+            self.created.insert(0, FILE_CREATED)
+
+    @property
+    def changed(self) -> bool:
+        if self.remove:
+            return self.before is not None
+        return self.before != self.after and (
+            self.before is None or _loads(self.before) != _loads(self.after)
+        )
+
+    def diff(self) -> str:
+        """A unified diff of the change, for --print."""
+        before = (self.before or "").splitlines(keepends=True)
+        after = self.after.splitlines(keepends=True)
+        label = str(self.path)
+        return "".join(
+            difflib.unified_diff(
+                before,
+                after,
+                fromfile=f"{label} (now)" if self.before is not None else "/dev/null",
+                tofile=f"{label} (after)",
+            )
+        )
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _dumps(data: Any, like: str | None = None) -> str:
+    """JSON text, indented like the file it replaces (so a diff shows only what changed)."""
+    indent: int | str = 2
+    match = re.search(r"^([ \t]+)\S", like or "", re.M)
+    if match:
+        lead = match.group(1)
+        indent = lead if "\t" in lead else len(lead)
+    return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+
+
+def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """(text, object) of a JSON config file; ({} when missing); refuses anything else."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except OSError as exc:
+        raise ClaudeConfigError(f"cannot read {path}: {exc.strerror or exc}; nothing was changed") from exc
+    if not text.strip():
+        return text, {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ClaudeConfigError(
+            f"{path} is not valid JSON ({exc}); fix or move it and run again — nothing was changed"
+        ) from None
+    if not isinstance(data, dict):
+        raise ClaudeConfigError(
+            f"{path} must hold a JSON object; fix or move it and run again — nothing was changed"
+        )
+    return text, data
+
+
+def _sh_quote(text: str) -> str:
+    """Double-quote for the POSIX shell Claude Code runs hook commands with."""
+    return '"' + re.sub(r'([\\"$`])', r"\\\1", text) + '"'
+
+
+def python_path() -> str:
+    """This interpreter's absolute path (not symlink-resolved: that would leave a venv)."""
+    return os.path.abspath(sys.executable)
+
+
+def _custom_home(store: Store) -> str | None:
+    """The store home when it is not the default one (hooks and server must be told)."""
+    default = (Path.home() / ".anamnesis").absolute()
+    return None if store.home.absolute() == default else str(store.home.absolute())
+
+
+def hook_command(python: str, argument: str, home: str | None = None) -> str:
+    """The shell command of one hook: `"/abs/python" -m anamnesis.hooks <event>`."""
+    command = f"{_sh_quote(python)} -m {HOOK_MODULE} {argument}"
+    return f"{command} --home {_sh_quote(home)}" if home else command
+
+
+def is_our_hook(entry: Any) -> bool:
+    """Whether a hook entry in settings.json is one of ours (by the module it runs)."""
+    return isinstance(entry, dict) and f"-m {HOOK_MODULE} " in f"{entry.get('command', '')} "
+
+
+def server_entry(python: str, home: str | None) -> dict[str, Any]:
+    """The `mcpServers.anamnesis` entry, shaped as `claude mcp add` writes it."""
+    return {
+        "type": "stdio",
+        "command": python,
+        "args": ["-m", "anamnesis", "mcp"],
+        "env": {"ANAMNESIS_HOME": home} if home else {},
+    }
+
+
+def _hook_entry(python: str, event: str, home: str | None) -> dict[str, Any]:
+    _matcher, argument, timeout = HOOKS[event]
+    return {"type": "command", "command": hook_command(python, argument, home), "timeout": timeout}
+
+
+def _container(data: dict[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
+    value = data.get(key)
+    if value is None:
+        value = kind()
+        data[key] = value
+    if not isinstance(value, kind):
+        raise ClaudeConfigError(
+            f"{path}: {where}{key!r} is a {type(value).__name__}, expected a JSON "
+            f"{'object' if kind is dict else 'array'}; fix it and run again — nothing was changed"
+        )
+    return value
+
+
+def merge_settings(
+    data: dict[str, Any], python: str, home: str | None, path: Path
+) -> tuple[list[str], list[str]]:
+    """Put our hooks and permission into settings data in place.
+
+    Returns (what changed, containers created) — an existing hook of ours is
+    updated where it stands; the user's hooks and other keys are left alone.
+    """
+    what: list[str] = []
+    created = [k for k in ("hooks", "permissions") if k not in data]
+    hooks = _container(data, "hooks", dict, path, "")
+    for event, (matcher, _argument, _timeout) in HOOKS.items():
+        if event not in hooks:
+            created.append(f"hooks.{event}")
+        groups = _container(hooks, event, list, path, "hooks.")
+        wanted = _hook_entry(python, event, home)
+        found = False
+        emptied: list[int] = []
+        for group in groups:
+            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+                continue
+            entries = group["hooks"]
+            for position, entry in enumerate(list(entries)):
+                if not is_our_hook(entry):
+                    continue
+                if found:  # a duplicate of ours: drop it
+                    entries.remove(entry)
+                    what.append(f"removed a duplicate {event} hook")
+                    if not entries:
+                        emptied.append(id(group))
+                    continue
+                found = True
+                if entry != wanted:
+                    entries[position] = wanted
+                    what.append(f"updated the {event} hook")
+                only_ours = all(is_our_hook(e) for e in entries)
+                if only_ours and matcher is not None and group.get("matcher") != matcher:
+                    group["matcher"] = matcher
+                    what.append(f"set the {event} hook's matcher to {matcher!r}")
+        groups[:] = [g for g in groups if id(g) not in emptied]
+        if not found:
+            group_new: dict[str, Any] = {"matcher": matcher} if matcher is not None else {}
+            group_new["hooks"] = [wanted]
+            groups.append(group_new)
+            what.append(f"added the {event} hook")
+    permissions = _container(data, "permissions", dict, path, "")
+    if "allow" not in permissions:
+        created.append("permissions.allow")
+    allow = _container(permissions, "allow", list, path, "permissions.")
+    if PERMISSION not in allow:
+        allow.append(PERMISSION)
+        what.append(f"allowed the memory tools ({PERMISSION})")
+    return what, created
+
+
+def merge_claude_json(
+    data: dict[str, Any], python: str, home: str | None, path: Path
+) -> tuple[list[str], list[str]]:
+    """Put our MCP server into ~/.claude.json data in place; returns (what, containers created)."""
+    created = [] if "mcpServers" in data else ["mcpServers"]
+    servers = _container(data, "mcpServers", dict, path, "")
+    wanted = server_entry(python, home)
+    if servers.get(SERVER_NAME) == wanted:
+        return [], created
+    verb = "updated" if SERVER_NAME in servers else "registered"
+    servers[SERVER_NAME] = wanted
+    return [f"{verb} the MCP server {SERVER_NAME!r} (user scope): {python} -m anamnesis mcp"], created
+
+
+def plan_install(store: Store, python: str | None = None) -> list[FileChange]:
+    """The changes `anamnesis init` would make to Claude Code's config (nothing written)."""
+    python = python or python_path()
+    home = _custom_home(store)
+    files = claude_files()
+    changes: list[FileChange] = []
+    text, data = _read_json(files.claude_json)
+    new = copy.deepcopy(data)
+    what, created = merge_claude_json(new, python, home, files.claude_json)
+    after = _dumps(new, text) if what or text is None else text
+    changes.append(FileChange(files.claude_json, text, after, 0o600, what, created))
+    text, data = _read_json(files.settings)
+    new = copy.deepcopy(data)
+    what, created = merge_settings(new, python, home, files.settings)
+    after = _dumps(new, text) if what or text is None else text
+    changes.append(FileChange(files.settings, text, after, _mode_of(files.settings, 0o600), what, created))
+    return changes
+
+
+def _mode_of(path: Path, default: int) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return default
+
+
+def apply(changes: list[FileChange]) -> list[str]:
+    """Write the changed files (backup first, atomically, keeping modes); returns what was done."""
+    from anamnesis.fsutil import atomic_write_text
+
+    done: list[str] = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for change in changes:
+        if not change.changed:
+            continue
+        if change.remove:
+            change.path.unlink(missing_ok=True)
+            done.append(f"removed {change.path} (init had created it; nothing else was in it)")
+            continue
+        if change.before is not None:
+            backup = change.path.with_name(f"{change.path.name}.anamnesis-backup-{stamp}")
+            atomic_write_text(backup, change.before, mode=change.mode)
+            done.append(f"backed up {change.path} to {backup.name}")
+        atomic_write_text(change.path, change.after, mode=change.mode)
+        done.extend(f"{change.path}: {what}" for what in change.what)
+    return done
+
+
+def _manifest_path(store: Store) -> Path:
+    return store.state_dir / MANIFEST
+
+
+def install(store: Store, python: str | None = None) -> list[str]:
+    """Register the MCP server, hooks and permission; idempotent; returns what was done."""
+    from anamnesis.fsutil import atomic_write_text
+
+    changes = plan_install(store, python)  # refuses (raises) before anything is written
+    manifest = _read_manifest(store)
+    for change in changes:
+        previous = manifest.setdefault("created", {}).setdefault(str(change.path), [])
+        previous.extend(k for k in change.created if k not in previous)
+        if change.path == claude_files().settings and "permission_preexisted" not in manifest:
+            manifest["permission_preexisted"] = not any(PERMISSION in w for w in change.what)
+    done = apply(changes)
+    atomic_write_text(_manifest_path(store), _dumps(manifest), mode=0o600)
+    return done
+
+
+def _read_manifest(store: Store) -> dict[str, Any]:
+    try:
+        data = json.loads(_manifest_path(store).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _prune(container: dict[str, Any], key: str, created: list[str], dotted: str) -> None:
+    value = container.get(key)
+    if dotted in created and isinstance(value, (dict, list)) and not value:
+        del container[key]
+
+
+def plan_uninstall(store: Store) -> list[FileChange]:
+    """The changes that remove what init added (nothing written)."""
+    files = claude_files()
+    manifest = _read_manifest(store)
+    created_by = manifest.get("created", {}) if isinstance(manifest.get("created"), dict) else {}
+    changes: list[FileChange] = []
+
+    text, data = _read_json(files.claude_json)
+    new = copy.deepcopy(data)
+    what: list[str] = []
+    servers = new.get("mcpServers")
+    if isinstance(servers, dict) and SERVER_NAME in servers:
+        del servers[SERVER_NAME]
+        what.append(f"removed the MCP server {SERVER_NAME!r}")
+        _prune(new, "mcpServers", created_by.get(str(files.claude_json), []), "mcpServers")
+    changes.append(
+        _removal(files.claude_json, text, new, what, created_by.get(str(files.claude_json), []), 0o600)
+    )
+
+    text, data = _read_json(files.settings)
+    new = copy.deepcopy(data)
+    what = []
+    created = created_by.get(str(files.settings), [])
+    hooks = new.get("hooks")
+    if isinstance(hooks, dict):
+        for event in list(hooks):
+            groups = hooks[event]
+            if not isinstance(groups, list):
+                continue
+            removed = 0
+            emptied: list[int] = []
+            for group in groups:
+                if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                    before = len(group["hooks"])
+                    group["hooks"] = [e for e in group["hooks"] if not is_our_hook(e)]
+                    removed += before - len(group["hooks"])
+                    if before and not group["hooks"]:
+                        emptied.append(id(group))
+            if removed:
+                what.append(f"removed the {event} hook")
+                groups[:] = [g for g in groups if id(g) not in emptied]
+                _prune(hooks, event, created, f"hooks.{event}")
+        _prune(new, "hooks", created, "hooks")
+    permissions = new.get("permissions")
+    allow = permissions.get("allow") if isinstance(permissions, dict) else None
+    if (
+        isinstance(permissions, dict)
+        and isinstance(allow, list)
+        and PERMISSION in allow
+        and not manifest.get("permission_preexisted", False)
+    ):
+        permissions["allow"] = [p for p in allow if p != PERMISSION]
+        what.append(f"removed the permission {PERMISSION}")
+        _prune(permissions, "allow", created, "permissions.allow")
+        _prune(new, "permissions", created, "permissions")
+    changes.append(_removal(files.settings, text, new, what, created, _mode_of(files.settings, 0o600)))
+    return [c for c in changes if c.before is not None]
+
+
+def _removal(
+    path: Path, text: str | None, new: dict[str, Any], what: list[str], created: list[str], mode: int
+) -> FileChange:
+    change = FileChange(path, text, _dumps(new, text) if what else (text or ""), mode, what)
+    change.remove = bool(what) and not new and FILE_CREATED in created
+    return change
+
+
+def uninstall(store: Store) -> list[str]:
+    """Remove what init added to Claude Code's config; returns what was done."""
+    done = apply(plan_uninstall(store))
+    try:
+        _manifest_path(store).unlink()
+    except FileNotFoundError:
+        pass
+    return done
+
+
+def describe(changes: list[FileChange], with_diff: bool = False) -> list[str]:
+    """Human lines for a plan: one per file, plus its diff when asked."""
+    lines: list[str] = []
+    for change in changes:
+        if not change.changed:
+            lines.append(f"{change.path}: already set up, no change")
+            continue
+        lines.append(f"{change.path}: " + "; ".join(change.what or ["rewrite"]))
+        if with_diff:
+            lines.append(change.diff().rstrip("\n"))
+    return lines

@@ -1,0 +1,233 @@
+"""The hook entry point: read the event JSON on stdin, do the work, print the context.
+
+Rules, because this runs on the user's critical path: start fast (only json,
+os and sys at import; the core is imported for the event at hand), never
+touch the network, never fail the session. Any error is logged to the
+store's logs/hooks.log and the hook prints nothing and exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from anamnesis.paths import Store
+
+EVENTS = {
+    "session-start": "SessionStart",
+    "user-prompt-submit": "UserPromptSubmit",
+    "pre-compact": "PreCompact",
+    "session-end": "SessionEnd",
+}
+OUTPUT_CAP = 9500  # Claude Code truncates added context past 10,000 characters
+LOG_MAX_BYTES = 1_000_000
+
+
+def _log(store: Store | None, line: str) -> None:
+    """Append one line to logs/hooks.log (rotated at 1 MB); never raises."""
+    try:
+        if store is None:
+            from anamnesis.paths import open_store
+
+            store = open_store()
+        if not store.home.is_dir():  # no store: do not create one just to log into it
+            return
+        store.log_dir.mkdir(parents=True, exist_ok=True)
+        path = store.log_dir / "hooks.log"
+        try:
+            if path.stat().st_size > LOG_MAX_BYTES:
+                os.replace(path, path.with_suffix(".log.1"))
+        except OSError:
+            pass
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} {line}\n")
+    except Exception:
+        pass
+
+
+def _context_json(event: str, text: str) -> str:
+    text = text[:OUTPUT_CAP]
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
+
+
+def _cwd(data: dict[str, Any]) -> str:
+    cwd = data.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        return cwd
+    return os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+
+
+def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
+    """Build the SessionStart context; record what was shown so recall does not repeat it."""
+    from anamnesis.inject import build_context
+    from anamnesis.recall import remember_shown
+    from anamnesis.settings import load_settings
+
+    inject = load_settings(store).get("inject")
+    if isinstance(inject, dict) and inject.get("enabled") is False:
+        return "", "injection is off"
+    text, shown = build_context(store, _cwd(data))
+    session_id = str(data.get("session_id") or "")
+    if session_id:
+        remember_shown(store, session_id, shown, replace=data.get("source") in ("startup", "clear", None))
+    if not text:
+        return "", "nothing to inject"
+    return _context_json("SessionStart", text), f"{len(text)} chars, {len(shown)} notes"
+
+
+def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
+    """Recall notes matching the prompt, or print nothing."""
+    from anamnesis.recall import build_recall, remember_shown
+
+    prompt = data.get("prompt")
+    if not isinstance(prompt, str):
+        return "", "no prompt"
+    session_id = str(data.get("session_id") or "")
+    text, shown = build_recall(store, prompt, session_id=session_id, cwd=_cwd(data))
+    if not text:
+        return "", "no match"
+    if session_id:
+        remember_shown(store, session_id, shown)
+    return _context_json("UserPromptSubmit", text), f"{len(shown)} notes"
+
+
+def capture_event(store: Store, data: dict[str, Any], event: str, lock_timeout: float | None = None) -> str:
+    """Capture the session note; when the store is busy, hand the work to a detached retry."""
+    from anamnesis.capture import LOCK_TIMEOUT, capture
+    from anamnesis.errors import LockTimeout
+    from anamnesis.settings import load_settings
+
+    transcript = data.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript:
+        return "no transcript_path"
+    try:
+        result = capture(
+            store,
+            transcript,
+            session_id=str(data.get("session_id") or ""),
+            cwd=_cwd(data),
+            event=event,
+            lock_timeout=_lock_timeout(load_settings(store), LOCK_TIMEOUT)
+            if lock_timeout is None
+            else lock_timeout,
+        )
+    except LockTimeout:
+        if lock_timeout is not None:
+            raise
+        retry = _spool_retry(store, data, event)
+        return f"store busy: capture handed to a detached retry (pid {retry})"
+    if event == "SessionEnd" and result.action in ("created", "updated"):
+        sync = spawn_sync(store)
+        return f"{result.action} {result.path}" + (f"; sync started (pid {sync})" if sync else "")
+    return f"{result.action} {result.path or ''} {result.reason}".strip()
+
+
+def _lock_timeout(settings: dict[str, Any], default: float) -> float:
+    knobs = settings.get("capture")
+    try:
+        return float(knobs.get("lock_timeout", default)) if isinstance(knobs, dict) else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _detached(store: Store, args: list[str]) -> int:
+    """Start `python ARGS` in its own session, output to a log, and do not wait for it."""
+    import subprocess
+
+    store.log_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, ANAMNESIS_HOME=str(store.home))
+    with open(store.log_dir / "hooks-background.log", "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            env=env,
+        ).pid
+
+
+def spawn_sync(store: Store) -> int | None:
+    """Start `anamnesis sync` detached (own session, not waited for) when there are peers; its pid."""
+    from anamnesis.settings import load_settings
+
+    settings = load_settings(store)
+    knobs = settings.get("capture")
+    if not settings.get("peers") or (isinstance(knobs, dict) and knobs.get("sync_after") is False):
+        return None
+    return _detached(store, ["-m", "anamnesis", "sync"])
+
+
+def _spool_retry(store: Store, data: dict[str, Any], event: str) -> int:
+    from anamnesis.fsutil import atomic_write_text
+
+    spool = store.state_dir / "spool"
+    name = "".join(c for c in str(data.get("session_id") or "unknown") if c.isalnum() or c in "-_")[:80]
+    path = spool / f"capture-{name or 'unknown'}-{event}.json"
+    atomic_write_text(path, json.dumps({"event": event, "data": data}), mode=0o600)
+    return _detached(store, ["-m", "anamnesis.hooks", "capture-retry", str(path)])
+
+
+def capture_retry(store: Store, spool_file: str) -> str:
+    """The detached second try of a capture that found the store busy (waits longer)."""
+    from pathlib import Path
+
+    path = Path(spool_file)
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    result = capture_event(store, payload["data"], payload["event"], lock_timeout=300)
+    path.unlink(missing_ok=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one hook event; always returns 0."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    started = time.perf_counter()
+    store: Store | None = None
+    event = args[0] if args else ""
+    try:
+        home = None
+        if "--home" in args:
+            at = args.index("--home")
+            home = args[at + 1] if at + 1 < len(args) else None
+            del args[at : at + 2]
+        from anamnesis.paths import open_store
+
+        store = open_store(home)
+        if event == "capture-retry":
+            note = capture_retry(store, args[1])
+            _log(store, f"capture-retry {note} ({(time.perf_counter() - started) * 1000:.0f} ms)")
+            return 0
+        if event not in EVENTS:
+            _log(store, f"unknown hook event {event!r}; expected one of {', '.join(EVENTS)}")
+            return 0
+        raw = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+        data = json.loads(raw) if raw.strip() else {}
+        if not isinstance(data, dict):
+            data = {}
+        if not store.exists():
+            _log(store, f"{event}: no store at {store.home}; run `anamnesis init`")
+            return 0
+        out = ""
+        if event == "session-start":
+            out, note = session_start(store, data)
+        elif event == "user-prompt-submit":
+            out, note = user_prompt_submit(store, data)
+        else:
+            note = capture_event(store, data, EVENTS[event])
+        if out:
+            sys.stdout.write(out)
+            sys.stdout.flush()
+        _log(store, f"{event}: {note} ({(time.perf_counter() - started) * 1000:.0f} ms)")
+    except BaseException as exc:  # a memory hook must never fail or block the session
+        import traceback
+
+        detail = "".join(traceback.format_exception(exc)).rstrip().replace("\n", "\n    ")
+        _log(store, f"{event}: FAILED {type(exc).__name__}: {exc}\n    {detail}")
+    return 0

@@ -1,0 +1,280 @@
+"""Registering with Claude Code: merge, idempotence, backups, refusal, --print, uninstall."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import RunCli
+
+USER_SETTINGS: dict[str, Any] = {
+    "model": "opus",
+    "env": {"FOO": "bar"},
+    "statusLine": {"type": "command", "command": "echo hi"},
+    "permissions": {"allow": ["Bash(npm run test:*)"], "deny": ["Read(./.env)"]},
+    "hooks": {
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/usr/local/bin/my-prompt-hook"}]}],
+        "PostToolUse": [
+            {"matcher": "Write|Edit", "hooks": [{"type": "command", "command": "prettier --write"}]}
+        ],
+        "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo welcome"}]}],
+    },
+}
+USER_CLAUDE_JSON: dict[str, Any] = {
+    "numStartups": 12,
+    "projects": {"/work/x": {"allowedTools": []}},
+    "mcpServers": {"other": {"type": "stdio", "command": "/usr/bin/other-server", "args": [], "env": {}}},
+}
+
+
+@pytest.fixture
+def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch HOME for Claude Code's config (and nothing else of the real user's)."""
+    path = tmp_path / "user"
+    path.mkdir()
+    monkeypatch.setenv("HOME", str(path))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    return path
+
+
+def _env(user_home: Path, **extra: str) -> dict[str, str]:
+    env = {"HOME": str(user_home), **extra}
+    return env
+
+
+def _seed(user_home: Path) -> tuple[Path, Path]:
+    settings = user_home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps(USER_SETTINGS, indent=4) + "\n")
+    claude_json = user_home / ".claude.json"
+    claude_json.write_text(json.dumps(USER_CLAUDE_JSON, indent=2) + "\n")
+    os.chmod(claude_json, 0o600)
+    return settings, claude_json
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def _ours(settings: dict[str, Any], event: str) -> list[dict[str, Any]]:
+    return [
+        h
+        for g in settings["hooks"].get(event, [])
+        for h in g["hooks"]
+        if "-m anamnesis.hooks" in h.get("command", "")
+    ]
+
+
+def test_init_on_an_empty_home(user_home: Path, run_cli: RunCli, home: Path) -> None:
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    claude_json = user_home / ".claude.json"
+    assert stat.S_IMODE(claude_json.stat().st_mode) == 0o600
+    server = _load(claude_json)["mcpServers"]["anamnesis"]
+    assert server["type"] == "stdio" and os.path.isabs(server["command"])
+    assert server["command"] == os.path.abspath(sys.executable)
+    assert server["args"] == ["-m", "anamnesis", "mcp"]
+    assert server["env"] == {"ANAMNESIS_HOME": str(home)}  # not the default home, so it is passed on
+    settings = _load(user_home / ".claude" / "settings.json")
+    for event, argument, timeout in (
+        ("SessionStart", "session-start", 10),
+        ("UserPromptSubmit", "user-prompt-submit", 5),
+        ("PreCompact", "pre-compact", 30),
+        ("SessionEnd", "session-end", 15),
+    ):
+        (hook,) = _ours(settings, event)
+        assert hook["command"].startswith(
+            f'"{os.path.abspath(sys.executable)}" -m anamnesis.hooks {argument}'
+        )
+        assert f'--home "{home}"' in hook["command"]
+        assert hook["timeout"] == timeout
+    assert settings["hooks"]["SessionStart"][0]["matcher"] == "startup|resume|clear|compact"
+    assert settings["hooks"]["PreCompact"][0]["matcher"] == "auto|manual"
+    assert settings["permissions"]["allow"] == ["mcp__anamnesis"]
+    assert "Claude Code" in proc.stdout
+
+
+def test_init_twice_changes_nothing(user_home: Path, run_cli: RunCli) -> None:
+    settings, claude_json = _seed(user_home)
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    first = (settings.read_bytes(), claude_json.read_bytes())
+    backups = sorted(p.name for p in user_home.rglob("*anamnesis-backup*"))
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    assert (settings.read_bytes(), claude_json.read_bytes()) == first
+    assert sorted(p.name for p in user_home.rglob("*anamnesis-backup*")) == backups
+    assert "already set up" in proc.stdout
+    printed = run_cli("init", "--print", env=_env(user_home))
+    assert printed.returncode == 0 and "---" not in printed.stdout and "no change" in printed.stdout
+
+
+def test_init_keeps_the_users_hooks_and_keys(user_home: Path, run_cli: RunCli) -> None:
+    settings_path, claude_json = _seed(user_home)
+    original_settings = settings_path.read_text()
+    original_claude = claude_json.read_text()
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    settings = _load(settings_path)
+    for key in ("model", "env", "statusLine"):
+        assert settings[key] == USER_SETTINGS[key]
+    assert settings["permissions"]["allow"] == ["Bash(npm run test:*)", "mcp__anamnesis"]
+    assert settings["permissions"]["deny"] == ["Read(./.env)"]
+    assert settings["hooks"]["PostToolUse"] == USER_SETTINGS["hooks"]["PostToolUse"]
+    prompt_commands = [h["command"] for g in settings["hooks"]["UserPromptSubmit"] for h in g["hooks"]]
+    assert prompt_commands[0] == "/usr/local/bin/my-prompt-hook" and len(prompt_commands) == 2
+    assert settings["hooks"]["SessionStart"][0] == USER_SETTINGS["hooks"]["SessionStart"][0]
+    data = _load(claude_json)
+    assert data["numStartups"] == 12 and data["projects"] == USER_CLAUDE_JSON["projects"]
+    assert data["mcpServers"]["other"] == USER_CLAUDE_JSON["mcpServers"]["other"]
+    assert stat.S_IMODE(claude_json.stat().st_mode) == 0o600
+    (settings_backup,) = (user_home / ".claude").glob("settings.json.anamnesis-backup-*")
+    assert settings_backup.read_text() == original_settings
+    (claude_backup,) = user_home.glob(".claude.json.anamnesis-backup-*")
+    assert claude_backup.read_text() == original_claude
+    assert stat.S_IMODE(claude_backup.stat().st_mode) == 0o600
+
+
+def test_malformed_settings_refuse_and_change_nothing(user_home: Path, run_cli: RunCli, home: Path) -> None:
+    settings = user_home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    broken = '{"hooks": {"SessionStart": [ }\n'
+    settings.write_text(broken)
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode != 0
+    assert f"{settings} is not valid JSON" in proc.stderr and "nothing was changed" in proc.stderr
+    assert settings.read_text() == broken
+    assert not (user_home / ".claude.json").exists()
+    assert not home.exists()  # not even the store was created
+    assert list(settings.parent.iterdir()) == [settings]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '["a list"]',
+        '{"hooks": []}',
+        '{"hooks": {"SessionEnd": {"not": "a list"}}}',
+        '{"permissions": {"allow": "x"}}',
+    ],
+)
+def test_unexpected_shapes_refuse(user_home: Path, run_cli: RunCli, content: str) -> None:
+    settings = user_home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(content)
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode != 0 and "nothing was changed" in proc.stderr
+    assert settings.read_text() == content
+
+
+def test_print_shows_diffs_and_writes_nothing(user_home: Path, run_cli: RunCli, home: Path) -> None:
+    settings, claude_json = _seed(user_home)
+    before = (settings.read_text(), claude_json.read_text())
+    proc = run_cli("init", "--print", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    assert (settings.read_text(), claude_json.read_text()) == before
+    assert not home.exists()
+    assert f"--- {settings} (now)" in proc.stdout and f"+++ {settings} (after)" in proc.stdout
+    assert f"--- {claude_json} (now)" in proc.stdout
+    added = [line for line in proc.stdout.splitlines() if line.startswith("+")]
+    assert any("-m anamnesis.hooks session-end" in line for line in added)
+    assert any('"mcp__anamnesis"' in line for line in added)
+    assert "Would do" in proc.stdout
+    as_json = run_cli("init", "--print", "--json", env=_env(user_home))
+    planned = json.loads(as_json.stdout)["planned"]
+    assert any("added the SessionEnd hook" in line for line in planned)
+
+
+def test_no_claude_and_local_only_skip_the_step(user_home: Path, run_cli: RunCli) -> None:
+    assert run_cli("init", "--no-claude", env=_env(user_home)).returncode == 0
+    assert not (user_home / ".claude.json").exists() and not (user_home / ".claude").exists()
+    assert run_cli("init", "--local-only", env=_env(user_home)).returncode == 0
+    assert not (user_home / ".claude.json").exists()
+
+
+def test_uninstall_removes_exactly_what_init_added(user_home: Path, run_cli: RunCli) -> None:
+    settings, claude_json = _seed(user_home)
+    before = (_load(settings), _load(claude_json))
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    printed = run_cli("uninstall", "--print", env=_env(user_home))
+    assert printed.returncode == 0 and "removed the SessionEnd hook" in printed.stdout
+    assert "anamnesis" in _load(claude_json)["mcpServers"]  # --print changed nothing
+    proc = run_cli("uninstall", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    assert (_load(settings), _load(claude_json)) == before
+    again = run_cli("uninstall", env=_env(user_home))
+    assert again.returncode == 0 and (_load(settings), _load(claude_json)) == before
+
+
+def test_uninstall_after_init_on_an_empty_home(user_home: Path, run_cli: RunCli) -> None:
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    assert run_cli("uninstall", env=_env(user_home)).returncode == 0
+    assert not (user_home / ".claude.json").exists()
+    assert not (user_home / ".claude" / "settings.json").exists()
+
+
+def test_uninstall_keeps_a_permission_the_user_had(user_home: Path, run_cli: RunCli) -> None:
+    settings = user_home / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({"permissions": {"allow": ["mcp__anamnesis"]}, "hooks": {}}))
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    assert run_cli("uninstall", env=_env(user_home)).returncode == 0
+    assert _load(settings) == {"permissions": {"allow": ["mcp__anamnesis"]}, "hooks": {}}
+
+
+def test_a_new_interpreter_updates_hooks_in_place(user_home: Path, store: Any) -> None:
+    from anamnesis import claude_setup
+
+    settings, _ = _seed(user_home)
+    claude_setup.install(store, python="/old/venv/bin/python")
+    claude_setup.install(store, python="/new venv/bin/python")
+    data = _load(settings)
+    for event in claude_setup.HOOKS:
+        (hook,) = _ours(data, event)
+        assert hook["command"].startswith('"/new venv/bin/python" -m anamnesis.hooks ')
+    assert data["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"] == "/usr/local/bin/my-prompt-hook"
+    assert _load(user_home / ".claude.json")["mcpServers"]["anamnesis"]["command"] == "/new venv/bin/python"
+
+
+def test_claude_config_dir_is_respected(user_home: Path, tmp_path: Path, run_cli: RunCli) -> None:
+    config = tmp_path / "cfg"
+    proc = run_cli("init", env=_env(user_home, CLAUDE_CONFIG_DIR=str(config)))
+    assert proc.returncode == 0, proc.stderr
+    assert "anamnesis" in _load(config / ".claude.json")["mcpServers"]
+    assert _ours(_load(config / "settings.json"), "SessionEnd")
+    assert not (user_home / ".claude.json").exists()
+
+
+def test_the_registered_hook_command_runs_through_a_shell(
+    user_home: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
+    """The exact command string init writes works under sh, with spaces and quotes in the store path."""
+    odd_home = tmp_path / 'my "store" $HOME dir'
+    assert run_cli("init", env=_env(user_home), home_dir=odd_home).returncode == 0
+    (hook,) = _ours(_load(user_home / ".claude" / "settings.json"), "SessionStart")
+    proc = subprocess.run(
+        ["sh", "-c", hook["command"]],
+        input=json.dumps({"session_id": "x", "cwd": str(tmp_path), "source": "startup"}),
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "ANAMNESIS_HOME"},
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stderr == ""
+    log = (odd_home / "logs" / "hooks.log").read_text()
+    assert "session-start: nothing to inject" in log
+
+
+def test_the_diff_shows_only_what_changes(user_home: Path, run_cli: RunCli) -> None:
+    settings, _ = _seed(user_home)  # indented with four spaces
+    proc = run_cli("init", "--print", env=_env(user_home))
+    removed = [
+        line for line in proc.stdout.splitlines() if line.startswith("-") and not line.startswith("---")
+    ]
+    assert len(removed) <= 4, removed  # closing brackets that gain a comma, nothing reformatted
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    assert '\n    "model": "opus"' in settings.read_text()
