@@ -30,6 +30,13 @@ def init(
     no_claude: bool = typer.Option(
         False, "--no-claude", help="Do not register the MCP server, hooks and permission with Claude Code."
     ),
+    peer: str = typer.Option(
+        None, "--peer", help="Join an existing memory: any git URL (user@host:.anamnesis/memory, a hub repo, a path)."
+    ),
+    peer_name: str = typer.Option(None, "--peer-name", help="Name for --peer (default: from the URL's host or folder)."),
+    schedule: bool = typer.Option(
+        None, "--schedule/--no-schedule", help="Install the sync timer (default: ask when a terminal is attached)."
+    ),
 ) -> None:
     """Set up Anamnesis on this machine (safe to run again: it only does what is missing).
 
@@ -49,6 +56,14 @@ def init(
         claude_step = ClaudeStep(store, show_diff=print_only and not json_out)
         plan.extend(claude_step.planned)
     # -- end of the Claude Code step --
+    # -- sync step (anamnesis/cli/sync.py): join --peer, first sync, offer the schedule --
+    sync_step = None
+    if not local_only:
+        from anamnesis.cli.sync import InitSyncStep
+
+        sync_step = InitSyncStep(store, peer, peer_name, schedule, every="5m")
+        plan.extend(sync_step.planned)
+    # -- end of the sync step --
     if print_only:
         _report_init(plan or ["store exists; nothing to do for the store"], json_out, planned=True)
         return
@@ -57,6 +72,8 @@ def init(
     done.extend(init_store(store))
     if claude_step is not None:  # Claude Code step
         done.extend(claude_step.apply())
+    if sync_step is not None:  # sync step
+        done.extend(sync_step.apply())
     # -- further init steps (peers, Claude Code, schedule) go below, each honouring local_only --
     _report_init(done or [f"store at {store.home} is ready; nothing to change"], json_out, planned=False)
 

@@ -299,3 +299,60 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
     from anamnesis.demo import run_demo
 
     run_demo(console(), keep=keep)
+
+
+# -- the sync step of `anamnesis init` ----------------------------------------------------
+
+
+class InitSyncStep:
+    """`init`'s sync part: join a peer (--peer), first sync, offer the schedule."""
+
+    def __init__(self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str) -> None:
+        from anamnesis.peers import name_from_url, normalize_url
+
+        self.store = store
+        self.peer = normalize_url(peer) if peer else None
+        self.peer_name = peer_name or (name_from_url(self.peer) if self.peer else None)
+        self.schedule = schedule
+        self.every = every
+        self.planned: list[str] = []
+        if self.peer:
+            self.planned.append(
+                f"join {self.peer} as peer {self.peer_name!r}: a store without notes takes its history, "
+                "one with notes merges them in"
+            )
+        if schedule:
+            self.planned.append(f"install a timer that runs `anamnesis sync` every {every}")
+
+    def apply(self) -> list[str]:
+        """Do it; the lines for init's report."""
+        import sys
+
+        from anamnesis.peers import list_peers
+        from anamnesis.sync import join
+        from anamnesis.sync import sync as run_sync
+
+        done: list[str] = []
+        if self.peer:
+            result = join(self.store, self.peer, self.peer_name)
+            done.append(
+                f"joined {self.peer} as peer {self.peer_name!r}: received {result.received} commits, "
+                f"{len(result.changed)} notes; {result.outcome}"
+            )
+        elif list_peers(self.store):
+            result = run_sync(self.store)
+            done.append(f"first sync: {result.outcome} (received {result.received}, sent {result.sent})")
+        wanted = self.schedule
+        if wanted is None and list_peers(self.store) and sys.stdin.isatty() and sys.stdout.isatty():
+            wanted = typer.confirm(f"Sync automatically every {self.every} (systemd user timer / LaunchAgent)?", default=True)
+        if wanted:
+            from anamnesis.schedule import install
+
+            outcome = install(self.store, self.every)
+            done.extend(f"wrote {path}" for path in outcome.written)
+            done.extend(outcome.notes)
+            if outcome.activated:
+                done.append(f"sync runs every {self.every}")
+        elif wanted is None and list_peers(self.store):
+            done.append("to sync automatically: `anamnesis schedule install` (every 5 min)")
+        return done

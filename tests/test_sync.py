@@ -1,0 +1,379 @@
+"""Sync between machines on one host: real git repos, real processes, file-path peers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from fleet import Fleet, Machine, fleet  # noqa: F401
+
+from anamnesis.index import open_index
+from anamnesis.store import create_note, delete_note, update_note
+
+
+def search_paths(machine: Machine, query: str) -> list[str]:
+    with open_index(machine.store) as index:
+        return [hit.path for hit in index.search(query, limit=50)]
+
+
+def no_git_leftovers(machine: Machine) -> None:
+    git_dir = machine.memory / ".git"
+    for name in ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "index.lock"):
+        assert not (git_dir / name).exists(), name
+    assert machine.git("symbolic-ref", "HEAD") == "refs/heads/main"
+    assert machine.git("status", "--porcelain") == ""
+
+
+def test_round_trip_through_a_hub_updates_the_index(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    note = create_note(a.store, type="semantic", title="Pgbouncer pool", body="pool_size is 20 per instance\n")
+    result = a.sync()
+    assert result.exit_code == 0 and result.sent >= 1
+    result = b.sync()
+    assert result.exit_code == 0 and result.received >= 1
+    assert note.path in result.changed
+    assert search_paths(b, "pool_size") == [note.path]  # the sync updated b's index
+    assert a.tree() == b.tree()
+    # b had no notes of its own: it took a's history as it is (no merge commit).
+    assert b.git("rev-parse", "HEAD") == a.git("rev-parse", "HEAD")
+    no_git_leftovers(a)
+    no_git_leftovers(b)
+
+
+def test_hand_edits_deletes_and_local_commits_all_travel(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    one = create_note(a.store, type="semantic", title="One", body="one\n")
+    two = create_note(a.store, type="semantic", title="Two", body="two\n")
+    a.sync()
+    b.sync()
+    a.write(one.path, a.read(one.path).replace("one\n", "one, edited in an editor\n"))
+    a.write("global/facts/hand-written.md", "# Hand written\n\nno front matter at all\n")
+    delete_note(a.store, two.path)
+    result = a.sync()
+    assert len(result.committed) == 2  # the edit and the new file; the delete was committed by delete_note
+    assert "sync: 2 notes changed" in a.git("log", "-1", "--format=%s")
+    b.sync()
+    assert "edited in an editor" in b.read(one.path)
+    assert not (b.memory / two.path).exists()
+    assert search_paths(b, "hand written") == ["global/facts/hand-written.md"]
+    assert search_paths(b, "two") == []
+    assert a.tree() == b.tree()
+
+
+def test_same_line_conflict_is_recorded_committed_and_propagated(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    c = fleet.machine("c", {"hub": fleet.url(hub)})
+    note = create_note(a.store, type="procedural", title="Deploy", body="step 1\nwait 10 minutes\nstep 3\n")
+    other = create_note(a.store, type="semantic", title="Unrelated", body="x\n")
+    for m in (a, b, c):
+        m.sync()
+    update_note(a.store, note.id, body="step 1\nwait 30 minutes\nstep 3\n")
+    update_note(b.store, note.id, body="step 1\nwait an hour\nstep 3\n")
+    update_note(b.store, other.id, body="x, and more\n")
+    assert a.sync().exit_code == 0
+    result = b.sync()
+    assert result.exit_code == 10
+    assert result.conflicts == [note.path]
+    text = b.read(note.path)
+    assert "<<<<<<< a\nwait 30 minutes\n=======\nwait an hour\n>>>>>>> b\n" in text
+    no_git_leftovers(b)  # not mid-rebase, everything committed
+    with open_index(b.store) as index:
+        assert [h.path for h in index.conflicted()] == [note.path]
+    c.sync()
+    assert c.read(note.path) == text  # propagated, resolvable anywhere
+    assert "x, and more" in c.read(other.path)  # unrelated notes kept syncing
+    # A person removes the markers in an editor and syncs: done.
+    c.write(note.path, text.replace(text[text.index("<<<<<<<") : text.index("step 3")], "wait 45 minutes\n"))
+    assert c.sync().exit_code == 0
+    a.sync()
+    assert "wait 45 minutes" in a.read(note.path) and "<<<<<<<" not in a.read(note.path)
+    with open_index(a.store) as index:
+        assert index.conflicted() == []
+
+
+def test_edit_beats_delete_in_both_directions(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    kept_a = create_note(a.store, type="semantic", title="Edited on a", body="v1\n")
+    kept_b = create_note(a.store, type="semantic", title="Edited on b", body="v1\n")
+    gone = create_note(a.store, type="semantic", title="Deleted twice", body="v1\n")
+    a.sync()
+    b.sync()
+    update_note(a.store, kept_a.id, body="v2 from a\n")
+    delete_note(b.store, kept_a.path)
+    delete_note(a.store, kept_b.path)
+    update_note(b.store, kept_b.id, body="v2 from b\n")
+    delete_note(a.store, gone.path)
+    delete_note(b.store, gone.path)
+    a.sync()
+    assert b.sync().exit_code == 0
+    a.sync()
+    for m in (a, b):
+        assert "v2 from a" in m.read(kept_a.path)
+        assert "v2 from b" in m.read(kept_b.path)
+        assert not (m.memory / gone.path).exists()
+    assert a.tree() == b.tree()
+
+
+def test_both_adding_the_same_path_keeps_both_versions(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    a.sync()
+    b.sync()
+    a.write("global/facts/same.md", "---\ntitle: Same\n---\n\nfrom a\n")
+    b.write("global/facts/same.md", "---\ntitle: Same\n---\n\nfrom b\n")
+    a.sync()
+    assert b.sync().exit_code == 10
+    text = b.read("global/facts/same.md")
+    assert "from a" in text and "from b" in text
+
+
+def test_mesh_of_three_without_a_hub_converges(fleet: Fleet) -> None:  # noqa: F811
+    names = ("a", "b", "c")
+    machines = {n: fleet.machine(n) for n in names}
+    for n, m in machines.items():
+        for other in names:
+            if other != n:
+                fleet.add_peer(m, other, fleet.url(machines[other]))
+    notes = {n: create_note(m.store, type="semantic", title=f"From {n}", body=f"written on {n}\n") for n, m in machines.items()}
+    for n in ("a", "b", "c", "a", "b"):
+        assert machines[n].sync().exit_code == 0
+    trees = {m.tree() for m in machines.values()}
+    assert len(trees) == 1
+    for m in machines.values():
+        for note in notes.values():
+            assert (m.memory / note.path).exists()
+        assert sorted(search_paths(m, "written")) == sorted(n.path for n in notes.values())
+        no_git_leftovers(m)
+    # A machine's store is pushed to through refs/anamnesis/incoming/<sender>, never to its checked-out main.
+    incoming = [m.git("for-each-ref", "--format=%(refname)", "refs/anamnesis/incoming/") for m in machines.values()]
+    assert any(incoming)
+    assert all(ref.startswith("refs/anamnesis/incoming/") for refs in incoming for ref in refs.split())
+    update_note(machines["b"].store, notes["a"].id, body="edited on b\n")
+    for n in ("b", "c", "a"):
+        machines[n].sync()
+    assert "edited on b" in machines["a"].read(notes["a"].path)
+
+
+def test_unreachable_peer_still_commits_locally_and_next_sync_pushes(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    away = hub.with_name("away.git")
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    fleet.add_peer(a, "laptop", fleet.url(away))
+    note = create_note(a.store, type="semantic", title="Written offline", body="x\n", commit=False)
+    hub.rename(away.with_name("parked.git"))
+    result = a.sync()
+    assert result.exit_code == 11
+    assert {p.name: p.status for p in result.peers} == {"hub": "unreachable", "laptop": "unreachable"}
+    assert note.path in result.committed
+    assert a.git("status", "--porcelain") == ""
+    away.with_name("parked.git").rename(hub)
+    result = a.sync(peers=["hub"])
+    assert result.exit_code == 0 and result.sent >= 1
+    shown = subprocess.run(["git", "-C", str(hub), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True)
+    assert note.path in shown.stdout
+    from anamnesis.peers import get_peer
+
+    peer = get_peer(a.store, "hub")
+    assert peer.last_ok and peer.last_error  # the failure is remembered, and so is the success after it
+
+
+def test_push_rejected_because_the_hub_moved_on_is_retried_in_the_same_sync(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    c = fleet.machine("c", {"hub": fleet.url(hub)})
+    a.sync()
+    c.sync()
+    before = create_note(c.store, type="semantic", title="Synced before", body="from c\n")
+    c.sync()
+    theirs = create_note(c.store, type="semantic", title="Pushed meanwhile", body="from c\n")
+    ours = create_note(a.store, type="semantic", title="Ours", body="from a\n")
+    # Right after a's fetch has updated its view of the hub, c pushes: a's push then finds the hub moved on.
+    flag = fleet.root / "c-pushed"
+    hook = a.memory / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = committed ] || exit 0\n'
+        "grep -q refs/anamnesis/peers/hub/main || exit 0\n"
+        f'[ -e "{flag}" ] && exit 0\n'
+        f'touch "{flag}"\n'
+        "unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE\n"
+        f'git -C "{c.memory}" push -q "{hub}" main:main\n'
+    )
+    hook.chmod(0o755)
+    result = a.sync()
+    assert flag.exists()
+    assert result.exit_code == 0
+    hub_files = subprocess.run(["git", "-C", str(hub), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True).stdout
+    assert theirs.path in hub_files and ours.path in hub_files and before.path in hub_files
+    assert (a.memory / theirs.path).exists()
+    assert a.git("rev-parse", "HEAD") == subprocess.run(
+        ["git", "-C", str(hub), "rev-parse", "main"], capture_output=True, text=True
+    ).stdout.strip()
+    hook.unlink()
+
+
+def test_join_new_machine_takes_history_and_one_with_notes_merges(fleet: Fleet) -> None:  # noqa: F811
+    from anamnesis.sync import join
+
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    create_note(a.store, type="semantic", title="From a", body="a\n")
+    a.sync()
+    fresh = fleet.machine("fresh")
+    result = join(fresh.store, str(hub), "hub")
+    assert result.exit_code == 0
+    assert fresh.git("rev-parse", "HEAD") == a.git("rev-parse", "HEAD")
+    busy = fleet.machine("busy")
+    mine = create_note(busy.store, type="semantic", title="From busy", body="busy\n")
+    join(busy.store, str(hub))
+    assert (busy.memory / mine.path).exists()
+    assert search_paths(busy, "from")  # both notes indexed
+    assert len(search_paths(busy, "from")) == 2
+    a.sync()
+    assert (a.memory / mine.path).exists()
+
+
+def test_init_with_peer_joins_from_the_command_line(fleet: Fleet, tmp_path: Path) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    note = create_note(a.store, type="semantic", title="Shared", body="shared text\n")
+    a.sync()
+    newcomer = Machine("new", tmp_path / "new")
+    proc = newcomer.cli("init", "--peer", str(hub), "--no-schedule", "--no-claude", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert (newcomer.memory / note.path).exists()
+    settings = json.loads((newcomer.home / "settings.json").read_text())
+    assert settings["peers"]["hub"]["url"] == str(hub)
+    assert not (newcomer.memory / "settings.json").exists()
+
+
+def test_repo_left_mid_rebase_by_hand_is_refused_with_instructions(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    note = create_note(a.store, type="semantic", title="N", body="base\n")
+    a.git("checkout", "-q", "-b", "side")
+    a.write(note.path, a.read(note.path).replace("base", "side"))
+    a.git("commit", "-qam", "side")
+    a.git("checkout", "-q", "main")
+    a.write(note.path, a.read(note.path).replace("base", "main"))
+    a.git("commit", "-qam", "main")
+    a.git("rebase", "side", check=False)  # stops on the conflict
+    assert (a.memory / ".git" / "rebase-merge").exists()
+    head = a.git("rev-parse", "HEAD")
+    proc = a.cli("sync")
+    assert proc.returncode == 12
+    assert "rebase --abort" in proc.stderr and "rebase --continue" in proc.stderr
+    assert a.git("rev-parse", "HEAD") == head
+    assert (a.memory / ".git" / "rebase-merge").exists()  # a person's rebase is theirs to finish
+    a.git("rebase", "--abort")
+    assert a.cli("sync").returncode == 0
+
+
+def test_eight_concurrent_syncs_on_one_store_all_succeed(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    for i in range(8):
+        a.write(f"global/facts/n{i}.md", f"---\ntitle: N{i}\n---\n\nnote {i}\n")
+    procs = [a.spawn_sync() for _ in range(8)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert codes == [0] * 8, [err for _, err in outputs]
+    assert a.git("status", "--porcelain") == ""
+    hub_files = subprocess.run(["git", "-C", str(hub), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True).stdout
+    assert all(f"global/facts/n{i}.md" in hub_files for i in range(8))
+
+
+def test_stale_index_lock_is_removed_only_when_no_git_process_owns_it(fleet: Fleet) -> None:  # noqa: F811
+    a = fleet.machine("a")
+    lock = a.memory / ".git" / "index.lock"
+    lock.write_text("")
+    # A git process working in the repo (as a killed sync's orphan would be): sync waits for it.
+    worker = subprocess.Popen(
+        ["git", "-C", str(a.memory), "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL
+    )
+    outcome: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: outcome.setdefault("result", a.sync()))
+    thread.start()
+    time.sleep(0.5)
+    assert lock.exists() and thread.is_alive()
+    assert worker.stdin is not None
+    worker.stdin.close()
+    worker.wait(timeout=10)
+    thread.join(timeout=30)
+    result = outcome["result"]
+    assert result.exit_code == 0  # type: ignore[attr-defined]
+    assert any("index.lock" in line for line in result.repaired)  # type: ignore[attr-defined]
+    assert not lock.exists()
+
+
+def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -> None:  # noqa: F811
+    from anamnesis.recovery import CHECKOUT_MARKER, write_marker
+
+    a = fleet.machine("a")
+    one = create_note(a.store, type="semantic", title="One", body="one v1\n")
+    two = create_note(a.store, type="semantic", title="Two", body="two v1\n")
+    three = create_note(a.store, type="semantic", title="Three", body="three v1\n")
+    orig = a.git("rev-parse", "HEAD")
+    # The commit a killed sync was moving to: one and two changed.
+    a.write(one.path, a.read(one.path).replace("v1", "v2"))
+    a.write(two.path, a.read(two.path).replace("v1", "v2"))
+    a.git("commit", "-qam", "target")
+    target = a.git("rev-parse", "HEAD")
+    target_two = a.read(two.path)
+    a.git("reset", "-q", "--hard", orig)
+    # Killed half-way: `one` already moved, `two` not yet; meanwhile the user edited `three`.
+    a.git("show", f"{target}:{one.path}")
+    (a.memory / one.path).write_text(a.git("show", f"{target}:{one.path}") + "\n")
+    a.write(three.path, a.read(three.path).replace("v1", "edited meanwhile"))
+    write_marker(a.store, CHECKOUT_MARKER, {"orig": orig, "target": target})
+    result = a.sync()
+    assert result.exit_code == 0
+    assert any("interrupted" in line for line in result.repaired)
+    assert a.git("merge-base", "--is-ancestor", target, "HEAD", check=False) == ""
+    assert a.read(two.path) == target_two
+    assert "one v2" in a.read(one.path)
+    assert "edited meanwhile" in a.read(three.path)
+    no_git_leftovers(a)
+
+
+def test_sync_log_feeds_status_and_peers_list(fleet: Fleet) -> None:  # noqa: F811
+    from anamnesis.sync import last_sync_summary
+
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    fleet.add_peer(a, "gone", str(fleet.root / "nowhere.git"))
+    a.sync()
+    summary = last_sync_summary(a.store)
+    assert summary["last_sync"]["exit_code"] == 11
+    assert summary["last_error"]["unreachable"][0]["peer"] == "gone"
+    proc = a.cli("status", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert "some peers unreachable" in info["last_sync"]
+    assert "gone" in info["last_error"]
+    listed = json.loads(a.cli("peers", "list", "--json").stdout)
+    by_name = {p["name"]: p for p in listed}
+    assert by_name["hub"]["last_ok"] and not by_name["hub"]["last_error"]
+    assert by_name["gone"]["last_error"] and not by_name["gone"]["last_ok"]
+    log = a.home / "logs" / "sync.log"
+    assert log.exists() and not str(log).startswith(str(a.memory))
+
+
+def test_settings_and_peers_never_enter_memory(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    a.sync()
+    tracked = a.git("ls-files")
+    assert "settings.json" not in tracked and "peers.json" not in tracked and "sync.log" not in tracked
