@@ -1,0 +1,185 @@
+"""The sync commands as a user runs them: peers, exit codes, conflicts, resolve, schedule, demo."""
+
+from __future__ import annotations
+
+import json
+import plistlib
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fleet import Fleet, fleet  # noqa: F401
+
+from anamnesis.store import create_note, update_note
+
+
+def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a")
+    proc = a.cli("peers", "add", "hub", str(hub))
+    assert proc.returncode == 0, proc.stderr
+    assert "added peer hub" in proc.stdout
+    proc = a.cli("peers", "add", "laptop", "me@laptop.tail1234.ts.net:.anamnesis/memory", "--no-check", "--json")
+    assert json.loads(proc.stdout)["url"] == "me@laptop.tail1234.ts.net:.anamnesis/memory"
+    proc = a.cli("peers", "add", "bad name", str(hub))
+    assert proc.returncode == 2 and "peer name" in proc.stderr
+    proc = a.cli("peers", "add", "self", str(a.memory))
+    assert proc.returncode == 2 and "own peer" in proc.stderr
+    listed = json.loads(a.cli("peers", "list", "--json").stdout)
+    assert [p["name"] for p in listed] == ["hub", "laptop"]
+    settings = json.loads((a.home / "settings.json").read_text())
+    assert set(settings["peers"]) == {"hub", "laptop"}
+    assert (a.home / "settings.json").stat().st_mode & 0o077 == 0
+    assert "laptop" not in a.git("ls-files")
+    assert a.cli("peers", "rm", "laptop").returncode == 0
+    assert a.cli("peers", "rm", "laptop").returncode == 4
+    assert [p["name"] for p in json.loads(a.cli("peers", "list", "--json").stdout)] == ["hub"]
+    proc = a.cli("peers", "add", "later", str(fleet.root / "missing.git"))
+    assert proc.returncode == 0 and "cannot reach" in proc.stdout
+
+
+def test_sync_exit_codes_and_json(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    note = create_note(a.store, type="semantic", title="Shared", body="one\ntwo\nthree\n")
+    proc = a.cli("sync", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["outcome"] == "synced" and report["sent"] >= 1
+    assert b.cli("sync").returncode == 0
+    update_note(a.store, note.id, body="one\ntwo from a\nthree\n")
+    update_note(b.store, note.id, body="one\ntwo from b\nthree\n")
+    assert a.cli("sync", "--quiet").stdout == ""
+    proc = b.cli("sync")
+    assert proc.returncode == 10
+    assert "conflict" in proc.stdout and note.path in proc.stdout
+    fleet.add_peer(b, "gone", str(fleet.root / "gone.git"))
+    proc = b.cli("sync", "--json")
+    assert proc.returncode == 11
+    assert json.loads(proc.stdout)["peers"][0]["status"] == "unreachable"
+    assert b.cli("sync", "--peer", "hub").returncode == 0
+
+
+def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    first = create_note(a.store, type="semantic", title="First", body="x\nline\ny\n")
+    second = create_note(a.store, type="semantic", title="Second", body="x\nline\ny\n")
+    a.sync()
+    b.sync()
+    for n in (first, second):
+        update_note(a.store, n.id, body="x\nline from a\ny\n")
+        update_note(b.store, n.id, body="x\nline from b\ny\n")
+    a.sync()
+    assert b.sync().exit_code == 10
+    listed = json.loads(b.cli("conflicts", "--json").stdout)
+    assert [c["path"] for c in listed] == sorted([first.path, second.path])
+    assert listed[0]["blocks"] == [["a", "b"]]
+    proc = b.cli("resolve", first.id, "--theirs")
+    assert proc.returncode == 0, proc.stderr
+    text = b.read(first.path)
+    assert "line from b" in text and "line from a" not in text and "<<<<<<<" not in text
+    assert b.cli("resolve", first.id, "--ours").returncode == 2  # nothing left to resolve
+    proc = b.cli("resolve", second.id)
+    assert proc.returncode == 2 and "still has conflict markers" in proc.stderr
+    proc = b.cli("resolve", second.id, "--ours", "--theirs")
+    assert proc.returncode == 2
+    # --edit with an "editor" that keeps the upper side.
+    editor = fleet.root / "editor.py"
+    editor.write_text(
+        "import sys, re\np = sys.argv[1]\nt = open(p).read()\n"
+        "t = re.sub(r'<<<<<<< .*?\\n(.*?)=======\\n.*?>>>>>>> .*?\\n', r'\\1', t, flags=re.S)\nopen(p, 'w').write(t)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "anamnesis", "resolve", second.id, "--edit"],
+        capture_output=True, text=True, env=b.env(EDITOR=f"{sys.executable} {editor}"), cwd=Path(__file__).parent.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "line from a" in b.read(second.path) and "<<<<<<<" not in b.read(second.path)
+    assert json.loads(b.cli("conflicts", "--json").stdout) == []
+    assert b.git("status", "--porcelain") == ""  # resolutions are committed
+    b.sync()
+    a.sync()
+    assert "line from b" in a.read(first.path) and "line from a" in a.read(second.path)
+
+
+def _rendered_units(fleet: Fleet, kind: str) -> dict[str, str]:  # noqa: F811
+    a = fleet.machines.get("a") or fleet.machine("a")
+    proc = subprocess.run(
+        [sys.executable, "-c",
+         "import json,sys; from anamnesis.paths import open_store; from anamnesis.schedule import plan;"
+         f"p = plan(open_store(sys.argv[1]), '7m', kind='{kind}');"
+         "print(json.dumps({str(k): v for k, v in p.files.items()}))", str(a.home)],
+        capture_output=True, text=True, env=a.env(), cwd=Path(__file__).parent.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def test_systemd_units_pass_systemd_analyze_verify(fleet: Fleet, tmp_path: Path) -> None:  # noqa: F811
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed here (CI has it)")
+    units = _rendered_units(fleet, "systemd")
+    folder = tmp_path / "units"
+    folder.mkdir()
+    paths = []
+    for path, text in units.items():
+        target = folder / Path(path).name
+        target.write_text(text)
+        paths.append(str(target))
+    assert any(p.endswith(".timer") for p in paths) and any(p.endswith(".service") for p in paths)
+    proc = subprocess.run(["systemd-analyze", "verify", *paths], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Unknown" not in proc.stderr and "bad" not in proc.stderr.lower(), proc.stderr
+    timer = next(t for p, t in units.items() if p.endswith(".timer"))
+    assert "OnUnitActiveSec=420s" in timer
+
+
+def test_launchd_plist_parses_with_plistlib(fleet: Fleet) -> None:  # noqa: F811
+    units = _rendered_units(fleet, "launchd")
+    (path, text), = units.items()
+    assert path.endswith(".plist") and "/Library/LaunchAgents/" in path
+    data = plistlib.loads(text.encode())
+    assert data["StartInterval"] == 420
+    assert data["ProgramArguments"][1:] == ["-m", "anamnesis", "sync", "--quiet"]
+    assert data["EnvironmentVariables"]["ANAMNESIS_HOME"] == str(fleet.machines["a"].home)
+    assert re.fullmatch(r"anamnesis\.sync(\.[0-9a-f]{8})?", data["Label"])
+
+
+def test_schedule_install_status_remove(fleet: Fleet) -> None:  # noqa: F811
+    a = fleet.machine("a")
+    proc = a.cli("schedule", "install", "--every", "10m", "--print")
+    assert proc.returncode == 0 and "OnUnitActiveSec=600s" in proc.stdout
+    config = Path(a.env()["XDG_CONFIG_HOME"])
+    assert not config.exists()  # --print writes nothing
+    proc = a.cli("schedule", "install", "--every", "10m", "--no-enable", "--json")
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(proc.stdout)["written"]
+    assert all(Path(p).is_relative_to(config / "systemd" / "user") for p in written) and len(written) == 2
+    info = json.loads(a.cli("schedule", "status", "--json").stdout)
+    assert info["installed"] is True and info["every"] == "10m"
+    assert a.cli("schedule", "install", "--every", "5s").returncode == 2
+    proc = a.cli("schedule", "remove", "--no-enable", "--json")
+    assert sorted(json.loads(proc.stdout)["removed"]) == sorted(written)
+    assert json.loads(a.cli("schedule", "status", "--json").stdout)["installed"] is False
+
+
+@pytest.mark.e2e
+def test_demo_runs_and_cleans_up(tmp_path: Path) -> None:
+    import os
+
+    env = dict(os.environ, TMPDIR=str(tmp_path), ANAMNESIS_HOME=str(tmp_path / "untouched"), COLUMNS="100")
+    proc = subprocess.run(
+        [sys.executable, "-m", "anamnesis", "demo"], capture_output=True, text=True, env=env, timeout=60,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for expected in ("laptop", "desktop", "server", "conflict recorded", "<<<<<<<", "resolve", "done in"):
+        assert expected in out, expected
+    assert list(tmp_path.iterdir()) == []  # the temporary machines are gone, the user's store never made

@@ -1,0 +1,67 @@
+"""Sync over real ssh: an sshd on 127.0.0.1 with throw-away keys, peers given as `host:path`."""
+
+from __future__ import annotations
+
+import subprocess
+
+from fleet import Fleet, SshServer, ssh_fleet, sshd  # noqa: F401
+
+from anamnesis.index import open_index
+from anamnesis.store import create_note, update_note
+
+
+def test_round_trip_through_a_hub_over_ssh(ssh_fleet: Fleet) -> None:  # noqa: F811
+    hub = ssh_fleet.hub()
+    url = ssh_fleet.url(hub, via="ssh")
+    assert url.startswith("fleet-ssh:/")  # the scp-like form a Tailscale peer uses
+    a = ssh_fleet.machine("a", {"hub": url})
+    b = ssh_fleet.machine("b", {"hub": url})
+    note = create_note(a.store, type="semantic", title="Over ssh", body="carried by sshd\n")
+    assert a.sync().exit_code == 0
+    result = b.sync()
+    assert result.exit_code == 0 and note.path in result.changed
+    with open_index(b.store) as index:
+        assert [h.path for h in index.search("sshd")] == [note.path]
+    # The same, through the real command in its own process.
+    update_note(b.store, note.id, body="carried by sshd, edited on b\n")
+    proc = b.cli("sync", "--json")
+    assert proc.returncode == 0, proc.stderr
+    proc = a.cli("sync")
+    assert proc.returncode == 0, proc.stderr
+    assert "edited on b" in a.read(note.path)
+
+
+def test_mesh_with_ssh_and_path_peers_converges(ssh_fleet: Fleet) -> None:  # noqa: F811
+    a = ssh_fleet.machine("a")
+    b = ssh_fleet.machine("b")
+    c = ssh_fleet.machine("c")
+    ssh_fleet.add_peer(a, "b", ssh_fleet.url(b, via="ssh"))
+    ssh_fleet.add_peer(a, "c", ssh_fleet.url(c))
+    ssh_fleet.add_peer(b, "a", ssh_fleet.url(a, via="ssh"))
+    ssh_fleet.add_peer(b, "c", ssh_fleet.url(c, via="ssh"))
+    ssh_fleet.add_peer(c, "a", ssh_fleet.url(a))
+    ssh_fleet.add_peer(c, "b", ssh_fleet.url(b))
+    notes = [create_note(m.store, type="semantic", title=f"mesh {m.name}", body=f"from {m.name}\n") for m in (a, b, c)]
+    for m in (a, b, c, a, b):
+        assert m.sync().exit_code == 0
+    assert a.tree() == b.tree() == c.tree()
+    for m in (a, b, c):
+        for note in notes:
+            assert (m.memory / note.path).exists()
+
+
+def test_unreachable_ssh_peer_is_skipped_with_exit_11(ssh_fleet: Fleet, sshd: SshServer) -> None:  # noqa: F811
+    hub = ssh_fleet.hub()
+    a = ssh_fleet.machine("a", {"hub": ssh_fleet.url(hub)})
+    config = sshd.client_config.read_text().replace(f"Port {sshd.port}", "Port 1")
+    closed = sshd.folder / "closed_config"
+    closed.write_text(config)
+    ssh_fleet.add_peer(a, "laptop", f"fleet-ssh:{hub}")
+    a.ssh_command = f"ssh -F {closed}"
+    create_note(a.store, type="semantic", title="Kept", body="x\n")
+    result = a.sync()
+    assert result.exit_code == 11
+    laptop = next(p for p in result.peers if p.name == "laptop")
+    assert laptop.status == "unreachable" and laptop.detail
+    hub_files = subprocess.run(["git", "-C", str(hub), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True)
+    assert "kept" in hub_files.stdout  # the reachable peer still got everything
