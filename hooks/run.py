@@ -75,9 +75,10 @@ def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     session_id = str(data.get("session_id") or "")
     if session_id:
         remember_shown(store, session_id, shown, replace=data.get("source") in ("startup", "clear", None))
+    source = data.get("source") or "?"
     if not text:
-        return "", "nothing to inject"
-    return _context_json("SessionStart", text), f"{len(text)} chars, {len(shown)} notes"
+        return "", f"({source}) nothing to inject"
+    return _context_json("SessionStart", text), f"({source}) {len(text)} chars, {len(shown)} notes"
 
 
 def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:

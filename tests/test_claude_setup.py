@@ -266,7 +266,7 @@ def test_the_registered_hook_command_runs_through_a_shell(
     )
     assert proc.returncode == 0 and proc.stderr == ""
     log = (odd_home / "logs" / "hooks.log").read_text()
-    assert "session-start: nothing to inject" in log
+    assert "session-start: (startup) nothing to inject" in log
 
 
 def test_the_diff_shows_only_what_changes(user_home: Path, run_cli: RunCli) -> None:
