@@ -223,24 +223,33 @@ class RefreshReport:
         }
 
 
-def scan_tree(root: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every `.md` entry under root (relative posix path, entry); skips dot folders."""
+def scan_tree(root: str) -> dict[str, tuple[os.stat_result, bool]]:
+    """Every `.md` file under root: relative posix path -> (lstat, is_symlink); skips dot names.
+
+    This is the cost of every full refresh (one lstat per note), so it is a
+    tight loop rather than a generator.
+    """
+    found: dict[str, tuple[os.stat_result, bool]] = {}
     stack = [(root, "")]
     while stack:
         folder, rel = stack.pop()
         try:
-            entries = list(os.scandir(folder))
+            entries = os.scandir(folder)
         except OSError:
             continue
-        for entry in entries:
-            name = entry.name
-            if name.startswith("."):
-                continue
-            relpath = f"{rel}{name}"
-            if entry.is_dir(follow_symlinks=False):
-                stack.append((entry.path, relpath + "/"))
-            elif name.lower().endswith(".md"):
-                yield relpath, entry
+        with entries:
+            for entry in entries:
+                name = entry.name
+                if name[0] == ".":
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, f"{rel}{name}/"))
+                elif name[-3:].lower() == ".md":
+                    try:
+                        found[rel + name] = (entry.stat(follow_symlinks=False), entry.is_symlink())
+                    except OSError:
+                        continue
+    return found
 
 
 class Index:
@@ -328,18 +337,15 @@ class Index:
             for table in ("notes", "skipped"):
                 for path, size, mtime in self.conn.execute(f"SELECT path, size, mtime_ns FROM {table}"):
                     known[path] = (size, mtime)
-            seen: set[str] = set()
-            for relpath, entry in scan_tree(root):
-                seen.add(relpath)
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
+            found = scan_tree(root)
+            unchanged = 0
+            for relpath, (st, is_link) in found.items():
                 if known.get(relpath) == (st.st_size, st.st_mtime_ns):
-                    report.unchanged += 1
-                    continue
-                todo.append((relpath, st, entry.is_symlink()))
-            todo.extend((p, None, False) for p in known if p not in seen)
+                    unchanged += 1
+                else:
+                    todo.append((relpath, st, is_link))
+            report.unchanged += unchanged
+            todo.extend((p, None, False) for p in known.keys() - found.keys())
         else:
             for relpath in dict.fromkeys(paths):
                 if not relpath.lower().endswith(".md") or relpath.startswith("."):

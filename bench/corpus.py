@@ -128,9 +128,10 @@ def build_store(home: Path, count: int, seed: int = 7) -> Path:
 
     store = open_store(home)
     init_store(store)
-    generate(store.memory, count, seed)
-    run_git(store.memory, "add", "-A")
-    run_git(store.memory, "commit", "-q", "-m", f"bench: {count} corpus notes")
+    if count:
+        generate(store.memory, count, seed)
+        run_git(store.memory, "add", "-A")
+        run_git(store.memory, "commit", "-q", "-m", f"bench: {count} corpus notes")
     return home
 
 
