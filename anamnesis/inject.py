@@ -32,6 +32,7 @@ MAX_SESSIONS = 3
 MIN_BODY = 160  # every note shown gets at least this much of its body (or all of it)
 HALF_LIFE_DAYS = 30.0
 RELEVANCE_WEIGHT = 0.65
+SEARCH_POOL = 100  # best matches (all projects) considered for relevance
 
 
 @dataclass
@@ -171,13 +172,14 @@ def _project_candidates(index: Index, project: str, terms: list[str]) -> list[tu
             pool[hit.path] = hit
     relevance: dict[str, float] = {}
     if terms:
-        query = " ".join(terms)
-        for hit in index.search(query, project=project, any_terms=True, limit=100):
-            if hit.type in ("semantic", "procedural"):
+        # One unfiltered search, split here: the index's project filter costs far more than it saves.
+        for hit in index.search(" ".join(terms), any_terms=True, limit=SEARCH_POOL):
+            if hit.type not in ("semantic", "procedural"):
+                continue
+            if hit.project == project:
                 pool.setdefault(hit.path, hit)
                 relevance[hit.path] = hit.score
-        for hit in index.search(query, any_terms=True, limit=30):
-            if hit.project is None and hit.type in ("semantic", "procedural") and hit.path not in relevance:
+            elif hit.project is None:
                 pool.setdefault(hit.path, hit)
                 relevance[hit.path] = hit.score * 0.5  # global notes must match clearly to come in
     top = max(relevance.values(), default=0.0)
