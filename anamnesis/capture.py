@@ -82,6 +82,10 @@ def _relative(path: str, cwd: str) -> str:
     return path
 
 
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def _code(text: str) -> str:
     return "`" + text.replace("`", "'") + "`"
 
@@ -134,9 +138,9 @@ def render_body(summary: SessionSummary, project: str) -> str:
     if summary.branch:
         where += f", branch {_code(summary.branch)}"
     out.append(f"- {where}")
-    counts = f"{len(summary.prompts)} prompts, {summary.tool_calls} tool calls"
+    counts = f"{_plural(len(summary.prompts), 'prompt')}, {_plural(summary.tool_calls, 'tool call')}"
     if summary.compactions:
-        counts += f", {summary.compactions} compactions"
+        counts += f", {_plural(summary.compactions, 'compaction')}"
     span = f"{summary.started} → {summary.ended}" if summary.started else "time unknown"
     out.append(f"- {span}; {counts}")
     if summary.tools:

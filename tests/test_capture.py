@@ -78,7 +78,7 @@ def test_precompact_then_session_end_update_the_same_note(store: Store, tmp_path
     note = load_note(store, first.path or "")
     assert "Now also raise the pool size in staging" in note.body
     assert "deploy/staging.yaml" in note.body
-    assert "1 compactions" in note.body
+    assert "1 compaction" in note.body
     assert note.body.count("## Outcome") == 1 and "Staging now uses 40." in note.body
 
 
