@@ -101,3 +101,9 @@ def store_id(store: Store) -> str | None:
     """
     roots = root_commits(store.memory)
     return roots[0] if roots else None
+
+
+def contains_commit(repo: Path, commit: str) -> bool:
+    """True if `commit` is HEAD or one of its ancestors (False if unknown here)."""
+    proc = run_git(repo, "merge-base", "--is-ancestor", commit, "HEAD", check=False)
+    return proc.returncode == 0

@@ -1,0 +1,225 @@
+"""Real-time sync commands: `watch`, `peers discover`, and the discovery step of `init`.
+
+Thin adapter over anamnesis.watch and anamnesis.discovery.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from anamnesis.cli._common import console, get_store, print_json
+
+if TYPE_CHECKING:
+    from anamnesis.paths import Store
+
+INIT_DISCOVERY_SECONDS = 2.0
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel="Sync")(watch)
+    try:
+        from anamnesis.cli.sync import peers_app
+    except ImportError:  # the sync commands are not installed: offer discovery on its own
+        app.command("discover", rich_help_panel="Sync")(peers_discover)
+        return
+    peers_app.command("discover")(peers_discover)
+
+
+def watch(
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only warnings and errors (for services)."),
+    debounce: float = typer.Option(
+        0.5, "--debounce", metavar="S", help="Seconds of quiet after the last change before syncing."
+    ),
+    interval: float = typer.Option(
+        300.0, "--interval", metavar="S", help="Safety-net sync when nothing synced for this many seconds."
+    ),
+    no_discovery: bool = typer.Option(
+        False, "--no-discovery", help="Do not announce this machine on the LAN nor listen for peers."
+    ),
+) -> None:
+    """Sync seconds after every change to memory/, until stopped (Ctrl-C or SIGTERM).
+
+    Watches memory/ (editors' temp and swap files are ignored), waits until a
+    burst of edits is over, then runs the same sync as `anamnesis sync`. Also
+    syncs every --interval seconds as a safety net, and at once when another
+    machine of this memory announces on the LAN a change this one lacks.
+    Errors (a peer down, a failed sync) are logged to logs/watch.log and
+    retried; `anamnesis status` shows whether watch runs and when it last synced.
+    Install it as a service with `anamnesis schedule install --watch`.
+    """
+    import signal
+    import threading
+
+    from anamnesis.errors import UsageError
+    from anamnesis.watch import Watcher, WatchOptions
+
+    if not 0 < debounce <= 60:
+        raise UsageError("--debounce must be between 0 and 60 seconds")
+    if interval < 5:
+        raise UsageError("--interval must be at least 5 seconds")
+    store = get_store()
+    _setup_logging(store, quiet)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, request_stop)
+    options = WatchOptions(
+        quiet=debounce, max_delay=max(5.0, 10 * debounce), interval=interval, discovery=not no_discovery
+    )
+    Watcher(store, options=options).run(stop)
+
+
+def _setup_logging(store: Store, quiet: bool) -> None:
+    """Everything to logs/watch.log (rotated); progress to stderr unless --quiet."""
+    import logging
+    import logging.handlers
+    import sys
+
+    from anamnesis.watch import LOG_NAME
+
+    store.log_dir.mkdir(parents=True, exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    file_handler = logging.handlers.RotatingFileHandler(
+        store.log_dir / LOG_NAME, maxBytes=1_000_000, backupCount=3, encoding="utf-8"
+    )
+    file_handler.setFormatter(fmt)
+    file_handler.setLevel(logging.INFO)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+    stderr.setLevel(logging.WARNING if quiet else logging.INFO)
+    root = logging.getLogger("anamnesis")
+    root.setLevel(logging.INFO)
+    root.addHandler(file_handler)
+    root.addHandler(stderr)
+    logging.getLogger("zeroconf").setLevel(logging.ERROR)
+    logging.getLogger("zeroconf").addHandler(file_handler)
+
+
+def peers_discover(
+    seconds: float = typer.Option(3.0, "--seconds", "-s", metavar="N", help="How long to listen on the LAN."),
+    all_stores: bool = typer.Option(
+        False, "--all", help="Also list machines of other memories (what a machine that has not joined yet sees)."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Find the other machines of this memory: on the LAN (mDNS) and on your tailnet.
+
+    LAN machines announce themselves while they run `anamnesis watch`; only
+    those of this memory are listed (same root commit). Tailscale carries no
+    multicast, so tailnet machines come from `tailscale status` and are only
+    candidates. Nothing is added: use `anamnesis peers add NAME URL`.
+    """
+    from anamnesis.errors import UsageError
+
+    if not 0 < seconds <= 60:
+        raise UsageError("--seconds must be between 0 and 60")
+    store = get_store()
+    report = discovery_report(store, seconds, any_store=all_stores)
+    if json_out:
+        print_json(report)
+        return
+    out = console()
+    lan: list[dict[str, Any]] = report["lan"]
+    if lan:
+        out.print(f"[bold]On the LAN[/bold] ({len(lan)} machine{'s' if len(lan) != 1 else ''}):")
+    else:
+        out.print(f"[bold]On the LAN[/bold]: no machine of this memory answered within {seconds:g} s")
+        out.print("  [dim](machines announce themselves while `anamnesis watch` runs there)[/dim]")
+    for peer in lan:
+        _print_peer(out, peer)
+    candidates = report["tailscale"]
+    if candidates is None:
+        out.print("[bold]Tailscale[/bold]: not installed or not running")
+    elif not candidates:
+        out.print("[bold]Tailscale[/bold]: no other machine online")
+    else:
+        out.print(f"[bold]Tailscale[/bold] candidates ({len(candidates)} online, not checked for this memory):")
+        for cand in candidates:
+            mine = "" if cand["same_user"] else " [dim](another user's)[/dim]"
+            out.print(f"  • {cand['name']} ({cand['os']}){mine}")
+            if cand.get("configured_as"):
+                out.print(f"    already a peer: {cand['configured_as']}")
+            else:
+                out.print(f"    [dim]anamnesis peers add {cand['hostname'] or 'NAME'} {cand['suggested_url']}[/dim]")
+
+
+def _print_peer(out: Any, peer: dict[str, Any]) -> None:
+    other = "" if peer["same_store"] else " [yellow](another memory)[/yellow]"
+    head = (peer.get("head") or "")[:10] or "empty"
+    addresses = ", ".join(peer.get("addresses") or [])
+    out.print(f"  • [bold]{peer['machine_id']}[/bold]{other} at {addresses or '?'} — HEAD {head}")
+    if peer.get("configured_as"):
+        out.print(f"    already a peer: {peer['configured_as']}")
+    elif peer.get("url"):
+        verb = "anamnesis peers add" if peer["same_store"] else "anamnesis init --peer"
+        name = peer["machine_id"] if peer["same_store"] else ""
+        out.print(f"    [dim]{verb} {name + ' ' if name else ''}{peer['url']}[/dim]")
+
+
+def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
+    """LAN peers and Tailscale candidates, each marked with the configured peer it already is."""
+    from anamnesis.discovery import discover, tailscale_candidates
+    from anamnesis.errors import AnamnesisError
+
+    configured = _configured_urls(store)
+    try:
+        lan = [p.to_dict() for p in discover(store, seconds, any_store=any_store)]
+    except OSError as exc:
+        raise AnamnesisError(f"LAN discovery failed: {exc}") from exc
+    for peer in lan:
+        peer["configured_as"] = configured.get(peer["url"])
+    found = tailscale_candidates()
+    tailscale = None
+    if found is not None:
+        tailscale = []
+        for cand in found:
+            data = cand.to_dict()
+            data["configured_as"] = next(
+                (name for url, name in configured.items() if cand.name in url or (cand.hostname and f"{cand.hostname}:" in url)),
+                None,
+            )
+            tailscale.append(data)
+    return {"lan": lan, "tailscale": tailscale}
+
+
+def _configured_urls(store: Store) -> dict[str, str]:
+    try:
+        from anamnesis.peers import list_peers
+    except ImportError:
+        return {}
+    return {p.url: p.name for p in list_peers(store)}
+
+
+def init_discovery_step(store: Store, seconds: float = INIT_DISCOVERY_SECONDS) -> list[str]:
+    """What `init` reports about discovery: machines of this memory (or of any, for a new machine) to sync with."""
+    from anamnesis.errors import AnamnesisError
+
+    if _configured_urls(store):
+        return []
+    try:
+        report = discovery_report(store, seconds, any_store=True)
+    except (AnamnesisError, OSError) as exc:
+        return [f"LAN discovery skipped: {exc}"]
+    lines: list[str] = []
+    for peer in report["lan"]:
+        if not peer.get("url"):
+            continue
+        if peer["same_store"]:
+            lines.append(
+                f"found {peer['machine_id']} (this memory) on the LAN: `anamnesis peers add {peer['machine_id']} {peer['url']}`"
+            )
+        else:
+            lines.append(
+                f"found {peer['machine_id']} on the LAN: join its memory with `anamnesis init --peer {peer['url']}`"
+            )
+    for cand in report["tailscale"] or []:
+        if cand["same_user"]:
+            lines.append(
+                f"tailnet machine {cand['name']} could be a peer: `anamnesis peers add {cand['hostname'] or 'NAME'} {cand['suggested_url']}`"
+            )
+    return lines
