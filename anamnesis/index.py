@@ -557,8 +557,13 @@ class Index:
         until: str | None = None,
         limit: int = 20,
         any_terms: bool = False,
+        snippets: bool = True,
     ) -> list[Hit]:
-        """Notes matching `query`, best first (BM25, title > tags > body), with snippets."""
+        """Notes matching `query`, best first (BM25, title > tags > body), with snippets.
+
+        `snippets=False` skips building them (most of the cost of a wide search)
+        for callers that only rank, like the SessionStart hook.
+        """
         match = build_match(query, any_terms=any_terms)
         if match is None:
             return []
@@ -581,15 +586,17 @@ class Index:
                 f"SELECT n.rowid, {self._COLUMNS} FROM notes n WHERE n.rowid IN ({marks})", rowids
             )
         }
-        snippets = dict(
+        found = dict(
             self.conn.execute(
                 f"SELECT rowid, snippet(fts, 2, '{MARK_START}', '{MARK_END}', '…', 16) FROM fts"
                 f" WHERE fts MATCH ? AND rowid IN ({marks})",
                 [match, *rowids],
             ).fetchall()
+            if snippets
+            else []
         )
         return [
-            self._hit(rows[rowid], snippet=snippets.get(rowid) or "", score=-float(score))
+            self._hit(rows[rowid], snippet=found.get(rowid) or "", score=-float(score))
             for rowid, score in ranked
             if rowid in rows
         ]

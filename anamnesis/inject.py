@@ -32,7 +32,7 @@ MAX_SESSIONS = 3
 MIN_BODY = 160  # every note shown gets at least this much of its body (or all of it)
 HALF_LIFE_DAYS = 30.0
 RELEVANCE_WEIGHT = 0.65
-SEARCH_POOL = 100  # best matches (all projects) considered for relevance
+SEARCH_POOL = 200  # best matches (all projects) considered for relevance
 
 
 @dataclass
@@ -173,7 +173,7 @@ def _project_candidates(index: Index, project: str, terms: list[str]) -> list[tu
     relevance: dict[str, float] = {}
     if terms:
         # One unfiltered search, split here: the index's project filter costs far more than it saves.
-        for hit in index.search(" ".join(terms), any_terms=True, limit=SEARCH_POOL):
+        for hit in index.search(" ".join(terms), any_terms=True, limit=SEARCH_POOL, snippets=False):
             if hit.type not in ("semantic", "procedural"):
                 continue
             if hit.project == project:

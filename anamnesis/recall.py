@@ -138,7 +138,7 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     seen = seen_notes(store, session_id) if session_id else set()
     with open_index(store) as index:
         hits = index.search(
-            " ".join(terms), any_terms=True, limit=min(40, knobs["max_notes"] + len(seen) + 5)
+            " ".join(terms), any_terms=True, limit=min(40, knobs["max_notes"] + len(seen) + 5), snippets=False
         )
     header = (
         f"{MEMORY_OPEN}\nNotes from memory that may bear on this prompt "
