@@ -8,11 +8,13 @@ paths cannot leave the store; a concurrent change on disk is not overwritten.
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from conftest import RunCli
 from web_support import SCRIPT_NOTE_BODY, Dashboard, Seeded, dashboard, seed_store, tags_in
 
 from anamnesis.git import git_out
@@ -116,7 +118,7 @@ def test_every_response_carries_a_strict_csp(served: tuple[Dashboard, Store, See
             assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp
             assert "frame-ancestors 'none'" in csp
             assert response.headers["x-content-type-options"] == "nosniff"
-            assert response.headers["referrer-policy"] == "no-referrer"
+            assert response.headers["referrer-policy"] == "same-origin"
 
 
 def test_script_in_a_note_renders_inert(served: tuple[Dashboard, Store, Seeded]) -> None:
@@ -155,6 +157,7 @@ def test_cross_site_post_is_refused_even_with_the_csrf_token(served: tuple[Dashb
     with client(running) as http:
         assert http.post("/new", data=form, headers={"Origin": "http://evil.example"}).status_code == 403
         assert http.post("/new", data=form, headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+        assert http.post("/new", data=form, headers={"Origin": "null"}).status_code == 403
     assert commits(store) == before
 
 
@@ -264,3 +267,20 @@ def test_exposing_the_dashboard_warns_loudly() -> None:
     assert exposure_warning("127.0.0.1") is None
     warning = exposure_warning("0.0.0.0")
     assert warning is not None and "WARNING" in warning and "token" in warning
+
+
+def test_cli_reports_a_busy_port_in_one_line(store: Store, run_cli: RunCli) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        proc = run_cli("web", "--no-open", "--port", str(port), timeout=30)
+    assert proc.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cli_without_a_store_says_how_to_make_one(home: Path, run_cli: RunCli) -> None:
+    proc = run_cli("web", "--no-open", timeout=30)
+    assert proc.returncode == 3
+    assert "anamnesis init" in proc.stderr

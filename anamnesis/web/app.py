@@ -8,7 +8,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -79,6 +79,7 @@ def create_app(store: Store, *, token: str, host: str = "127.0.0.1", port: int =
         Route("/api/graph", views.graph_api),
         Route("/actions/sync", actions.sync_post, methods=["POST"]),
         Route("/actions/reindex", actions.reindex_post, methods=["POST"]),
+        Route("/favicon.ico", lambda request: RedirectResponse("/static/favicon.svg", status_code=301)),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     app = Starlette(

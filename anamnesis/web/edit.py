@@ -50,7 +50,7 @@ def _form(
     project_field = ""
     if projects is not None:
         project_field = html(
-            """<label>Project <small class="muted">(empty = global)</small>
+            """<label><span>Project <small class="muted">(empty = global)</small></span>
 <input type="text" name="project" value="{p}" list="projects" autocomplete="off">
 <datalist id="projects">{opts}</datalist></label>""",
             p=project or "",
@@ -63,10 +63,10 @@ def _form(
   <label class="grow">Title<input type="text" name="title" value="{title}" required maxlength="200"></label>
   <label>Type<select name="type">{types}</select></label>
 </div>
-<div class="row">{project}<label class="grow">Tags <small class="muted">(space or comma separated)</small>
+<div class="row">{project}<label class="grow"><span>Tags <small class="muted">(space or comma separated)</small></span>
 <input type="text" name="tags" value="{tags}"></label></div>
-<label>Body <small class="muted">(markdown; [[wikilinks]] link notes)</small>
-<textarea name="body" rows="22" spellcheck="true">{body}</textarea></label>
+<label><span>Body <small class="muted">(markdown; [[wikilinks]] link notes)</small></span>
+<textarea name="body" rows="18" spellcheck="true">{body}</textarea></label>
 <div class="actions"><button class="btn" type="submit">{submit}</button>
 <a class="btn ghost" href="{cancel}">Cancel</a><span class="muted hint">Ctrl+S saves</span></div>
 </form>""",
@@ -317,7 +317,8 @@ def history_page(request: Request) -> HTMLResponse:
                 open=Markup(" open") if i == 0 else "",
                 d=when(version.date),
                 m=version.machine,
-                msg=strip_machine(version.message, version.machine),
+                msg=strip_machine(version.message, version.machine).replace(version.path, "").strip()
+                or version.message,
                 short=version.short,
                 current=Markup('<span class="badge">current</span>') if i == 0 else "",
                 restore=restore,

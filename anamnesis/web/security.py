@@ -11,7 +11,7 @@ browser tabs and DNS-rebinding pages must not reach it.
 - Writes: POST only, with a CSRF token in the form or an `X-CSRF-Token`
   header, and a same-origin `Origin`/`Sec-Fetch-Site` when the browser sends one.
 - Headers: a strict Content-Security-Policy (no inline script or style, no
-  framing, nothing loaded from elsewhere), no referrer, no caching.
+  framing, nothing loaded from elsewhere), no referrer to other sites, no caching.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
     "cross-origin-opener-policy": "same-origin",
     "cross-origin-resource-policy": "same-origin",
@@ -158,9 +158,15 @@ class Guard:
             await _send(send, 401, UNAUTHORIZED_PAGE.encode(), "text/html; charset=utf-8")
             return
         if method not in SAFE_METHODS:
-            origin = headers.get("origin")
+            origin = (headers.get("origin") or "").lower()
             site = headers.get("sec-fetch-site")
-            if (origin and origin.lower() not in self.origins) or site in ("cross-site", "same-site"):
+            # "null" is what a browser sends when it hides the origin; Sec-Fetch-Site still tells.
+            foreign_origin = (
+                bool(origin)
+                and origin not in self.origins
+                and not (origin == "null" and site == "same-origin")
+            )
+            if foreign_origin or site in ("cross-site", "same-site"):
                 await _plain(send, 403, "Cross-site request refused.\n")
                 return
 

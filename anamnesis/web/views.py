@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +25,11 @@ def strip_machine(message: str, machine: str) -> str:
     """A commit message without the `<machine>:` prefix the page already shows."""
     head, sep, rest = message.partition(":")
     return rest.strip() if sep and head.strip() == machine else message
+
+
+def short_message(message: str, machine: str) -> str:
+    """A commit message for a narrow column: no machine prefix, note paths cut to their file name."""
+    return re.sub(r"\S+/([^/\s]+\.md)\b", r"\1", strip_machine(message, machine))
 
 
 def type_chip(kind: str) -> Markup:
@@ -183,7 +189,7 @@ def overview(request: Request) -> HTMLResponse:
             '<li><span class="machine-dot"></span><code class="who">{m}</code> <span class="what">{msg}</span>'
             '<span class="spacer"></span>{d}</li>',
             m=c.machine,
-            msg=strip_machine(c.message, c.machine),
+            msg=short_message(c.message, c.machine),
             d=when(c.date),
         )
         for c in commits
@@ -463,38 +469,40 @@ def fleet(request: Request) -> HTMLResponse:
 
     web = web_of(request)
     machines = history.machines(web.store)
-    rows = [
-        html(
-            """<tr><td><span class="machine-dot"></span><code>{m}</code>{me}</td><td class="num">{n}</td>
+    summary = bridge.last_sync(web.store) or {}
+    own_sync = str((summary.get("last_sync") or {}).get("at") or "")
+    own_peers = {str(p.get("name")) for p in bridge.peers(web.store)}
+    rows = []
+    for m in machines:
+        mine = m.machine == web.machine
+        peers = sorted((m.peers | own_peers) if mine else m.peers)
+        rows.append(
+            html(
+                """<tr><td><span class="machine-dot"></span><code>{m}</code>{me}</td><td class="num">{n}</td>
 <td>{first}</td><td>{last}</td><td>{sync}</td><td>{peers}</td><td class="msg">{msg}</td></tr>""",
-            m=m.machine,
-            me=Markup(' <span class="badge">this machine</span>') if m.machine == web.machine else "",
-            n=m.commits,
-            first=when(m.first),
-            last=when(m.last),
-            sync=when(m.last_sync),
-            peers=join(
-                (
-                    html('<code class="chip">{p}</code>', p=p.removeprefix("incoming/"))
-                    for p in sorted(m.peers)
-                ),
-                " ",
+                m=m.machine,
+                me=Markup(' <span class="badge">this machine</span>') if mine else "",
+                n=m.commits,
+                first=when(m.first),
+                last=when(m.last),
+                sync=when(own_sync if mine and own_sync else m.last_sync),
+                peers=join(
+                    (html('<code class="chip">{p}</code>', p=p.removeprefix("incoming/")) for p in peers), " "
+                )
+                or Markup('<span class="muted">—</span>'),
+                msg=short_message(m.last_message, m.machine),
             )
-            or Markup('<span class="muted">—</span>'),
-            msg=strip_machine(m.last_message, m.machine),
         )
-        for m in machines
-    ]
     body = html(
         """<header class="page-head"><h1>Fleet</h1>
-<p class="lede">Every machine that has written to this memory, from the git history
-(commits are authored <code>anamnesis@&lt;machine&gt;</code>); “merged from” lists the peers its syncs merged.</p></header>
+<p class="lede">Every machine that has written to this memory, read from the git history (commits are
+authored <code>anamnesis@&lt;machine&gt;</code>). This machine's last sync and peers come from its own
+sync log and settings; for the others, from their sync commits.</p></header>
 <section class="card"><table class="table">
-<thead><tr><th>Machine</th><th class="num">Commits</th><th>First seen</th><th>Last write</th><th>Last sync</th><th>Merged from</th><th>Last change</th></tr></thead>
+<thead><tr><th>Machine</th><th class="num">Commits</th><th>First seen</th><th>Last write</th><th>Last sync</th>
+<th>Peers</th><th>Last change</th></tr></thead>
 <tbody>{rows}</tbody></table></section>
-<div class="grid two">
-<section class="card"><h2>This machine's sync</h2>{sync}</section>
-</div>""",
+<section class="card"><h2>This machine's sync</h2>{sync}</section>""",
         rows=rows or [Markup('<tr><td colspan="7" class="muted">No commits yet.</td></tr>')],
         sync=sync_card(web.store),
     )
