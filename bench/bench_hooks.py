@@ -128,6 +128,8 @@ def main() -> None:
             }
             for source in ("startup", "resume", "clear", "compact")
         ]
+        cold, _ = time_hook(home, "session-start", start_payloads, 1)
+        print(f"(first SessionStart after building the store, cold caches: {cold[0] * 1000:.0f} ms; not counted)")
         times, outputs = time_hook(home, "session-start", start_payloads, args.runs)
         size = len(json.loads(outputs[0])["hookSpecificOutput"]["additionalContext"]) if outputs[0] else 0
         report(
