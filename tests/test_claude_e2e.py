@@ -41,24 +41,38 @@ PROMPT_1 = "Create hello.py that prints a greeting"
 PROMPT_2 = "What did we do in this project last time?"
 
 
+def _works(path: str) -> bool:
+    try:
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and "Claude Code" in proc.stdout
+
+
 def claude_bin() -> str:
-    """The real client, or skip (fail under CI) when it is not installed."""
-    candidate = os.environ.get("ANAMNESIS_CLAUDE_BIN") or str(CACHE_BIN)
-    found = (
-        shutil.which(candidate)
-        if os.sep not in candidate
-        else (candidate if os.access(candidate, os.X_OK) else None)
+    """The real client, or skip (fail under CI) when it is not installed.
+
+    The npm package's `claude` is a placeholder until its postinstall step
+    copies the native binary over it; where install scripts did not run, the
+    platform package's binary is used directly.
+    """
+    wanted = os.environ.get("ANAMNESIS_CLAUDE_BIN")
+    candidates = [wanted] if wanted else [str(CACHE_BIN)]
+    if not wanted:
+        modules = CACHE_BIN.parent.parent / "@anthropic-ai"
+        candidates += sorted(str(p) for p in modules.glob("claude-code-*/claude"))
+    for candidate in candidates:
+        found = shutil.which(candidate) if os.sep not in candidate else candidate
+        if found and os.access(found, os.X_OK) and _works(found):
+            return found
+    message = (
+        f"Claude Code CLI not found or not working at {candidates[0]}; install it with "
+        "`npm install --prefix ~/.cache/anamnesis-test/claude @anthropic-ai/claude-code` "
+        "or set ANAMNESIS_CLAUDE_BIN"
     )
-    if not found:
-        message = (
-            f"Claude Code CLI not found at {candidate}; install it with "
-            "`npm install --prefix ~/.cache/anamnesis-test/claude @anthropic-ai/claude-code` "
-            "or set ANAMNESIS_CLAUDE_BIN"
-        )
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 class World:
