@@ -346,13 +346,15 @@ class TailscaleCandidate:
 def parse_tailscale_status(status: dict[str, Any], memory_path: str = ".anamnesis/memory") -> list[TailscaleCandidate]:
     """Candidates from the JSON of `tailscale status --json`: online peers that can run anamnesis.
 
-    Phones are left out; machines of the same tailnet user come first. The
+    Phones, machines shared in from other tailnets and VPN exit nodes are
+    left out; machines of the same tailnet user come first (tagged servers,
+    such as an always-on hub, follow). The
     suggested URL is scp-style ssh to the MagicDNS name, with `memory_path`
     relative to the remote home.
     """
     me = status.get("Self") or {}
     my_user = me.get("UserID")
-    suffix = str(status.get("MagicDNSSuffix") or "")
+    suffix = str(status.get("MagicDNSSuffix") or "").strip(".")
     peers = status.get("Peer") or {}
     out: list[TailscaleCandidate] = []
     for node in peers.values() if isinstance(peers, dict) else []:
@@ -363,6 +365,8 @@ def parse_tailscale_status(status: dict[str, Any], memory_path: str = ".anamnesi
             continue
         dns = str(node.get("DNSName") or "").rstrip(".")
         host = str(node.get("HostName") or "")
+        if dns and suffix and not dns.endswith("." + suffix):
+            continue  # shared in from another tailnet, or a VPN exit node: not one of the user's machines
         if not dns and host and suffix:
             dns = f"{host}.{suffix}"
         name = dns or host

@@ -1,0 +1,197 @@
+"""Discovery: the announcement's TXT record, Tailscale candidates, and real zeroconf on this host.
+
+The two-process, two-namespace tests are in test_discovery_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lan import host_multicast_unavailable, skip_or_fail
+
+from anamnesis.discovery import (
+    Announcer,
+    Peer,
+    advertise_url,
+    discover,
+    parse_tailscale_status,
+    parse_txt,
+    peer_from_txt,
+    store_ids,
+    txt_record,
+)
+from anamnesis.paths import Store, open_store
+from anamnesis.repo import head, store_id
+from anamnesis.settings import load_settings, save_settings
+
+DATA = Path(__file__).parent / "data"
+
+
+def make_store(root: Path, machine: str, clone_of: Store | None = None) -> Store:
+    """A store with its own machine id; `clone_of` makes it a machine of that store's memory."""
+    from anamnesis.store import init_store
+
+    store = open_store(root / machine)
+    store.home.mkdir(parents=True)
+    store.settings_path.write_text(json.dumps({"machine_id": machine}))
+    if clone_of is not None:
+        subprocess.run(["git", "clone", "-q", str(clone_of.memory), str(store.memory)], check=True)
+    init_store(store)
+    return store
+
+
+def test_the_store_id_is_the_root_commit_shared_by_clones(tmp_path: Path) -> None:
+    a = make_store(tmp_path, "a")
+    b = make_store(tmp_path, "b", clone_of=a)
+    other = make_store(tmp_path, "other")
+    root = subprocess.run(
+        ["git", "-C", str(a.memory), "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    assert store_id(a) == root == store_id(b)
+    assert store_id(other) != root
+    assert store_ids(a) == (root[:16],)
+
+
+def test_txt_record_round_trip(tmp_path: Path) -> None:
+    a = make_store(tmp_path, "a")
+    b = make_store(tmp_path, "b", clone_of=a)
+    other = make_store(tmp_path, "other")
+    current = head(a.memory)
+    txt = txt_record(a, current)
+    assert txt["mid"] == "a" and txt["head"] == current
+    wire = {k.encode(): v.encode() for k, v in txt.items()}  # what zeroconf hands back
+    peer = peer_from_txt(parse_txt(wire), ("10.0.0.1",), store_ids(b))
+    assert peer == Peer(
+        machine_id="a",
+        url=advertise_url(a),
+        head=current,
+        store_ids=store_ids(a),
+        host=txt["host"],
+        addresses=("10.0.0.1",),
+        same_store=True,
+    )
+    stranger = peer_from_txt(parse_txt(wire), (), store_ids(other))
+    assert stranger is not None and not stranger.same_store
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        {},
+        {b"v": b"1"},
+        {b"v": b"2", b"mid": b"x", b"sid": b"abc"},
+        {b"mid": b"x", b"sid": b"abc"},
+    ],
+)
+def test_announcements_we_do_not_understand_are_ignored(wire: dict[bytes, bytes | None]) -> None:
+    assert peer_from_txt(parse_txt(wire)) is None
+
+
+def test_a_malformed_head_is_dropped() -> None:
+    peer = peer_from_txt({"v": "1", "mid": "x", "sid": "abc", "head": "not-a-commit; rm -rf"})
+    assert peer is not None and peer.head is None
+
+
+def test_advertise_url_default_and_setting(tmp_path: Path) -> None:
+    store = make_store(tmp_path, "a")
+    default = advertise_url(store)
+    assert default.startswith("ssh://") and default.endswith(str(store.memory.absolute()))
+    settings = load_settings(store)
+    settings["advertise_url"] = "me@desk.tail4e2a9c.ts.net:.anamnesis/memory"
+    save_settings(store, settings)
+    assert advertise_url(store) == "me@desk.tail4e2a9c.ts.net:.anamnesis/memory"
+
+
+def test_tailscale_candidates_from_a_recorded_status() -> None:
+    status = json.loads((DATA / "tailscale-status.json").read_text())
+    found = parse_tailscale_status(status)
+    names = [c.name for c in found]
+    # online, not a phone, in this tailnet; the user's own machines first, then tagged servers
+    assert names == ["desktop-9qk2lma.tail4e2a9c.ts.net", "laptop.tail4e2a9c.ts.net", "nas.tail4e2a9c.ts.net"]
+    laptop = found[1]
+    assert laptop.same_user and laptop.os == "macOS" and laptop.hostname == "laptop"
+    assert laptop.addresses == ("100.88.41.3", "fd7a:115c:a1e0::3901:2903")
+    assert laptop.suggested_url == "laptop.tail4e2a9c.ts.net:.anamnesis/memory"
+    assert not found[2].same_user
+
+
+def test_tailscale_status_of_a_stopped_or_odd_tailnet() -> None:
+    assert parse_tailscale_status({}) == []
+    assert parse_tailscale_status({"BackendState": "Stopped", "Peer": None}) == []
+    odd = {"Self": {"UserID": 1}, "Peer": {"k": {"HostName": "box", "Online": True, "UserID": 1}}}
+    assert [c.name for c in parse_tailscale_status(odd)] == ["box"]
+
+
+# -- real zeroconf on this host's network ---------------------------------------------------
+
+
+@pytest.fixture
+def host_network() -> None:
+    reason = host_multicast_unavailable()
+    if reason:
+        skip_or_fail(reason)
+
+
+@pytest.fixture
+def announcers() -> Iterator[list[Announcer]]:
+    started: list[Announcer] = []
+    yield started
+    for announcer in started:
+        announcer.stop()
+
+
+@pytest.mark.timeout(60)
+def test_discover_lists_machines_of_this_memory_only(
+    tmp_path: Path, host_network: None, announcers: list[Announcer]
+) -> None:
+    a = make_store(tmp_path, "disc-a")
+    b = make_store(tmp_path, "disc-b", clone_of=a)
+    stranger = make_store(tmp_path, "disc-stranger")
+    starting = []
+    for store in (a, stranger):  # registering probes the name for a second: do both at once
+        announcer = Announcer(store)
+        announcers.append(announcer)
+        starting.append(threading.Thread(target=announcer.start, args=(head(store.memory),)))
+        starting[-1].start()
+    for thread in starting:
+        thread.join(timeout=20)
+    found = discover(b, seconds=2.0)
+    assert [(p.machine_id, p.head, p.same_store) for p in found] == [("disc-a", head(a.memory), True)]
+    assert found[0].url == advertise_url(a)
+    everyone = discover(b, seconds=2.0, any_store=True)
+    assert [(p.machine_id, p.same_store) for p in everyone] == [("disc-a", True), ("disc-stranger", False)]
+    assert discover(a, seconds=1.0) == []  # a machine does not list itself
+
+
+@pytest.mark.timeout(60)
+def test_a_new_head_reaches_the_other_machine(tmp_path: Path, host_network: None, announcers: list[Announcer]) -> None:
+    a = make_store(tmp_path, "push-a")
+    b = make_store(tmp_path, "push-b", clone_of=a)
+    seen: list[Peer] = []
+    changed = threading.Event()
+
+    def on_peer(peer: Peer) -> None:
+        seen.append(peer)
+        if peer.head == "1" * 40:
+            changed.set()
+
+    listener = Announcer(b, on_peer=on_peer)
+    listener.start(head(b.memory))
+    announcers.append(listener)
+    speaker = Announcer(a)
+    speaker.start(head(a.memory))
+    announcers.append(speaker)
+    deadline = time.monotonic() + 15
+    while not any(p.machine_id == "push-a" for p in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen and seen[0].machine_id == "push-a" and seen[0].head == head(a.memory)
+    speaker.set_head("1" * 40)
+    assert changed.wait(15), f"the new HEAD never arrived; saw {seen}"
+    assert listener.peers["push-a"].head == "1" * 40
+    assert all(p.machine_id == "push-a" for p in seen)  # never itself
