@@ -569,11 +569,12 @@ class Index:
             return []
         where, args = self._filters(project, type, tag, since, until)
         w = WEIGHTS
-        # Rank first, touching only the FTS table; fetch rows and snippets for the winners only.
-        restrict = f" AND fts.rowid IN (SELECT n.rowid FROM notes n WHERE 1=1{where})" if where else ""
+        # Rank first (joining notes only to filter); fetch rows and snippets for the winners only.
+        # CROSS JOIN keeps FTS as the outer loop: an IN (subquery) here is 50x slower.
+        restrict = " CROSS JOIN notes n ON n.rowid = fts.rowid" if where else ""
         ranked = self.conn.execute(
-            f"SELECT fts.rowid, bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS score FROM fts"
-            f" WHERE fts MATCH ?{restrict} ORDER BY score LIMIT ?",
+            f"SELECT fts.rowid, bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS score"
+            f" FROM fts{restrict} WHERE fts MATCH ?{where} ORDER BY score LIMIT ?",
             [match, *args, limit],
         ).fetchall()
         if not ranked:

@@ -2,8 +2,8 @@
 
 It is an flock(2) on state/store.lock: the kernel drops it when the owner
 dies, so a lock left by a killed process is never stale. The file also
-records who holds it, for messages. Re-entrant within one process so a core
-function that locks can call another that locks.
+records who holds it, for messages. Re-entrant within one thread so a core
+function that locks can call another that locks; other threads wait.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from anamnesis.errors import LockTimeout
 from anamnesis.paths import Store
 
-_held: dict[str, tuple[int, int]] = {}  # lock path -> (fd, depth)
+_held: dict[tuple[str, int], tuple[int, int]] = {}  # (lock path, thread) -> (fd, depth)
 _guard = threading.RLock()
 
 
@@ -36,7 +36,9 @@ def _holder(path: Path) -> str:
 def store_lock(store: Store, what: str = "write", timeout: float = 60.0) -> Iterator[None]:
     """Hold the store lock for the block; wait up to `timeout` seconds for it."""
     path = store.lock_path
-    key = str(path)
+    # Re-entrant per thread: another thread opens its own descriptor, and flock
+    # makes it wait like any other process would.
+    key = (str(path), threading.get_ident())
     with _guard:
         if key in _held:
             fd, depth = _held[key]

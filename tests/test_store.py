@@ -96,3 +96,28 @@ def test_lock_of_a_killed_holder_is_free(store: Store) -> None:
 def test_lock_is_reentrant_in_one_process(store: Store) -> None:
     with store_lock(store, "outer"), store_lock(store, "inner", timeout=0.1):
         create_note(store, type="semantic", title="inside", body="nested locking works")
+
+
+def test_lock_excludes_other_threads_of_the_same_process(store: Store) -> None:
+    import threading
+
+    inside = threading.Event()
+    release = threading.Event()
+    order: list[str] = []
+
+    def holder() -> None:
+        with store_lock(store, "thread one"):
+            inside.set()
+            release.wait(10)
+            order.append("one leaves")
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert inside.wait(10)
+    with pytest.raises(LockTimeout), store_lock(store, "thread two", timeout=0.2):
+        pass
+    release.set()
+    with store_lock(store, "thread two", timeout=10):
+        order.append("two enters")
+    thread.join()
+    assert order == ["one leaves", "two enters"]
