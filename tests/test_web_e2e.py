@@ -147,7 +147,7 @@ def test_every_page_renders(chrome: Any, fleet: tuple[Fleet, Dashboard], shots: 
                     assert words in text, (path, words)
                 if name == "edit":
                     assert "pool_size = 20" in watched.page.input_value("textarea[name=body]")
-                if scheme == "light" or name in ("overview", "note", "resolve"):
+                if scheme == "light" or name in ("overview", "note"):
                     suffix = "" if scheme == "light" else "-dark"
                     watched.page.screenshot(path=str(shots / f"{name}{suffix}.png"))
             watched.open("/map")
@@ -246,7 +246,7 @@ def test_a_change_on_disk_during_an_edit_is_not_overwritten(
 
 
 def test_resolve_the_conflict_then_sync_it_to_the_other_machine(
-    chrome: Any, fleet: tuple[Fleet, Dashboard]
+    chrome: Any, fleet: tuple[Fleet, Dashboard], shots: Path
 ) -> None:
     made, running = fleet
     path = made.conflict
@@ -254,7 +254,9 @@ def test_resolve_the_conflict_then_sync_it_to_the_other_machine(
     with session(chrome, running) as watched:
         page = watched.page
         watched.open("/conflicts")
-        page.click("a:has-text('Resolve “Deploy target”')")
+        item = page.locator("li.note-item", has_text="Deploy target")
+        assert f"{DESKTOP} ↔ {LAPTOP}" in item.inner_text()
+        item.locator("a:has-text('Resolve')").click()
         page.wait_for_url("**/conflicts/**")
         side = page.locator("section.side", has_text="Keep theirs")
         theirs = side.locator("mark.pick").inner_text()
@@ -271,7 +273,9 @@ def test_resolve_the_conflict_then_sync_it_to_the_other_machine(
         watched.open("/")
         page.click("button:has-text('Sync now')")
         page.wait_for_selector("#action-result")
-        assert "synced" in page.inner_text("main")
+        assert page.inner_text("#action-result").startswith("Synced: sent 1")
+        assert "hub" in page.inner_text("main")
+        page.screenshot(path=str(shots / "sync.png"))
     from anamnesis import sync
 
     sync.sync(made.desktop)

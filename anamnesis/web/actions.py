@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from anamnesis.errors import AnamnesisError
 from anamnesis.web import bridge
 from anamnesis.web.context import Web, checked_form, web_of
-from anamnesis.web.html import Markup, html
+from anamnesis.web.html import Markup, html, note_url
 
 
 def _value(value: Any) -> Markup:
@@ -25,19 +25,100 @@ def _value(value: Any) -> Markup:
     return html("{v}", v=value)
 
 
-def _report(title: str, ok: bool, summary: str, data: dict[str, Any]) -> Markup:
+def _paths(paths: list[str]) -> Markup:
+    if not paths:
+        return Markup('<span class="muted">none</span>')
+    items = [
+        html('<li><a href="{u}">{p}</a></li>', u=note_url(p), p=p)
+        if p.endswith(".md")
+        else html("<li><code>{p}</code></li>", p=p)
+        for p in paths[:50]
+    ]
+    more = html('<li class="muted">… and {n} more</li>', n=len(paths) - 50) if len(paths) > 50 else ""
+    return html('<ul class="plain paths">{i}{m}</ul>', i=items, m=more)
+
+
+def _details(data: dict[str, Any]) -> Markup:
     rows = [
         html("<tr><th>{k}</th><td>{v}</td></tr>", k=k.replace("_", " "), v=_value(v)) for k, v in data.items()
     ]
     return html(
+        '<details class="card"><summary>Full report</summary><table class="kv">{r}</table></details>', r=rows
+    )
+
+
+def _report(title: str, ok: bool, summary: str, data: dict[str, Any], sections: Markup | str = "") -> Markup:
+    return html(
         """<header class="page-head"><h1>{title}</h1></header>
 <div class="alert {cls}" id="action-result">{summary}</div>
-<section class="card"><table class="kv">{rows}</table></section>
+{sections}{details}
 <p><a class="btn ghost" href="/">Back to the overview</a></p>""",
         title=title,
         cls="ok" if ok else "warn",
         summary=summary,
-        rows=rows,
+        sections=sections,
+        details=_details(data),
+    )
+
+
+def sync_sections(data: dict[str, Any]) -> Markup:
+    """The parts of a sync report a person reads: peers, conflicts, notes changed, local commits."""
+    peer_rows = [
+        html(
+            "<tr><td><code>{n}</code></td><td>{s}</td><td class='num'>{r}</td><td class='num'>{t}</td>"
+            "<td class='msg'>{d}</td></tr>",
+            n=p.get("name", ""),
+            s=p.get("status", ""),
+            r=p.get("received", 0),
+            t=p.get("sent", 0),
+            d=p.get("detail", ""),
+        )
+        for p in data.get("peers") or []
+    ]
+    peers = (
+        html(
+            '<table class="table"><thead><tr><th>Peer</th><th>Status</th><th class="num">Received</th>'
+            '<th class="num">Sent</th><th>Detail</th></tr></thead><tbody>{r}</tbody></table>',
+            r=peer_rows,
+        )
+        if peer_rows
+        else Markup('<p class="muted">No peers configured: local changes were committed only.</p>')
+    )
+    conflicts = [
+        html(
+            '<li><a class="btn small" href="{u}">Resolve {p}</a></li>', u="/conflicts/" + note_url(p)[6:], p=p
+        )
+        for p in data.get("conflicts") or []
+    ]
+    return html(
+        """<section class="card"><h2>Peers</h2>{peers}</section>
+{conflicts}
+<div class="grid two"><section class="card"><h2>Notes changed</h2>{changed}</section>
+<section class="card"><h2>Committed from this machine</h2>{committed}</section></div>""",
+        peers=peers,
+        conflicts=html(
+            '<section class="card"><h2>Conflicts</h2><ul class="plain resolve-links">{c}</ul></section>',
+            c=conflicts,
+        )
+        if conflicts
+        else "",
+        changed=_paths(list(data.get("changed") or [])),
+        committed=_paths(list(data.get("committed") or [])),
+    )
+
+
+def sync_summary(data: dict[str, Any]) -> str:
+    """One line about a sync: outcome, what moved, how long."""
+    changed = len(data.get("changed") or [])
+    parts = [f"sent {data.get('sent', 0)}", f"received {data.get('received', 0)} commits"]
+    parts.append(f"{changed} note{'' if changed == 1 else 's'} changed")
+    if data.get("committed"):
+        parts.append(f"{len(data['committed'])} local file(s) committed")
+    if data.get("conflicts"):
+        parts.append(f"{len(data['conflicts'])} conflict(s) recorded")
+    outcome = str(data.get("outcome") or "finished")
+    return (
+        f"{outcome[:1].upper()}{outcome[1:]}: {', '.join(parts)} in {float(data.get('seconds') or 0):.2f} s."
     )
 
 
@@ -47,9 +128,7 @@ def _sync(web: Web) -> tuple[bool, str, dict[str, Any]]:
             data = bridge.run_sync(web.store)
         except AnamnesisError as exc:
             return False, f"Sync failed: {exc}", {"exit_code": getattr(exc, "exit_code", 1)}
-    summary = str(data.get("summary") or data.get("status") or data.get("message") or "Sync finished.")
-    ok = not data.get("conflicts") and not data.get("errors") and data.get("ok", True) is not False
-    return bool(ok), summary, data
+    return data.get("exit_code") == 0, sync_summary(data), data
 
 
 def _reindex(web: Web) -> tuple[bool, str, dict[str, Any]]:
@@ -62,7 +141,9 @@ def _reindex(web: Web) -> tuple[bool, str, dict[str, Any]]:
         f"Index up to date: {report.added} added, {report.updated} updated, {report.removed} removed, "
         f"{report.unchanged} unchanged in {report.seconds:.2f} s."
     )
-    return not report.problems, summary, data
+    if report.problems:
+        summary += f" {len(report.problems)} file(s) have problems (see `anamnesis doctor`)."
+    return True, summary, data
 
 
 async def _run(request: Request, title: str, job: Any) -> Response:
@@ -71,10 +152,9 @@ async def _run(request: Request, title: str, job: Any) -> Response:
     ok, summary, data = await run_in_threadpool(job, web)
     if "application/json" in request.headers.get("accept", ""):
         return JSONResponse({"ok": ok, "summary": summary, "result": data})
-    page = await run_in_threadpool(
-        lambda: web.render(request, title=title, body=_report(title, ok, summary, data), active="overview")
-    )
-    return page
+    sections = sync_sections(data) if job is _sync and "outcome" in data else ""
+    body = _report(title, ok, summary, data, sections)
+    return await run_in_threadpool(lambda: web.render(request, title=title, body=body, active="overview"))
 
 
 async def sync_post(request: Request) -> Response:

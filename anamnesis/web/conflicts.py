@@ -1,9 +1,10 @@
 """The conflicts pages: every conflicted note, both sides, and ours / theirs / both / edit.
 
-Reading and resolving conflict blocks is the conflicts module's job
-(`conflicts.parse_blocks`, `conflicts.resolve_text`, the same code as
-`anamnesis resolve`); the resolved text is saved through `store.save_note`
-(locked, atomic, indexed, committed), refusing if the file changed meanwhile.
+Listing, reading and resolving conflicts is the conflicts module's job: the
+list is `conflicts.list_conflicts` and keep-ours/theirs/both is
+`conflicts.resolve_note`, exactly what `anamnesis conflicts` / `anamnesis
+resolve` run. An edited resolution is saved through `store.save_note`. Either
+way the file must not have changed since the page showed it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.notes import has_conflict_markers, split_front_matter
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url
-from anamnesis.web.views import note_list
 
 KEEP = ("ours", "theirs", "both")
 
@@ -48,24 +48,33 @@ def side_view(text: str, side: str) -> Markup:
 
 
 def conflicts_page(request: Request) -> HTMLResponse:
-    """The list of conflicted notes, each with a link to resolve it."""
+    """Every conflicted note (the list `anamnesis conflicts` prints), each with a link to resolve it."""
+    from anamnesis.conflicts import list_conflicts
+
     web = web_of(request)
-    with web.index() as index:
-        hits = index.conflicted()
-    if hits:
-        links = [
+    found = list_conflicts(web.store)
+    if found:
+        items = [
             html(
-                '<li><a class="btn small" href="{u}">Resolve “{t}”</a></li>',
-                u="/conflicts/" + _suffix(h.path),
-                t=h.title,
+                """<li class="note-item"><div class="note-item-head">
+<a class="note-title" href="{u}">{t}</a><span class="badge warn">conflict</span></div>
+<div class="note-meta"><code class="path">{p}</code><span class="spacer"></span>{who}
+<a class="btn small" href="{r}">Resolve</a></div></li>""",
+                u=note_url(c.path),
+                t=c.title,
+                p=c.path,
+                who=join(
+                    (
+                        html('<span class="chip">{a} ↔ {b}</span>', a=a, b=b)
+                        for a, b in dict.fromkeys(c.labels)
+                    ),
+                    " ",
+                ),
+                r="/conflicts/" + _suffix(c.path),
             )
-            for h in hits
+            for c in found
         ]
-        content = html(
-            '<ul class="plain resolve-links">{l}</ul><section class="card">{items}</section>',
-            l=links,
-            items=note_list(hits),
-        )
+        content = html('<section class="card"><ul class="note-list">{items}</ul></section>', items=items)
     else:
         content = Markup(
             '<div class="card empty-state"><p class="ok">No conflicts.</p><p class="muted">When two machines '
@@ -74,7 +83,8 @@ def conflicts_page(request: Request) -> HTMLResponse:
         )
     body = html(
         """<header class="page-head"><h1>Conflicts</h1>
-<p class="lede">Notes that two machines changed in the same place. Keep one side, both, or edit the note to combine them.</p></header>
+<p class="lede">Notes that two machines changed in the same place. Keep one side, both, or edit the note to
+combine them.</p></header>
 {content}""",
         content=content,
     )
@@ -154,33 +164,33 @@ Keep one side, keep both (one after the other), or edit the text below.</p></hea
 
 
 def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | None) -> None:
-    """Resolve with the conflicts module (or take the edited text) and save it through the core."""
-    from anamnesis.conflicts import resolve_text
+    """Resolve as `anamnesis resolve` does (or save the edited text), unless the file changed meanwhile."""
+    from anamnesis import conflicts
     from anamnesis.history import working_text
+    from anamnesis.lock import store_lock
     from anamnesis.notes import now_iso, parse_note
     from anamnesis.settings import machine_id
     from anamnesis.store import save_note
 
     if action not in (*KEEP, "edit"):
         raise UsageError(f"unknown resolution {action!r}")
-    with web.write_lock:
+    with web.write_lock, store_lock(web.store, "resolve"):
         current = working_text(web.store, relpath)
         if text_sha(current) != base:
             raise AnamnesisError(f"{relpath} changed on disk since it was read; reload and try again")
-        if action == "edit":
-            chosen = (edited or "").replace("\r\n", "\n")
-            if has_conflict_markers(chosen):
-                raise UsageError("the text still has conflict markers; remove them or keep a side")
-        else:
-            chosen = resolve_text(current, action)
+        if action in KEEP:
+            conflicts.resolve_note(web.store, relpath, action)
+            return
+        chosen = (edited or "").replace("\r\n", "\n")
+        if has_conflict_markers(chosen):
+            raise UsageError("the text still has conflict markers; remove them or keep a side")
         note = parse_note(chosen, relpath)
         note.machine = machine_id(web.store)
         note.updated = now_iso()
-        how = "edited" if action == "edit" else f"kept {action}"
         save_note(
             web.store,
             note,
-            message=f"{note.machine}: resolve conflict in {relpath} ({how})",
+            message=f"{note.machine}: resolve conflict in {relpath} (edited)",
             expected_text=current,
         )
 

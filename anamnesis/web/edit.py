@@ -351,6 +351,7 @@ async def restore_post(request: Request) -> Response:
     base = str(form.get("base") or "")
 
     def restore() -> None:
+        history.check_commit(commit)
         with web.write_lock:
             _note, current = _read(web, relpath)
             if text_sha(current) != base:

@@ -1,0 +1,140 @@
+"""The dashboard's writes over real HTTP: resolve (both / edit), restore, sync and reindex buttons."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from web_support import Dashboard, Seeded, dashboard, seed_store
+
+from anamnesis import history
+from anamnesis.git import git_out, run_git
+from anamnesis.notes import has_conflict_markers
+from anamnesis.paths import Store
+from anamnesis.store import update_note
+from anamnesis.web.security import csrf_for
+
+CONFLICTED_BODY = """Intro line.
+
+<<<<<<< desktop-91bc
+Use port 5432.
+=======
+Use port 6432.
+>>>>>>> laptop-7f3a
+
+Outro line.
+"""
+
+
+@pytest.fixture
+def served(store: Store) -> Iterator[tuple[Dashboard, Store, Seeded]]:
+    seeded = seed_store(store)
+    with dashboard(store.home) as running:
+        yield running, store, seeded
+
+
+def client(running: Dashboard) -> httpx.Client:
+    return httpx.Client(
+        base_url=running.base, cookies={f"anamnesis_{running.port}": running.token}, timeout=30
+    )
+
+
+def make_conflict(store: Store, path: str) -> str:
+    """Put conflict markers in a note's body and commit it, as sync leaves a same-line conflict."""
+    text = (store.memory / path).read_text()
+    head, _sep, _body = text.rpartition("---\n")
+    (store.memory / path).write_text(head + "---\n\n" + CONFLICTED_BODY)
+    run_git(store.memory, "commit", "-q", "-am", "laptop-7f3a: sync: conflict")
+    return (store.memory / path).read_text()
+
+
+def base_of(page: str) -> str:
+    found = re.search(r'name="base" value="([0-9a-f]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+def test_keep_both_resolves_through_the_conflicts_module(served: tuple[Dashboard, Store, Seeded]) -> None:
+    running, store, seeded = served
+    make_conflict(store, seeded.deploy)
+    with client(running) as http:
+        listing = http.get("/conflicts").text
+        assert "Deploy target" in listing and "desktop-91bc ↔ laptop-7f3a" in listing
+        page = http.get("/conflicts/" + seeded.deploy).text
+        form = {"action": "both", "base": base_of(page), "_csrf": csrf_for(running.token)}
+        response = http.post("/conflicts/" + seeded.deploy, data=form, follow_redirects=False)
+    assert response.status_code == 303
+    text = (store.memory / seeded.deploy).read_text()
+    assert not has_conflict_markers(text)
+    assert text.index("Use port 5432.") < text.index("Use port 6432.") < text.index("Outro line.")
+    assert git_out(store.memory, "log", "-1", "--format=%s").endswith(f"resolve conflict in {seeded.deploy}")
+    assert git_out(store.memory, "status", "--porcelain") == ""
+
+
+def test_edited_resolution_must_remove_the_markers(served: tuple[Dashboard, Store, Seeded]) -> None:
+    running, store, seeded = served
+    conflicted = make_conflict(store, seeded.deploy)
+    with client(running) as http:
+        base = base_of(http.get("/conflicts/" + seeded.deploy).text)
+        form = {"action": "edit", "base": base, "text": conflicted, "_csrf": csrf_for(running.token)}
+        refused = http.post("/conflicts/" + seeded.deploy, data=form, follow_redirects=False)
+        assert refused.status_code == 400 and "conflict markers" in refused.text
+        resolved = conflicted.replace(
+            CONFLICTED_BODY, "Intro line.\n\nUse port 6432 (pgbouncer).\n\nOutro line.\n"
+        )
+        form["text"] = resolved
+        response = http.post("/conflicts/" + seeded.deploy, data=form, follow_redirects=False)
+    assert response.status_code == 303
+    text = (store.memory / seeded.deploy).read_text()
+    assert "Use port 6432 (pgbouncer)." in text and not has_conflict_markers(text)
+    assert "title: Deploy target" in text
+    assert "resolve conflict" in git_out(store.memory, "log", "-1", "--format=%s")
+
+
+def test_resolution_refused_when_the_note_changed_meanwhile(served: tuple[Dashboard, Store, Seeded]) -> None:
+    running, store, seeded = served
+    make_conflict(store, seeded.deploy)
+    with client(running) as http:
+        base = base_of(http.get("/conflicts/" + seeded.deploy).text)
+        path = store.memory / seeded.deploy
+        path.write_text(path.read_text().replace("Intro line.", "Intro line, edited meanwhile."))
+        form = {"action": "ours", "base": base, "_csrf": csrf_for(running.token)}
+        response = http.post("/conflicts/" + seeded.deploy, data=form, follow_redirects=False)
+    assert response.status_code == 409
+    assert has_conflict_markers(path.read_text()) and "edited meanwhile" in path.read_text()
+
+
+def test_restore_over_http_and_its_stale_check(served: tuple[Dashboard, Store, Seeded]) -> None:
+    running, store, seeded = served
+    update_note(store, seeded.british, body="Spell color without a u.\n")
+    old = history.note_history(store, seeded.british)[1]
+    with client(running) as http:
+        page = http.get("/history/" + seeded.british).text
+        assert "Restore this version" in page
+        form = {"commit": old.commit, "base": base_of(page), "_csrf": csrf_for(running.token)}
+        update_note(store, seeded.british, body="Changed again meanwhile.\n")
+        stale = http.post("/restore/" + seeded.british, data=form, follow_redirects=False)
+        assert stale.status_code == 409
+        assert "Changed again meanwhile." in (store.memory / seeded.british).read_text()
+        form["base"] = base_of(http.get("/history/" + seeded.british).text)
+        response = http.post("/restore/" + seeded.british, data=form, follow_redirects=False)
+        assert response.status_code == 303
+        form["commit"] = "--output=/tmp/x"
+        assert http.post("/restore/" + seeded.british, data=form).status_code == 400
+    assert "Spell colour with a u." in (store.memory / seeded.british).read_text()
+
+
+def test_sync_and_reindex_buttons_report_in_json(served: tuple[Dashboard, Store, Seeded]) -> None:
+    running, store, _seeded = served
+    (store.memory / "global" / "facts" / "by-hand.md").parent.mkdir(parents=True, exist_ok=True)
+    (store.memory / "global" / "facts" / "by-hand.md").write_text("# Added by hand\n")
+    headers = {"Accept": "application/json", "X-CSRF-Token": csrf_for(running.token)}
+    with client(running) as http:
+        reindex = http.post("/actions/reindex", headers=headers).json()
+        assert reindex["ok"] and reindex["result"]["added"] >= 1
+        synced = http.post("/actions/sync", headers=headers).json()
+    assert synced["result"]["outcome"] == "synced" and synced["result"]["exit_code"] == 0
+    assert "global/facts/by-hand.md" in synced["result"]["committed"]
+    assert git_out(store.memory, "status", "--porcelain") == ""
