@@ -28,7 +28,7 @@ TARGET_MS = 2000
 def main() -> None:
     import httpx
     from playwright.sync_api import sync_playwright
-    from web_support import CHROMIUM, CHROMIUM_ARGS, dashboard, new_machine, seed_many
+    from web_support import CHROMIUM_ARGS, chromium_path, dashboard, new_machine, seed_many
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -54,7 +54,10 @@ def main() -> None:
             renders: list[float] = []
             layouts: list[float] = []
             with sync_playwright() as pw:
-                chrome = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                path = chromium_path()
+                if path is None:
+                    raise SystemExit("Chromium is not installed (Debian: apt install chromium)")
+                chrome = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
                 try:
                     for _ in range(args.runs):
                         context = chrome.new_context(viewport={"width": 1280, "height": 800})

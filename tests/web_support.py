@@ -22,7 +22,6 @@ import pytest
 from anamnesis.paths import Store
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("ANAMNESIS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--headless",
@@ -311,14 +310,25 @@ def _wait_listening(running: Dashboard) -> None:
     raise AssertionError("the dashboard never accepted connections")
 
 
+def chromium_candidates() -> list[str]:
+    """Where to look for Chromium: ANAMNESIS_CHROMIUM if set, else Debian's path and PATH."""
+    if os.environ.get("ANAMNESIS_CHROMIUM"):
+        return [os.environ["ANAMNESIS_CHROMIUM"]]
+    found = ["/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or ""]
+    return [c for c in found if c]
+
+
+def chromium_path() -> str | None:
+    """The system Chromium (never a downloaded one), or None."""
+    return next((c for c in chromium_candidates() if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
 def chromium_or_skip() -> str:
-    """Chromium's path; missing means skip locally but FAIL in CI (CI=true)."""
-    if os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK):
-        return CHROMIUM
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    message = f"Chromium is not installed (looked for {CHROMIUM}); install Debian's chromium package"
+    """Chromium's path; missing means skip on a developer's machine but FAIL in CI (CI=true)."""
+    path = chromium_path()
+    if path:
+        return path
+    message = f"Chromium is not installed (looked for {', '.join(chromium_candidates())}); install Debian's chromium"
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(message)
     pytest.skip(message)
