@@ -113,12 +113,14 @@ class Plan:
         }
 
 
-def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None) -> Plan:
-    """Render the unit files for this store (nothing is written)."""
+def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watch: bool = False) -> Plan:
+    """Render the unit files for this store (nothing is written); `watch`: the watch service instead."""
     from anamnesis.resources import read_template
 
     seconds = parse_interval(every)
     kind = kind or platform_kind()
+    if watch:
+        return watch_plan(store, seconds, kind)
     path_env = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
     if kind == "systemd":
         name = unit_name(store)
@@ -188,12 +190,17 @@ def _run(commands: list[list[str]], ignore_first_failure: bool = False) -> str |
     return None
 
 
-def install(store: Store, every: str = DEFAULT_EVERY, *, activate: bool = True, kind: str | None = None) -> Outcome:
-    """Write the timer/agent files and (with `activate`) enable them."""
+def install(
+    store: Store, every: str = DEFAULT_EVERY, *, activate: bool = True, kind: str | None = None, watch: bool = False
+) -> Outcome:
+    """Write the timer/agent files (or, with `watch`, the watch service's) and (with `activate`) enable them.
+
+    The timer and the watch service replace each other: installing one removes the other.
+    """
     from anamnesis.fsutil import atomic_write_text
 
     store.require()
-    rendered = plan(store, every, kind)
+    rendered = plan(store, every, kind, watch=watch)
     outcome = Outcome()
     for path, text in rendered.files.items():
         atomic_write_text(path, text)
@@ -207,11 +214,12 @@ def install(store: Store, every: str = DEFAULT_EVERY, *, activate: bool = True, 
             outcome.notes.append(f"files written, but not activated ({problem}); activate with: {manual}")
     else:
         outcome.notes.append("not activated (--no-enable): " + "; ".join(" ".join(c) for c in rendered.activate))
+    _remove_files(plan(store, DEFAULT_EVERY, kind, watch=not watch), activate, outcome)  # one or the other
     return outcome
 
 
 def remove(store: Store, *, activate: bool = True, kind: str | None = None) -> Outcome:
-    """Deactivate and delete the timer/agent files (nothing else is touched)."""
+    """Deactivate and delete the timer/agent files and the watch service's (nothing else is touched)."""
     rendered = plan(store, DEFAULT_EVERY, kind)
     outcome = Outcome()
     present = [path for path in rendered.files if path.exists()]
@@ -224,7 +232,8 @@ def remove(store: Store, *, activate: bool = True, kind: str | None = None) -> O
         outcome.removed.append(str(path))
     if activate and present and rendered.kind == "systemd":
         _run([["systemctl", "--user", "daemon-reload"]])
-    if not present:
+    _remove_files(plan(store, DEFAULT_EVERY, kind, watch=True), activate, outcome)
+    if not outcome.removed:
         outcome.notes.append("no schedule was installed for this store")
     return outcome
 
@@ -250,5 +259,75 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
                 ["systemctl", "--user", what, f"{rendered.name}.timer"], capture_output=True, text=True, timeout=15
             )
             info[what.removeprefix("is-")] = (proc.stdout.strip() or proc.stderr.strip().splitlines()[-1:] or ["?"])[0]
+    watch = plan(store, DEFAULT_EVERY, kind, watch=True)
+    info["watch_service"] = {"name": watch.name, "installed": all(p.exists() for p in watch.files)}
+    if watch.kind == "systemd" and info["watch_service"]["installed"] and shutil.which("systemctl"):
+        proc = subprocess.run(
+            ["systemctl", "--user", "is-active", f"{watch.name}.service"], capture_output=True, text=True, timeout=15
+        )
+        info["watch_service"]["active"] = proc.stdout.strip() or "unknown"
     info.update(status_summary(store))
     return info
+
+
+# -- the watch service: `anamnesis watch` kept running instead of the timer ------------------
+
+
+def watch_command(seconds: int) -> list[str]:
+    """How the service runs watch: quietly, with the safety-net sync every `seconds`."""
+    return [sys.executable, "-m", "anamnesis", "watch", "--quiet", "--interval", str(seconds)]
+
+
+def watch_plan(store: Store, seconds: int, kind: str) -> Plan:
+    """A systemd user service (Restart=on-failure) or a LaunchAgent (KeepAlive) that runs `anamnesis watch`."""
+    from anamnesis.resources import read_template
+
+    path_env = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    if kind == "systemd":
+        name = f"anamnesis-watch{_suffix(store)}"
+        values = {
+            "environment_home": _systemd_quote(f"ANAMNESIS_HOME={store.home.absolute()}"),
+            "environment_path": _systemd_quote(f"PATH={path_env}"),
+            "exec_start": " ".join(_systemd_quote(part) for part in watch_command(seconds)),
+        }
+        result = Plan(kind, name, seconds)
+        result.files[systemd_dir() / f"{name}.service"] = Template(read_template("anamnesis-watch.service")).substitute(values)
+        result.activate = [
+            ["systemctl", "--user", "daemon-reload"],
+            ["systemctl", "--user", "enable", "--now", f"{name}.service"],
+        ]
+        result.deactivate = [["systemctl", "--user", "disable", "--now", f"{name}.service"]]
+        return result
+    if kind == "launchd":
+        label = "anamnesis.watch" + _suffix(store).replace("-", ".")
+        target = launchd_dir() / f"{label}.plist"
+        values = {
+            "label": escape(label),
+            "program_arguments": "\n".join(f"    <string>{escape(part)}</string>" for part in watch_command(seconds)),
+            "home": escape(str(store.home.absolute())),
+            "path": escape(path_env),
+            "log": escape(str(store.log_dir / "watch-service.log")),
+        }
+        result = Plan(kind, label, seconds)
+        result.files[target] = Template(read_template("anamnesis-watch.plist")).substitute(values)
+        domain = f"gui/{os.getuid()}"
+        result.deactivate = [["launchctl", "bootout", f"{domain}/{label}"]]
+        result.activate = [*result.deactivate, ["launchctl", "bootstrap", domain, str(target)]]
+        return result
+    raise UsageError(f"unknown scheduler {kind!r} (systemd or launchd)")
+
+
+def _remove_files(rendered: Plan, activate: bool, outcome: Outcome) -> None:
+    """Deactivate and delete one plan's files if they are there (the other of timer / watch service)."""
+    present = [path for path in rendered.files if path.exists()]
+    if not present:
+        return
+    if activate:
+        problem = _run(rendered.deactivate)
+        if problem:
+            outcome.notes.append(f"could not deactivate {rendered.name} ({problem})")
+    for path in present:
+        path.unlink()
+        outcome.removed.append(str(path))
+    if activate and rendered.kind == "systemd":
+        _run([["systemctl", "--user", "daemon-reload"]])

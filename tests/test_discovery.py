@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import RunCli
 from lan import host_multicast_unavailable, skip_or_fail
 
 from anamnesis.discovery import (
@@ -195,3 +196,10 @@ def test_a_new_head_reaches_the_other_machine(tmp_path: Path, host_network: None
     assert changed.wait(15), f"the new HEAD never arrived; saw {seen}"
     assert listener.peers["push-a"].head == "1" * 40
     assert all(p.machine_id == "push-a" for p in seen)  # never itself
+
+
+def test_init_outside_a_terminal_only_says_how_to_look(run_cli: RunCli) -> None:
+    proc = run_cli("init", "--no-claude", "--no-schedule")
+    assert proc.returncode == 0, proc.stderr
+    assert "anamnesis peers discover" in proc.stdout
+    assert "looking for your other machines" not in proc.stdout + proc.stderr  # no listening without a terminal

@@ -72,6 +72,15 @@ def init(
     done.extend(init_store(store))
     if claude_step is not None:  # Claude Code step
         done.extend(claude_step.apply())
+    # -- discovery step (anamnesis/cli/watch.py): offer the machines found on the LAN / tailnet --
+    if not local_only and not peer:
+        import sys
+
+        from anamnesis.cli.watch import init_discovery_step
+
+        interactive = sys.stdin.isatty() and sys.stdout.isatty() and not json_out
+        done.extend(init_discovery_step(store, interactive))
+    # -- end of the discovery step --
     if sync_step is not None:  # sync step
         done.extend(sync_step.apply())
     # -- further init steps (peers, Claude Code, schedule) go below, each honouring local_only --

@@ -219,13 +219,20 @@ def schedule_install(
     print_only: bool = typer.Option(False, "--print", help="Show the files and commands; write nothing."),
     no_enable: bool = typer.Option(False, "--no-enable", help="Write the files but do not activate them."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+    watch: bool = typer.Option(
+        False, "--watch", help="Keep `anamnesis watch` running instead (syncs seconds after a change; --every is its safety net)."
+    ),
 ) -> None:
-    """Install a systemd user timer (Linux) or LaunchAgent (macOS) that runs `anamnesis sync`."""
+    """Install a systemd user timer (Linux) or LaunchAgent (macOS) that runs `anamnesis sync`.
+
+    With --watch: a systemd user service / LaunchAgent that keeps `anamnesis
+    watch` running (restarted if it fails) instead of the timer.
+    """
     from anamnesis.schedule import install, plan
 
     store = get_store()
     if print_only:
-        rendered = plan(store, every)
+        rendered = plan(store, every, watch=watch)
         if json_out:
             print_json(rendered.to_dict())
             return
@@ -237,15 +244,18 @@ def schedule_install(
         for cmd in rendered.activate:
             out.print(" ".join(cmd), markup=False)
         return
-    outcome = install(store, every, activate=not no_enable)
+    outcome = install(store, every, activate=not no_enable, watch=watch)
     if json_out:
         print_json(outcome.to_dict())
         return
     out = console()
     for written in outcome.written:
         out.print(f"wrote {written}")
+    for removed in outcome.removed:
+        out.print(f"removed {removed}")
     if outcome.activated:
-        out.print(f"[green]✔[/green] sync runs every {every}")
+        what = f"watch runs as a service (safety-net sync every {every})" if watch else f"sync runs every {every}"
+        out.print(f"[green]✔[/green] {what}")
     for note in outcome.notes:
         out.print(f"[yellow]note:[/yellow] {note}")
 
@@ -282,6 +292,10 @@ def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report 
     for key in ("enabled", "active", "last_sync", "last_error"):
         if info.get(key):
             out.print(f"  {key.replace('_', ' ')}: {info[key]}")
+    service = info.get("watch_service") or {}
+    if service.get("installed"):
+        state = f", {service['active']}" if service.get("active") else ""
+        out.print(f"watch service {service['name']}: [bold]installed[/bold]{state}")
     if not info["installed"]:
         out.print("[dim]install with `anamnesis schedule install [--every 5m]`[/dim]")
 

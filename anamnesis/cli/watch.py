@@ -5,6 +5,7 @@ Thin adapter over anamnesis.watch and anamnesis.discovery.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -195,31 +196,71 @@ def _configured_urls(store: Store) -> dict[str, str]:
     return {p.url: p.name for p in list_peers(store)}
 
 
-def init_discovery_step(store: Store, seconds: float = INIT_DISCOVERY_SECONDS) -> list[str]:
-    """What `init` reports about discovery: machines of this memory (or of any, for a new machine) to sync with."""
+def init_discovery_step(
+    store: Store,
+    interactive: bool,
+    confirm: Callable[[str, bool], bool] | None = None,
+    seconds: float = INIT_DISCOVERY_SECONDS,
+) -> list[str]:
+    """`init`'s discovery step: offer the machines found on the LAN (and tailnet) as peers.
+
+    Only when no peer is configured yet. In a terminal (`interactive`) it
+    listens for a moment and asks: join another machine's memory (this
+    machine is new) or add a machine of this memory as a peer. Otherwise it
+    only says how to look. Returns the lines for init's report.
+    """
     from anamnesis.errors import AnamnesisError
 
     if _configured_urls(store):
         return []
+    if not interactive:
+        return ["to find your other machines: `anamnesis peers discover` (they announce themselves while `anamnesis watch` runs)"]
+    if confirm is None:
+        confirm = _typer_confirm
+    console(stderr=True).print(f"[dim]looking for your other machines on the LAN ({seconds:g} s)…[/dim]")
     try:
         report = discovery_report(store, seconds, any_store=True)
     except (AnamnesisError, OSError) as exc:
         return [f"LAN discovery skipped: {exc}"]
-    lines: list[str] = []
+    done: list[str] = []
+    joined = False
     for peer in report["lan"]:
-        if not peer.get("url"):
+        url, machine = peer.get("url"), peer["machine_id"]
+        if not url or joined:
             continue
+        name = _peer_name(machine, url)
         if peer["same_store"]:
-            lines.append(
-                f"found {peer['machine_id']} (this memory) on the LAN: `anamnesis peers add {peer['machine_id']} {peer['url']}`"
-            )
-        else:
-            lines.append(
-                f"found {peer['machine_id']} on the LAN: join its memory with `anamnesis init --peer {peer['url']}`"
-            )
+            if confirm(f"Sync with {machine} ({url}), a machine of this memory?", True):
+                from anamnesis.peers import add_peer
+
+                add_peer(store, name, url)
+                done.append(f"added peer {name!r} → {url} (found on the LAN)")
+        elif confirm(f"Join the memory of {machine} ({url})? Your notes here, if any, are merged in.", False):
+            from anamnesis.sync import join
+
+            result = join(store, url, name)
+            joined = True
+            done.append(f"joined the memory of {machine} ({url}) as peer {name!r}: {result.outcome}")
+    if not report["lan"]:
+        done.append("no other machine of yours announced itself on the LAN (they do while `anamnesis watch` runs)")
     for cand in report["tailscale"] or []:
-        if cand["same_user"]:
-            lines.append(
-                f"tailnet machine {cand['name']} could be a peer: `anamnesis peers add {cand['hostname'] or 'NAME'} {cand['suggested_url']}`"
+        if cand["same_user"] and not cand.get("configured_as"):
+            done.append(
+                f"tailnet machine {cand['name']} could be a peer: "
+                f"`anamnesis peers add {cand['hostname'] or 'NAME'} {cand['suggested_url']}`"
             )
-    return lines
+    return done
+
+
+def _peer_name(machine: str, url: str) -> str:
+    from anamnesis.errors import UsageError
+    from anamnesis.peers import check_name, name_from_url
+
+    try:
+        return check_name(machine)
+    except UsageError:
+        return name_from_url(url)
+
+
+def _typer_confirm(question: str, default: bool) -> bool:
+    return bool(typer.confirm(question, default=default))
