@@ -1,8 +1,9 @@
 """What every dashboard view needs: the store, the index, the CSRF token, the page frame.
 
 One `Web` object lives on `app.state.web`. Views are plain functions of the
-request that call the core; writes are serialised by `write_lock` (the store
-lock is re-entrant per process, so it does not separate the server's threads).
+request that call the core. The dashboard's own writes also take `write_lock`,
+so two browser tabs saving at once queue up here rather than in the store
+lock; changes from other processes are caught by the core's `expected_text`.
 """
 
 from __future__ import annotations
