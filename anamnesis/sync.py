@@ -428,17 +428,21 @@ def sync(
     error: BaseException | None = None
     try:
         with store_lock(store, "sync", timeout=lock_timeout):
+            killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
             result.repaired = recovery.prepare(store)
-            recovery.write_marker(store, recovery.RUNNING_MARKER, {"started": result.started})
             job = _Sync(store, result)
             result.head_before = job.head()
+            base = _index_base(store, killed, result.head_before)
+            recovery.write_marker(
+                store, recovery.RUNNING_MARKER, {"started": result.started, "index_base": base or ""}
+            )
             try:
                 job.run(_select(store, peers), push)
             finally:
                 job.merger.close()
                 peers_mod.record(store, job.peer_updates)
                 result.head_after = job.head()
-                _refresh_index(store, result)
+                _refresh_index(store, result, base)
                 recovery.clear_marker(store, recovery.RUNNING_MARKER)
     except BaseException as exc:
         error = exc
@@ -449,17 +453,36 @@ def sync(
     return result
 
 
-def _refresh_index(store: Store, result: SyncResult) -> None:
-    """Update the index from what changed between the old and new HEAD (and what we committed)."""
+def _index_base(store: Store, killed: dict[str, str] | None, head: str) -> str | None:
+    """Where index updates must start from: here, or where a killed sync started (None: unknown)."""
+    if killed is None:
+        return head
+    base = killed.get("index_base") or ""
+    if base and run_git(store.memory, "cat-file", "-e", f"{base}^{{commit}}", check=False).returncode == 0:
+        return base
+    return None
+
+
+def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
+    """Update the index from the paths that changed between `base` and the new HEAD.
+
+    `base` is where this sync started, or, when the previous sync was killed
+    before it could index, where that one started: its changes are indexed
+    now. Writers other than sync index what they write themselves. None
+    (no record) falls back to a full size/mtime scan.
+    """
+    from anamnesis.index import open_index
     from anamnesis.repo import changed_paths
 
     paths = changed_paths(store.memory, result.head_before, result.head_after)
     result.changed = [p for p in paths if p.endswith(".md")]
-    todo = list(dict.fromkeys([*paths, *result.committed]))
-    if not todo and store.index_path.exists():
-        return
-    from anamnesis.index import open_index
-
+    todo: list[str] | None = None
+    if base is not None:
+        if base != result.head_before:
+            paths = changed_paths(store.memory, base, result.head_after)
+        todo = list(dict.fromkeys([*paths, *result.committed]))
+        if not todo and store.index_path.exists():
+            return
     started = time.perf_counter()
     with open_index(store) as index:
         index.refresh(todo)
