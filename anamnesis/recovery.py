@@ -213,7 +213,8 @@ def _exists(repo: Path, commit: str) -> bool:
 
 
 def _move_files(repo: Path, orig: str, target: str) -> int:
-    """Files still as in `orig` get `target`'s content; files edited meanwhile are left alone."""
+    """Bring files still as in `orig` to `target`; merge files edited meanwhile (nothing is lost)."""
+    from anamnesis.conflicts import Side, merge_texts
     from anamnesis.repo import changed_paths
     from anamnesis.treemerge import TreeMerger
 
@@ -232,13 +233,25 @@ def _move_files(repo: Path, orig: str, target: str) -> int:
         now = hashes.get(path)
         want = new.get(path, ("", None))[1]
         was = old.get(path, ("", None))[1]
-        if now == want or now != was:
-            continue  # already moved, or edited by someone meanwhile: keep it
         full = repo / path
-        if want is None:
-            full.unlink(missing_ok=True)
+        if now == want:
+            continue
+        if now == was:
+            if want is None:
+                full.unlink(missing_ok=True)
+            else:
+                atomic_write_bytes(full, merger.blob(want))
+        elif now is not None and want is not None:
+            # Edited here while the killed sync ran: merge the edit with the incoming version.
+            mine = full.read_bytes().decode("utf-8", "surrogateescape")
+            base = merger.blob(was).decode("utf-8", "surrogateescape") if was else None
+            incoming = merger.blob(want).decode("utf-8", "surrogateescape")
+            merged = merge_texts(path, base, Side("edited here", mine), Side("incoming", incoming))
+            atomic_write_bytes(full, merged.text.encode("utf-8", "surrogateescape"))
+        elif now is None and want is not None:
+            atomic_write_bytes(full, merger.blob(want))  # deleted here, edited there: the edit wins
         else:
-            atomic_write_bytes(full, merger.blob(want))
+            continue  # edited here, deleted there: the edit wins
         fixed += 1
     return fixed
 

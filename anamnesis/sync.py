@@ -27,6 +27,7 @@ refs/anamnesis/ marks it) and is never rewritten.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -295,7 +296,7 @@ class _Sync:
             pushed = self.ref(f"refs/anamnesis/pushed/{peer.name}")
             if (tip and self.is_ancestor(head, tip)) or (kind == "machine" and pushed == head):
                 return  # the peer has everything already
-            target = f"refs/anamnesis/incoming/{self.machine}" if kind == "machine" else BRANCH_REF
+            target = f"refs/anamnesis/incoming/{_ref_name(self.machine)}" if kind == "machine" else BRANCH_REF
             sent = self.count(head, "--not", *[r for r in (tip, pushed) if r])
             status, reason = self._push_ref(peer, target)
             if status == "ok":
@@ -306,7 +307,7 @@ class _Sync:
                 continue  # a machine's store: push to its incoming ref instead
             if status == "rejected" and kind == "machine":
                 # Our incoming ref there is not an ancestor (history rewritten by hand): a new ref, never force.
-                alt = f"refs/anamnesis/incoming/{self.machine}-{head[:12]}"
+                alt = f"refs/anamnesis/incoming/{_ref_name(self.machine)}-{head[:12]}"
                 status, reason = self._push_ref(peer, alt)
                 if status == "ok":
                     self._pushed(peer, head, alt, sent, report)
@@ -390,6 +391,11 @@ class _Sync:
     def _incoming(self) -> list[tuple[str, str]]:
         out = git_out(self.repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/anamnesis/incoming/")
         return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+
+
+def _ref_name(machine: str) -> str:
+    """A machine id as one safe ref-name component."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", machine).strip("-") or "machine"
 
 
 def _reason(message: str) -> str:

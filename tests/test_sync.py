@@ -275,6 +275,8 @@ def test_repo_left_mid_rebase_by_hand_is_refused_with_instructions(fleet: Fleet)
     proc = a.cli("sync")
     assert proc.returncode == 12
     assert "rebase --abort" in proc.stderr and "rebase --continue" in proc.stderr
+    refused = a.cli("sync", "--json")
+    assert refused.returncode == 12 and json.loads(refused.stdout)["outcome"] == "refused"
     assert a.git("rev-parse", "HEAD") == head
     assert (a.memory / ".git" / "rebase-merge").exists()  # a person's rebase is theirs to finish
     a.git("rebase", "--abort")
@@ -325,10 +327,12 @@ def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -
     one = create_note(a.store, type="semantic", title="One", body="one v1\n")
     two = create_note(a.store, type="semantic", title="Two", body="two v1\n")
     three = create_note(a.store, type="semantic", title="Three", body="three v1\n")
+    four = create_note(a.store, type="semantic", title="Four", body="four v1\nmiddle\nlast line\n")
     orig = a.git("rev-parse", "HEAD")
-    # The commit a killed sync was moving to: one and two changed.
+    # The commit a killed sync was moving to: one, two and four changed.
     a.write(one.path, a.read(one.path).replace("v1", "v2"))
     a.write(two.path, a.read(two.path).replace("v1", "v2"))
+    a.write(four.path, a.read(four.path).replace("four v1", "four v2"))
     a.git("commit", "-qam", "target")
     target = a.git("rev-parse", "HEAD")
     target_two = a.read(two.path)
@@ -337,6 +341,7 @@ def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -
     a.git("show", f"{target}:{one.path}")
     (a.memory / one.path).write_text(a.git("show", f"{target}:{one.path}") + "\n")
     a.write(three.path, a.read(three.path).replace("v1", "edited meanwhile"))
+    a.write(four.path, a.read(four.path).replace("last line", "last line, edited meanwhile"))
     write_marker(a.store, CHECKOUT_MARKER, {"orig": orig, "target": target})
     result = a.sync()
     assert result.exit_code == 0
@@ -345,6 +350,7 @@ def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -
     assert a.read(two.path) == target_two
     assert "one v2" in a.read(one.path)
     assert "edited meanwhile" in a.read(three.path)
+    assert "four v2" in a.read(four.path) and "last line, edited meanwhile" in a.read(four.path)
     no_git_leftovers(a)
 
 
