@@ -40,19 +40,23 @@ def store_lock(store: Store, what: str = "write", timeout: float = 60.0) -> Iter
     # makes it wait like any other process would.
     key = (str(path), threading.get_ident())
     with _guard:
-        if key in _held:
+        reentered = key in _held
+        if reentered:
             fd, depth = _held[key]
             _held[key] = (fd, depth + 1)
-            try:
-                yield
-            finally:
+    if reentered:  # never yield while holding _guard: other threads would hang on it
+        try:
+            yield
+        finally:
+            with _guard:
                 fd, depth = _held[key]
                 if depth <= 1:
                     del _held[key]
-                    _release(fd)
                 else:
                     _held[key] = (fd, depth - 1)
-            return
+            if depth <= 1:
+                _release(fd)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.monotonic() + timeout

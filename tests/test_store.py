@@ -121,3 +121,34 @@ def test_lock_excludes_other_threads_of_the_same_process(store: Store) -> None:
         order.append("two enters")
     thread.join()
     assert order == ["one leaves", "two enters"]
+
+
+def test_a_thread_inside_a_nested_lock_does_not_stall_other_threads(store: Store) -> None:
+    import threading
+
+    inside = threading.Event()
+    release = threading.Event()
+
+    def nested() -> None:
+        with store_lock(store, "outer"), store_lock(store, "inner"):
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=nested)
+    thread.start()
+    assert inside.wait(10)
+    outcome: list[str] = []
+
+    def impatient() -> None:
+        try:
+            with store_lock(store, "impatient", timeout=0.2):
+                outcome.append("entered")
+        except LockTimeout:
+            outcome.append("timed out")
+
+    other = threading.Thread(target=impatient)
+    other.start()
+    other.join(5)
+    release.set()
+    thread.join()
+    assert outcome == ["timed out"]  # it waited on the flock with its timeout, not forever
