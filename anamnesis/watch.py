@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from anamnesis.errors import AnamnesisError
 from anamnesis.paths import Store
@@ -167,7 +167,7 @@ class Watcher:
         self._urgent: list[str] = []
         self._retry_at: float | None = None
         self._failures = 0
-        self._fingerprint: object = None
+        self._after_sync: _Snapshot | None = None
         self._last_ok = False
         self._observer: BaseObserver | None = None
         self._watched_inode: tuple[int, int] | None = None
@@ -320,7 +320,7 @@ class Watcher:
                 log.exception("unexpected error in the sync loop")
 
     def _run_sync(self, reason: str, may_skip: bool) -> None:
-        if may_skip and self._last_ok and self._fingerprint is not None and self._fingerprint == _fingerprint(self.store):
+        if may_skip and self._nothing_new():
             self.skipped += 1
             log.debug("nothing git can see changed (%s); no sync", reason)
             return
@@ -349,7 +349,7 @@ class Watcher:
             self.last_sync = time.time()
             self.last_sync_monotonic = time.monotonic()
             self.last_reason = reason
-            self._fingerprint = _fingerprint(self.store)
+            self._after_sync = _snapshot(self.store)
             self._last_ok = ok
             with self._cond:
                 if ok:
@@ -365,6 +365,17 @@ class Watcher:
             self.last_result = "ok" if ok else "failed"
             self._announce_head()
             self._write_heartbeat()
+
+    def _nothing_new(self) -> bool:
+        """True when the events since the last sync were that sync's own (or changed nothing git tracks).
+
+        That is: the last sync succeeded and left a clean tree, memory/ looks
+        to git exactly as it did then, and nobody pushed anything into it since.
+        """
+        before = self._after_sync
+        if not self._last_ok or before is None or before.dirty:
+            return False
+        return _snapshot(self.store) == before and not _unintegrated_incoming(self.store)
 
     def _error(self, message: str) -> None:
         self.errors += 1
@@ -570,34 +581,43 @@ def _head(store: Store) -> str | None:
         return None
 
 
-def _fingerprint(store: Store) -> object:
-    """What git can see of memory/: HEAD, every ref, and the dirty files with their size and mtime.
+class _Snapshot(NamedTuple):
+    """What git can see of memory/: the branch, HEAD, every ref, and the changed files."""
 
-    Equal fingerprints before and after a burst of events mean the events were
-    our own sync's or changed nothing git tracks, so no sync is needed. None
-    (never equal) when git cannot tell.
-    """
+    branch: str
+    head: str | None
+    refs: str
+    dirty: tuple[str, ...]
+
+
+def _snapshot(store: Store) -> _Snapshot | None:
+    """memory/ as git sees it now; None when git cannot tell (memory/ gone, not a repo)."""
     from anamnesis.git import run_git
 
     repo = store.memory
     try:
         refs = run_git(repo, "for-each-ref", "--format=%(refname) %(objectname)", check=False, timeout=30)
-        head = run_git(repo, "symbolic-ref", "-q", "HEAD", check=False, timeout=30)
+        branch = run_git(repo, "symbolic-ref", "-q", "HEAD", check=False, timeout=30)
         status = run_git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", check=False, timeout=30)
     except AnamnesisError:
         return None
     if refs.returncode or status.returncode:
         return None
-    dirty: list[tuple[str, int, int]] = []
-    for entry in status.stdout.split("\0"):
-        if len(entry) > 3 and is_relevant(entry[3:]):
-            path = entry[3:]
-            try:
-                info = (repo / path).lstat()
-                dirty.append((path, info.st_mtime_ns, info.st_size))
-            except OSError:
-                dirty.append((path, -1, -1))
-    return (head.stdout.strip(), _head(store), refs.stdout, tuple(dirty))
+    dirty = tuple(entry[3:] for entry in status.stdout.split("\0") if len(entry) > 3 and is_relevant(entry[3:]))
+    return _Snapshot(branch.stdout.strip(), _head(store), refs.stdout, dirty)
+
+
+def _unintegrated_incoming(store: Store) -> bool:
+    """Whether another machine pushed commits into this store (refs/anamnesis/incoming/*) not yet in HEAD."""
+    from anamnesis.git import run_git
+
+    try:
+        proc = run_git(
+            store.memory, "rev-list", "--count", "--glob=refs/anamnesis/incoming/*", "^HEAD", check=False, timeout=30
+        )
+    except AnamnesisError:
+        return True
+    return proc.returncode != 0 or proc.stdout.strip() not in ("", "0")
 
 
 # -- heartbeat and status --------------------------------------------------------------

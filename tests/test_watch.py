@@ -52,6 +52,7 @@ class CountingSync:
         self.fail_first = fail_first
         self.reasons: list[str] = []
         self.results: list[Any] = []
+        self.after: Callable[[int], None] | None = None  # runs once the real sync returned, before the watcher sees it
         self._lock = threading.Lock()
 
     def __call__(self, reason: str) -> Any:
@@ -63,6 +64,8 @@ class CountingSync:
                 raise RuntimeError(f"injected failure {len(self.reasons)}")
         result = sync(self.store)
         self.results.append(result)
+        if self.after is not None:
+            self.after(len(self.reasons))
         return result
 
     @property
@@ -210,6 +213,20 @@ def test_a_git_checkout_is_one_sync(store: Store, start_watch: Any) -> None:
     git(store.memory, "checkout", "-q", "main")
     counter.expect(3)
     assert watcher.last_result == "ok"
+
+
+def test_an_edit_saved_while_a_sync_runs_gets_its_own_sync(store: Store, start_watch: Any) -> None:
+    _, counter = start_watch()
+
+    def save_mid_sync(number: int) -> None:
+        if number == 2:  # the sync has committed; an editor saves another note before the watcher hears back
+            write(store, "global/facts/late.md", note_text("Saved mid-sync"))
+
+    counter.after = save_mid_sync
+    write(store, "global/facts/first.md", note_text("First"))
+    counter.expect(3)
+    assert clean(store)
+    assert "global/facts/late.md" in git(store.memory, "ls-files")
 
 
 def test_a_failing_sync_is_logged_and_retried(store: Store, start_watch: Any) -> None:
