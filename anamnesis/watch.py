@@ -555,7 +555,7 @@ class Watcher:
             "announcing": self._announcer is not None,
             "head": self._announced_head,
             "peers_seen": self.peers_seen,
-            "options": {"quiet": self.options.quiet, "interval": self.options.interval},
+            "options": {"quiet": self.options.quiet, "interval": self.options.interval, "discovery": self.options.discovery},
         }
         try:
             atomic_write_text(heartbeat_path(self.store), json.dumps(data, indent=1) + "\n")

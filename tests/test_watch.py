@@ -294,9 +294,14 @@ def test_status_reports_the_heartbeat(store: Store, start_watch: Any, run_cli: R
 
 @pytest.mark.e2e
 def test_watch_command_syncs_and_stops_on_sigterm(store: Store, tmp_path: Path) -> None:
+    from anamnesis.settings import load_settings, save_settings
+
+    settings = load_settings(store)
+    settings["discovery"] = False  # no announcing on this network
+    save_settings(store, settings)
     log = open(tmp_path / "watch.out", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "anamnesis", "watch", "--no-discovery", "--debounce", "0.3", "--interval", "600"],
+        [sys.executable, "-m", "anamnesis", "watch", "--debounce", "0.3", "--interval", "600"],
         cwd=ROOT,
         env=cli_env(store.home),
         stdout=log,
@@ -319,3 +324,4 @@ def test_watch_command_syncs_and_stops_on_sigterm(store: Store, tmp_path: Path) 
     assert "cli.md" in (store.log_dir / "watch.log").read_text()
     beat = read_heartbeat(store)
     assert beat is not None and beat["stopped"] is True
+    assert beat["options"]["discovery"] is False and beat["announcing"] is False

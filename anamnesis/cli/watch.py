@@ -37,7 +37,9 @@ def watch(
         300.0, "--interval", metavar="S", help="Safety-net sync when nothing synced for this many seconds."
     ),
     no_discovery: bool = typer.Option(
-        False, "--no-discovery", help="Do not announce this machine on the LAN nor listen for peers."
+        False,
+        "--no-discovery",
+        help='Do not announce this machine on the LAN nor listen for peers (or set "discovery": false in settings.json).',
     ),
 ) -> None:
     """Sync seconds after every change to memory/, until stopped (Ctrl-C or SIGTERM).
@@ -69,9 +71,10 @@ def watch(
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, request_stop)
-    options = WatchOptions(
-        quiet=debounce, max_delay=max(5.0, 10 * debounce), interval=interval, discovery=not no_discovery
-    )
+    from anamnesis.settings import load_settings
+
+    announce = not no_discovery and load_settings(store).get("discovery", True) is not False
+    options = WatchOptions(quiet=debounce, max_delay=max(5.0, 10 * debounce), interval=interval, discovery=announce)
     Watcher(store, options=options).run(stop)
 
 
