@@ -25,6 +25,8 @@ from conftest import ROOT, RunCli, cli_env
 from anamnesis.paths import Store
 from anamnesis.watch import Watcher, WatchOptions, WatchRunning, is_relevant, read_heartbeat, status_summary
 
+pytestmark = pytest.mark.timeout(120)  # each test: a few syncs, bounded waits
+
 QUIET = 0.5
 SETTLE = QUIET * 4 + 0.5  # after this long without a new sync, no further one is coming
 

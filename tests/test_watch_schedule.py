@@ -14,10 +14,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fleet import Fleet, fleet  # noqa: F401
 from lan import skip_or_fail
 
 ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.timeout(60)
 
 
 def rendered(fleet: Fleet, kind: str) -> dict[str, str]:  # noqa: F811
