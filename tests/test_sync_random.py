@@ -48,6 +48,15 @@ class World:
         self.may_vanish: set[str] = set()
         self.kills = 0
         self.syncs = 0
+        self.baseline = self._measure(machines[0])
+
+    @staticmethod
+    def _measure(m: Machine) -> float:
+        """How long a whole `anamnesis sync` process takes here: kills are timed relative to it."""
+        started = time.perf_counter()
+        proc = m.spawn_sync()
+        proc.communicate(timeout=120)
+        return time.perf_counter() - started
 
     def token(self, machine: Machine) -> str:
         self.counter += 1
@@ -120,7 +129,8 @@ class World:
             _out, err = proc.communicate(timeout=120)
             assert proc.returncode in (0, 10, 11), err
             return
-        time.sleep(self.rng.uniform(0.15, 0.45))  # start-up takes ~0.2 s: most kills land inside sync
+        # Interpreter start-up is most of a sync process: kill in its last two thirds, mostly inside sync().
+        time.sleep(self.baseline * self.rng.uniform(0.4, 1.1))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             self.kills += 1
