@@ -206,9 +206,10 @@ def probe(url: str, timeout: float = 20.0) -> str | None:
     """None if `url` answers as a git repository, else git's reason (for a warning)."""
     from anamnesis.errors import GitError
     from anamnesis.git import run_git
+    from anamnesis.sync import git_reason
 
     try:
-        run_git(Path.cwd(), "ls-remote", "--heads", normalize_url(url), timeout=timeout)
+        proc = run_git(Path.cwd(), "ls-remote", "--heads", normalize_url(url), timeout=timeout, check=False)
     except GitError as exc:
-        return str(exc).split(" failed: ", 1)[-1]
-    return None
+        return str(exc)
+    return None if proc.returncode == 0 else (git_reason(proc.stderr or proc.stdout) or "no answer")

@@ -195,7 +195,7 @@ class _Sync:
 
     def fetch(self, peer: Peer, report: PeerReport) -> str | None:
         """Fetch a peer's branches; its main, or None (empty peer). Raises GitError if unreachable."""
-        run_git(
+        proc = run_git(
             self.repo,
             "fetch",
             "--quiet",
@@ -205,7 +205,10 @@ class _Sync:
             peer.url,
             f"+refs/heads/*:refs/anamnesis/peers/{peer.name}/*",
             timeout=FETCH_TIMEOUT,
+            check=False,
         )
+        if proc.returncode != 0:
+            raise GitError(f"git fetch failed: {git_reason(proc.stderr or proc.stdout)}")
         return self.ref(f"refs/anamnesis/peers/{peer.name}/main")
 
     # -- step 4: integrate --------------------------------------------------------------
@@ -343,8 +346,7 @@ class _Sync:
                 if summary.startswith("[rejected]") or "cannot lock ref" in summary or "failed to update ref" in summary:
                     return "rejected", summary
                 return "refused", summary
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        return "failed", detail[-1] if detail else f"git push exited {proc.returncode}"
+        return "failed", git_reason(proc.stderr or proc.stdout) or f"git push exited {proc.returncode}"
 
     def _pushed(self, peer: Peer, head: str, target: str, sent: int, report: PeerReport) -> None:
         run_git(self.repo, "update-ref", f"refs/anamnesis/pushed/{peer.name}", head)
@@ -396,6 +398,20 @@ class _Sync:
 def _ref_name(machine: str) -> str:
     """A machine id as one safe ref-name component."""
     return re.sub(r"[^A-Za-z0-9_-]+", "-", machine).strip("-") or "machine"
+
+
+_BOILERPLATE = ("please make sure you have the correct access rights", "and the repository exists")
+
+
+def git_reason(output: str) -> str:
+    """The line of git's output that says what went wrong (ssh's or git's own), without boilerplate."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.lower().startswith(_BOILERPLATE)]
+    for prefix in ("ssh:", "fatal:", "error:", "remote:"):
+        for line in lines:
+            if line.startswith(prefix):
+                return line.removeprefix("fatal:").removeprefix("error:").strip()
+    return lines[0] if lines else ""
 
 
 def _reason(message: str) -> str:
