@@ -39,6 +39,7 @@ def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:  # no
     assert [p["name"] for p in json.loads(a.cli("peers", "list", "--json").stdout)] == ["hub"]
     proc = a.cli("peers", "add", "later", str(fleet.root / "missing.git"))
     assert proc.returncode == 0 and "cannot reach" in proc.stdout
+    assert "does not appear to be a git repository" in proc.stdout  # the reason, not the boilerplate
 
 
 def test_sync_exit_codes_and_json(fleet: Fleet) -> None:  # noqa: F811
