@@ -5,6 +5,7 @@ Everything goes through `git.run_git`; callers hold the store lock.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from anamnesis.git import git_out, run_git
@@ -56,6 +57,10 @@ def head(repo: Path) -> str | None:
 def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
     """Stage exactly `paths` (added, changed or deleted) and commit; None if nothing changed."""
     repo = store.memory
+    gone = [p for p in paths if not os.path.lexists(repo / p)]
+    if gone:  # drop paths neither on disk nor known to git (a note deleted before it was ever committed)
+        known = set(git_out(repo, "ls-files", "-z", "--", *gone).split("\0"))
+        paths = [p for p in paths if p not in gone or p in known]
     if not paths:
         return None
     run_git(repo, "add", "-A", "--", *paths)
