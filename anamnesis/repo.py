@@ -14,7 +14,8 @@ from anamnesis.paths import Store
 BRANCH = "main"
 GITATTRIBUTES = "*.md text eol=lf\n"
 GITIGNORE = (
-    "# machine-local files never belong in memory/\n.DS_Store\n*.swp\n*~\n.#*\n.obsidian/workspace*.json\n"
+    "# machine-local and half-written files never belong in memory/\n"
+    ".DS_Store\n*.swp\n*.swx\n*~\n.#*\n4913\n*.tmp\n.obsidian/workspace*.json\n"
 )
 
 
