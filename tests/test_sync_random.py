@@ -104,8 +104,7 @@ class World:
             return
         path = self.rng.choice(notes)
         self.may_vanish.update(TOKEN_RE.findall(m.read(path)))  # this machine saw them: deleting replaces them
-        tracked = m.git("ls-files", "--", path) == path
-        if tracked and self.rng.random() < 0.5:
+        if self.rng.random() < 0.5:
             delete_note(m.store, path)
         else:
             (m.memory / path).unlink()
