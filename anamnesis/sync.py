@@ -563,6 +563,8 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
 
     store.require()
     peer, _changed = add_peer(store, name or name_from_url(url), url)
+    adopted: list[str] = []
+    received = 0
     with store_lock(store, "join"):
         recovery.prepare(store)
         result = SyncResult(machine=machine_id(store))
@@ -575,15 +577,21 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                 raise AnamnesisError(f"cannot reach {url}: {_reason(str(exc))}") from exc
             head = job.head()
             if tip and not job.is_ancestor(tip, head) and not _has_own_files(store, head):
+                received = job.count(tip, f"^{head}")
                 if not job.checkout(head, tip):
                     raise AnamnesisError("memory/ changed while joining; run the command again")
                 from anamnesis.index import open_index
+                from anamnesis.repo import changed_paths
 
+                adopted = [p for p in changed_paths(store.memory, head, tip) if p.endswith(".md")]
                 with open_index(store) as index:
                     index.refresh()
         finally:
             job.merger.close()
-    return sync(store)
+    result = sync(store)
+    result.received += received
+    result.changed = list(dict.fromkeys([*adopted, *result.changed]))
+    return result
 
 
 def _has_own_files(store: Store, head: str) -> bool:

@@ -233,7 +233,7 @@ def test_join_new_machine_takes_history_and_one_with_notes_merges(fleet: Fleet) 
     a.sync()
     fresh = fleet.machine("fresh")
     result = join(fresh.store, str(hub), "hub")
-    assert result.exit_code == 0
+    assert result.exit_code == 0 and result.received >= 2 and len(result.changed) == 1
     assert fresh.git("rev-parse", "HEAD") == a.git("rev-parse", "HEAD")
     busy = fleet.machine("busy")
     mine = create_note(busy.store, type="semantic", title="From busy", body="busy\n")

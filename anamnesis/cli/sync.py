@@ -355,9 +355,10 @@ class InitSyncStep:
         done: list[str] = []
         if self.peer:
             result = join(self.store, self.peer, self.peer_name)
+            notes = len(result.changed)
             done.append(
                 f"joined {self.peer} as peer {self.peer_name!r}: received {result.received} commits, "
-                f"{len(result.changed)} notes; {result.outcome}"
+                f"{notes} note{'s' if notes != 1 else ''}; {result.outcome}"
             )
         elif list_peers(self.store):
             result = run_sync(self.store)
