@@ -200,8 +200,9 @@ def finish_checkout(store: Store) -> str | None:
     current = git_out(repo, "rev-parse", "--verify", "-q", "HEAD")
     note = None
     if orig and target and current == orig and _exists(repo, target):
-        run_git(repo, "update-ref", "-m", "anamnesis sync: finish interrupted checkout", "refs/heads/main", target, orig)
+        # Files first, then the branch: killed in between, the marker makes the next run redo it.
         fixed = _move_files(repo, orig, target)
+        run_git(repo, "update-ref", "-m", "anamnesis sync: finish interrupted checkout", "refs/heads/main", target, orig)
         run_git(repo, "read-tree", target)
         note = f"finished an interrupted sync: moved to {target[:10]} ({fixed} files brought up to date)"
     clear_marker(store, CHECKOUT_MARKER)
