@@ -54,22 +54,20 @@ def run_checks(store: Store) -> list[Finding]:
         load_settings(store)
     except Exception as exc:
         findings.append(Finding(str(store.settings_path), str(exc), "fix the JSON by hand"))
-    git_dir = store.memory / ".git"
-    for marker, what in (
-        ("rebase-merge", "a rebase"),
-        ("rebase-apply", "a rebase"),
-        ("MERGE_HEAD", "a merge"),
-        ("CHERRY_PICK_HEAD", "a cherry-pick"),
-    ):
-        if (git_dir / marker).exists():
+    from anamnesis.recovery import git_processes_in, lock_files, wedged
+
+    reason = wedged(store)
+    if reason:
+        findings.append(Finding(str(store.memory), reason))
+    if not git_processes_in(store.memory):
+        for lock in lock_files(store.memory):
             findings.append(
                 Finding(
-                    str(store.memory),
-                    f"the repo is in the middle of {what}",
-                    f"finish it with git in {store.memory} (or `git -C {store.memory} {what.split()[-1].replace('cherry-pick', 'cherry-pick')} --abort`)",
+                    str(lock),
+                    "a git lock file left by a git that was killed (no git process owns it)",
+                    "run `anamnesis sync`, which removes it safely",
                 )
             )
-            break
     findings.extend(_index_findings(store))
     lower_seen: dict[str, str] = {}
     for root, dirs, files in os.walk(store.memory):

@@ -70,7 +70,8 @@ def wedged(store: Store) -> str | None:
 # -- git processes and stale lock files ---------------------------------------------
 
 
-def _lock_files(repo: Path) -> list[Path]:
+def lock_files(repo: Path) -> list[Path]:
+    """Git lock files present in `repo` (index.lock, HEAD.lock, ref locks...)."""
     git_dir = repo / ".git"
     found = [git_dir / name for name in _LOCK_NAMES if (git_dir / name).exists()]
     refs = git_dir / "refs"
@@ -152,7 +153,7 @@ def settle_git(store: Store, timeout: float = 30.0) -> list[str]:
             )
         time.sleep(0.05)
     removed: list[str] = []
-    for lock in _lock_files(repo):
+    for lock in lock_files(repo):
         try:
             lock.unlink()
             removed.append(str(lock.relative_to(repo)))
@@ -265,7 +266,7 @@ def prepare(store: Store) -> list[str]:
     """
     notes: list[str] = []
     previous = read_marker(store, RUNNING_MARKER)
-    if previous is not None or _lock_files(store.memory):
+    if previous is not None or lock_files(store.memory):
         removed = settle_git(store)
         if removed:
             notes.append(f"removed stale git lock files: {', '.join(removed)}")

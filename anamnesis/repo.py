@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from anamnesis.errors import GitError
 from anamnesis.git import git_out, run_git
 from anamnesis.paths import Store
 
@@ -64,7 +65,17 @@ def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
         paths = [p for p in paths if p not in gone or p in known]
     if not paths:
         return None
-    run_git(repo, "add", "-A", "--", *paths)
+    try:
+        run_git(repo, "add", "-A", "--", *paths)
+    except GitError:
+        # A git killed mid-write (a sync hit by SIGKILL) may have left its lock file
+        # behind: clear it if no git process owns it, then try once more.
+        from anamnesis.recovery import lock_files, settle_git
+
+        if not lock_files(repo):
+            raise
+        settle_git(store)
+        run_git(repo, "add", "-A", "--", *paths)
     if not run_git(repo, "diff", "--cached", "--quiet", "--", *paths, check=False).returncode:
         return None
     run_git(repo, "commit", "-q", "--no-verify", "-m", message, "--", *paths)

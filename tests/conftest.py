@@ -18,10 +18,14 @@ RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def cli_env(home: Path, **extra: str) -> dict[str, str]:
-    """An environment for running `anamnesis` against `home` with no user config leaking in."""
+    """An environment for running `anamnesis` against `home` with no user config leaking in
+    or out: Claude Code's config and systemd/launchd folders point beside `home`, never at
+    the real user's."""
     env = dict(os.environ)
     env["ANAMNESIS_HOME"] = str(home)
     env["GIT_CONFIG_NOSYSTEM"] = "1"
+    env["CLAUDE_CONFIG_DIR"] = str(home.parent / "claude-config")
+    env["XDG_CONFIG_HOME"] = str(home.parent / "xdg-config")
     env.pop("VISUAL", None)
     env.update(extra)
     return env
@@ -32,6 +36,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty ANAMNESIS_HOME, set in the environment of this test."""
     path = tmp_path / "home"
     monkeypatch.setenv("ANAMNESIS_HOME", str(path))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     return path
 
 

@@ -190,3 +190,25 @@ def test_project_command(run_cli: RunCli, tmp_path: Path) -> None:
     )
     assert run_cli("project", cwd=repo).stdout.strip() == "github.com/acme/api"
     assert json.loads(run_cli("project", str(repo), "--json").stdout)["project"] == "github.com/acme/api"
+
+
+def test_doctor_reports_a_stale_git_lock_and_a_save_clears_it(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    lock = home / "memory" / ".git" / "index.lock"
+    lock.write_text("")  # what a git killed mid-write leaves
+    doctor = run_cli("doctor", "--json")
+    assert doctor.returncode == 1
+    assert any("index.lock" in f["where"] for f in json.loads(doctor.stdout)["findings"])
+    made = run_cli("new", "After a crash", "--global", "--body", "writes still work")
+    assert made.returncode == 0, made.stderr
+    assert not lock.exists()
+    assert run_cli("doctor").returncode == 0
+
+
+def test_doctor_explains_a_rebase_left_by_hand(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    (home / "memory" / ".git" / "rebase-merge").mkdir()
+    doctor = run_cli("doctor", "--json")
+    assert doctor.returncode == 1
+    problems = " ".join(f["problem"] for f in json.loads(doctor.stdout)["findings"])
+    assert "rebase --abort" in problems
