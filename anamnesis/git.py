@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from anamnesis.errors import GitError
 
@@ -32,22 +33,22 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_git(
+def _run(
     repo: Path,
-    *args: str,
-    check: bool = True,
-    input: str | None = None,
-    timeout: float | None = 120,
-    env: dict[str, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run `git -C repo args...`; raise GitError (with git's stderr) if `check` and it fails."""
+    args: tuple[str, ...],
+    input: str | bytes | None,
+    text: bool,
+    check: bool,
+    timeout: float | None,
+    env: dict[str, str] | None,
+) -> subprocess.CompletedProcess[Any]:
     cmd = ["git", "-C", str(repo), "-c", "core.quotepath=off", *args]
     try:
         proc = subprocess.run(
             cmd,
             input=input,
             capture_output=True,
-            text=True,
+            text=text,
             timeout=timeout,
             env=git_env(env),
             stdin=None if input is not None else subprocess.DEVNULL,
@@ -57,9 +58,30 @@ def run_git(
     except subprocess.TimeoutExpired as exc:
         raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
     if check and proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise GitError(f"git {' '.join(args[:2])} failed: {detail[-1] if detail else proc.returncode}")
+        raise GitError(f"git {' '.join(args[:2])} failed: {_reason(proc.stderr or proc.stdout, proc.returncode)}")
     return proc
+
+
+def _reason(output: str | bytes, code: int) -> str:
+    """git's own words for a failure: its fatal/error line if it printed one, else its last line."""
+    text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line
+    return lines[-1] if lines else f"exit status {code}"
+
+
+def run_git(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    input: str | None = None,
+    timeout: float | None = 120,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `git -C repo args...`; raise GitError (with git's stderr) if `check` and it fails."""
+    return _run(repo, args, input, True, check, timeout, env)
 
 
 def git_out(repo: Path, *args: str, timeout: float | None = 120) -> str:
@@ -76,21 +98,4 @@ def run_git_bytes(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """`run_git` for raw bytes in and out: blobs of any encoding, NUL-separated listings."""
-    cmd = ["git", "-C", str(repo), "-c", "core.quotepath=off", *args]
-    try:
-        proc = subprocess.run(
-            cmd,
-            input=input,
-            capture_output=True,
-            timeout=timeout,
-            env=git_env(env),
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
-    except FileNotFoundError as exc:
-        raise GitError("git is not installed or not on PATH") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
-    if check and proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"git {' '.join(args[:2])} failed: {detail[-1] if detail else proc.returncode}")
-    return proc
+    return _run(repo, args, input, False, check, timeout, env)
