@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from anamnesis.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
 from anamnesis.redact import redact
+from anamnesis.text import trim
 from anamnesis.transcript import SessionSummary, summarize
 
 if TYPE_CHECKING:
@@ -64,18 +65,6 @@ def _one_line(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    cut = text.rfind("\n", 0, limit)
-    if cut < limit * 0.6:
-        cut = text.rfind(" ", 0, limit)
-    if cut < limit * 0.6:
-        cut = limit
-    return text[:cut].rstrip() + " …"
-
-
 def _relative(path: str, cwd: str) -> str:
     if cwd and path.startswith(cwd.rstrip("/") + "/"):
         return path[len(cwd.rstrip("/")) + 1 :]
@@ -104,7 +93,7 @@ def render_body(summary: SessionSummary, project: str) -> str:
     """The markdown body of the session note; every piece is redacted before it is clipped."""
     out: list[str] = ["## Ask", ""]
     if summary.prompts:
-        out.append(_clip(redact(summary.prompts[0]), MAX_ASK))
+        out.append(trim(redact(summary.prompts[0]), MAX_ASK))
     else:
         out.append("(no prompt: the session only ran tools)")
     later = summary.prompts[1:]
@@ -132,7 +121,7 @@ def render_body(summary: SessionSummary, project: str) -> str:
         if len(summary.commands) > MAX_COMMANDS:
             out.append(f"- (the last {MAX_COMMANDS} distinct commands of {len(summary.commands)})")
     if summary.outcome:
-        out += ["", "## Outcome", "", _clip(redact(summary.outcome), MAX_OUTCOME)]
+        out += ["", "## Outcome", "", trim(redact(summary.outcome), MAX_OUTCOME)]
     out += ["", "## Session", ""]
     where = f"project {_code(project)}"
     if summary.branch:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.text import trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 if TYPE_CHECKING:
@@ -56,22 +57,6 @@ def budget_of(settings: dict[str, Any]) -> int:
     except (TypeError, ValueError):
         value = DEFAULT_BUDGET
     return max(MIN_BUDGET, min(MAX_BUDGET, value))
-
-
-def trim(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters at a line or word end, marked with …."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    if limit < 2:
-        return ""
-    room = limit - 2
-    cut = text.rfind("\n", 0, room)
-    if cut < room * 0.6:
-        cut = text.rfind(" ", 0, room)
-    if cut < room * 0.6:
-        cut = room
-    return text[:cut].rstrip() + " …"
 
 
 def recency(updated: str, now: dt.datetime | None = None) -> float:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.inject import trim
+from anamnesis.text import trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN, strip_injected
 
 if TYPE_CHECKING:

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from anamnesis.index import open_index
-from anamnesis.inject import MAX_BUDGET, Item, allocate, build_context, trim
+from anamnesis.inject import MAX_BUDGET, Item, allocate, build_context
 from anamnesis.notes import Note, note_relpath
 from anamnesis.paths import Store
 from anamnesis.recall import build_recall, remember_shown
 from anamnesis.settings import load_settings, save_settings
 from anamnesis.store import create_note, save_note
+from anamnesis.text import trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 PROJECT = "github.com/acme/orders"
