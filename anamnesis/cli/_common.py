@@ -29,7 +29,7 @@ def console(stderr: bool = False) -> Console:
     """A rich console (imported lazily: rich costs start-up time)."""
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def read_stdin_if_piped() -> str | None:
