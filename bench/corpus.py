@@ -66,6 +66,40 @@ def _vocabulary() -> tuple[list[str], list[float]]:
 
 
 VOCAB, VOCAB_CUM = _vocabulary()
+VERBS = "get set load save parse build make fetch send read write sync check run start stop open close find".split()
+NOUNS = "config user order token session cache queue event record index client server request file note".split()
+
+
+def _code_vocabulary() -> tuple[list[str], list[float]]:
+    """Identifiers, dotted names and paths, Zipf-distributed like the prose.
+
+    A real store mentions a few identifiers often and thousands rarely; the
+    hand-picked CODE_WORDS (what the benchmark queries for) are spread over
+    the ranking (every 15th place), so queries range from common to rare.
+    """
+    rng = random.Random(13)
+    made: set[str] = set()
+    for verb in VERBS:
+        for noun in NOUNS:
+            made.add(f"{verb}_{noun}")
+            made.add(f"{verb.capitalize()}{noun.capitalize()}")
+            made.add(f"{noun}.{verb}_{rng.choice(NOUNS)}")
+            made.add(f"src/{noun}/{verb}_{rng.choice(NOUNS)}.py")
+    tail = sorted(made - set(CODE_WORDS))
+    rng.shuffle(tail)
+    words = []
+    for rank, word in enumerate(CODE_WORDS):
+        words.extend(tail[rank * 14 : rank * 14 + 14])
+        words.append(word)
+    words.extend(tail[len(CODE_WORDS) * 14 :])
+    cumulative, total = [], 0.0
+    for rank in range(len(words)):
+        total += 1.0 / (rank + 3) ** 1.05
+        cumulative.append(total)
+    return words, cumulative
+
+
+CODE_VOCAB, CODE_CUM = _code_vocabulary()
 TAGS = (
     "postgres redis kafka auth perf ci deploy testing security frontend backend infra docs bug design".split()
 )
@@ -77,7 +111,7 @@ def make_note(rng: random.Random, i: int) -> Note:
     project = None if kind == "preference" or rng.random() < 0.1 else rng.choice(PROJECTS)
     title_words = rng.sample(WORDS[:120], rng.randint(3, 7))
     if rng.random() < 0.4:
-        title_words.append(rng.choice(CODE_WORDS))
+        title_words.append(rng.choices(CODE_VOCAB, cum_weights=CODE_CUM)[0])
     title = " ".join(title_words).capitalize()
     paragraphs = []
     remaining = rng.randint(150, 600)
@@ -86,7 +120,7 @@ def make_note(rng: random.Random, i: int) -> Note:
         words = rng.choices(VOCAB, cum_weights=VOCAB_CUM, k=size)
         for slot in range(size):
             if rng.random() < 0.02:
-                words[slot] = rng.choice(CODE_WORDS)
+                words[slot] = rng.choices(CODE_VOCAB, cum_weights=CODE_CUM)[0]
         sentence = " ".join(words)
         paragraphs.append(sentence[0].upper() + sentence[1:] + ".")
         remaining -= size
