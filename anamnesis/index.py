@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -223,14 +224,15 @@ class RefreshReport:
         }
 
 
-def scan_tree(root: str) -> dict[str, tuple[os.stat_result, bool]]:
-    """Every `.md` file under root: relative posix path -> (lstat, is_symlink); skips dot names.
+def scan_tree(root: str) -> dict[str, os.stat_result]:
+    """Every `.md` file under root: relative posix path -> lstat result; skips dot names.
 
     This is the cost of every full refresh (one lstat per note), so it is a
-    tight loop rather than a generator.
+    tight loop: one call per entry where possible, symlinks told by st_mode.
     """
-    found: dict[str, tuple[os.stat_result, bool]] = {}
+    found: dict[str, os.stat_result] = {}
     stack = [(root, "")]
+    is_dir = stat.S_ISDIR
     while stack:
         folder, rel = stack.pop()
         try:
@@ -242,13 +244,17 @@ def scan_tree(root: str) -> dict[str, tuple[os.stat_result, bool]]:
                 name = entry.name
                 if name[0] == ".":
                     continue
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, f"{rel}{name}/"))
-                elif name[-3:].lower() == ".md":
+                if name.endswith((".md", ".MD", ".Md", ".mD")):
                     try:
-                        found[rel + name] = (entry.stat(follow_symlinks=False), entry.is_symlink())
+                        st = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
+                    if is_dir(st.st_mode):
+                        stack.append((entry.path, f"{rel}{name}/"))
+                    else:
+                        found[rel + name] = st
+                elif entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, f"{rel}{name}/"))
     return found
 
 
@@ -339,11 +345,12 @@ class Index:
                     known[path] = (size, mtime)
             found = scan_tree(root)
             unchanged = 0
-            for relpath, (st, is_link) in found.items():
+            is_link = stat.S_ISLNK
+            for relpath, st in found.items():
                 if known.get(relpath) == (st.st_size, st.st_mtime_ns):
                     unchanged += 1
                 else:
-                    todo.append((relpath, st, is_link))
+                    todo.append((relpath, st, is_link(st.st_mode)))
             report.unchanged += unchanged
             todo.extend((p, None, False) for p in known.keys() - found.keys())
         else:
