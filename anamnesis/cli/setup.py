@@ -41,7 +41,15 @@ def init(
     """Set up Anamnesis on this machine (safe to run again: it only does what is missing).
 
     Creates ~/.anamnesis (or $ANAMNESIS_HOME): the memory/ git repo, settings.json
-    (mode 0600) and the search index.
+    (mode 0600) and the search index; registers the MCP server, hooks and tool
+    permission with Claude Code (with a backup of each file it changes); joins
+    --peer (or offers machines found on the network); runs a first sync and
+    offers a sync timer.
+
+    Examples:
+      anamnesis init --print                          show every change, write nothing
+      anamnesis init --peer me@desk.tailnet.ts.net:.anamnesis/memory
+      anamnesis init --local-only                     just the store
     """
     store = get_store(require=False)
     plan: list[str] = []
@@ -83,7 +91,6 @@ def init(
     # -- end of the discovery step --
     if sync_step is not None:  # sync step
         done.extend(sync_step.apply())
-    # -- further init steps (peers, Claude Code, schedule) go below, each honouring local_only --
     _report_init(done or [f"store at {store.home} is ready; nothing to change"], json_out, planned=False)
 
 
