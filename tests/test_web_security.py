@@ -161,6 +161,24 @@ def test_cross_site_post_is_refused_even_with_the_csrf_token(served: tuple[Dashb
     assert commits(store) == before
 
 
+def test_exposed_dashboard_accepts_writes_from_its_own_ip_origin(store: Store) -> None:
+    # Exposed with --host 0.0.0.0, the browser reaches it by an IP address; its forms send that
+    # Origin, which is the dashboard's own and must not be taken for a cross-site request.
+    from starlette.testclient import TestClient
+
+    from anamnesis.web.app import create_app
+
+    app = create_app(store, token="t0k", host="0.0.0.0", port=8123)
+    own = {"Origin": "http://192.0.2.7:8123", "Sec-Fetch-Site": "same-origin", "Accept": "application/json"}
+    with TestClient(app, base_url="http://192.0.2.7:8123") as http:
+        http.cookies.set("anamnesis_8123", "t0k")
+        form = {"_csrf": csrf_for("t0k")}
+        assert http.post("/actions/reindex", data=form, headers=own).json()["ok"]
+        other = dict(own, Origin="http://192.0.2.8:8123")
+        other.pop("Sec-Fetch-Site")
+        assert http.post("/actions/reindex", data=form, headers=other).status_code == 403
+
+
 def test_get_never_writes(served: tuple[Dashboard, Store, Seeded]) -> None:
     running, store, seeded = served
     before = commits(store)

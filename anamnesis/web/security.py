@@ -161,10 +161,11 @@ class Guard:
             origin = (headers.get("origin") or "").lower()
             site = headers.get("sec-fetch-site")
             # "null" is what a browser sends when it hides the origin; Sec-Fetch-Site still tells.
+            # The Host was checked above, so an Origin naming that same host is this dashboard
+            # (when exposed, it is reached by IP addresses that are not in `self.origins`).
+            own_origin = origin in self.origins or origin == "http://" + headers.get("host", "").lower()
             foreign_origin = (
-                bool(origin)
-                and origin not in self.origins
-                and not (origin == "null" and site == "same-origin")
+                bool(origin) and not own_origin and not (origin == "null" and site == "same-origin")
             )
             if foreign_origin or site in ("cross-site", "same-site"):
                 await _plain(send, 403, "Cross-site request refused.\n")
