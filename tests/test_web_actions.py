@@ -93,6 +93,25 @@ def test_edited_resolution_must_remove_the_markers(served: tuple[Dashboard, Stor
     assert "resolve conflict" in git_out(store.memory, "log", "-1", "--format=%s")
 
 
+def test_resolve_writes_only_a_note_that_has_a_conflict(served: tuple[Dashboard, Store, Seeded]) -> None:
+    # "Edit" on the resolve page saves whole text; without this check it wrote any path it was
+    # posted to, a clean note or a new file of any name.
+    from anamnesis.web.context import text_sha
+
+    running, store, seeded = served
+    clean = (store.memory / seeded.british).read_text()
+    before = git_out(store.memory, "rev-parse", "HEAD")
+    replacement = "---\ntitle: Replaced\ntype: semantic\n---\nReplaced.\n"
+    with client(running) as http:
+        for path, base in ((seeded.british, text_sha(clean)), ("global/facts/made-up.txt", text_sha(""))):
+            form = {"action": "edit", "base": base, "text": replacement, "_csrf": csrf_for(running.token)}
+            response = http.post("/conflicts/" + path, data=form, follow_redirects=False)
+            assert response.status_code == 400 and "no conflict" in response.text
+    assert (store.memory / seeded.british).read_text() == clean
+    assert not (store.memory / "global/facts/made-up.txt").exists()
+    assert git_out(store.memory, "rev-parse", "HEAD") == before
+
+
 def test_resolution_refused_when_the_note_changed_meanwhile(served: tuple[Dashboard, Store, Seeded]) -> None:
     running, store, seeded = served
     make_conflict(store, seeded.deploy)

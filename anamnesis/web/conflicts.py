@@ -178,6 +178,9 @@ def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | N
         current = working_text(web.store, relpath)
         if text_sha(current) != base:
             raise AnamnesisError(f"{relpath} changed on disk since it was read; reload and try again")
+        if not has_conflict_markers(current):
+            # Not a way to write arbitrary files: only a note that has a conflict is resolved here.
+            raise UsageError(f"{relpath} has no conflict to resolve")
         if action in KEEP:
             conflicts.resolve_note(web.store, relpath, action)
             return
