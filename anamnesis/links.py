@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 WIKILINK_RE = re.compile(r"\[\[([^\[\]\n|#]+)(#[^\[\]\n|]*)?(?:\|([^\[\]\n]*))?\]\]")
-MDLINK_RE = re.compile(r"\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+# The label excludes "[" so a long run of brackets is scanned once, not once per bracket.
+MDLINK_RE = re.compile(r"\[[^\[\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"\n]*\")?\s*\)")
 _SCHEME_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _ID_SUFFIX_RE = re.compile(r"-[0-9a-z]{10}$")
 _FENCE_RE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)

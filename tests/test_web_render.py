@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from web_support import tags_in
 
 from anamnesis.links import LinkResolver, NoteKey, markdown_targets, wikilink_targets
@@ -44,6 +45,14 @@ def test_markdown_links_resolve_relative_to_the_note() -> None:
     assert resolver.markdown(source, "../facts/use-pg-bouncer-ab12cd34ef.md#pool") == NOTES[0].path
     assert resolver.markdown(source, "https://example.com/a.md") is None
     assert resolver.markdown(source, "../../../../etc/passwd.md") is None
+
+
+@pytest.mark.timeout(60)
+def test_a_long_run_of_brackets_is_not_scanned_once_per_bracket() -> None:
+    # The map reads up to 200 kB of every note; a label pattern that may contain "[" rescanned the
+    # rest of the line from every bracket (minutes for this body) and stalled /api/graph.
+    body = "[" * 400_000 + "](x.md) and [pool](facts/pool.md)\n"
+    assert markdown_targets(body) == ["x.md", "facts/pool.md"]
 
 
 def test_links_in_code_are_not_links() -> None:
