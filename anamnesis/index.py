@@ -127,22 +127,37 @@ def build_match(query: str, any_terms: bool = False) -> str | None:
     return expr
 
 
-def parse_when(value: str) -> str:
-    """'2026-11-01', '7d', '2w', '12h' -> an ISO timestamp to compare `updated` with."""
+def parse_when(value: str, *, end_of_day: bool = False) -> str:
+    """'2026-11-01', '7d', '2w', '12h' -> an ISO timestamp to compare `updated` with.
+
+    A bare date means the start of that day, or its end with `end_of_day`
+    (so `--until 2026-11-01` includes notes of the 1st).
+    """
+    from anamnesis.errors import UsageError
+
     value = value.strip()
     rel = re.fullmatch(r"(\d+)\s*([hdwmy])", value)
     if rel:
         amount, unit = int(rel.group(1)), rel.group(2)
         days = {"h": 1 / 24, "d": 1, "w": 7, "m": 30, "y": 365}[unit] * amount
-        when = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
-        return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    try:
-        dt.date.fromisoformat(value[:10])
-    except ValueError:
-        from anamnesis.errors import UsageError
-
-        raise UsageError(f"cannot read date {value!r}; use YYYY-MM-DD or a span like 7d, 2w") from None
-    return value
+        try:
+            when = dt.datetime.now(dt.UTC) - dt.timedelta(days=days)
+        except (OverflowError, ValueError):
+            raise UsageError(f"span {value!r} reaches before year 1; use a smaller one") from None
+    else:
+        try:
+            day = dt.date.fromisoformat(value)
+        except ValueError:
+            try:
+                when = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+            except ValueError:
+                raise UsageError(f"cannot read date {value!r}; use YYYY-MM-DD or a span like 7d, 2w") from None
+            when = when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
+        else:
+            if not end_of_day:
+                return day.isoformat()  # sorts before every time of that day, and equal to a bare date
+            when = dt.datetime.combine(day, dt.time(23, 59, 59), dt.UTC)
+    return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 @dataclass
@@ -550,7 +565,7 @@ class Index:
             args.append(parse_when(since))
         if until:
             clauses.append("n.updated <= ?")
-            args.append(parse_when(until))
+            args.append(parse_when(until, end_of_day=True))
         return "".join(f" AND {c}" for c in clauses), args
 
     def search(

@@ -68,6 +68,22 @@ def test_filters_by_project_type_tag_and_date(store: Store) -> None:
     assert search_paths(store, "redis", until="2000-01-01") == []
 
 
+def test_date_filters_read_dates_strictly_and_until_includes_its_day(store: Store) -> None:
+    import pytest
+
+    from anamnesis.errors import UsageError
+
+    a = create_note(store, type="semantic", title="Redis one", body="redis")
+    today = a.updated[:10]
+    assert search_paths(store, "redis", until=today) == [a.path]
+    assert search_paths(store, "redis", since=today) == [a.path]
+    assert search_paths(store, "redis", since=today.replace("-", "")) == [a.path]
+    assert search_paths(store, "redis", since=today + "T00:00:00+02:00") == [a.path]
+    for bad in ("2026-11-01garbage", "99999999999d", "10000000y", "yesterday"):
+        with pytest.raises(UsageError):
+            search_paths(store, "redis", since=bad)
+
+
 def test_snippets_mark_the_match(store: Store) -> None:
     create_note(store, type="semantic", title="T", body="alpha beta gamma delta needle epsilon")
     with open_index(store) as index:
