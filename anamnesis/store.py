@@ -92,14 +92,19 @@ def resolve_ref(store: Store, ref: str) -> str:
     ref = ref.strip()
     if not ref:
         raise UsageError("empty note reference")
-    if ref.endswith(".md") or "/" in ref:
+    if ref.endswith(".md") or "/" in ref or os.sep in ref:
         candidate = ref
-        memory_prefix = str(store.memory) + os.sep
-        if os.path.isabs(ref) and ref.startswith(memory_prefix):
-            candidate = ref[len(memory_prefix) :]
+        memory = os.path.realpath(store.memory)
+        if os.path.isabs(ref) or os.path.exists(ref):  # absolute, or relative to the current folder
+            full = os.path.realpath(ref)
+            if full.startswith(memory + os.sep):
+                candidate = os.path.relpath(full, memory)
         path = safe_path(store, candidate)
         if path.is_file():
-            return PurePosixPath(candidate).as_posix()
+            relpath = PurePosixPath(candidate.replace(os.sep, "/")).as_posix()
+            if not relpath.lower().endswith(".md") or any(p.startswith(".") for p in relpath.split("/")):
+                raise UsageError(f"{relpath} is not a note (notes are .md files outside dot folders)")
+            return relpath
     from anamnesis.index import open_index
 
     with open_index(store) as index:

@@ -31,6 +31,29 @@ def test_symlinked_folder_escaping_the_store_is_refused(store: Store, tmp_path: 
         safe_path(store, "escape/note.md")
 
 
+def test_refs_that_are_paths_name_only_notes_and_may_be_relative_to_the_cwd(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anamnesis.errors import UsageError
+    from anamnesis.store import resolve_ref
+
+    note = create_note(store, type="semantic", title="Kept", body="text")
+    (store.memory / "global" / "img").mkdir()
+    (store.memory / "global" / "img" / "a.png").write_bytes(b"png")
+    (store.memory / ".trash").mkdir()
+    (store.memory / ".trash" / "old.md").write_text("# old\n")
+    for ref in ("global/img/a.png", ".trash/old.md", str(store.memory / "global" / "img" / "a.png")):
+        with pytest.raises(UsageError):
+            delete_note(store, ref)
+    assert (store.memory / "global" / "img" / "a.png").exists()
+    assert (store.memory / ".trash" / "old.md").exists()
+    folder, name = note.path.rsplit("/", 1)
+    monkeypatch.chdir(store.memory / folder)
+    assert resolve_ref(store, "./" + name) == note.path
+    assert resolve_ref(store, "../facts/" + name) == note.path
+    assert resolve_ref(store, note.path) == note.path  # still relative to memory/ when not found here
+
+
 def test_update_detects_a_concurrent_change(store: Store) -> None:
     note = create_note(store, type="semantic", title="T", body="v1")
     path = store.memory / note.path
