@@ -260,6 +260,7 @@ def parse_note(text: str, path: str) -> Note:
     """Parse note text leniently; never raises for bad content."""
     problems: list[str] = []
     meta: dict[str, Any] = {}
+    text = text.removeprefix("\ufeff")  # a byte order mark some editors write
     fm_text, body = split_front_matter(text)
     if text.startswith("---") and fm_text is None:
         problems.append("front matter is not closed by a '---' line")
@@ -297,6 +298,13 @@ def parse_note(text: str, path: str) -> Note:
     note_id = _as_text(meta.get("id")) or path_id or _path_id(path)
     title = _as_text(meta.get("title")).strip() or _title_from(body, path)
     project_value = meta.get("project", path_project)
+    if isinstance(project_value, (list, dict)):
+        problems.append("project is not one key (a list or mapping); the folder's project is used")
+        project_value = path_project
+    tags_value = meta.get("tags")
+    if isinstance(tags_value, dict):
+        problems.append("tags is a mapping; write a list of words")
+        tags_value = None
     note = Note(
         path=path,
         id=note_id,
@@ -304,7 +312,7 @@ def parse_note(text: str, path: str) -> Note:
         title=title,
         body=body.lstrip("\n"),
         project=_as_text(project_value) or None,
-        tags=_as_tags(meta.get("tags")),
+        tags=_as_tags(tags_value),
         created=_as_text(meta.get("created")),
         updated=_as_text(meta.get("updated") or meta.get("created")),
         machine=_as_text(meta.get("machine")),

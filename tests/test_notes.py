@@ -161,3 +161,14 @@ def test_fast_front_matter_agrees_with_yaml_or_declines() -> None:
         assert fast == yaml.safe_load(text), text
         agreed += 1
     assert agreed > 300  # the fast path really is taken for plain notes
+
+
+def test_hand_edits_with_a_bom_crlf_or_wrong_field_kinds_are_read_and_reported() -> None:
+    bom = parse_note("\ufeff---\nid: bomaaaaaaa\ntitle: Bom note\n---\nbody\n", "global/facts/bom.md")
+    assert (bom.id, bom.title, bom.problems) == ("bomaaaaaaa", "Bom note", [])
+    crlf = parse_note("---\r\ntitle: Crlf note\r\ntags: [a, b]\r\n---\r\nbody\r\n", "a.md")
+    assert (crlf.title, crlf.tags, crlf.problems) == ("Crlf note", ["a", "b"], [])
+    odd = parse_note("---\ntitle: t\ntags: {a: 1}\nproject: [x, y]\n---\nb\n", "projects/acme/facts/t.md")
+    assert odd.tags == []
+    assert odd.project == "acme"
+    assert any("tags" in p for p in odd.problems) and any("project" in p for p in odd.problems)
