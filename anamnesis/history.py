@@ -96,6 +96,7 @@ def note_history(store: Store, relpath: str, limit: int = 200) -> list[Version]:
         f"--max-count={int(limit)}",
         f"--format={_LOG_FORMAT}",
         "--name-status",
+        "-z",  # paths as they are: git quotes non-ASCII names and quotes in the line format
         "--",
         relpath,
         check=False,
@@ -104,19 +105,18 @@ def note_history(store: Store, relpath: str, limit: int = 200) -> list[Version]:
         return []
     versions: list[Version] = []
     for record in proc.stdout.split(_REC):
-        if not record.strip():
+        if not record.strip("\0\n"):
             continue
-        header, _, rest = record.partition("\n")
+        header, _, rest = record.partition("\0")
         parts = header.split(_SEP)
         if len(parts) < 5:
             continue
         commit, author, _email, date, message = parts[:5]
         status, path = "M", relpath
-        for line in rest.splitlines():
-            cols = line.split("\t")
-            if len(cols) >= 2 and cols[0]:
-                status, path = cols[0], cols[-1]
-                break
+        fields = rest.lstrip("\n").split("\0")
+        if len(fields) >= 2 and fields[0]:
+            status = fields[0]
+            path = fields[2] if status[:1] in "RC" and len(fields) >= 3 else fields[1]
         versions.append(
             Version(
                 commit=commit,

@@ -45,6 +45,22 @@ def test_history_follows_renames(store: Store) -> None:
     assert "line two" in history.version_text(store, versions[1])
 
 
+def test_history_of_a_file_name_git_would_quote(store: Store) -> None:
+    # Notes made by hand in an editor have names like these; git's line output quotes them
+    # ("caf\303\251..."), which made every version's path wrong and the history page a 404.
+    old, new = 'global/facts/café "menu".md', "global/facts/brûlée.md"
+    (store.memory / old).parent.mkdir(parents=True, exist_ok=True)
+    (store.memory / old).write_text("---\ntitle: Menu\n---\nline one\nline two\nline three\n")
+    run_git(store.memory, "add", "-A")
+    run_git(store.memory, "commit", "-q", "-m", "laptop-1: add by hand")
+    run_git(store.memory, "mv", old, new)
+    run_git(store.memory, "commit", "-q", "-m", "laptop-1: rename")
+    versions = history.note_history(store, new)
+    assert [(v.status[:1], v.path) for v in versions] == [("R", new), ("A", old)]
+    assert "+line two" in history.change_diff(store, versions, 1)
+    assert "line three" in history.version_text(store, versions[0])
+
+
 def test_restore_brings_back_an_old_version_as_a_new_commit(store: Store) -> None:
     note = create_note(store, type="semantic", title="Pool size", body="pool_size = 10\n")
     update_note(store, note.path, body="pool_size = 99 (wrong)\n")
