@@ -73,13 +73,12 @@ def merge_texts(path: str, base: str | None, one: Side, two: Side) -> MergedText
         return MergedText(first.text, has_conflict_markers(first.text))
     name = path.rsplit("/", 1)[-1]
     if name in _UNION_FILES:
-        return MergedText(merge_file(base or "", first, second, union=True), False)
+        return MergedText(merge_file(base or "", first, second, union=True).text, False)
     if path.lower().endswith(".md"):
         merged = _merge_note(base, first, second)
         if merged is not None:
             return merged
-    text = merge_file(base or "", first, second)
-    return MergedText(text, has_conflict_markers(text))
+    return merge_file(base or "", first, second)
 
 
 def order_sides(one: Side, two: Side) -> tuple[Side, Side]:
@@ -89,8 +88,12 @@ def order_sides(one: Side, two: Side) -> tuple[Side, Side]:
     return two, one
 
 
-def merge_file(base: str, first: Side, second: Side, *, union: bool = False) -> str:
-    """`git merge-file` on three texts: clean merge, or standard conflict markers."""
+def merge_file(base: str, first: Side, second: Side, *, union: bool = False) -> MergedText:
+    """`git merge-file` on three texts: clean merge, or standard conflict markers.
+
+    `conflicted` is git's own count, so lines that merely look like markers
+    (a note about git conflicts) do not make a clean merge a conflict.
+    """
     from anamnesis.git import run_git_bytes
 
     with tempfile.TemporaryDirectory(prefix="anamnesis-merge-") as tmp:
@@ -103,7 +106,7 @@ def merge_file(base: str, first: Side, second: Side, *, union: bool = False) -> 
         proc = run_git_bytes(Path(tmp), *args, check=False)
     if proc.returncode < 0 or proc.returncode > 127:
         raise GitError(f"git merge-file failed: {proc.stderr.decode(errors='replace').strip()}")
-    return proc.stdout.decode("utf-8", errors="surrogateescape")
+    return MergedText(proc.stdout.decode("utf-8", errors="surrogateescape"), proc.returncode > 0)
 
 
 def _load_front_matter(text: str) -> tuple[dict[str, Any], str, str] | None:
@@ -135,9 +138,10 @@ def _merge_note(base: str | None, first: Side, second: Side) -> MergedText | Non
     meta_two, fm_two, body_two = parsed_two
     meta_base, _, body_base = parsed_base
     meta, field_conflicts = merge_fields(meta_base, meta_one, meta_two)
-    body = merge_file(
+    merged_body = merge_file(
         body_base, Side(first.label, body_one), Side(second.label, body_two)
     )
+    body = merged_body.text
     if field_conflicts:
         body = _field_block(field_conflicts, first.label, second.label) + body
     if meta == meta_one:
@@ -147,7 +151,7 @@ def _merge_note(base: str | None, first: Side, second: Side) -> MergedText | Non
     else:
         fm = _dump(meta)
     text = body if not meta and not fm_one and not fm_two else f"---\n{fm.rstrip(chr(10))}\n---\n{body}"
-    return MergedText(text, bool(field_conflicts) or has_conflict_markers(body))
+    return MergedText(text, bool(field_conflicts) or merged_body.conflicted)
 
 
 def _dump(meta: dict[str, Any]) -> str:

@@ -139,6 +139,26 @@ def test_both_adding_the_same_path_keeps_both_versions(fleet: Fleet) -> None:  #
     assert "from a" in text and "from b" in text
 
 
+def test_a_note_about_conflict_markers_merges_cleanly_without_a_conflict(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    text = (
+        "---\ntitle: Git tips\n---\n\nA conflict looks like\n\n<<<<<<< HEAD\nmine\n=======\ntheirs\n"
+        ">>>>>>> branch\n\nline a\n\nline b\n\nline c\n\nline d\n"
+    )
+    a.write("hand/git-tips.md", text)
+    a.sync()
+    b.sync()
+    a.write("hand/git-tips.md", text.replace("line a", "line a from a"))
+    b.write("hand/git-tips.md", text.replace("line d", "line d from b"))
+    a.sync()
+    result = b.sync()
+    assert result.conflicts == [] and result.exit_code == 0  # different lines: a clean merge
+    merged = b.read("hand/git-tips.md")
+    assert "line a from a" in merged and "line d from b" in merged and "<<<<<<< HEAD\nmine\n" in merged
+
+
 def test_mesh_of_three_without_a_hub_converges(fleet: Fleet) -> None:  # noqa: F811
     names = ("a", "b", "c")
     machines = {n: fleet.machine(n) for n in names}
