@@ -258,7 +258,8 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
             proc = subprocess.run(
                 ["systemctl", "--user", what, f"{rendered.name}.timer"], capture_output=True, text=True, timeout=15
             )
-            info[what.removeprefix("is-")] = (proc.stdout.strip() or proc.stderr.strip().splitlines()[-1:] or ["?"])[0]
+            lines = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines()[-1:] or ["?"]
+            info[what.removeprefix("is-")] = lines[0]
     watch = plan(store, DEFAULT_EVERY, kind, watch=True)
     info["watch_service"] = {"name": watch.name, "installed": all(p.exists() for p in watch.files)}
     if watch.kind == "systemd" and info["watch_service"]["installed"] and shutil.which("systemctl"):
