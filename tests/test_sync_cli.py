@@ -24,12 +24,16 @@ def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:  # no
     assert "added peer hub" in proc.stdout
     proc = a.cli("peers", "add", "laptop", "me@laptop.tail1234.ts.net:.anamnesis/memory", "--no-check", "--json")
     assert json.loads(proc.stdout)["url"] == "me@laptop.tail1234.ts.net:.anamnesis/memory"
+    proc = a.cli("peers", "add", "laptop", "me@laptop2.tail1234.ts.net:.anamnesis/memory", "--no-check")
+    assert proc.returncode == 0 and "changed peer laptop" in proc.stdout  # a re-point says so, with the old URL
+    assert "was me@laptop.tail1234.ts.net:.anamnesis/memory" in proc.stdout
     proc = a.cli("peers", "add", "bad name", str(hub))
     assert proc.returncode == 2 and "peer name" in proc.stderr
     proc = a.cli("peers", "add", "self", str(a.memory))
     assert proc.returncode == 2 and "own peer" in proc.stderr
     listed = json.loads(a.cli("peers", "list", "--json").stdout)
     assert [p["name"] for p in listed] == ["hub", "laptop"]
+    assert listed[1]["url"] == "me@laptop2.tail1234.ts.net:.anamnesis/memory"
     settings = json.loads((a.home / "settings.json").read_text())
     assert set(settings["peers"]) == {"hub", "laptop"}
     assert (a.home / "settings.json").stat().st_mode & 0o077 == 0

@@ -106,16 +106,31 @@ def peers_add(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Add a peer (stored in this machine's settings, never in memory/)."""
-    from anamnesis.peers import add_peer, probe
+    from anamnesis.peers import PeerNotFound, add_peer, get_peer, probe
 
     store = get_store()
+    try:
+        before: str | None = get_peer(store, name).url
+    except PeerNotFound:
+        before = None
     peer, changed = add_peer(store, name, url)
     problem = None if no_check else probe(peer.url)
     if json_out:
-        print_json({**peer.to_dict(), "changed": changed, "reachable": None if no_check else problem is None, "problem": problem})
+        print_json(
+            {
+                **peer.to_dict(),
+                "changed": changed,
+                "previous_url": before if changed else None,
+                "reachable": None if no_check else problem is None,
+                "problem": problem,
+            }
+        )
         return
     out = console()
-    out.print(f"{'added' if changed else 'already had'} peer [bold]{peer.name}[/bold] → {peer.url}")
+    if changed and before is not None:
+        out.print(f"changed peer [bold]{peer.name}[/bold] → {peer.url} [dim](was {before})[/dim]", highlight=False)
+    else:
+        out.print(f"{'added' if changed else 'already had'} peer [bold]{peer.name}[/bold] → {peer.url}")
     if problem:
         out.print(f"[yellow]warning:[/yellow] cannot reach it now: {problem} (sync will keep trying)")
     out.print("[dim]next: `anamnesis sync`[/dim]")
