@@ -38,7 +38,7 @@ _SHAPED: list[tuple[str, re.Pattern[str]]] = [
     ("google-oauth-token", re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
     ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})\b")),
     ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
-    ("slack-token", re.compile(r"\bxox[abposre]-[A-Za-z0-9\-]{10,}")),
+    ("slack-token", re.compile(r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}")),
     ("slack-webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+")),
     ("stripe-key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b")),
     ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
@@ -50,12 +50,16 @@ _SHAPED: list[tuple[str, re.Pattern[str]]] = [
     ("twilio-key", re.compile(r"\bSK[0-9a-f]{32}\b")),
     ("digitalocean-token", re.compile(r"\bdo[pro]_v1_[a-f0-9]{64}\b")),
     ("azure-sas", re.compile(r"(?<=[?&])sig=[A-Za-z0-9%+/=]{20,}")),
+    (
+        "url-signature",
+        re.compile(r"(?i)(?<=[?&])(?:x-amz-signature|x-goog-signature|signature)=[A-Za-z0-9%+/=_\-]{16,}"),
+    ),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
 ]
 
-# "Authorization: Bearer abc", "-H 'X-Api-Key: abc'", "Bearer abc..." anywhere.
+# "Authorization: Bearer abc", {'Authorization': 'Basic abc'}, "-H 'X-Api-Key: abc'", "Bearer abc..." anywhere.
 _AUTH_HEADER = re.compile(
-    r"(?i)\b((?:proxy-)?authorization\s*:\s*(?:bearer|basic|token|digest|bot)?\s*)([^\s'\"]+)"
+    r"(?i)\b((?:proxy-)?authorization\\?['\"]?\s*:\s*\\?['\"]?(?:bearer|basic|token|digest|bot)?\s*)([^\s'\"\\]+)"
 )
 _BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/=\-]{16,})")
 _HEADER_KEY = re.compile(rf"(?i)\b(x-[a-z\-]*(?:{_SECRET_WORD})[a-z\-]*\s*:\s*)([^\s'\"]+)")
@@ -63,11 +67,28 @@ _HEADER_KEY = re.compile(rf"(?i)\b(x-[a-z\-]*(?:{_SECRET_WORD})[a-z\-]*\s*:\s*)(
 # scheme://user:password@host — keep the user and host, drop the password.
 _URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)", re.I)
 
-# key = value, key: value, "key": "value", --password value, export KEY=value (.env lines).
+# key = value, key: value, "key": "value" (also JSON-escaped: \"key\": \"value\"), --password value,
+# export KEY=value (.env lines).
 _KEY_VALUE = re.compile(
-    rf"(?i)(?P<key>(?P<q>[\"']?)\b{_KEY_NAME}(?P=q))"
+    rf"(?i)(?P<key>(?P<q>[\"']?)\b{_KEY_NAME}\\?(?P=q))"
     r"(?P<sep>\s*(?:=>|:=|[:=])\s*)"
-    r"(?:(?P<vq>[\"'`])(?P<qvalue>[^\"'`\n]+)(?P=vq)|(?P<value>[^\s\"'`,;&|)}\]]+))"
+    r"(?:(?P<esc>\\?)(?P<vq>[\"'`])(?P<qvalue>(?:[^\"'`\n\\]|\\[^\"'`\n])+)(?P=esc)(?P=vq)"
+    r"|(?P<value>[^\s\"'`,;&|)}\]\\]+))"
+)
+# A token-looking blob (20+ base64/hex characters, letters and digits) under any name ending in "key".
+_KEY_BLOB = re.compile(
+    r"(?i)(?P<lead>\b[A-Za-z0-9_.\-]*key\\?[\"']?\s*(?:=>|:=|[:=])\s*\\?[\"']?)"
+    r"(?P<value>[A-Za-z0-9+/_\-]{20,}={0,2})(?![A-Za-z0-9+/=_\-])"
+)
+# curl -u user:password, --user, --proxy-user: keep the user, drop the password.
+_USER_FLAG = re.compile(
+    r"(?<![\w-])(?P<lead>(?:-u|-U|--user|--proxy-user)(?:\s+|=)[\"']?[^\s:'\"@/]+:)(?P<value>[^\s'\"]+)"
+)
+# mysql -pPASSWORD (attached), docker/podman/helm login -p PASSWORD, sshpass -p PASSWORD.
+_SHORT_PASSWORD = re.compile(
+    r"(?P<lead>\b(?:mysql\w*|mariadb\w*)\b[^\n|;&]*?\s-p"
+    r"|\b(?:(?:docker|podman|buildah|skopeo|oras|helm(?:\s+registry)?)\s+login|sshpass)\b[^\n|;&]*?\s-p\s+)"
+    r"(?P<value>[^\s'\"]+)"
 )
 _FLAG_VALUE = re.compile(rf"(?i)(?P<flag>--?{_KEY_NAME}(?:\s+|=))(?P<vq>[\"']?)(?P<value>[^\s\"']+)")
 _ENV_LINE = re.compile(
@@ -78,11 +99,26 @@ _ENV_LINE = re.compile(
 
 
 def _key_value(match: re.Match[str]) -> str:
-    quote = match.group("vq") or ""
-    value = match.group("qvalue") if quote else match.group("value")
-    if _NOT_A_SECRET.match(value):
+    group = "qvalue" if match.group("vq") else "value"
+    if _NOT_A_SECRET.match(match.group(group)):
         return match.group(0)
-    return f"{match.group('key')}{match.group('sep')}{quote}{MASK}{quote}"
+    start, end = match.span(group)
+    whole, base = match.group(0), match.start()
+    return whole[: start - base] + MASK + whole[end - base :]
+
+
+def _lead_value(match: re.Match[str]) -> str:
+    value = match.group("value")
+    if _NOT_A_SECRET.match(value) or value.startswith("-"):
+        return match.group(0)
+    return f"{match.group('lead')}{MASK}"
+
+
+def _key_blob(match: re.Match[str]) -> str:
+    value = match.group("value")
+    if not (re.search(r"\d", value) and re.search(r"[A-Za-z]", value)):
+        return match.group(0)
+    return f"{match.group('lead')}{MASK}"
 
 
 def _flag_value(match: re.Match[str]) -> str:
@@ -115,8 +151,11 @@ def redact(text: str) -> str:
     text = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _HEADER_KEY.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _ENV_LINE.sub(_env_line, text)
+    text = _USER_FLAG.sub(_lead_value, text)
+    text = _SHORT_PASSWORD.sub(_lead_value, text)
     text = _FLAG_VALUE.sub(_flag_value, text)
     text = _KEY_VALUE.sub(_key_value, text)
+    text = _KEY_BLOB.sub(_key_blob, text)
     return text
 
 

@@ -41,6 +41,12 @@ def test_everything_at_once() -> None:
         "see https://docs.example.org/guide#section",
         "ssh://git@github.com/acme/api.git",
         "export PASSWORD=$DB_PASS",
+        "git push -u origin main",
+        "docker run -u 1000:1000 app",
+        "mysql -u root -p shop",
+        "ssh -p 2222 build.internal",
+        "sort_key = lambda row: row[0]",
+        'cache_key = f"user:{uid}"',
     ],
 )
 def test_ordinary_text_survives(text: str) -> None:

@@ -263,4 +263,34 @@ SECRETS: list[tuple[str, str, str]] = [
         "HF=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
         "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
     ),
+    ("curl user:password", "curl -u admin:Hunter2Hunter2 https://api.example.org", "Hunter2Hunter2"),
+    ("curl --user", "curl --user 'deploy:Pa55w0rdPa55' https://api.example.org", "Pa55w0rdPa55"),
+    (
+        "json-escaped password",
+        'curl -d "{\\"username\\": \\"bob\\", \\"password\\": \\"Esc4pedSecret\\"}" https://x',
+        "Esc4pedSecret",
+    ),
+    (
+        "quoted authorization header",
+        "requests.get(url, headers={'Authorization': 'Basic dXNlcjpwYXNzd29yZDEyMw=='})",
+        "dXNlcjpwYXNzd29yZDEyMw",
+    ),
+    (
+        "s3 presigned url",
+        "https://b.s3.amazonaws.com/k?X-Amz-Date=20250101&X-Amz-Signature=9f8e7d6c5b4a39f8e7d6c5b4a3f2e1d0",
+        "9f8e7d6c5b4a39f8e7d6c5b4a3f2e1d0",
+    ),
+    (
+        "gcs signed url",
+        "https://storage.googleapis.com/b/o?X-Goog-Signature=0a1b2c3d4e5f60718293a4b5c6d7e8f9&X-Goog-Expires=60",
+        "0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+    ),
+    ("slack app token", "SLACK_APP=xapp-1-A0123BCDE-0123456789-abcdef0123456789", "abcdef0123456789"),
+    (
+        "base64 blob as key",
+        'key: "c2VjcmV0LWJsb2ItZm9yLXRlc3RpbmcxMjM0NQ=="',
+        "c2VjcmV0LWJsb2ItZm9yLXRlc3RpbmcxMjM0NQ",
+    ),
+    ("mysql -p", "mysql -u root -pMyDbP4ssw0rd shop", "MyDbP4ssw0rd"),
+    ("docker login -p", "docker login -u ci -p D0ckerHubP4ss registry.example.org", "D0ckerHubP4ss"),
 ]
