@@ -65,6 +65,8 @@ def safe_path(store: Store, relpath: str) -> Path:
     full = (store.memory / pure).resolve()
     if full != root and root not in full.parents:
         raise OutsideStore(f"path {relpath!r} resolves outside the store")
+    if full == root / ".git" or root / ".git" in full.parents:  # e.g. through a symlinked folder
+        raise OutsideStore(f"path {relpath!r} resolves into the git folder")
     return store.memory / pure
 
 

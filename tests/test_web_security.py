@@ -226,6 +226,21 @@ def test_paths_cannot_leave_the_store(served: tuple[Dashboard, Store, Seeded], p
     assert "machine_id" not in response.text and "[core]" not in response.text
 
 
+def test_a_symlinked_folder_cannot_reach_the_git_folder(served: tuple[Dashboard, Store, Seeded]) -> None:
+    # A folder symlink inside memory/ (made by hand, or synced from a peer) pointing at .git
+    # resolved inside the store, so /note/ showed .git/config and /edit/ offered to rewrite it.
+    running, store, _seeded = served
+    (store.memory / "dotgit").symlink_to(".git")
+    try:
+        with client(running) as http:
+            for path in ("/note/dotgit/config", "/edit/dotgit/config", "/history/dotgit/config"):
+                response = http.get(path)
+                assert response.status_code == 400, path
+                assert "repositoryformatversion" not in response.text
+    finally:
+        (store.memory / "dotgit").unlink()
+
+
 def test_writing_outside_the_store_is_refused(
     served: tuple[Dashboard, Store, Seeded], tmp_path: Path
 ) -> None:
