@@ -42,6 +42,7 @@ def load_settings(store: Store) -> dict[str, Any]:
             raise AnamnesisError(f"cannot read {store.settings_path}: {exc}") from exc
         if not isinstance(data, dict):
             raise AnamnesisError(f"{store.settings_path} must hold a JSON object")
+    _check_kinds(store, data, DEFAULTS, "")
     merged: dict[str, Any] = json.loads(json.dumps(DEFAULTS))
     for key, value in data.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
@@ -49,6 +50,30 @@ def load_settings(store: Store) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "a JSON object"
+    if isinstance(value, list):
+        return "a list"
+    return "a string" if isinstance(value, str) else "null"
+
+
+def _check_kinds(store: Store, data: dict[str, Any], defaults: dict[str, Any], prefix: str) -> None:
+    """A known field of the wrong kind (peers as a list, a budget as text) is an error naming it."""
+    for key, default in defaults.items():
+        if key not in data:
+            continue
+        want, got = _kind(default), _kind(data[key])
+        if want != got:
+            raise AnamnesisError(f'{store.settings_path}: "{prefix}{key}" must be {want}, not {got}')
+        if isinstance(default, dict) and key != "peers":
+            _check_kinds(store, data[key], default, f"{prefix}{key}.")
 
 
 def save_settings(store: Store, settings: dict[str, Any]) -> None:

@@ -27,6 +27,8 @@ def init_store(store: Store) -> list[str]:
     from anamnesis.settings import load_settings, new_machine_id, save_settings
 
     done: list[str] = []
+    if store.home.exists() and not store.home.is_dir():
+        raise AnamnesisError(f"{store.home} is a file, not a folder; point ANAMNESIS_HOME at a folder")
     for folder in (store.home, store.state_dir, store.log_dir):
         if not folder.exists():
             folder.mkdir(parents=True, exist_ok=True)

@@ -160,6 +160,33 @@ def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> N
     assert run_cli("search").returncode == 2  # usage error from the parser
 
 
+def test_broken_settings_index_and_home_are_one_line_errors(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
+    def one_line(result: subprocess.CompletedProcess[str], code: int, words: str) -> None:
+        assert result.returncode == code, result.stderr
+        assert result.stderr.startswith("anamnesis: error:") and result.stderr.count("\n") == 1, result.stderr
+        assert words in result.stderr
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    one_line(run_cli("init", "--local-only", home_dir=a_file), 1, "not a folder")
+    one_line(run_cli("init", "--local-only", home_dir=a_file / "sub"), 1, "Not a directory")
+    init(run_cli)
+    settings = home / "settings.json"
+    good = json.loads(settings.read_text())
+    settings.write_text(json.dumps({**good, "peers": ["desk", "laptop"]}))
+    one_line(run_cli("peers", "list"), 1, '"peers" must be a JSON object, not a list')
+    one_line(run_cli("peers", "add", "hub", str(tmp_path)), 1, '"peers" must be a JSON object')
+    doctor = run_cli("doctor", "--json")
+    problems = [f["problem"] for f in json.loads(doctor.stdout)["findings"]]
+    assert doctor.returncode == 1 and any('"peers" must be' in p for p in problems)
+    settings.write_text(json.dumps({**good, "recall": {"budget": "lots"}}))
+    one_line(run_cli("status"), 1, '"recall.budget" must be a number, not a string')
+    settings.write_text(json.dumps(good))
+    (home / "index.db").unlink()
+    (home / "index.db").mkdir()
+    one_line(run_cli("list"), 1, "index.db")
+
+
 def test_reindex_status_doctor(run_cli: RunCli, home: Path) -> None:
     init(run_cli)
     run_cli("new", "A note", "--body", "alpha")

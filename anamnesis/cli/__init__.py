@@ -52,6 +52,18 @@ def main() -> None:
     except AnamnesisError as exc:
         print(f"anamnesis: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a file system refusal (home is a file, disk full, no permission)
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"anamnesis: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        sys.exit(1)
+    except Exception as exc:
+        sqlite3 = sys.modules.get("sqlite3")
+        if sqlite3 is None or not isinstance(exc, sqlite3.Error):
+            raise
+        busy = "locked" in str(exc) or "busy" in str(exc)
+        hint = "another process holds it; try again" if busy else "run `anamnesis reindex`"
+        print(f"anamnesis: error: the search index failed: {exc} ({hint})", file=sys.stderr)
+        sys.exit(5 if busy else 1)
     except KeyboardInterrupt:
         print("anamnesis: interrupted", file=sys.stderr)
         sys.exit(130)
