@@ -107,7 +107,15 @@ def _index_findings(store: Store) -> list[Finding]:
                 )
             )
         for relpath, problem in index.problems():
-            fix = "add a front matter block (see docs/notes.md)" if "front matter" in problem else ""
+            fix = ""
+            if "no front matter" in problem:
+                fix = "add a front matter block (see docs/notes.md)"
+            elif "front matter" in problem:
+                fix = "fix the front matter between the '---' lines (see docs/notes.md)"
+            elif "unknown type" in problem:
+                fix = "set `type:` to semantic, procedural, episodic or preference"
+            elif "UTF-8" in problem:
+                fix = "save the file as UTF-8"
             if "conflict" in problem:
                 fix = "resolve the conflict in an editor, or `anamnesis resolve`"
             elif "symlink" in problem or "binary" in problem:

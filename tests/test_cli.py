@@ -199,6 +199,8 @@ def test_reindex_status_doctor(run_cli: RunCli, home: Path) -> None:
     assert doctor.returncode == 1
     found = {f["where"]: f["problem"] for f in json.loads(doctor.stdout)["findings"]}
     assert "not valid YAML" in found["global/facts/bad.md"]
+    fixes = {f["where"]: f["fix"] for f in json.loads(doctor.stdout)["findings"]}
+    assert "fix the front matter" in fixes["global/facts/bad.md"]  # not "add a front matter block"
     assert "Windows" in found["global/facts/what?.md"]
     assert "600" in found[str(home / "settings.json")]
     reindexed = run_cli("reindex", "--json")
