@@ -50,8 +50,24 @@ def _log(store: Store | None, line: str) -> None:
         pass
 
 
+def _fit(text: str, cap: int = OUTPUT_CAP) -> str:
+    """`text` within `cap` as Claude Code counts (UTF-16 code units: an emoji is two), closing tag kept."""
+    if len(text) * 2 <= cap or len(text.encode("utf-16-le", "surrogatepass")) // 2 <= cap:
+        return text
+    from anamnesis.transcript import MEMORY_CLOSE
+
+    tail = f"…\n{MEMORY_CLOSE}\n" if text.endswith(f"{MEMORY_CLOSE}\n") else ""
+    room = cap - len(tail)
+    used = 0
+    for at, char in enumerate(text):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > room:
+            return text[:at] + tail
+    return text
+
+
 def _context_json(event: str, text: str) -> str:
-    text = text[:OUTPUT_CAP]
+    text = _fit(text)
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
 
 

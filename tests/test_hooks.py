@@ -70,6 +70,23 @@ def test_session_start_prints_context_json(store: Store, tmp_path: Path, source:
     assert "Prefer small commits" in context and len(context) <= 9500
 
 
+def test_session_start_fits_the_cap_as_claude_code_counts_it(store: Store, tmp_path: Path) -> None:
+    # Claude Code measures the context in UTF-16 code units (JavaScript string length): an emoji
+    # counts twice, so 9,500 Python characters of emoji would be 19,000 there and get cut off.
+    settings = load_settings(store)
+    settings["inject_budget"] = 9500
+    save_settings(store, settings)
+    create_note(store, type="preference", title="Brain rules 🧠", body="🧠 think first. " * 1200)
+    proc = run_hook(
+        store.home, "session-start", {"session_id": "s", "cwd": str(tmp_path), "source": "startup"}
+    )
+    assert proc.returncode == 0 and proc.stderr == ""
+    context = json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "Brain rules" in context
+    assert len(context.encode("utf-16-le")) // 2 <= 9500
+    assert context.endswith("</anamnesis-memory>\n")
+
+
 def test_session_start_with_nothing_prints_nothing(store: Store, tmp_path: Path) -> None:
     proc = run_hook(
         store.home, "session-start", {"session_id": "s", "cwd": str(tmp_path), "source": "startup"}
