@@ -386,6 +386,22 @@ def list_conflicts(store: Store) -> list[ConflictedNote]:
     return found
 
 
+def binary_conflicts(store: Store) -> list[tuple[str, str]]:
+    """(file, its other version) for binary files both sides changed: sync keeps one in place
+    and the other beside it as `<file>.<machine>.conflict` (markers cannot go into a binary).
+    """
+    from anamnesis.git import run_git_bytes
+
+    out = run_git_bytes(store.memory, "ls-files", "-z", "--", "*.conflict", check=False).stdout
+    found: list[tuple[str, str]] = []
+    for side in sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p):
+        stem = side.removesuffix(".conflict")
+        cuts = [i for i, c in enumerate(stem) if c == "."]
+        original = next((stem[:i] for i in cuts if (store.memory / stem[:i]).is_file()), stem.rsplit(".", 1)[0])
+        found.append((original, side))
+    return found
+
+
 def resolve_note(store: Store, ref: str, keep: str | None) -> str:
     """Resolve one note: with `keep` ('ours', 'theirs', 'both') rewrite it; with None just
     check a hand edit removed the markers. Then commit and index it. Returns its path.

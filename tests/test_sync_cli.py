@@ -113,6 +113,30 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811
     assert "line from b" in a.read(first.path) and "line from a" in a.read(second.path)
 
 
+def test_conflicts_lists_a_binary_file_changed_on_both_sides(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    picture = a.memory / "img" / "pic.png"
+    picture.parent.mkdir()
+    picture.write_bytes(b"\x89PNG\0base")
+    a.sync()
+    b.sync()
+    picture.write_bytes(b"\x89PNG\0from a")
+    (b.memory / "img" / "pic.png").write_bytes(b"\x89PNG\0from b")
+    a.sync()
+    assert b.sync().conflicts == ["img/pic.png"]
+    listed = json.loads(b.cli("conflicts", "--json").stdout)
+    assert listed == [{"path": "img/pic.png", "title": "img/pic.png", "blocks": [], "other_version": "img/pic.png.b.conflict"}]
+    kept = {(b.memory / "img" / "pic.png").read_bytes(), (b.memory / "img" / "pic.png.b.conflict").read_bytes()}
+    assert kept == {b"\x89PNG\0from a", b"\x89PNG\0from b"}  # both versions, nothing lost
+    proc = b.cli("conflicts")
+    assert "img/pic.png.b.conflict" in proc.stdout
+    (b.memory / "img" / "pic.png.b.conflict").unlink()
+    b.sync()
+    assert json.loads(b.cli("conflicts", "--json").stdout) == []
+
+
 def _rendered_units(fleet: Fleet, kind: str) -> dict[str, str]:  # noqa: F811
     a = fleet.machines.get("a") or fleet.machine("a")
     proc = subprocess.run(

@@ -172,23 +172,34 @@ def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
 
 def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """List notes that still carry conflict markers (resolve with `anamnesis resolve`)."""
-    from anamnesis.conflicts import list_conflicts
+    from anamnesis.conflicts import binary_conflicts, list_conflicts
 
-    found = list_conflicts(get_store())
+    store = get_store()
+    found = list_conflicts(store)
+    binaries = binary_conflicts(store)
     if json_out:
-        print_json([c.to_dict() for c in found])
+        print_json(
+            [c.to_dict() for c in found]
+            + [{"path": path, "title": path, "blocks": [], "other_version": side} for path, side in binaries]
+        )
         return
     out = console()
-    if not found:
+    if not found and not binaries:
         out.print("[green]✔[/green] no conflicts")
         return
     for item in found:
         sides = "; ".join(f"{a} ↔ {b}" for a, b in item.labels)
         out.print(f"[red]•[/red] [bold]{item.title}[/bold]  {item.path}  [dim]{sides}[/dim]")
-    out.print(
-        "[dim]resolve: edit the note and remove the markers, then `anamnesis sync`; "
-        "or `anamnesis resolve NOTE --ours|--theirs|--both|--edit`[/dim]"
-    )
+    for path, side in binaries:
+        out.print(f"[red]•[/red] {path}  [dim]the other version is {side}[/dim]", highlight=False)
+    if found:
+        out.print(
+            "[dim]resolve: edit the note and remove the markers, then `anamnesis sync`; "
+            "or `anamnesis resolve NOTE --ours|--theirs|--both|--edit`[/dim]"
+        )
+    if binaries:
+        out.print("[dim]binary files: keep the version you want under the file's name, delete the "
+                  "`.conflict` one, then `anamnesis sync`[/dim]")
 
 
 def resolve(
