@@ -34,7 +34,8 @@ def test_help_lists_every_command(run_cli: RunCli) -> None:
         "project",
     ):
         assert command in result.stdout
-    assert "Examples" in run_cli("new", "--help").stdout
+    for command in ("new", "search", "show", "list", "edit", "rm", "reindex", "status", "doctor", "project"):
+        assert "Examples" in run_cli(command, "--help").stdout, command
 
 
 def test_init_is_idempotent_and_print_writes_nothing(run_cli: RunCli, home: Path) -> None:
@@ -152,6 +153,8 @@ def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> N
         (("new", "T", "--body", "   "), 2),
         (("show", "../../etc/passwd"), 2),
         (("search", "x", "--since", "yesterday-ish"), 2),
+        (("search", "x", "-t", "diary"), 2),
+        (("list", "-t", "diary"), 2),
     ):
         result = run_cli(*args)
         assert result.returncode == code, (args, result.stderr)

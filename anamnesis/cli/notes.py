@@ -29,6 +29,14 @@ def _tags(values: list[str] | None) -> list[str]:
     return tags
 
 
+def _check_type(kind: str | None) -> None:
+    from anamnesis.errors import UsageError
+    from anamnesis.notes import NOTE_TYPES
+
+    if kind is not None and kind not in NOTE_TYPES:
+        raise UsageError(f"unknown type {kind!r}; use one of {', '.join(NOTE_TYPES)}")
+
+
 def _project_option(project: str | None, here: bool, global_: bool = False) -> str | None:
     if global_:
         return None
@@ -154,10 +162,18 @@ def search(
     any_terms: bool = typer.Option(False, "--any", help="Match any word instead of all of them."),
     json_out: bool = typer.Option(False, "--json", help="Results as JSON."),
 ) -> None:
-    """Full-text search, best match first (title > tags > body; English stemming)."""
+    """Full-text search, best match first (title > tags > body; English stemming).
+
+    Examples:
+      anamnesis search "connection pool"            all of the words
+      anamnesis search parse_config --here          a code word, this project only
+      anamnesis search deploy -t procedural --since 2w
+      anamnesis search 'redis -cluster' --any --json
+    """
     from anamnesis.index import open_index
 
     store = get_store()
+    _check_type(type)
     with open_index(store) as index:
         index.refresh()
         hits = index.search(
@@ -180,7 +196,13 @@ def show(
     ref: str = typer.Argument(..., help="A note id, id prefix, file name or path."),
     json_out: bool = typer.Option(False, "--json", help="The note as JSON (fields, body, problems)."),
 ) -> None:
-    """Print a note (its file text as is)."""
+    """Print a note (its file text as is).
+
+    Examples:
+      anamnesis show 7k2m                           by id prefix (4+ characters)
+      anamnesis show global/facts/use-pg-bouncer-7k2m9q4x1c.md
+      anamnesis show 7k2m9q4x1c --json              fields, body and problems
+    """
     from anamnesis.store import read_note, resolve_ref, safe_path
 
     store = get_store()
@@ -204,10 +226,18 @@ def list_(
     limit: int = typer.Option(50, "--limit", "-n", min=1, help="At most this many notes."),
     json_out: bool = typer.Option(False, "--json", help="As JSON."),
 ) -> None:
-    """List notes, most recently updated first."""
+    """List notes, most recently updated first.
+
+    Examples:
+      anamnesis list --here -n 20
+      anamnesis list -t preference
+      anamnesis list -g postgres --since 2026-11-01 --until 2026-11-30
+      anamnesis list --conflicts
+    """
     from anamnesis.index import open_index
 
     store = get_store()
+    _check_type(type)
     with open_index(store) as index:
         index.refresh()
         hits = index.list_notes(
@@ -234,7 +264,12 @@ def list_(
 
 
 def edit(ref: str = typer.Argument(..., help="A note id, id prefix, file name or path.")) -> None:
-    """Open a note in $EDITOR; when you save, it is re-indexed and committed."""
+    """Open a note in $EDITOR; when you save, it is re-indexed and committed.
+
+    Examples:
+      anamnesis edit 7k2m
+      EDITOR="code --wait" anamnesis edit ./facts/use-pg-bouncer-7k2m9q4x1c.md
+    """
     from anamnesis.store import resolve_ref, safe_path
 
     store = get_store()
@@ -279,7 +314,12 @@ def rm(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
-    """Delete a note (the deletion is committed; git history keeps the old text)."""
+    """Delete a note (the deletion is committed; git history keeps the old text).
+
+    Examples:
+      anamnesis rm 7k2m                             asks first when run in a terminal
+      anamnesis rm 7k2m9q4x1c -y --json
+    """
     import sys
 
     from anamnesis.store import delete_note, read_note

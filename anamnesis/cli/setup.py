@@ -106,7 +106,12 @@ def _report_init(lines: list[str], json_out: bool, planned: bool) -> None:
 
 
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """Show the store: where it is, how many notes, index freshness, last sync."""
+    """Show the store: where it is, how many notes, index freshness, last sync.
+
+    Examples:
+      anamnesis status
+      ANAMNESIS_HOME=/tmp/try anamnesis status --json
+    """
     import time
 
     from anamnesis.index import open_index
@@ -175,6 +180,10 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     """Find problems and explain them: malformed notes, stale index, git trouble, permissions.
 
     Exits 1 when anything needs attention, 0 when all is well.
+
+    Examples:
+      anamnesis doctor
+      anamnesis doctor --json || echo "needs attention"
     """
     from anamnesis.doctor import run_checks
 
@@ -195,7 +204,12 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
 
 
 def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """Rebuild the search index from the notes on disk (never needed for correctness: it is automatic)."""
+    """Rebuild the search index from the notes on disk (never needed for correctness: it is automatic).
+
+    Examples:
+      anamnesis reindex
+      anamnesis reindex --json                      counts and files that could not be indexed
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from anamnesis.index import open_index
@@ -235,6 +249,11 @@ def project(
 
     From a `.anamnesis-project` file in the project, else the git remote URL,
     else the folder name.
+
+    Examples:
+      anamnesis project                             github.com/acme/api
+      anamnesis project ~/src/api --json
+      echo acme/api > .anamnesis-project            pin the key (commit this file)
     """
     from anamnesis.project import project_key
 
