@@ -134,8 +134,12 @@ def validate(note: Note) -> None:
         raise UsageError("a note needs a title")
     if len(note.title) > MAX_TITLE:
         raise UsageError(f"title is longer than {MAX_TITLE} characters")
-    if "\n" in note.title:
+    if "\n" in note.title or "\r" in note.title:
         raise UsageError("a title is one line")
+    if note.project is not None and (
+        not any(c.isalnum() for c in note.project) or any(ord(c) < 32 for c in note.project)
+    ):
+        raise UsageError(f"project key {note.project!r} must be one line with letters or digits")
     size = len(note.body.encode("utf-8"))
     if size > MAX_NOTE_BYTES:
         raise UsageError(f"note body is {size} bytes; the limit is {MAX_NOTE_BYTES}")
@@ -200,7 +204,7 @@ def create_note(
         type=type,
         title=title.strip(),
         body=body,
-        project=project if type != "preference" else None,
+        project=project.strip() if project and type != "preference" else None,
         tags=[t.strip().lstrip("#").lower() for t in tags if t.strip()],
         created=stamp,
         updated=stamp,

@@ -54,6 +54,18 @@ def test_refs_that_are_paths_name_only_notes_and_may_be_relative_to_the_cwd(
     assert resolve_ref(store, note.path) == note.path  # still relative to memory/ when not found here
 
 
+@pytest.mark.parametrize("project", ["   ", "a\nb", "/", "..", "a\tb"])
+def test_blank_or_multi_line_project_keys_and_titles_are_refused(store: Store, project: str) -> None:
+    from anamnesis.errors import UsageError
+
+    with pytest.raises(UsageError):
+        create_note(store, type="semantic", title="T", body="b", project=project)
+    with pytest.raises(UsageError):
+        create_note(store, type="semantic", title="a\rb", body="b")
+    assert create_note(store, type="semantic", title="T", body="b", project=" ünï/key ").project == "ünï/key"
+    assert list(store.memory.glob("projects/*/*/*.md")) != []
+
+
 def test_update_detects_a_concurrent_change(store: Store) -> None:
     note = create_note(store, type="semantic", title="T", body="v1")
     path = store.memory / note.path
