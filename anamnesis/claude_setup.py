@@ -138,6 +138,10 @@ def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
         return None, {}
     except OSError as exc:
         raise ClaudeConfigError(f"cannot read {path}: {exc.strerror or exc}; nothing was changed") from exc
+    except UnicodeDecodeError:
+        raise ClaudeConfigError(
+            f"{path} is not UTF-8 text; fix or move it and run again — nothing was changed"
+        ) from None
     if not text.strip():
         return text, {}
     try:

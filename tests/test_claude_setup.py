@@ -34,8 +34,10 @@ USER_CLAUDE_JSON: dict[str, Any] = {
 
 
 @pytest.fixture
-def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A scratch HOME for Claude Code's config (and nothing else of the real user's)."""
+def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: Path) -> Path:
+    """A scratch HOME for Claude Code's config (and nothing else of the real user's).
+
+    Set up after `home`, which points CLAUDE_CONFIG_DIR elsewhere: unset again here."""
     path = tmp_path / "user"
     path.mkdir()
     monkeypatch.setenv("HOME", str(path))
@@ -44,7 +46,9 @@ def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _env(user_home: Path, **extra: str) -> dict[str, str]:
-    env = {"HOME": str(user_home), **extra}
+    # cli_env points CLAUDE_CONFIG_DIR at a scratch folder; these tests use the scratch HOME's
+    # ~/.claude.json and ~/.claude/settings.json instead (an empty value means "not set").
+    env = {"HOME": str(user_home), "CLAUDE_CONFIG_DIR": "", **extra}
     return env
 
 
@@ -151,6 +155,24 @@ def test_malformed_settings_refuse_and_change_nothing(user_home: Path, run_cli: 
     assert not (user_home / ".claude.json").exists()
     assert not home.exists()  # not even the store was created
     assert list(settings.parent.iterdir()) == [settings]
+
+
+@pytest.mark.parametrize("name", [".claude.json", ".claude/settings.json"])
+def test_a_config_file_that_is_not_utf8_refuses_and_changes_nothing(
+    user_home: Path, run_cli: RunCli, home: Path, name: str
+) -> None:
+    target = user_home / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    garbage = b'\xff\xfe{"numStartups": 3}'
+    target.write_bytes(garbage)
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert f"{target} is not UTF-8 text" in proc.stderr and "nothing was changed" in proc.stderr
+    assert target.read_bytes() == garbage
+    assert not home.exists()
+    assert sorted(p.name for p in target.parent.iterdir() if "anamnesis-backup" in p.name) == []
+    proc = run_cli("uninstall", env=_env(user_home))
+    assert "Traceback" not in proc.stderr and target.read_bytes() == garbage
 
 
 @pytest.mark.parametrize(
