@@ -190,6 +190,20 @@ def test_broken_settings_index_and_home_are_one_line_errors(run_cli: RunCli, hom
     one_line(run_cli("list"), 1, "index.db")
 
 
+def test_json_results_have_the_same_keys_whatever_the_note(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    run_cli("new", "Clean note", "--body", "kiwi fruit", "-G")
+    (home / "memory" / "global" / "facts" / "hand.md").write_text("---\ntitle: [broken\n---\n# Kiwi\n")
+    found = json.loads(run_cli("search", "kiwi", "--json").stdout)
+    listed = json.loads(run_cli("list", "--json").stdout)
+    assert len(found) == 2 and len(listed) == 2
+    assert {frozenset(r) for r in found} == {frozenset(found[0])}
+    assert {"snippet", "score", "problems"} <= set(found[0])
+    assert {frozenset(r) for r in listed} == {frozenset(listed[0])} and "problems" in listed[0]
+    shown = [json.loads(run_cli("show", r["id"], "--json").stdout) for r in listed]
+    assert all("problems" in s for s in shown)
+
+
 def test_reindex_status_doctor(run_cli: RunCli, home: Path) -> None:
     init(run_cli)
     run_cli("new", "A note", "--body", "alpha")

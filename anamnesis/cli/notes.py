@@ -186,8 +186,8 @@ def search(
             limit=limit,
             any_terms=any_terms,
         )
-    if json_out:
-        print_json([h.to_dict() for h in hits])
+    if json_out:  # the same keys on every result, so scripts need no guards
+        print_json([{"snippet": "", "score": round(h.score, 4), "problems": [], **h.to_dict()} for h in hits])
     else:
         _hits_table(hits, with_snippet=True)
 
@@ -207,7 +207,7 @@ def show(
 
     store = get_store()
     if json_out:
-        print_json(read_note(store, ref).to_dict())
+        print_json({"problems": [], **read_note(store, ref).to_dict()})
         return
     path = safe_path(store, resolve_ref(store, ref))
     import sys
@@ -250,7 +250,7 @@ def list_(
             conflicted=True if conflicts else None,
         )
     if json_out:
-        print_json([h.to_dict() for h in hits])
+        print_json([{"problems": [], **h.to_dict()} for h in hits])
         return
     from rich.table import Table
 
