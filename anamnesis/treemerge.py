@@ -9,7 +9,9 @@ tree and a commit. Nothing outside the object database changes until sync
 moves the branch in one step, so a kill at any point loses nothing.
 
 Rules per path, when both sides touched it: edit beats delete, deleted on
-both sides stays deleted, added on both sides merges with an empty base.
+both sides stays deleted, added on both sides merges with an empty base. A
+file one side moved unchanged (same content, new path) and the other edited
+ends up at the new path with the edit.
 """
 
 from __future__ import annotations
@@ -92,8 +94,25 @@ class TreeMerger:
         current = self.entries(target, [c.path for c in changes])
         updates: list[tuple[str, str, str]] = []  # mode, oid, path (mode "0": remove)
         conflicts: list[str] = []
+        moved = _moves(changes, current)
+        target_moves: dict[str, list[str]] | None = None
         for change in changes:
             mode, oid = current.get(change.path, (None, None))
+            if change.path in moved.values() and change.old_oid is None:
+                continue  # the new place of a file `side` moved: filled from its old path below
+            if change.path in moved and mode is not None and oid is not None:
+                # `side` moved the file as it was, `target` edited it: the edit goes to the new place.
+                updates += [("0", ZERO, change.path), (mode, oid, moved[change.path])]
+                continue
+            if oid is None and change.old_oid is not None and change.new_oid is not None:
+                # `target` moved (or deleted) a file `side` edited: follow an unchanged move.
+                if target_moves is None:
+                    target_moves = _added_by_blob(self.diff(base, target))
+                places = [p for p in target_moves.get(change.old_oid, []) if p not in current]
+                if places:
+                    target_moves[change.old_oid].remove(places[0])
+                    updates.append((change.new_mode or "100644", change.new_oid, places[0]))
+                    continue
             if oid == change.old_oid:
                 if change.new_oid is None:
                     if oid is not None:
@@ -224,6 +243,33 @@ class TreeMerger:
             name = git_out(self.repo, "log", "-1", "--format=%an", commit, "--", path) or "unknown"
             self._labels[key] = name.removeprefix("anamnesis@")
         return self._labels[key]
+
+
+def _added_by_blob(changes: list[Change]) -> dict[str, list[str]]:
+    """{blob id: paths added with exactly that content}."""
+    added: dict[str, list[str]] = {}
+    for change in changes:
+        if change.old_oid is None and change.new_oid is not None:
+            added.setdefault(change.new_oid, []).append(change.path)
+    return added
+
+
+def _moves(changes: list[Change], current: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """{old path: new path} for files `changes` moved unchanged while the target edited them.
+
+    Only exact moves count (the deleted content added again elsewhere), so two
+    different notes are never taken for one.
+    """
+    added = {oid: [p for p in paths if p not in current] for oid, paths in _added_by_blob(changes).items()}
+    moves: dict[str, str] = {}
+    for change in changes:
+        if change.new_oid is not None or change.old_oid is None:
+            continue
+        oid = current.get(change.path, (None, None))[1]
+        places = added.get(change.old_oid) or []
+        if oid is not None and oid != change.old_oid and places:
+            moves[change.path] = places.pop(0)
+    return moves
 
 
 def _text(data: bytes) -> str:

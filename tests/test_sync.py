@@ -125,6 +125,31 @@ def test_edit_beats_delete_in_both_directions(fleet: Fleet) -> None:  # noqa: F8
     assert a.tree() == b.tree()
 
 
+def test_a_note_moved_by_hand_on_one_machine_and_edited_on_another_is_one_note(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    moved_on_b = create_note(a.store, type="semantic", title="Moved on b", body="one\ntwo\nthree\n")
+    moved_on_a = create_note(a.store, type="semantic", title="Moved on a", body="one\ntwo\nthree\n")
+    a.sync()
+    b.sync()
+    (b.memory / "archive").mkdir()
+    (b.memory / moved_on_b.path).rename(b.memory / "archive" / "moved-on-b.md")
+    a.write(moved_on_b.path, a.read(moved_on_b.path).replace("two\n", "two, edited on a\n"))
+    (a.memory / "archive").mkdir()
+    (a.memory / moved_on_a.path).rename(a.memory / "archive" / "moved-on-a.md")
+    b.write(moved_on_a.path, b.read(moved_on_a.path).replace("two\n", "two, edited on b\n"))
+    a.sync()
+    assert b.sync().exit_code == 0
+    a.sync()
+    assert a.tree() == b.tree()
+    for m in (a, b):
+        assert not (m.memory / moved_on_b.path).exists() and not (m.memory / moved_on_a.path).exists()
+        assert "two, edited on a" in m.read("archive/moved-on-b.md")  # the edit followed the move
+        assert "two, edited on b" in m.read("archive/moved-on-a.md")
+        no_git_leftovers(m)
+
+
 def test_both_adding_the_same_path_keeps_both_versions(fleet: Fleet) -> None:  # noqa: F811
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
