@@ -558,11 +558,16 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     one with notes merges them with the peer's, losing nothing. Then a normal sync.
     """
     from anamnesis import recovery
-    from anamnesis.peers import add_peer, get_peer, name_from_url
+    from anamnesis.peers import PeerNotFound, add_peer, get_peer, name_from_url, remove_peer
     from anamnesis.settings import machine_id
 
     store.require()
-    peer, _changed = add_peer(store, name or name_from_url(url), url)
+    name = name or name_from_url(url)
+    try:
+        previous: str | None = get_peer(store, name).url
+    except PeerNotFound:
+        previous = None
+    peer, changed = add_peer(store, name, url)
     adopted: list[str] = []
     received = 0
     with store_lock(store, "join"):
@@ -574,7 +579,12 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
             try:
                 tip = job.fetch(get_peer(store, peer.name), PeerReport(peer.name))
             except GitError as exc:
-                raise AnamnesisError(f"cannot reach {url}: {_reason(str(exc))}") from exc
+                if changed:  # a mistyped URL must not stay behind as a peer every sync misses
+                    if previous is None:
+                        remove_peer(store, peer.name)
+                    else:
+                        add_peer(store, peer.name, previous)
+                raise AnamnesisError(f"cannot reach {url}: {_reason(str(exc))} (the peer was not saved)") from exc
             head = job.head()
             if tip and not job.is_ancestor(tip, head) and not _has_own_files(store, head):
                 received = job.count(tip, f"^{head}")

@@ -304,6 +304,18 @@ def test_init_with_peer_joins_from_the_command_line(fleet: Fleet, tmp_path: Path
     assert not (newcomer.memory / "settings.json").exists()
 
 
+def test_init_with_a_mistyped_peer_fails_and_does_not_keep_it(fleet: Fleet, tmp_path: Path) -> None:  # noqa: F811
+    hub = fleet.hub()
+    newcomer = Machine("new", tmp_path / "new")
+    proc = newcomer.cli("init", "--peer", str(fleet.root / "hubb.git"), "--no-schedule", "--no-claude")
+    assert proc.returncode != 0 and "cannot reach" in proc.stderr
+    assert json.loads(newcomer.cli("peers", "list", "--json").stdout) == []  # not a peer every sync would miss
+    proc = newcomer.cli("init", "--peer", str(hub), "--no-schedule", "--no-claude")
+    assert proc.returncode == 0, proc.stderr
+    assert [p["name"] for p in json.loads(newcomer.cli("peers", "list", "--json").stdout)] == ["hub"]
+    assert newcomer.cli("sync").returncode == 0
+
+
 def test_repo_left_mid_rebase_by_hand_is_refused_with_instructions(fleet: Fleet) -> None:  # noqa: F811
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
