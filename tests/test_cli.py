@@ -160,7 +160,11 @@ def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> N
         assert result.returncode == code, (args, result.stderr)
         assert result.stderr.startswith("anamnesis: error:") and result.stderr.count("\n") == 1, result.stderr
         assert "Traceback" not in result.stderr
-    assert run_cli("search").returncode == 2  # usage error from the parser
+    for args in (("search",), ("search", "x", "-n", "0"), ("nosuch",), ("list", "--bogus")):
+        result = run_cli(*args)  # usage errors from the parser are one line too
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith("anamnesis: error:") and result.stderr.count("\n") == 1, result.stderr
+    assert run_cli("doctor").returncode == 0 and run_cli("--help").returncode == 0
 
 
 def test_broken_settings_index_and_home_are_one_line_errors(run_cli: RunCli, home: Path, tmp_path: Path) -> None:

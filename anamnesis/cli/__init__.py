@@ -48,7 +48,10 @@ def main() -> None:
     from anamnesis.errors import AnamnesisError
 
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        print("anamnesis: aborted", file=sys.stderr)
+        sys.exit(1)
     except AnamnesisError as exc:
         print(f"anamnesis: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -57,6 +60,14 @@ def main() -> None:
         print(f"anamnesis: error: {exc.strerror or exc}{where}", file=sys.stderr)
         sys.exit(1)
     except Exception as exc:
+        exit_code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "format_message") and isinstance(exit_code, int):
+            # a usage error from the parser (typer keeps click's exception classes private)
+            if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help already
+                ctx = getattr(exc, "ctx", None)
+                hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+                print(f"anamnesis: error: {exc.format_message()}{hint}", file=sys.stderr)
+            sys.exit(exit_code)
         sqlite3 = sys.modules.get("sqlite3")
         if sqlite3 is None or not isinstance(exc, sqlite3.Error):
             raise
@@ -67,3 +78,4 @@ def main() -> None:
     except KeyboardInterrupt:
         print("anamnesis: interrupted", file=sys.stderr)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)  # typer.Exit(n) comes back as n
