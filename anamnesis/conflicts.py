@@ -422,6 +422,8 @@ def resolve_note(store: Store, ref: str, keep: str | None) -> str:
             if not has_conflict_markers(text):
                 raise UsageError(f"{relpath} has no conflict markers")
             text = resolve_text(text, keep)
+            if has_conflict_markers(text):  # e.g. a hand merge left markers inside the front matter
+                raise UsageError(f"{relpath} has conflict markers that keeping a side cannot remove; edit it")
             atomic_write_text(path, text)
         elif has_conflict_markers(text):
             raise UsageError(f"{relpath} still has conflict markers; remove them or use --ours/--theirs/--both")

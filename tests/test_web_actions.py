@@ -112,6 +112,26 @@ def test_resolve_writes_only_a_note_that_has_a_conflict(served: tuple[Dashboard,
     assert git_out(store.memory, "rev-parse", "HEAD") == before
 
 
+def test_keeping_a_side_that_leaves_markers_is_an_error_not_resolved(
+    served: tuple[Dashboard, Store, Seeded],
+) -> None:
+    # Markers inside the front matter (a merge made by hand with git) are not blocks that keeping
+    # a side removes: this said "resolved" and committed nothing.
+    running, store, _seeded = served
+    path = "global/facts/hand-merged.md"
+    (store.memory / path).parent.mkdir(parents=True, exist_ok=True)
+    text = "---\n<<<<<<< a\ntitle: One\n=======\ntitle: Two\n>>>>>>> b\ntype: semantic\n---\nbody\n"
+    (store.memory / path).write_text(text)
+    run_git(store.memory, "add", path)
+    run_git(store.memory, "commit", "-q", "-m", "laptop-7f3a: hand merge")
+    with client(running) as http:
+        page = http.get("/conflicts/" + path).text
+        form = {"action": "theirs", "base": base_of(page), "_csrf": csrf_for(running.token)}
+        response = http.post("/conflicts/" + path, data=form, follow_redirects=False)
+    assert response.status_code == 400 and "edit it" in response.text
+    assert (store.memory / path).read_text() == text
+
+
 def test_resolution_refused_when_the_note_changed_meanwhile(served: tuple[Dashboard, Store, Seeded]) -> None:
     running, store, seeded = served
     make_conflict(store, seeded.deploy)
