@@ -284,6 +284,10 @@ def parse_note(text: str, path: str) -> Note:
             pass
         elif isinstance(loaded, dict):
             meta = {str(k): v for k, v in loaded.items()}
+            keys = re.findall(r"^([A-Za-z_][\w-]*)[ \t]*:", fm_text, re.M)
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            if twice:
+                problems.append(f"field {', '.join(twice)} appears more than once; the last one is used")
         else:
             problems.append("front matter is not a mapping of fields")
             body = text

@@ -172,3 +172,10 @@ def test_hand_edits_with_a_bom_crlf_or_wrong_field_kinds_are_read_and_reported()
     assert odd.tags == []
     assert odd.project == "acme"
     assert any("tags" in p for p in odd.problems) and any("project" in p for p in odd.problems)
+
+
+def test_a_field_written_twice_is_reported() -> None:
+    note = parse_note("---\ntitle: first\ntype: semantic\ntitle: second\n---\nbody\n", "a.md")
+    assert note.title == "second"
+    assert any("title appears more than once" in p for p in note.problems)
+    assert parse_note("---\ntitle: t\ntags:\n- a\n- a\n---\nb\n", "a.md").problems == []
