@@ -11,6 +11,8 @@ from pathlib import Path
 
 from conftest import RunCli
 
+from anamnesis.paths import Store
+
 
 def init(run_cli: RunCli) -> None:
     result = run_cli("init", "--local-only")
@@ -140,6 +142,20 @@ def test_edit_reindexes_and_commits(run_cli: RunCli, home: Path, tmp_path: Path)
     assert status == ""
     shown = json.loads(run_cli("show", note["id"], "--json").stdout)
     assert shown["updated"] >= note["updated"]
+
+
+def test_a_hand_edit_in_crlf_with_a_bom_is_stamped_and_keeps_its_line_endings(store: Store) -> None:
+    from anamnesis.cli.notes import record_hand_edit
+
+    relpath = "global/facts/windows-aaaaaaaaaa.md"
+    path = store.memory / relpath
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\xef\xbb\xbf---\r\ntitle: Win\r\nupdated: '2000-01-01T00:00:00Z'\r\n---\r\nbody\r\n")
+    record_hand_edit(store, relpath)
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf---\r\n")
+    assert b"2000-01-01" not in data
+    assert data.count(b"\n") == data.count(b"\r\n")
 
 
 def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> None:

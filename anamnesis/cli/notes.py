@@ -299,10 +299,10 @@ def record_hand_edit(store: Store, relpath: str) -> None:
     path = safe_path(store, relpath)
     with store_lock(store, "edit note"):
         if path.exists():
-            text = path.read_text(encoding="utf-8", errors="replace")
-            front, _ = split_front_matter(text)
-            if front is not None and re.search(r"^updated:.*$", front, re.M):
-                new_front = re.sub(r"^updated:.*$", f"updated: '{now_iso()}'", front, count=1, flags=re.M)
+            text = path.read_bytes().decode("utf-8", errors="replace")  # as is: CRLF stays CRLF
+            front, _ = split_front_matter(text.removeprefix("\ufeff"))
+            if front is not None and re.search(r"^updated:[^\r\n]*", front, re.M):
+                new_front = re.sub(r"^updated:[^\r\n]*", f"updated: '{now_iso()}'", front, count=1, flags=re.M)
                 atomic_write_text(path, text.replace(front, new_front, 1))
         with open_index(store) as index:
             index.refresh([relpath])
