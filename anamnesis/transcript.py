@@ -77,11 +77,21 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     """Each JSON object line of a transcript, skipping blank, broken and oversized lines.
 
     A truncated last line (the client is mid-write) is simply not valid JSON
-    and is skipped like any other broken line.
+    and is skipped like any other broken line. Only a regular file is read (a
+    FIFO would block, a device never ends), and an oversized line is skipped
+    in bounded chunks rather than held in memory whole.
     """
+    if not path.is_file():
+        if path.exists():
+            return
+        raise FileNotFoundError(path)
     with open(path, "rb") as handle:
-        for raw in handle:
-            if len(raw) > MAX_LINE_BYTES or not raw.strip():
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            if len(raw) > MAX_LINE_BYTES:
+                while raw and not raw.endswith(b"\n"):
+                    raw = handle.readline(MAX_LINE_BYTES + 1)
+                continue
+            if not raw.strip():
                 continue
             try:
                 record = json.loads(raw)

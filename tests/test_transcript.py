@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from transcripts import Transcript, typical
@@ -160,3 +163,19 @@ def test_oversized_single_line_is_skipped(tmp_path: Path) -> None:
     records = list(iter_records(path))
     assert len(records) == 1
     assert summarize(path).prompts == ["before the blob"]
+
+
+def test_a_path_that_is_not_a_regular_file_gives_an_empty_summary(tmp_path: Path) -> None:
+    # A FIFO would block open() forever (and a device like /dev/zero never ends a line):
+    # only regular files are read. Run in a child so a regression fails instead of hanging.
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    code = (
+        "import sys; from pathlib import Path; from anamnesis.transcript import summarize; "
+        "s = summarize(Path(sys.argv[1])); print(s.lines, s.prompts)"
+    )
+    for target in (str(fifo), str(tmp_path), "/dev/zero"):
+        proc = subprocess.run(
+            [sys.executable, "-c", code, target], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0 and proc.stdout.split() == ["0", "[]"], (target, proc.stderr)
