@@ -85,6 +85,23 @@ def test_token_in_url_becomes_a_strict_httponly_cookie(served: tuple[Dashboard, 
         assert "Use pg_bouncer in transaction mode" in follow.text
 
 
+def test_the_token_redirect_stays_on_the_dashboard(served: tuple[Dashboard, Store, Seeded]) -> None:
+    # "Location: /\\evil.example/" is "//evil.example/" to a browser: another site.
+    running, _store, _seeded = served
+    for target in ("//evil.example/", "/\\evil.example/", "/\\/evil.example/"):
+        with socket.create_connection(("127.0.0.1", running.port), timeout=10) as conn:
+            conn.sendall(
+                f"GET {target}?token={running.token} HTTP/1.1\r\nHost: 127.0.0.1:{running.port}\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
+            reply = b""
+            while chunk := conn.recv(65536):
+                reply += chunk
+        location = re.search(rb"(?im)^location: (.*)\r$", reply)
+        assert location is not None, reply
+        assert location.group(1) == b"/evil.example/", target
+
+
 def test_bearer_token_works_for_scripts(served: tuple[Dashboard, Store, Seeded]) -> None:
     running, _store, _seeded = served
     with client(running, token=False, headers={"Authorization": f"Bearer {running.token}"}) as http:

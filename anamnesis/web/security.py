@@ -151,7 +151,7 @@ class Guard:
         if given is not None and method in SAFE_METHODS and self.token_ok(given):
             rest = urlencode([(k, v) for k, v in query if k != "token"])
             raw_path = scope.get("raw_path") or scope.get("path", "/").encode()
-            location = "/" + raw_path.decode("latin-1").lstrip("/") + ("?" + rest if rest else "")
+            location = "/" + raw_path.decode("latin-1").lstrip("/\\") + ("?" + rest if rest else "")
             await _redirect_with_cookie(send, location, self._set_cookie())
             return
         if not authed:
