@@ -185,7 +185,7 @@ def capture(
     files = [redact(_relative(p, summary.cwd)) for p in list(summary.files)[:MAX_FILES]]
     extra: dict[str, Any] = {"session_id": key_id, "agent": "claude-code"}
     if summary.branch:
-        extra["branch"] = summary.branch
+        extra["branch"] = redact(summary.branch)
     if files:
         extra["files"] = files
     with store_lock(store, f"capture {event}", timeout=lock_timeout):

@@ -149,6 +149,16 @@ def test_no_secret_reaches_the_note_or_git(store: Store, tmp_path: Path) -> None
     assert "[REDACTED" in text
 
 
+def test_front_matter_is_redacted_too(store: Store, tmp_path: Path) -> None:
+    token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+    t = Transcript("fm", cwd="/work/acme-api", branch=f"ci/{token}")
+    t.prompt("rotate the deploy keys")
+    t.write_file(f"/work/acme-api/keys/{token}.json", "{}")
+    result = capture(store, t.write(tmp_path / "t.jsonl"), session_id="fm")
+    text = (store.memory / (result.path or "")).read_text()
+    assert token not in text and "branch: ci/[REDACTED:github-token]" in text
+
+
 def test_capture_is_off_when_settings_say_so(store: Store, tmp_path: Path) -> None:
     from anamnesis.settings import load_settings, save_settings
 
