@@ -324,7 +324,9 @@ def apply(changes: list[FileChange]) -> list[str]:
             backup = change.path.with_name(f"{change.path.name}.anamnesis-backup-{stamp}")
             atomic_write_text(backup, change.before, mode=change.mode)
             done.append(f"backed up {change.path} to {backup.name}")
-        atomic_write_text(change.path, change.after, mode=change.mode)
+        # A linked file (dotfiles) is edited where the link points, not replaced by a copy.
+        target = change.path.resolve() if change.path.is_symlink() else change.path
+        atomic_write_text(target, change.after, mode=change.mode)
         done.extend(f"{change.path}: {what}" for what in change.what)
     return done
 

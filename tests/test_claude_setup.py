@@ -175,6 +175,29 @@ def test_a_config_file_that_is_not_utf8_refuses_and_changes_nothing(
     assert "Traceback" not in proc.stderr and target.read_bytes() == garbage
 
 
+def test_symlinked_config_files_are_written_through_the_link(user_home: Path, run_cli: RunCli) -> None:
+    # dotfiles managers link ~/.claude/settings.json (and ~/.claude.json) into a repo:
+    # init and uninstall must edit the linked file, not replace the link with a copy.
+    dotfiles = user_home / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=4) + "\n")
+    (dotfiles / "claude.json").write_text(json.dumps(USER_CLAUDE_JSON, indent=2) + "\n")
+    settings, claude_json = user_home / ".claude" / "settings.json", user_home / ".claude.json"
+    settings.parent.mkdir()
+    settings.symlink_to(dotfiles / "settings.json")
+    claude_json.symlink_to(dotfiles / "claude.json")
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    assert settings.is_symlink() and claude_json.is_symlink()
+    assert _ours(_load(dotfiles / "settings.json"), "SessionEnd")
+    assert "anamnesis" in _load(dotfiles / "claude.json")["mcpServers"]
+    proc = run_cli("uninstall", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    assert settings.is_symlink() and claude_json.is_symlink()
+    assert _load(dotfiles / "settings.json") == USER_SETTINGS
+    assert _load(dotfiles / "claude.json") == USER_CLAUDE_JSON
+
+
 @pytest.mark.parametrize(
     "content",
     [
