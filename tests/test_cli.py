@@ -123,6 +123,9 @@ def test_new_from_editor_uses_template(run_cli: RunCli, home: Path, tmp_path: Pa
     assert made.returncode == 0, made.stderr
     text = (home / "memory" / json.loads(made.stdout)["path"]).read_text()
     assert "edword" in text and "## Steps" in text  # seeded from templates/note-procedural.md
+    untouched = run_cli("new", "Quit at once", env={"EDITOR": "true"})
+    assert untouched.returncode == 2 and "empty body" in untouched.stderr
+    assert not list((home / "memory").rglob("quit-at-once-*.md"))
 
 
 def test_edit_reindexes_and_commits(run_cli: RunCli, home: Path, tmp_path: Path) -> None:

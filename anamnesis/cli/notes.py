@@ -124,8 +124,12 @@ def _body_from_editor(kind: str, title: str) -> str:
         text = Path(tmp).read_text(encoding="utf-8")
     finally:
         os.unlink(tmp)
-    lines = [line for line in text.splitlines() if not line.startswith("<!--")]
-    return "\n".join(lines).strip() + "\n"
+    def kept(raw: str) -> str:
+        return "\n".join(line for line in raw.splitlines() if not line.startswith("<!--")).strip()
+
+    if kept(text) == kept(seed):
+        return ""  # the template saved unchanged (or the editor quit): nothing to write
+    return kept(text) + "\n"
 
 
 def _hits_table(hits: list[Hit], with_snippet: bool) -> None:
