@@ -90,6 +90,7 @@ def note_history(store: Store, relpath: str, limit: int = 200) -> list[Version]:
     relpath = _safe_rel(store, relpath)
     proc = run_git(
         store.memory,
+        "--literal-pathspecs",  # a name like "[draft] plan.md" is a file name, not a glob
         "log",
         "--follow",
         "-M",

@@ -61,6 +61,21 @@ def test_history_of_a_file_name_git_would_quote(store: Store) -> None:
     assert "line three" in history.version_text(store, versions[0])
 
 
+def test_history_of_a_file_name_with_glob_characters_is_its_own(store: Store) -> None:
+    # "[draft] plan.md" as a pathspec is a glob that also matches "d plan.md": its history showed
+    # the other note's commits, and restoring one copied the other note's text over this one.
+    folder = store.memory / "global" / "facts"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "[draft] plan.md").write_text("---\ntitle: Draft\n---\ndraft\n")
+    (folder / "d plan.md").write_text("---\ntitle: Other\n---\nother\n")
+    run_git(store.memory, "add", "-A")
+    run_git(store.memory, "commit", "-q", "-m", "laptop-1: add")
+    (folder / "d plan.md").write_text("---\ntitle: Other\n---\nother, changed\n")
+    run_git(store.memory, "commit", "-q", "-am", "laptop-1: change the other")
+    versions = history.note_history(store, "global/facts/[draft] plan.md")
+    assert [v.path for v in versions] == ["global/facts/[draft] plan.md"]
+
+
 def test_restore_brings_back_an_old_version_as_a_new_commit(store: Store) -> None:
     note = create_note(store, type="semantic", title="Pool size", body="pool_size = 10\n")
     update_note(store, note.path, body="pool_size = 99 (wrong)\n")
