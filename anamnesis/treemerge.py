@@ -10,8 +10,8 @@ moves the branch in one step, so a kill at any point loses nothing.
 
 Rules per path, when both sides touched it: edit beats delete, deleted on
 both sides stays deleted, added on both sides merges with an empty base. A
-file one side moved unchanged (same content, new path) and the other edited
-ends up at the new path with the edit.
+file one side moved (git's rename detection) and the other edited ends up at
+the new path with both sides' changes merged there.
 """
 
 from __future__ import annotations
@@ -94,24 +94,37 @@ class TreeMerger:
         current = self.entries(target, [c.path for c in changes])
         updates: list[tuple[str, str, str]] = []  # mode, oid, path (mode "0": remove)
         conflicts: list[str] = []
-        moved = _moves(changes, current)
-        target_moves: dict[str, list[str]] | None = None
+        moved = self._moves(base, side, changes, current)
+        moved_to = {new for new, _mode, _oid in moved.values()}
+        target_moves: dict[str, tuple[str, str, str]] | None = None
         for change in changes:
             mode, oid = current.get(change.path, (None, None))
-            if change.path in moved.values() and change.old_oid is None:
+            if change.old_oid is None and change.path in moved_to:
                 continue  # the new place of a file `side` moved: filled from its old path below
             if change.path in moved and mode is not None and oid is not None:
-                # `side` moved the file as it was, `target` edited it: the edit goes to the new place.
-                updates += [("0", ZERO, change.path), (mode, oid, moved[change.path])]
+                # `side` moved the file, `target` edited it: the edit goes to the new place.
+                new_path, new_mode, new_oid = moved[change.path]
+                updates.append(("0", ZERO, change.path))
+                if new_oid == change.old_oid:
+                    updates.append((mode, oid, new_path))
+                else:
+                    there = Change(new_path, change.old_mode, change.old_oid, new_mode, new_oid)
+                    updates.extend(self._merge_path(there, mode, oid, target, side, conflicts, ours_at=change.path))
                 continue
-            if oid is None and change.old_oid is not None and change.new_oid is not None:
-                # `target` moved (or deleted) a file `side` edited: follow an unchanged move.
+            if oid is None and change.old_mode in _REGULAR and change.new_mode in _REGULAR:
+                # `target` moved (or deleted) a file `side` edited: follow the move.
                 if target_moves is None:
-                    target_moves = _added_by_blob(self.diff(base, target))
-                places = [p for p in target_moves.get(change.old_oid, []) if p not in current]
-                if places:
-                    target_moves[change.old_oid].remove(places[0])
-                    updates.append((change.new_mode or "100644", change.new_oid, places[0]))
+                    target_moves = self._renames(base, target)
+                place = target_moves.get(change.path)
+                if place is not None and place[0] not in current and place[1] in _REGULAR:
+                    new_path, new_mode, new_oid = place
+                    if new_oid == change.old_oid:
+                        updates.append((change.new_mode or "100644", change.new_oid or ZERO, new_path))
+                    else:
+                        there = Change(new_path, change.old_mode, change.old_oid, change.new_mode, change.new_oid)
+                        updates.extend(
+                            self._merge_path(there, new_mode, new_oid, target, side, conflicts, theirs_at=change.path)
+                        )
                     continue
             if oid == change.old_oid:
                 if change.new_oid is None:
@@ -134,13 +147,22 @@ class TreeMerger:
         return self._git("write-tree"), conflicts
 
     def _merge_path(
-        self, change: Change, mode: str, oid: str, target: str, side: str, conflicts: list[str]
+        self,
+        change: Change,
+        mode: str,
+        oid: str,
+        target: str,
+        side: str,
+        conflicts: list[str],
+        ours_at: str | None = None,
+        theirs_at: str | None = None,
     ) -> list[tuple[str, str, str]]:
+        """Merge both versions into change.path (`ours_at`/`theirs_at`: where a side had it before a move)."""
         path = change.path
         ours, theirs = self.blob(oid), self.blob(change.new_oid or ZERO)
         base = self.blob(change.old_oid) if change.old_oid else None
-        one = Side(self.label(target, path), _text(ours))
-        two = Side(self.label(side, path), _text(theirs))
+        one = Side(self.label(target, ours_at or path), _text(ours))
+        two = Side(self.label(side, theirs_at or path), _text(theirs))
         if b"\0" in ours or b"\0" in theirs or (base is not None and b"\0" in base):
             # Binary: keep one version in place and the other beside it.
             first, second = (one, two) if (one.label, ours) <= (two.label, theirs) else (two, one)
@@ -155,6 +177,37 @@ class TreeMerger:
             conflicts.append(path)
         new_oid = self.write_blob(merged.text.encode("utf-8", errors="surrogateescape"))
         return [(mode if mode == change.new_mode else "100644", new_oid, path)]
+
+    def _moves(
+        self, base: str, side: str, changes: list[Change], current: dict[str, tuple[str, str]]
+    ) -> dict[str, tuple[str, str, str]]:
+        """Files `side` moved that the target edited meanwhile: {old path: (new path, mode, oid)}."""
+        edited = [
+            c.path for c in changes
+            if c.new_oid is None and c.old_mode in _REGULAR
+            and current.get(c.path, ("", c.old_oid))[1] != c.old_oid and current[c.path][0] in _REGULAR
+        ]
+        if not edited:
+            return {}
+        renames = self._renames(base, side)
+        return {
+            path: renames[path] for path in edited
+            if path in renames and renames[path][0] not in current and renames[path][1] in _REGULAR
+        }
+
+    def _renames(self, base: str, side: str) -> dict[str, tuple[str, str, str]]:
+        """Files git's rename detection sees moved from base to side: {old path: (new path, mode, oid)}."""
+        out = run_git_bytes(
+            self.repo, "diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--no-commit-id", base, side
+        ).stdout.decode("utf-8", "surrogateescape")
+        parts = out.split("\0")
+        found: dict[str, tuple[str, str, str]] = {}
+        i = 0
+        while i + 2 < len(parts) and parts[i].startswith(":"):
+            _old_mode, new_mode, _old_oid, new_oid, _status = parts[i][1:].split(" ")
+            found[parts[i + 1]] = (parts[i + 2], new_mode, new_oid)
+            i += 3
+        return found
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -243,33 +296,6 @@ class TreeMerger:
             name = git_out(self.repo, "log", "-1", "--format=%an", commit, "--", path) or "unknown"
             self._labels[key] = name.removeprefix("anamnesis@")
         return self._labels[key]
-
-
-def _added_by_blob(changes: list[Change]) -> dict[str, list[str]]:
-    """{blob id: paths added with exactly that content}."""
-    added: dict[str, list[str]] = {}
-    for change in changes:
-        if change.old_oid is None and change.new_oid is not None:
-            added.setdefault(change.new_oid, []).append(change.path)
-    return added
-
-
-def _moves(changes: list[Change], current: dict[str, tuple[str, str]]) -> dict[str, str]:
-    """{old path: new path} for files `changes` moved unchanged while the target edited them.
-
-    Only exact moves count (the deleted content added again elsewhere), so two
-    different notes are never taken for one.
-    """
-    added = {oid: [p for p in paths if p not in current] for oid, paths in _added_by_blob(changes).items()}
-    moves: dict[str, str] = {}
-    for change in changes:
-        if change.new_oid is not None or change.old_oid is None:
-            continue
-        oid = current.get(change.path, (None, None))[1]
-        places = added.get(change.old_oid) or []
-        if oid is not None and oid != change.old_oid and places:
-            moves[change.path] = places.pop(0)
-    return moves
 
 
 def _text(data: bytes) -> str:

@@ -131,8 +131,12 @@ def test_a_note_moved_by_hand_on_one_machine_and_edited_on_another_is_one_note(f
     b = fleet.machine("b", {"hub": fleet.url(hub)})
     moved_on_b = create_note(a.store, type="semantic", title="Moved on b", body="one\ntwo\nthree\n")
     moved_on_a = create_note(a.store, type="semantic", title="Moved on a", body="one\ntwo\nthree\n")
+    both = create_note(a.store, type="semantic", title="Moved and edited", body="one\ntwo\nthree\nfour\nfive\n")
     a.sync()
     b.sync()
+    (b.memory / both.path).unlink()
+    b.write("moved-and-edited.md", a.read(both.path).replace("five\n", "five, b\n"))
+    a.write(both.path, a.read(both.path).replace("one\n", "one, a\n"))
     (b.memory / "archive").mkdir()
     (b.memory / moved_on_b.path).rename(b.memory / "archive" / "moved-on-b.md")
     a.write(moved_on_b.path, a.read(moved_on_b.path).replace("two\n", "two, edited on a\n"))
@@ -147,6 +151,8 @@ def test_a_note_moved_by_hand_on_one_machine_and_edited_on_another_is_one_note(f
         assert not (m.memory / moved_on_b.path).exists() and not (m.memory / moved_on_a.path).exists()
         assert "two, edited on a" in m.read("archive/moved-on-b.md")  # the edit followed the move
         assert "two, edited on b" in m.read("archive/moved-on-a.md")
+        assert not (m.memory / both.path).exists()  # moved and edited on b, edited on a: both edits, one note
+        assert "one, a\n" in m.read("moved-and-edited.md") and "five, b\n" in m.read("moved-and-edited.md")
         no_git_leftovers(m)
 
 
