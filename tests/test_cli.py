@@ -259,6 +259,20 @@ def test_project_command(run_cli: RunCli, tmp_path: Path) -> None:
     )
     assert run_cli("project", cwd=repo).stdout.strip() == "github.com/acme/api"
     assert json.loads(run_cli("project", str(repo), "--json").stdout)["project"] == "github.com/acme/api"
+    (repo / "README.md").write_text("x")
+    assert run_cli("project", str(repo / "README.md")).stdout.strip() == "github.com/acme/api"
+    missing = run_cli("project", str(tmp_path / "no-such-folder"))
+    assert missing.returncode == 2 and "no such folder" in missing.stderr and missing.stdout == ""
+
+
+def test_here_outside_any_project_is_an_error_not_every_note(run_cli: RunCli, tmp_path: Path) -> None:
+    init(run_cli)
+    plain = tmp_path / "plain-folder"
+    plain.mkdir()
+    assert run_cli("new", "Made here", "--body", "x", cwd=plain).returncode == 0  # filed as global
+    for args in (("list", "--here"), ("search", "x", "--here")):
+        result = run_cli(*args, cwd=plain)
+        assert result.returncode == 2 and "no project" in result.stderr, result.stderr
 
 
 def test_doctor_reports_a_stale_git_lock_and_a_save_clears_it(run_cli: RunCli, home: Path) -> None:

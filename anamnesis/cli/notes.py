@@ -37,15 +37,19 @@ def _check_type(kind: str | None) -> None:
         raise UsageError(f"unknown type {kind!r}; use one of {', '.join(NOTE_TYPES)}")
 
 
-def _project_option(project: str | None, here: bool, global_: bool = False) -> str | None:
+def _project_option(project: str | None, here: bool, global_: bool = False, optional: bool = False) -> str | None:
     if global_:
         return None
     if project:
         return project
     if here:
+        from anamnesis.errors import UsageError
         from anamnesis.project import detect_project
 
-        return detect_project(Path.cwd())
+        key = detect_project(Path.cwd())
+        if key is None and not optional:  # as a filter, None would match every note
+            raise UsageError("--here: this folder is in no project (no git repo or .anamnesis-project); use -p KEY")
+        return key
     return None
 
 
@@ -97,7 +101,7 @@ def new(
         body = _body_from_editor(type, title)
     if not body.strip():
         raise UsageError("empty body; nothing was written")
-    key = _project_option(project, here=not global_ and type != "preference", global_=global_)
+    key = _project_option(project, here=not global_ and type != "preference", global_=global_, optional=True)
     note = create_note(store, type=type, title=title, body=body, project=key, tags=_tags(tag), source="cli")
     if json_out:
         print_json(note.to_dict(with_body=False))

@@ -255,8 +255,13 @@ def project(
       anamnesis project ~/src/api --json
       echo acme/api > .anamnesis-project            pin the key (commit this file)
     """
+    from anamnesis.errors import UsageError
     from anamnesis.project import project_key
 
+    if not path.exists():
+        raise UsageError(f"no such folder: {path}")
+    if not path.is_dir():
+        path = path.parent  # a file: the project of the folder it is in
     key = project_key(path)
     if json_out:
         print_json({"project": key, "path": str(path.resolve())})
