@@ -59,6 +59,11 @@ class Store:
     def require(self) -> Store:
         """Return self, or raise a StoreMissing that tells the user what to run."""
         if not self.exists():
+            if self.settings_path.exists():
+                raise StoreMissing(
+                    f"{self.memory} is missing or is not a git repository — run `anamnesis init` to create it "
+                    "again (with a peer configured, its first sync brings your notes back)"
+                )
             raise StoreMissing(f"no store at {self.home} — run `anamnesis init` (or set {HOME_ENV})")
         return self
 

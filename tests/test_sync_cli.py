@@ -113,6 +113,22 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811
     assert "line from b" in a.read(first.path) and "line from a" in a.read(second.path)
 
 
+def test_memory_deleted_by_hand_is_explained_and_init_brings_the_notes_back(fleet: Fleet) -> None:  # noqa: F811
+    import shutil
+
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    note = create_note(a.store, type="semantic", title="Kept on the hub", body="safe\n")
+    a.sync()
+    shutil.rmtree(a.memory)
+    proc = a.cli("sync")
+    assert proc.returncode == 3 and "memory is missing" in proc.stderr and "anamnesis init" in proc.stderr
+    proc = a.cli("init", "--no-claude", "--no-schedule")
+    assert proc.returncode == 0, proc.stderr
+    assert "safe" in a.read(note.path)
+    assert a.cli("sync").returncode == 0
+
+
 def test_conflicts_lists_a_binary_file_changed_on_both_sides(fleet: Fleet) -> None:  # noqa: F811
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
