@@ -99,7 +99,22 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
                 yield {"type": "__bad__"}
                 continue
             if isinstance(record, dict):
-                yield record
+                yield _without_surrogates(record) if b"\\ud" in raw or b"\\uD" in raw else record
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """`value` with lone surrogates (a string cut inside an emoji, escaped as \\ud83d) replaced
+    by U+FFFD: they are valid JSON but cannot be written as UTF-8."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _without_surrogates(v) for k, v in value.items()}
+    return value
 
 
 def strip_injected(text: str) -> str:

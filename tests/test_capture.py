@@ -159,6 +159,20 @@ def test_front_matter_is_redacted_too(store: Store, tmp_path: Path) -> None:
     assert token not in text and "branch: ci/[REDACTED:github-token]" in text
 
 
+def test_lone_surrogates_in_the_transcript_do_not_lose_the_note(store: Store, tmp_path: Path) -> None:
+    # A string cut in the middle of an emoji is written as a lone "\\ud83d" escape: it is valid
+    # JSON but cannot be encoded as UTF-8, and must not make the whole capture fail.
+    t = Transcript("sur", cwd="/work/acme-api")
+    t.prompt("fix the emoji bug \ud83d in the greeting")
+    t.bash("echo \ude00")
+    t.write_file("/work/acme-api/greet\ud83d.py", "x")
+    t.say("Fixed it \ud83d")
+    result = capture(store, t.write(tmp_path / "t.jsonl"), session_id="sur")
+    assert result.action == "created"
+    text = (store.memory / (result.path or "")).read_text(encoding="utf-8")
+    assert "fix the emoji bug \ufffd in the greeting" in text and "Fixed it \ufffd" in text
+
+
 def test_capture_is_off_when_settings_say_so(store: Store, tmp_path: Path) -> None:
     from anamnesis.settings import load_settings, save_settings
 
