@@ -106,6 +106,13 @@ def _index_findings(store: Store) -> list[Finding]:
                     "nothing: it refreshes itself; if this repeats, check file times",
                 )
             )
+        twins = index.conn.execute(
+            "SELECT id, group_concat(path, ', ') FROM notes GROUP BY id HAVING count(*) > 1 ORDER BY id"
+        ).fetchall()
+        for note_id, paths in twins:  # a file copied by hand: one id, two notes
+            findings.append(
+                Finding(paths, f"these notes share the id {note_id}", "delete the `id:` line of the copy")
+            )
         for relpath, problem in index.problems():
             fix = ""
             if "no front matter" in problem:

@@ -242,12 +242,23 @@ def test_reindex_status_doctor(run_cli: RunCli, home: Path) -> None:
     fixes = {f["where"]: f["fix"] for f in json.loads(doctor.stdout)["findings"]}
     assert "fix the front matter" in fixes["global/facts/bad.md"]  # not "add a front matter block"
     assert "Windows" in found["global/facts/what?.md"]
+    assert not any("share the id" in p for p in found.values())
     assert "600" in found[str(home / "settings.json")]
     reindexed = run_cli("reindex", "--json")
     assert reindexed.returncode == 0
     assert json.loads(reindexed.stdout)["added"] == 3
     status = json.loads(run_cli("status", "--json").stdout)
     assert status["notes"] == 3 and status["problems"] == 1 and status["memory"] == str(home / "memory")
+
+
+def test_doctor_reports_a_note_file_copied_by_hand(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    made = json.loads(run_cli("new", "Original", "--body", "x", "-G", "--json").stdout)
+    original = home / "memory" / made["path"]
+    (original.parent / "original copy.md").write_text(original.read_text())
+    doctor = run_cli("doctor", "--json")
+    assert doctor.returncode == 1
+    assert any(made["id"] in f["problem"] for f in json.loads(doctor.stdout)["findings"])
 
 
 def test_project_command(run_cli: RunCli, tmp_path: Path) -> None:
