@@ -261,6 +261,14 @@ def test_doctor_reports_a_note_file_copied_by_hand(run_cli: RunCli, home: Path) 
     assert any(made["id"] in f["problem"] for f in json.loads(doctor.stdout)["findings"])
 
 
+def test_status_counts_projects_without_the_global_notes(run_cli: RunCli) -> None:
+    init(run_cli)
+    run_cli("new", "Global one", "--body", "x", "-G")
+    run_cli("new", "Project one", "--body", "x", "-p", "acme/api")
+    lines = {line.split()[0]: line.split()[1] for line in run_cli("status").stdout.splitlines() if line.strip()}
+    assert lines["projects"] == "1" and lines["notes"] == "2"
+
+
 def test_project_command(run_cli: RunCli, tmp_path: Path) -> None:
     repo = tmp_path / "checkout"
     repo.mkdir()

@@ -147,7 +147,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     table.add_row("home", str(store.home))
     table.add_row("machine", str(info["machine"]))
     table.add_row("notes", f"{counts['notes']}  " + ", ".join(f"{k} {v}" for k, v in counts["by_type"].items()))
-    table.add_row("projects", str(len(counts["by_project"])))
+    table.add_row("projects", str(len([k for k in counts["by_project"] if k != "(global)"])))
     table.add_row(
         "index", f"up to date ({time.strftime('%Y-%m-%d %H:%M:%S')}), {report.changed} notes refreshed just now"
     )
