@@ -79,8 +79,12 @@ def project_key(cwd: Path | str) -> str:
 
 def detect_project(cwd: Path | str) -> str | None:
     """The project key from a marker file or a git repo around `cwd`; None outside any project."""
+    from anamnesis.paths import default_home
+
     start = Path(cwd)
     root = find_repo_root(start)
+    if root is not None and root == (default_home() / "memory").resolve():
+        return None  # the memory repo itself is no project (its remotes are the peers)
     for folder in (start.resolve(), *start.resolve().parents):
         marker = folder / MARKER
         if marker.is_file():

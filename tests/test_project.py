@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from anamnesis.paths import Store
 from anamnesis.project import MARKER, detect_project, normalize_remote, project_key
 
 
@@ -53,3 +54,10 @@ def test_repo_without_remote_uses_folder_name_and_no_repo_is_none(tmp_path: Path
     plain.mkdir()
     assert detect_project(plain) is None
     assert project_key(plain) == "plain"
+
+
+def test_the_memory_repo_itself_is_no_project(store: Store) -> None:
+    subprocess.run(["git", "-C", str(store.memory), "remote", "add", "desk", "me@desk:.anamnesis/memory"], check=True)
+    (store.memory / "global").mkdir(exist_ok=True)
+    assert detect_project(store.memory) is None
+    assert detect_project(store.memory / "global") is None
