@@ -302,36 +302,16 @@ def block_labels(text: str) -> list[tuple[str, str]]:
 
 
 def resolve_text(text: str, keep: str) -> str:
-    """Remove every top-level conflict block, keeping `keep`: 'ours' (upper side), 'theirs' or 'both'.
+    """Remove every conflict block, keeping `keep`: 'ours' (upper side), 'theirs' or 'both'.
 
-    Front-matter blocks set the chosen side's values in the front matter
-    ('both' keeps the upper side's values there).
+    Blocks nested in a kept side (three machines changed the same line) are
+    resolved the same way. Front-matter blocks set the chosen side's values
+    in the front matter ('both' keeps the upper side's values there).
     """
     if keep not in ("ours", "theirs", "both"):
         raise ValueError(f"keep must be ours, theirs or both, not {keep!r}")
     fm_text, body = split_front_matter(text)
-    pieces = parse_blocks(body)
-    out: list[str] = []
-    field_values: dict[str, Any] = {}
-    removed: list[str] = []
-    for piece in pieces:
-        if isinstance(piece, str):
-            out.append(piece)
-            continue
-        chosen = piece.second if keep == "theirs" else piece.first
-        if piece.front_matter:
-            for line in chosen:
-                match = re.match(r"^# (\S+): \(removed\)$", line.rstrip("\n"))
-                if match:
-                    removed.append(match.group(1))
-            loaded = yaml.load("".join(chosen), Loader=_Loader) or {}
-            if isinstance(loaded, dict):
-                field_values.update({str(k): v for k, v in loaded.items()})
-            continue
-        out.extend(_with_newline(chosen))
-        if keep == "both":
-            out.extend(_with_newline(piece.second))
-    new_body = "".join(out)
+    new_body, field_values, removed = _resolve_body(body, keep)
     if fm_text is None:
         return new_body
     if field_values or removed:
@@ -342,6 +322,37 @@ def resolve_text(text: str, keep: str) -> str:
                 meta.pop(key, None)
             fm_text = _dump(meta)
     return f"---\n{fm_text.rstrip(chr(10))}\n---\n{new_body}"
+
+
+def _resolve_body(body: str, keep: str, nested: bool = False) -> tuple[str, dict[str, Any], list[str]]:
+    """(body without conflict blocks, front-matter values chosen, front-matter fields removed).
+
+    Only top-level blocks can set front matter; a nested one's lines stay as text.
+    """
+    out: list[str] = []
+    field_values: dict[str, Any] = {}
+    removed: list[str] = []
+    for piece in parse_blocks(body):
+        if isinstance(piece, str):
+            out.append(piece)
+            continue
+        chosen = piece.second if keep == "theirs" else piece.first
+        if piece.front_matter and not nested:
+            for line in chosen:
+                match = re.match(r"^# (\S+): \(removed\)$", line.rstrip("\n"))
+                if match:
+                    removed.append(match.group(1))
+            loaded = yaml.load("".join(chosen), Loader=_Loader) or {}
+            if isinstance(loaded, dict):
+                field_values.update({str(k): v for k, v in loaded.items()})
+            continue
+        sides = [chosen, piece.second] if keep == "both" else [chosen]
+        for lines in sides:
+            lines = _with_newline(lines)
+            if any(line.startswith(START) for line in lines):
+                lines = [_resolve_body("".join(lines), keep, nested=True)[0]]
+            out.extend(lines)
+    return "".join(out), field_values, removed
 
 
 def _with_newline(lines: list[str]) -> list[str]:

@@ -113,6 +113,25 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811
     assert "line from b" in a.read(first.path) and "line from a" in a.read(second.path)
 
 
+def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    machines = [fleet.machine(name, {"hub": fleet.url(hub)}) for name in ("a", "b", "c")]
+    note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
+    for m in machines:
+        m.sync()
+    for m in machines:
+        update_note(m.store, note.id, body=f"top\nmiddle from {m.name}\nbottom\n")
+    for m in machines:
+        m.sync()
+    c = machines[2]
+    assert c.read(note.path).count("<<<<<<<") == 2  # the third edit against the first conflict: nested
+    proc = c.cli("resolve", note.id, "--both")
+    assert proc.returncode == 0, proc.stderr
+    text = c.read(note.path)
+    assert "<<<<<<<" not in text and all(f"middle from {n}\n" in text for n in ("a", "b", "c"))
+    assert json.loads(c.cli("conflicts", "--json").stdout) == []
+
+
 def test_memory_deleted_by_hand_is_explained_and_init_brings_the_notes_back(fleet: Fleet) -> None:  # noqa: F811
     import shutil
 

@@ -101,9 +101,12 @@ def test_gitignore_lines_are_united() -> None:
 def test_resolve_ours_theirs_both_and_nested_blocks() -> None:
     text = "top\n<<<<<<< a\nA1\n<<<<<<< x\nX\n=======\nY\n>>>>>>> y\n=======\nB1\n>>>>>>> b\nend\n"
     assert resolve_text(text, "theirs") == "top\nB1\nend\n"
-    ours = resolve_text(text, "ours")
-    assert ours == "top\nA1\n<<<<<<< x\nX\n=======\nY\n>>>>>>> y\nend\n"
-    assert resolve_text(resolve_text(ours, "both"), "both") == "top\nA1\nX\nY\nend\n"
+    # A nested block (three machines changed one line) is resolved the same way, in one go.
+    assert resolve_text(text, "ours") == "top\nA1\nX\nend\n"
+    assert resolve_text(text, "both") == "top\nA1\nX\nY\nB1\nend\n"
+    nested_below = "top\n<<<<<<< c\nC\n=======\n<<<<<<< b\nB\n=======\nA\n>>>>>>> a\n>>>>>>> b\nend\n"
+    assert resolve_text(nested_below, "theirs") == "top\nA\nend\n"
+    assert resolve_text(nested_below, "both") == "top\nC\nB\nA\nend\n"
     pieces = parse_blocks(text)
     assert sum(1 for p in pieces if not isinstance(p, str)) == 1
 
