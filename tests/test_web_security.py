@@ -306,6 +306,34 @@ def test_edit_of_a_note_changed_on_disk_is_not_overwritten(served: tuple[Dashboa
     assert "My edit from the browser." not in text
 
 
+def test_edit_of_a_note_deleted_meanwhile_keeps_the_users_text(
+    served: tuple[Dashboard, Store, Seeded],
+) -> None:
+    from anamnesis.store import create_note, delete_note
+
+    running, store, _seeded = served
+    note = create_note(store, type="semantic", title="Short-lived", body="Soon gone.\n")
+    with client(running) as http:
+        base = re.search(r'name="base" value="([0-9a-f]+)"', http.get("/edit/" + note.path).text)
+        assert base is not None
+        delete_note(store, note.path)  # e.g. a sync brought another machine's delete
+        response = http.post(
+            "/edit/" + note.path,
+            data={
+                "title": "Short-lived",
+                "type": "semantic",
+                "tags": "",
+                "body": "A long edit typed in the browser.",
+                "base": base.group(1),
+                "_csrf": csrf_for(running.token),
+            },
+        )
+    assert response.status_code == 409
+    assert "deleted" in response.text
+    assert "A long edit typed in the browser." in response.text  # not lost with a bare 404
+    assert not (store.memory / note.path).exists()
+
+
 def test_allowed_hosts_for_loopback_and_exposed_binds() -> None:
     assert allowed_hosts("127.0.0.1", 8000) == {"127.0.0.1:8000", "localhost:8000"}
     assert "[::1]:8000" in allowed_hosts("::1", 8000)

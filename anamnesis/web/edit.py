@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from anamnesis.errors import AnamnesisError
+from anamnesis.errors import AnamnesisError, NoteNotFound
 from anamnesis.notes import NOTE_TYPES, Note
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, html, join, note_url, when
@@ -222,8 +222,12 @@ async def edit_post(request: Request) -> Response:
     try:
         outcome = await run_in_threadpool(save)
     except AnamnesisError as exc:
-        _note, current = await run_in_threadpool(_read, web, relpath)
-        stale = STALE in str(exc)
+        from anamnesis.history import working_text
+
+        # Not `_read`: if the note was deleted meanwhile that raises again and the user's text is lost.
+        current = await run_in_threadpool(working_text, web.store, relpath)
+        gone = isinstance(exc, NoteNotFound)
+        stale = STALE in str(exc) or gone
         form_html = _form(
             web,
             action="/edit/" + _suffix(relpath),
@@ -239,11 +243,14 @@ async def edit_post(request: Request) -> Response:
                 '<details class="card" open><summary>The version on disk now</summary><pre class="raw">{t}</pre></details>',
                 t=current,
             )
-            if stale
+            if stale and not gone
             else ""
         )
         message = (
-            "This note changed on disk while you were editing (another machine, an editor or an agent). "
+            "This note was deleted on disk while you were editing (another machine or an agent). "
+            "Your text is still in the form: copy it into a new note if you want to keep it."
+            if gone
+            else "This note changed on disk while you were editing (another machine, an editor or an agent). "
             "Nothing was overwritten: your text is still in the form; compare it with the version on disk "
             "below and save again."
             if stale
