@@ -294,6 +294,10 @@ def parse_note(text: str, path: str) -> Note:
     else:
         problems.append("no front matter")
 
+    for name in ("created", "updated"):
+        stamp = meta.get(name)
+        if stamp is not None and not isinstance(stamp, dt.date) and not _is_iso(str(stamp)):
+            problems.append(f"{name} {stamp!r} is not a date (write it like 2026-11-26T09:14:03Z)")
     path_project, path_type, path_id = _facts_from_path(path)
     kind = str(meta.get("type") or path_type or "semantic").lower()
     if kind not in NOTE_TYPES:
@@ -327,6 +331,14 @@ def parse_note(text: str, path: str) -> Note:
     if has_conflict_markers(note.body):
         note.problems.append("unresolved git conflict markers")
     return note
+
+
+def _is_iso(text: str) -> bool:
+    try:
+        dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
 
 
 def _path_id(path: str) -> str:

@@ -179,3 +179,9 @@ def test_a_field_written_twice_is_reported() -> None:
     assert note.title == "second"
     assert any("title appears more than once" in p for p in note.problems)
     assert parse_note("---\ntitle: t\ntags:\n- a\n- a\n---\nb\n", "a.md").problems == []
+
+
+def test_a_date_that_is_not_a_date_is_reported() -> None:
+    note = parse_note("---\ntitle: t\ncreated: 2026-11-01\nupdated: 1700000000\n---\nb\n", "a.md")
+    assert [p for p in note.problems if "not a date" in p] == ["updated 1700000000 is not a date (write it like 2026-11-26T09:14:03Z)"]
+    assert parse_note("---\ntitle: t\nupdated: '2026-11-01T10:00:00Z'\n---\nb\n", "a.md").problems == []
