@@ -269,6 +269,20 @@ def test_status_counts_projects_without_the_global_notes(run_cli: RunCli) -> Non
     assert lines["projects"] == "1" and lines["notes"] == "2"
 
 
+def test_brackets_in_notes_are_shown_literally_not_as_markup(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    facts = home / "memory" / "global" / "facts"
+    facts.mkdir(parents=True, exist_ok=True)
+    (facts / "[draft] x.md").write_text('---\ntitle: "[/b] t"\nproject: "[/red]"\n---\nmarkupword [/x]\n')
+    found = run_cli("search", "markupword")
+    assert found.returncode == 0, found.stderr
+    assert "[/b] t" in found.stdout and "[/red]" in found.stdout and "[draft] x.md" in found.stdout
+    listed = run_cli("list")
+    assert listed.returncode == 0 and "[/red]" in listed.stdout, listed.stderr
+    (facts / "[draft] y.md").write_text("---\ntitle: [oops\n---\nx\n")
+    assert "[draft] y.md" in run_cli("doctor").stdout
+
+
 def test_project_command(run_cli: RunCli, tmp_path: Path) -> None:
     repo = tmp_path / "checkout"
     repo.mkdir()

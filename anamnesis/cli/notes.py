@@ -106,7 +106,7 @@ def new(
     if json_out:
         print_json(note.to_dict(with_body=False))
     else:
-        console().print(f"[green]✔[/green] wrote {store.memory / note.path}")
+        console().print(f"[green]✔[/green] wrote {_escape(str(store.memory / note.path))}")
 
 
 def _body_from_editor(kind: str, title: str) -> str:
@@ -144,8 +144,9 @@ def _hits_table(hits: list[Hit], with_snippet: bool) -> None:
     for hit in hits:
         flag = " [red](conflict)[/red]" if hit.conflicted else ""
         where = hit.project or "global"
-        out.print(f"[bold]{_escape(hit.title)}[/bold]{flag}  [dim]{hit.type} · {where} · {hit.updated[:10]}[/dim]")
-        out.print(f"  [cyan]{hit.path}[/cyan]")
+        meta = _escape(f"{hit.type} · {where} · {hit.updated[:10]}")
+        out.print(f"[bold]{_escape(hit.title)}[/bold]{flag}  [dim]{meta}[/dim]")
+        out.print(f"  [cyan]{_escape(hit.path)}[/cyan]")
         if with_snippet and hit.snippet:
             parts = "".join(
                 f"[bold yellow]{_escape(text)}[/bold yellow]" if hit_ else _escape(text)
@@ -155,7 +156,10 @@ def _hits_table(hits: list[Hit], with_snippet: bool) -> None:
 
 
 def _escape(text: str) -> str:
-    return text.replace("[", "\\[")
+    """Text from notes, shown literally (a `[/red]` in a title or project is not markup)."""
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def search(
@@ -267,7 +271,7 @@ def list_(
         table.add_column(column)
     for hit in hits:
         title = _escape(hit.title) + (" [red](conflict)[/red]" if hit.conflicted else "")
-        table.add_row(hit.updated[:10], hit.type, hit.project or "global", title, hit.id)
+        table.add_row(*(_escape(v) for v in (hit.updated[:10], hit.type, hit.project or "global")), title, _escape(hit.id))
     console().print(table)
 
 
@@ -289,7 +293,7 @@ def edit(ref: str = typer.Argument(..., help="A note id, id prefix, file name or
         console().print("[dim]no change[/dim]")
         return
     record_hand_edit(store, relpath)
-    console().print(f"[green]✔[/green] saved {path}")
+    console().print(f"[green]✔[/green] saved {_escape(str(path))}")
 
 
 def record_hand_edit(store: Store, relpath: str) -> None:
@@ -340,4 +344,4 @@ def rm(
     if json_out:
         print_json({"deleted": note.path, "id": note.id})
     else:
-        console().print(f"[green]✔[/green] deleted {note.path}")
+        console().print(f"[green]✔[/green] deleted {_escape(note.path)}")

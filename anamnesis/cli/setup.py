@@ -192,13 +192,15 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     if json_out:
         print_json({"ok": not findings, "findings": [f.to_dict() for f in findings]})
     else:
+        from rich.markup import escape
+
         out = console()
         if not findings:
             out.print("[green]✔[/green] no problems found")
         for finding in findings:
-            out.print(f"[yellow]•[/yellow] [bold]{finding.where}[/bold]: {finding.problem}")
+            out.print(f"[yellow]•[/yellow] [bold]{escape(finding.where)}[/bold]: {escape(finding.problem)}")
             if finding.fix:
-                out.print(f"    [dim]fix: {finding.fix}[/dim]")
+                out.print(f"    [dim]fix: {escape(finding.fix)}[/dim]")
     if findings:
         raise typer.Exit(1)
 
@@ -235,10 +237,12 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
     if json_out:
         print_json(report.to_dict())
         return
+    from rich.markup import escape
+
     out = console()
     out.print(f"indexed {report.added} notes in {report.seconds:.2f}s")
     for path, problem in report.problems:
-        out.print(f"[yellow]•[/yellow] {path}: {problem}")
+        out.print(f"[yellow]•[/yellow] {escape(path)}: {escape(problem)}")
 
 
 def project(
