@@ -79,8 +79,11 @@ def test_edited_resolution_must_remove_the_markers(served: tuple[Dashboard, Stor
     with client(running) as http:
         base = base_of(http.get("/conflicts/" + seeded.deploy).text)
         form = {"action": "edit", "base": base, "text": conflicted, "_csrf": csrf_for(running.token)}
+        form["text"] = conflicted.replace("Outro line.", "Outro line, my merge in progress.")
         refused = http.post("/conflicts/" + seeded.deploy, data=form, follow_redirects=False)
         assert refused.status_code == 400 and "conflict markers" in refused.text
+        # The page comes back with the user's text in the box, not an error page that loses it.
+        assert "Outro line, my merge in progress." in refused.text and "Save resolution" in refused.text
         resolved = conflicted.replace(
             CONFLICTED_BODY, "Intro line.\n\nUse port 6432 (pgbouncer).\n\nOutro line.\n"
         )

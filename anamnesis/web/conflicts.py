@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.errors import AnamnesisError, NoteNotFound, UsageError
 from anamnesis.notes import has_conflict_markers, split_front_matter
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url
@@ -91,8 +91,10 @@ combine them.</p></header>
     return web.render(request, title="Conflicts", body=body, active="conflicts")
 
 
-def resolve_page(request: Request) -> HTMLResponse:
-    """Both sides of one conflicted note, with the ways out."""
+def resolve_page(
+    request: Request, edited: str | None = None, error: str = "", status: int = 200
+) -> HTMLResponse:
+    """Both sides of one conflicted note, with the ways out (`edited`: the user's text, kept on an error)."""
     from anamnesis.conflicts import block_labels
     from anamnesis.history import working_text
     from anamnesis.store import safe_path
@@ -101,13 +103,16 @@ def resolve_page(request: Request) -> HTMLResponse:
     relpath = request.path_params["path"]
     safe_path(web.store, relpath)
     text = working_text(web.store, relpath)
+    flash = html('<span class="error">{e}</span>', e=error) if error else ""
     if not has_conflict_markers(text):
         body = html(
             '<header class="page-head"><h1>No conflict</h1></header><p><a href="{u}">{p}</a> has no conflict markers.</p>',
             u=note_url(relpath),
             p=relpath,
         )
-        return web.render(request, title="No conflict", body=body, active="conflicts")
+        return web.render(
+            request, title="No conflict", body=body, active="conflicts", status=status, flash=flash
+        )
     base = text_sha(text)
     labels = block_labels(split_front_matter(text)[1]) or [("ours", "theirs")]
     action = "/conflicts/" + _suffix(relpath)
@@ -158,9 +163,11 @@ Keep one side, keep both (one after the other), or edit the text below.</p></hea
         a=action,
         csrf=csrf_field(web.csrf),
         base=base,
-        text=text,
+        text=text if edited is None else edited,
     )
-    return web.render(request, title="Resolve a conflict", body=body, active="conflicts")
+    return web.render(
+        request, title="Resolve a conflict", body=body, active="conflicts", status=status, flash=flash
+    )
 
 
 def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | None) -> None:
@@ -206,7 +213,15 @@ async def resolve_post(request: Request) -> Response:
     action = str(form.get("action") or "")
     base = str(form.get("base") or "")
     edited = form.get("text")
-    await run_in_threadpool(
-        resolve_note, web, relpath, action, base, str(edited) if edited is not None else None
-    )
+    try:
+        await run_in_threadpool(
+            resolve_note, web, relpath, action, base, str(edited) if edited is not None else None
+        )
+    except AnamnesisError as exc:
+        if action != "edit" or edited is None or isinstance(exc, NoteNotFound):
+            raise
+        # Show the page again with the user's merge in the box: an error page would lose it
+        # (pages are not cached, so Back does not bring the text back).
+        status = 409 if "changed on disk" in str(exc) else 400
+        return await run_in_threadpool(resolve_page, request, str(edited), str(exc), status)
     return RedirectResponse(note_url(relpath) + "?msg=resolved", status_code=303)
