@@ -700,7 +700,9 @@ class Index:
             ("SELECT path FROM notes WHERE path LIKE ? ESCAPE '\\'", "%/" + _like(ref)),
             ("SELECT path FROM notes WHERE path LIKE ? ESCAPE '\\'", "%/" + _like(ref) + ".md"),
             ("SELECT path FROM notes WHERE id LIKE ? ESCAPE '\\'", _like(ref) + "%"),
-            ("SELECT path FROM notes WHERE path LIKE ? ESCAPE '\\'", "%/" + _like(ref) + "%"),
+            # the leading words of a file name ("use-pg" for use-pg-bouncer-7k2m9q4x1c.md), whole words only:
+            # `rm x -y` must not pick whichever note's name happens to start with an x
+            ("SELECT path FROM notes WHERE path LIKE ? ESCAPE '\\'", "%/" + _like(ref.rstrip("-")) + "-%"),
         ):
             if sql.endswith("'\\'") and len(ref) < 4 and "id LIKE" in sql:
                 continue

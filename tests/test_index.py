@@ -190,6 +190,9 @@ def test_find_ref_and_counts(store: Store) -> None:
         assert index.find_ref(note.id) == [note.path]
         assert index.find_ref(note.id[:5]) == [note.path]
         assert index.find_ref(note.path.rsplit("/", 1)[1]) == [note.path]
+        assert index.find_ref("release") == [note.path]  # the leading words of the file name
+        assert index.find_ref("release-steps") == [note.path]
+        assert index.find_ref("r") == [] and index.find_ref("rel") == []  # not any name starting so
         counts = index.counts()
     assert (
         counts["notes"] == 1 and counts["by_type"] == {"procedural": 1} and counts["by_project"] == {"p": 1}
