@@ -132,6 +132,24 @@ def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:  # 
     assert json.loads(c.cli("conflicts", "--json").stdout) == []
 
 
+def test_a_sync_with_many_conflicts_prints_a_bounded_report(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    for i in range(25):
+        a.write(f"many/n{i:02d}.md", "---\ntitle: Many\n---\n\nline\n")
+    a.sync()
+    b.sync()
+    for i in range(25):
+        a.write(f"many/n{i:02d}.md", "---\ntitle: Many\n---\n\nline from a\n")
+        b.write(f"many/n{i:02d}.md", "---\ntitle: Many\n---\n\nline from b\n")
+    a.sync()
+    proc = b.cli("sync")
+    assert proc.returncode == 10
+    assert proc.stdout.count("conflict in many/") == 9 and "in 16 more notes" in proc.stdout
+    assert len(json.loads(b.cli("conflicts", "--json").stdout)) == 25
+
+
 def test_memory_deleted_by_hand_is_explained_and_init_brings_the_notes_back(fleet: Fleet) -> None:  # noqa: F811
     import shutil
 

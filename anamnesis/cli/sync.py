@@ -26,6 +26,9 @@ SYNC_EPILOG = (
 )
 
 
+MAX_CONFLICT_LINES = 10  # a sync that records more lists the first ones; `anamnesis conflicts` has them all
+
+
 def register(app: typer.Typer) -> None:
     app.command(rich_help_panel="Sync", epilog=SYNC_EPILOG)(sync)
     app.add_typer(peers_app, name="peers", rich_help_panel="Sync")
@@ -92,8 +95,11 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
             out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
     if result.changed and not quiet:
         out.print(f"  {len(result.changed)} note{'s' if len(result.changed) != 1 else ''} changed here")
-    for path in result.conflicts:
+    shown = result.conflicts if len(result.conflicts) <= MAX_CONFLICT_LINES else result.conflicts[: MAX_CONFLICT_LINES - 1]
+    for path in shown:
         out.print(f"  [red]conflict[/red] in {path} — both versions kept; see `anamnesis conflicts`")
+    if len(shown) < len(result.conflicts):
+        out.print(f"  [red]conflicts[/red] in {len(result.conflicts) - len(shown)} more notes — see `anamnesis conflicts`")
 
 
 # -- peers --------------------------------------------------------------------------------
