@@ -169,6 +169,8 @@ def add_peer(store: Store, name: str, url: str) -> tuple[Peer, bool]:
         if name in state:
             state.pop(name)  # a new URL may be a different kind of repo
             save_state(store, state)
+        if current is not None:
+            retire_refs(store, name)
     return get_peer(store, name), True
 
 
@@ -187,7 +189,36 @@ def remove_peer(store: Store, name: str) -> Peer:
         state = load_state(store)
         if state.pop(name, None) is not None:
             save_state(store, state)
+        retire_refs(store, name)
     return peer
+
+
+def retire_refs(store: Store, name: str) -> None:
+    """Set aside what sync recorded about a peer's old URL (its branches, what was pushed there).
+
+    Left in place, they would make sync believe a new repo under the same name
+    already has everything and skip the push. They move to
+    refs/anamnesis/retired/..., where they still mark that history as shared.
+    """
+    import time
+
+    from anamnesis.git import run_git
+
+    if not (store.memory / ".git").exists():
+        return
+    out = run_git(
+        store.memory, "for-each-ref", "--format=%(objectname) %(refname)",
+        f"refs/anamnesis/peers/{name}/", f"refs/anamnesis/pushed/{name}", check=False,
+    ).stdout
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    commands = ""
+    for line in out.splitlines():
+        oid, _, ref = line.partition(" ")
+        if ref == f"refs/anamnesis/pushed/{name}" or ref.startswith(f"refs/anamnesis/peers/{name}/"):
+            kept = f"refs/anamnesis/retired/{name}-{stamp}/{ref.removeprefix('refs/anamnesis/')}"
+            commands += f"update {kept} {oid}\ndelete {ref} {oid}\n"
+    if commands:
+        run_git(store.memory, "update-ref", "--stdin", input=commands)
 
 
 def record(store: Store, updates: dict[str, dict[str, str]]) -> None:

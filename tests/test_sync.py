@@ -240,6 +240,22 @@ def test_unreachable_peer_still_commits_locally_and_next_sync_pushes(fleet: Flee
     assert peer.last_ok and peer.last_error  # the failure is remembered, and so is the success after it
 
 
+def test_a_peer_pointed_at_a_new_repo_gets_everything_pushed(fleet: Fleet) -> None:  # noqa: F811
+    old_hub, new_hub = fleet.hub("old"), fleet.hub("new")
+    a = fleet.machine("a", {"hub": fleet.url(old_hub)})
+    note = create_note(a.store, type="semantic", title="Everywhere", body="moved hubs\n")
+    assert a.sync().exit_code == 0
+    head = a.git("rev-parse", "HEAD")
+    fleet.add_peer(a, "hub", fleet.url(new_hub))  # the hub moved to another machine: an empty repo
+    result = a.sync()
+    assert result.exit_code == 0 and result.sent >= 1
+    shown = subprocess.run(["git", "-C", str(new_hub), "rev-parse", "main"], capture_output=True, text=True)
+    assert shown.stdout.strip() == head  # not "up to date" because the old hub had it
+    b = fleet.machine("b", {"hub": fleet.url(new_hub)})
+    assert b.sync().exit_code == 0 and (b.memory / note.path).exists()
+    assert a.git("rev-parse", "HEAD") == head  # nothing was rewritten
+
+
 def test_push_rejected_because_the_hub_moved_on_is_retried_in_the_same_sync(fleet: Fleet) -> None:  # noqa: F811
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
