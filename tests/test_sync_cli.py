@@ -67,6 +67,9 @@ def test_sync_exit_codes_and_json(fleet: Fleet) -> None:  # noqa: F811
     assert proc.returncode == 11
     assert json.loads(proc.stdout)["peers"][0]["status"] == "unreachable"
     assert b.cli("sync", "--peer", "hub").returncode == 0
+    proc = b.cli("sync", "--peer", "nope", "--json")  # a failure is JSON too, for scripts
+    assert proc.returncode == 4
+    assert json.loads(proc.stdout) == {"outcome": "failed", "exit_code": 4, "error": proc.stderr.split("error: ", 1)[1].strip()}
 
 
 def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811

@@ -56,15 +56,17 @@ def sync(
     same-line conflict is written into the note as standard conflict markers
     and committed, so every machine sees it and unrelated notes keep syncing.
     """
+    from anamnesis.errors import AnamnesisError
     from anamnesis.sync import SyncRefused
     from anamnesis.sync import sync as run_sync
 
     store = get_store()
     try:
         result = run_sync(store, peers=peer or None, push=not no_push)
-    except SyncRefused as exc:
+    except AnamnesisError as exc:
         if json_out:
-            print_json({"outcome": "refused", "exit_code": exc.exit_code, "error": str(exc)})
+            outcome = "refused" if isinstance(exc, SyncRefused) else "failed"
+            print_json({"outcome": outcome, "exit_code": exc.exit_code, "error": str(exc)})
         raise
     if json_out:
         print_json(result.to_dict())
