@@ -201,6 +201,8 @@ def _tag_list(value: Any) -> list[str]:
         return []
     if isinstance(value, (list, tuple)):
         return [str(v) for v in value]
+    if isinstance(value, str):  # `tags: deploy, ops` written by hand
+        return [tag for tag in re.split(r"[,\s]+", value) if tag]
     return [str(value)]
 
 

@@ -73,6 +73,15 @@ def test_tags_added_on_both_sides_are_united_and_a_removal_sticks() -> None:
     assert meta["tags"] == ["ops", "a", "b"]
 
 
+def test_tags_written_as_one_string_merge_tag_by_tag() -> None:
+    base = "---\ntitle: T\ntags: deploy, ops\n---\n\nbody\n"
+    one = base.replace("tags: deploy, ops", "tags: deploy, ops, a")
+    two = base.replace("tags: deploy, ops", "tags: ops b")
+    merged = merge_texts("n.md", base, Side("x", one), Side("y", two))
+    assert not merged.conflicted
+    assert yaml.safe_load(merged.text.split("---")[1])["tags"] == ["ops", "a", "b"]
+
+
 def test_same_field_changed_on_both_sides_is_a_visible_conflict_and_resolvable() -> None:
     one = BASE.replace("title: Pool sizing", "title: Pool A").replace("2024-01-01T00:00:00Z'\nmachine", "2024-01-02T00:00:00Z'\nmachine")
     two = BASE.replace("title: Pool sizing", "title: Pool B")
