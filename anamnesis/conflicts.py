@@ -415,6 +415,22 @@ def binary_conflicts(store: Store) -> list[tuple[str, str]]:
     return found
 
 
+def conflicted_ref(store: Store, ref: str) -> str:
+    """The memory/-relative path `resolve` works on: a note (path, id, id prefix), or
+    another text file of memory/ by its path, as `anamnesis conflicts` lists it
+    (an `.obsidian/` setting both machines changed)."""
+    from anamnesis.errors import UsageError
+    from anamnesis.store import resolve_ref, safe_path
+
+    try:
+        return resolve_ref(store, ref)
+    except UsageError:
+        relpath = ref.strip().replace("\\", "/")
+        if safe_path(store, relpath).is_file():
+            return relpath
+        raise
+
+
 def resolve_note(store: Store, ref: str, keep: str | None) -> str:
     """Resolve one note: with `keep` ('ours', 'theirs', 'both') rewrite it; with None just
     check a hand edit removed the markers. Then commit and index it. Returns its path.
@@ -425,16 +441,17 @@ def resolve_note(store: Store, ref: str, keep: str | None) -> str:
     from anamnesis.index import open_index
     from anamnesis.lock import store_lock
     from anamnesis.settings import machine_id
-    from anamnesis.store import resolve_ref, safe_path
+    from anamnesis.store import safe_path
 
     with store_lock(store, "resolve"):
-        relpath = resolve_ref(store, ref)
+        relpath = conflicted_ref(store, ref)
         path = safe_path(store, relpath)
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
         if keep is not None:
             if not has_conflict_markers(text):
                 raise UsageError(f"{relpath} has no conflict markers")
-            text = resolve_text(text, keep)
+            # A note's front matter can take a side's values; other files are text throughout.
+            text = resolve_text(text, keep) if relpath.endswith(".md") else _resolve_body(text, keep, nested=True)[0]
             if has_conflict_markers(text):  # e.g. a hand merge left markers inside the front matter
                 raise UsageError(f"{relpath} has conflict markers that keeping a side cannot remove; edit it")
             atomic_write_text(path, text)

@@ -169,6 +169,26 @@ def test_memory_deleted_by_hand_is_explained_and_init_brings_the_notes_back(flee
     assert a.cli("sync").returncode == 0
 
 
+def test_resolve_takes_a_conflicted_text_file_that_is_not_a_note(fleet: Fleet) -> None:  # noqa: F811
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    config = '{\n  "theme": "dark",\n  "font": 12\n}\n'
+    a.write(".obsidian/app.json", config)
+    a.sync()
+    b.sync()
+    a.write(".obsidian/app.json", config.replace("dark", "light"))
+    b.write(".obsidian/app.json", config.replace("dark", "solar"))
+    a.sync()
+    assert b.sync().conflicts == [".obsidian/app.json"]
+    assert [c["path"] for c in json.loads(b.cli("conflicts", "--json").stdout)] == [".obsidian/app.json"]
+    proc = b.cli("resolve", ".obsidian/app.json", "--theirs")  # the path `conflicts` printed
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(b.read(".obsidian/app.json")) == {"theme": "solar", "font": 12}  # the lower side: b
+    assert b.git("status", "--porcelain") == ""
+    assert json.loads(b.cli("conflicts", "--json").stdout) == []
+
+
 def test_conflicts_lists_a_binary_file_changed_on_both_sides(fleet: Fleet) -> None:  # noqa: F811
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})

@@ -242,10 +242,11 @@ def _edit(store: Any, ref: str) -> None:
     import shlex
     import subprocess
 
+    from anamnesis.conflicts import conflicted_ref
     from anamnesis.errors import AnamnesisError
-    from anamnesis.store import resolve_ref, safe_path
+    from anamnesis.store import safe_path
 
-    path = safe_path(store, resolve_ref(store, ref))
+    path = safe_path(store, conflicted_ref(store, ref))
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     if subprocess.run([*shlex.split(editor), str(path)]).returncode != 0:
         raise AnamnesisError(f"the editor ({editor}) exited with an error; nothing was committed")
