@@ -19,7 +19,9 @@ _SECRET_WORD = (
     r"(?:api|access|account|shared[_-]?access|master|private|signing|encryption|session|auth)[_-]?key|"
     r"client[_-]?secret|credentials?|auth[_-]?(?:token|secret)|sharedaccesssignature|dsn|salt|cookie"
 )
-_KEY_NAME = rf"[A-Za-z0-9_.\-]*(?:{_SECRET_WORD})[A-Za-z0-9_.\-]*"
+# Bounded on both sides: an unbounded run made redaction quadratic on long dotted or dashed text.
+_KEY_NAME = rf"[A-Za-z0-9_.\-]{{0,60}}(?:{_SECRET_WORD})[A-Za-z0-9_.\-]{{0,60}}"
+_SECRET_HINT = re.compile(rf"(?i){_SECRET_WORD}")
 # Values that are references to a secret rather than the secret itself.
 _NOT_A_SECRET = re.compile(
     r"^(?:\$|%\(|\{\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|None$|null$|nil$|"
@@ -65,7 +67,7 @@ _BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/=\-]{16,})")
 _HEADER_KEY = re.compile(rf"(?i)\b(x-[a-z\-]*(?:{_SECRET_WORD})[a-z\-]*\s*:\s*)([^\s'\"]+)")
 
 # scheme://user:password@host — keep the user and host, drop the password.
-_URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)", re.I)
+_URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.\-]{0,30}://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)", re.I)
 
 # key = value, key: value, "key": "value" (also JSON-escaped: \"key\": \"value\"), --password value,
 # export KEY=value (.env lines).
@@ -77,7 +79,7 @@ _KEY_VALUE = re.compile(
 )
 # A token-looking blob (20+ base64/hex characters, letters and digits) under any name ending in "key".
 _KEY_BLOB = re.compile(
-    r"(?i)(?P<lead>\b[A-Za-z0-9_.\-]*key\\?[\"']?\s*(?:=>|:=|[:=])\s*\\?[\"']?)"
+    r"(?i)(?P<lead>\b[A-Za-z0-9_.\-]{0,60}key\\?[\"']?\s*(?:=>|:=|[:=])\s*\\?[\"']?)"
     r"(?P<value>[A-Za-z0-9+/_\-]{20,}={0,2})(?![A-Za-z0-9+/=_\-])"
 )
 # curl -u user:password, --user, --proxy-user: keep the user, drop the password.
@@ -90,7 +92,9 @@ _SHORT_PASSWORD = re.compile(
     r"|\b(?:(?:docker|podman|buildah|skopeo|oras|helm(?:\s+registry)?)\s+login|sshpass)\b[^\n|;&]*?\s-p\s+)"
     r"(?P<value>[^\s'\"]+)"
 )
-_FLAG_VALUE = re.compile(rf"(?i)(?P<flag>--?{_KEY_NAME}(?:\s+|=))(?P<vq>[\"']?)(?P<value>[^\s\"']+)")
+_FLAG_VALUE = re.compile(
+    rf"(?i)(?<![\w-])(?P<flag>--?{_KEY_NAME}(?:\s+|=))(?P<vq>[\"']?)(?P<value>[^\s\"']+)"
+)
 _ENV_LINE = re.compile(
     r"(?m)^(?P<lead>\s*(?:export\s+)?[A-Z][A-Z0-9_]*"
     r"(?:KEY|SECRET|TOKEN|PASS|PASSWORD|PWD|AUTH|CREDENTIALS?|PRIVATE|SALT|DSN|COOKIE|SESSION)"
@@ -153,9 +157,11 @@ def redact(text: str) -> str:
     text = _ENV_LINE.sub(_env_line, text)
     text = _USER_FLAG.sub(_lead_value, text)
     text = _SHORT_PASSWORD.sub(_lead_value, text)
-    text = _FLAG_VALUE.sub(_flag_value, text)
-    text = _KEY_VALUE.sub(_key_value, text)
-    text = _KEY_BLOB.sub(_key_blob, text)
+    if _SECRET_HINT.search(text):  # the two costliest patterns, only where a secret-ish name occurs
+        text = _FLAG_VALUE.sub(_flag_value, text)
+        text = _KEY_VALUE.sub(_key_value, text)
+    if re.search("(?i)key", text):
+        text = _KEY_BLOB.sub(_key_blob, text)
     return text
 
 

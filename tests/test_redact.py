@@ -62,3 +62,13 @@ def test_redaction_is_stable() -> None:
     blob = "\n".join(text for _k, text, _s in SECRETS)
     once = redact(blob)
     assert redact(once) == once
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("filler", ["a.", "-", "a.b-c_"])
+def test_long_runs_of_name_characters_do_not_stall_redaction(filler: str) -> None:
+    # Unbounded key-name runs made this quadratic: 40,000 characters of "a.a.a." took minutes,
+    # long enough for Claude Code to kill the SessionEnd hook and lose the note.
+    text = filler * (60_000 // len(filler)) + " password=Hunter2Hunter2 --token abcdef0123456789"
+    out = redact(text)
+    assert "Hunter2Hunter2" not in out and "abcdef0123456789" not in out
