@@ -69,7 +69,9 @@ def inject(
     budget: int | None = typer.Option(
         None, "--budget", help="Characters (default: settings, 6000; max 9500)."
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print the hook's JSON output instead of the text."),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print JSON: the text, its length and the notes it shows."
+    ),
 ) -> None:
     """Print what the SessionStart hook would inject for a session in this folder."""
     from anamnesis.inject import build_context
