@@ -17,7 +17,8 @@ MASK = "[REDACTED]"
 _SECRET_WORD = (
     r"pass(?:word|wd|phrase)?|pwd|secret|token|apikey|"
     r"(?:api|access|account|shared[_-]?access|master|private|signing|encryption|session|auth)[_-]?key|"
-    r"client[_-]?secret|credentials?|auth[_-]?(?:token|secret)|sharedaccesssignature|dsn|salt|cookie"
+    r"client[_-]?secret|credentials?|auth[_-]?(?:token|secret)|sharedaccesssignature|dsn|salt|cookie|"
+    r"_auth(?=\s*[:=])"
 )
 # Bounded on both sides: an unbounded run made redaction quadratic on long dotted or dashed text.
 _KEY_NAME = rf"[A-Za-z0-9_.\-]{{0,60}}(?:{_SECRET_WORD})[A-Za-z0-9_.\-]{{0,60}}"
@@ -86,10 +87,12 @@ _KEY_BLOB = re.compile(
 _USER_FLAG = re.compile(
     r"(?<![\w-])(?P<lead>(?:-u|-U|--user|--proxy-user)(?:\s+|=)[\"']?[^\s:'\"@/]+:)(?P<value>[^\s'\"]+)"
 )
-# mysql -pPASSWORD (attached), docker/podman/helm login -p PASSWORD, sshpass -p PASSWORD.
+# mysql -pPASSWORD (attached), docker/podman/helm/az login -p PASSWORD, sshpass -p PASSWORD,
+# and .netrc lines (machine HOST login USER password PASSWORD).
 _SHORT_PASSWORD = re.compile(
     r"(?P<lead>\b(?:mysql\w*|mariadb\w*)\b[^\n|;&]*?\s-p"
-    r"|\b(?:(?:docker|podman|buildah|skopeo|oras|helm(?:\s+registry)?)\s+login|sshpass)\b[^\n|;&]*?\s-p\s+)"
+    r"|\b(?:(?:docker|podman|buildah|skopeo|oras|az|helm(?:\s+registry)?)\s+login|sshpass)\b[^\n|;&]*?\s-p\s+"
+    r"|\blogin\s+\S+\s+password\s+)"
     r"(?P<value>[^\s'\"]+)"
 )
 _FLAG_VALUE = re.compile(

@@ -292,5 +292,8 @@ SECRETS: list[tuple[str, str, str]] = [
         "c2VjcmV0LWJsb2ItZm9yLXRlc3RpbmcxMjM0NQ",
     ),
     ("mysql -p", "mysql -u root -pMyDbP4ssw0rd shop", "MyDbP4ssw0rd"),
+    ("npmrc _auth", "//registry.npmjs.org/:_auth=dXNlcjpucG1wYXNzd29yZA==", "dXNlcjpucG1wYXNzd29yZA"),
+    ("netrc line", "machine api.example.org login bob password N3trcP4ssw0rd", "N3trcP4ssw0rd"),
+    ("az login -p", "az login --service-principal -u app-id -p Az5ecretV4lue --tenant t", "Az5ecretV4lue"),
     ("docker login -p", "docker login -u ci -p D0ckerHubP4ss registry.example.org", "D0ckerHubP4ss"),
 ]
