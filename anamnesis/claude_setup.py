@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import glob
 import json
 import os
 import re
@@ -427,9 +428,23 @@ def plan_uninstall(store: Store) -> list[FileChange]:
 def _removal(
     path: Path, text: str | None, new: dict[str, Any], what: list[str], created: list[str], mode: int
 ) -> FileChange:
-    change = FileChange(path, text, _dumps(new, text) if what else (text or ""), mode, what)
+    after = (_backup_holding(path, new) or _dumps(new, text)) if what else (text or "")
+    change = FileChange(path, text, after, mode, what)
     change.remove = bool(what) and not new and FILE_CREATED in created
     return change
+
+
+def _backup_holding(path: Path, data: dict[str, Any]) -> str | None:
+    """The text of the newest backup of `path` whose content is exactly `data`: giving it back
+    keeps the user's own formatting byte for byte when nothing else changed since init."""
+    for backup in sorted(path.parent.glob(f"{glob.escape(path.name)}.anamnesis-backup-*"), reverse=True):
+        try:
+            text = backup.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if _loads(text) == data:
+            return text
+    return None
 
 
 def uninstall(store: Store) -> list[str]:

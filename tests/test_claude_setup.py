@@ -198,6 +198,20 @@ def test_symlinked_config_files_are_written_through_the_link(user_home: Path, ru
     assert _load(dotfiles / "claude.json") == USER_CLAUDE_JSON
 
 
+def test_uninstall_gives_back_the_users_files_byte_for_byte(user_home: Path, run_cli: RunCli) -> None:
+    settings, claude_json = user_home / ".claude" / "settings.json", user_home / ".claude.json"
+    settings.parent.mkdir()
+    mine = '{\n  "model": "opus",   "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]},\n  "env": {"A": "1"}\n}'
+    theirs = '{"numStartups": 3, "mcpServers": {"x": {"command": "y"}}}'
+    settings.write_text(mine)
+    claude_json.write_text(theirs)
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    assert settings.read_text() != mine
+    proc = run_cli("uninstall", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    assert settings.read_text() == mine and claude_json.read_text() == theirs
+
+
 @pytest.mark.parametrize(
     "content",
     [
