@@ -128,7 +128,10 @@ def _dumps(data: Any, like: str | None = None) -> str:
     if match:
         lead = match.group(1)
         indent = lead if "\t" in lead else len(lead)
-    return json.dumps(data, indent=indent, ensure_ascii=False) + "\n"
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    # A lone surrogate (Claude Code's history can hold a prompt cut inside an emoji) stays escaped:
+    # it is valid JSON but cannot be written as UTF-8.
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
 
 def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:

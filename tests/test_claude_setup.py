@@ -212,6 +212,21 @@ def test_uninstall_gives_back_the_users_files_byte_for_byte(user_home: Path, run
     assert settings.read_text() == mine and claude_json.read_text() == theirs
 
 
+def test_a_lone_surrogate_in_claude_json_is_kept_escaped(user_home: Path, run_cli: RunCli) -> None:
+    # Claude Code keeps prompt history in ~/.claude.json; a prompt cut inside an emoji is written
+    # as a lone "\\ud83d" escape, which cannot be written back as raw UTF-8.
+    claude_json = user_home / ".claude.json"
+    original = '{"numStartups": 3, "projects": {"/x": {"history": [{"display": "fix \\ud83d emoji"}]}}}'
+    claude_json.write_text(original)
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    data = _load(claude_json)
+    assert data["projects"]["/x"]["history"][0]["display"] == "fix \ud83d emoji"
+    assert "anamnesis" in data["mcpServers"]
+    assert run_cli("uninstall", env=_env(user_home)).returncode == 0
+    assert claude_json.read_text() == original
+
+
 @pytest.mark.parametrize(
     "content",
     [
