@@ -11,7 +11,9 @@ moves the branch in one step, so a kill at any point loses nothing.
 Rules per path, when both sides touched it: edit beats delete, deleted on
 both sides stays deleted, added on both sides merges with an empty base. A
 file one side moved (git's rename detection) and the other edited ends up at
-the new path with both sides' changes merged there.
+the new path with both sides' changes merged there. Binary files and
+symlinks changed on both sides keep one version in place and the other
+beside it (`<path>.<machine>.conflict`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from anamnesis.git import git_out, run_git, run_git_bytes
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 ZERO = "0" * 40
 _REGULAR = ("100644", "100755")
+_SUBMODULE = "160000"
 
 
 @dataclass
@@ -136,8 +139,8 @@ class TreeMerger:
                 continue  # same result on both sides, or edit (ours) beats delete (theirs)
             elif oid is None:
                 updates.append((change.new_mode or "100644", change.new_oid, change.path))  # edit beats delete
-            elif mode not in _REGULAR or change.new_mode not in _REGULAR:
-                continue  # symlinks and submodules: keep ours
+            elif mode is None or _SUBMODULE in (mode, change.new_mode):
+                continue  # a submodule has no bytes of its own here: keep ours
             else:
                 updates.extend(self._merge_path(change, mode, oid, target, side, conflicts))
         self._git("read-tree", target)
@@ -163,14 +166,16 @@ class TreeMerger:
         base = self.blob(change.old_oid) if change.old_oid else None
         one = Side(self.label(target, ours_at or path), _text(ours))
         two = Side(self.label(side, theirs_at or path), _text(theirs))
-        if b"\0" in ours or b"\0" in theirs or (base is not None and b"\0" in base):
-            # Binary: keep one version in place and the other beside it.
+        binary = b"\0" in ours or b"\0" in theirs or (base is not None and b"\0" in base)
+        if binary or mode not in _REGULAR or change.new_mode not in _REGULAR:
+            # Binary, or a symlink on either side: keep one version in place and the other beside it.
             first, second = (one, two) if (one.label, ours) <= (two.label, theirs) else (two, one)
-            kept, other = (oid, change.new_oid) if first is one else (change.new_oid, oid)
+            theirs_mode = change.new_mode or "100644"
+            kept, other = ((mode, oid), (theirs_mode, change.new_oid)) if first is one else ((theirs_mode, change.new_oid), (mode, oid))
             conflicts.append(path)
             return [
-                (mode, kept or ZERO, path),
-                ("100644", other or ZERO, f"{path}.{_safe_label(second.label)}.conflict"),
+                (kept[0], kept[1] or ZERO, path),
+                (other[0], other[1] or ZERO, f"{path}.{_safe_label(second.label)}.conflict"),
             ]
         merged = merge_texts(path, _text(base) if base is not None else None, one, two)
         if merged.conflicted:

@@ -172,3 +172,27 @@ def test_tree_merge_replay_skips_a_change_already_applied(tmp_path: Path) -> Non
     merger = TreeMerger(repo, tmp_path / "idx")
     assert merger.pick(upstream, local, base) is None
     merger.close()
+
+
+def test_tree_merge_keeps_both_when_one_side_made_a_file_a_symlink(tmp_path: Path) -> None:
+    import os
+
+    repo = _repo(tmp_path)
+    base = _commit(repo, {"n.md": "text\n", "other.md": "other\n"}, "base")
+    theirs = _commit(repo, {"n.md": "text, edited\n"}, "edited", parent=base)
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "--detach", base], check=True)
+    (repo / "n.md").unlink()
+    os.symlink("other.md", repo / "n.md")
+    ours = _commit(repo, {}, "made a link")
+    merger = TreeMerger(repo, tmp_path / "idx")
+    built = merger.merge(ours, theirs, "merge")
+    merger.close()
+    assert built.conflicts == ["n.md"]
+    listed = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", "-r", built.commit], capture_output=True, text=True
+    ).stdout
+    kept = {line.split("\t")[1]: line.split()[0] for line in listed.splitlines()}
+    side = next(p for p in kept if p.startswith("n.md.") and p.endswith(".conflict"))
+    assert {kept["n.md"], kept[side]} == {"120000", "100644"}  # the link and the edited text, each with its mode
+    texts = {_show(repo, built.commit, "n.md"), _show(repo, built.commit, side)}
+    assert texts == {"other.md", "text, edited\n"}  # nothing of the edit was dropped
