@@ -459,5 +459,7 @@ def resolve_note(store: Store, ref: str, keep: str | None) -> str:
             raise UsageError(f"{relpath} still has conflict markers; remove them or use --ours/--theirs/--both")
         with open_index(store) as index:
             index.refresh([relpath])
-        repo.commit_paths(store, [relpath], f"{machine_id(store)}: resolve conflict in {relpath}")
+        committed = repo.commit_paths(store, [relpath], f"{machine_id(store)}: resolve conflict in {relpath}")
+        if committed is None and keep is None:
+            raise UsageError(f"{relpath} has no conflict markers and no change to commit: nothing to resolve")
     return relpath

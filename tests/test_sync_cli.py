@@ -93,6 +93,8 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811
     text = b.read(first.path)
     assert "line from b" in text and "line from a" not in text and "<<<<<<<" not in text
     assert b.cli("resolve", first.id, "--ours").returncode == 2  # nothing left to resolve
+    proc = b.cli("resolve", first.id)  # resolved and committed already: not "resolved" again
+    assert proc.returncode == 2 and "nothing to resolve" in proc.stderr and "resolved" not in proc.stdout
     proc = b.cli("resolve", second.id)
     assert proc.returncode == 2 and "still has conflict markers" in proc.stderr
     proc = b.cli("resolve", second.id, "--ours", "--theirs")
