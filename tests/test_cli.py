@@ -123,6 +123,9 @@ def test_new_from_editor_uses_template(run_cli: RunCli, home: Path, tmp_path: Pa
     assert made.returncode == 0, made.stderr
     text = (home / "memory" / json.loads(made.stdout)["path"]).read_text()
     assert "edword" in text and "## Steps" in text  # seeded from templates/note-procedural.md
+    for bad_env, words in (({"EDITOR": "", "VISUAL": ""}, "no terminal"), ({"EDITOR": '"unclosed'}, "$EDITOR")):
+        refused = run_cli("new", "No editor", env=bad_env, timeout=30)  # vi without a terminal would hang
+        assert refused.returncode == 2 and words in refused.stderr, refused.stderr
     untouched = run_cli("new", "Quit at once", env={"EDITOR": "true"})
     assert untouched.returncode == 2 and "empty body" in untouched.stderr
     assert not list((home / "memory").rglob("quit-at-once-*.md"))

@@ -58,12 +58,21 @@ def run_editor(path: Path) -> None:
     import os
     import shlex
     import subprocess
+    import sys
 
-    from anamnesis.errors import AnamnesisError
+    from anamnesis.errors import AnamnesisError, UsageError
 
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ""
+    if not editor:
+        if sys.stdin is None or not sys.stdin.isatty():  # vi with no terminal waits forever
+            raise UsageError("no $EDITOR set and no terminal to run vi in; set $EDITOR (or use --body / stdin)")
+        editor = "vi"
     try:
-        code = subprocess.call([*shlex.split(editor), str(path)])
+        command = shlex.split(editor)
+    except ValueError as exc:
+        raise UsageError(f"cannot read $EDITOR {editor!r}: {exc}") from None
+    try:
+        code = subprocess.call([*command, str(path)])
     except FileNotFoundError:
         raise AnamnesisError(f"editor {editor!r} not found; set $EDITOR") from None
     if code != 0:
