@@ -140,6 +140,8 @@ def validate(note: Note) -> None:
         not any(c.isalnum() for c in note.project) or any(ord(c) < 32 for c in note.project)
     ):
         raise UsageError(f"project key {note.project!r} must be one line with letters or digits")
+    if "\0" in note.body or "\0" in note.title:
+        raise UsageError("the note contains NUL bytes (binary data?); notes are text")
     size = len(note.body.encode("utf-8"))
     if size > MAX_NOTE_BYTES:
         raise UsageError(f"note body is {size} bytes; the limit is {MAX_NOTE_BYTES}")

@@ -62,6 +62,8 @@ def test_blank_or_multi_line_project_keys_and_titles_are_refused(store: Store, p
         create_note(store, type="semantic", title="T", body="b", project=project)
     with pytest.raises(UsageError):
         create_note(store, type="semantic", title="a\rb", body="b")
+    with pytest.raises(UsageError):  # it would be written, then never indexed as "binary"
+        create_note(store, type="semantic", title="t", body="text\0more")
     assert create_note(store, type="semantic", title="T", body="b", project=" ünï/key ").project == "ünï/key"
     assert list(store.memory.glob("projects/*/*/*.md")) != []
 
