@@ -56,17 +56,20 @@ def head(repo: Path) -> str | None:
     return proc.stdout.strip() or None
 
 
+LITERAL = "--literal-pathspecs"  # a note named "[draft].md" is that file, not a glob matching d.md
+
+
 def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
     """Stage exactly `paths` (added, changed or deleted) and commit; None if nothing changed."""
     repo = store.memory
     gone = [p for p in paths if not os.path.lexists(repo / p)]
     if gone:  # drop paths neither on disk nor known to git (a note deleted before it was ever committed)
-        known = set(git_out(repo, "ls-files", "-z", "--", *gone).split("\0"))
+        known = set(git_out(repo, LITERAL, "ls-files", "-z", "--", *gone).split("\0"))
         paths = [p for p in paths if p not in gone or p in known]
     if not paths:
         return None
     try:
-        run_git(repo, "add", "-A", "--", *paths)
+        run_git(repo, LITERAL, "add", "-A", "--", *paths)
     except GitError:
         # A git killed mid-write (a sync hit by SIGKILL) may have left its lock file
         # behind: clear it if no git process owns it, then try once more.
@@ -75,10 +78,10 @@ def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
         if not lock_files(repo):
             raise
         settle_git(store)
-        run_git(repo, "add", "-A", "--", *paths)
-    if not run_git(repo, "diff", "--cached", "--quiet", "--", *paths, check=False).returncode:
+        run_git(repo, LITERAL, "add", "-A", "--", *paths)
+    if not run_git(repo, LITERAL, "diff", "--cached", "--quiet", "--", *paths, check=False).returncode:
         return None
-    run_git(repo, "commit", "-q", "--no-verify", "-m", message, "--", *paths)
+    run_git(repo, LITERAL, "commit", "-q", "--no-verify", "-m", message, "--", *paths)
     return head(repo)
 
 

@@ -94,6 +94,22 @@ def test_every_write_is_committed(store: Store) -> None:
     assert status.stdout == ""
 
 
+def test_a_commit_takes_exactly_the_named_note_even_with_glob_characters(store: Store) -> None:
+    from anamnesis import repo
+
+    facts = store.memory / "global" / "facts"
+    facts.mkdir(parents=True, exist_ok=True)
+    (facts / "[d].md").write_text("# draft\n")
+    repo.commit_paths(store, ["global/facts/[d].md"], "draft")
+    (facts / "d.md").write_text("# d\n")  # a hand edit not yet committed
+    (facts / "[d].md").unlink()
+    repo.commit_paths(store, ["global/facts/[d].md"], "draft deleted")  # must not commit d.md too
+    status = subprocess.run(
+        ["git", "-C", str(store.memory), "status", "--porcelain", "-uall"], capture_output=True, text=True, check=True
+    ).stdout
+    assert status.strip() == "?? global/facts/d.md"
+
+
 def _hold_lock(home: str, ready: multiprocessing.synchronize.Event, seconds: float) -> None:  # type: ignore[name-defined]
     from anamnesis.paths import open_store
 
