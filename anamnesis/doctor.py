@@ -121,6 +121,8 @@ def _index_findings(store: Store) -> list[Finding]:
                 fix = "fix the front matter between the '---' lines (see docs/notes.md)"
             elif "unknown type" in problem:
                 fix = "set `type:` to semantic, procedural, episodic or preference"
+            elif "file name is not valid UTF-8" in problem:
+                fix = "rename the file (its name, not its text, has the bad bytes)"
             elif "UTF-8" in problem:
                 fix = "save the file as UTF-8"
             if "conflict" in problem:

@@ -49,6 +49,9 @@ def _run(
             input=input,
             capture_output=True,
             text=text,
+            # file names that are not valid UTF-8 survive the round trip instead of crashing
+            encoding="utf-8" if text else None,
+            errors="surrogateescape" if text else None,
             timeout=timeout,
             env=git_env(env),
             stdin=None if input is not None else subprocess.DEVNULL,

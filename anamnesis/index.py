@@ -239,6 +239,16 @@ class RefreshReport:
         }
 
 
+def printable_path(relpath: str) -> str:
+    """`relpath` as SQLite can store it: a name that is not valid UTF-8 gets U+FFFD
+    in place of its bad bytes (and is reported, since no note can live there)."""
+    try:
+        relpath.encode("utf-8")
+    except UnicodeEncodeError:
+        return relpath.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return relpath
+
+
 def scan_tree(root: str) -> dict[str, os.stat_result]:
     """Every `.md` file under root: relative posix path -> lstat result; skips dot names.
 
@@ -267,7 +277,7 @@ def scan_tree(root: str) -> dict[str, os.stat_result]:
                     if is_dir(st.st_mode):
                         stack.append((entry.path, f"{rel}{name}/"))
                     else:
-                        found[rel + name] = st
+                        found[printable_path(rel + name)] = st
                 elif entry.is_dir(follow_symlinks=False):
                     stack.append((entry.path, f"{rel}{name}/"))
     return found
@@ -369,10 +379,11 @@ class Index:
             report.unchanged += unchanged
             todo.extend((p, None, False) for p in known.keys() - found.keys())
         else:
-            for relpath in dict.fromkeys(paths):
+            for original in dict.fromkeys(paths):
+                relpath = printable_path(original)
                 if not relpath.lower().endswith(".md") or relpath.startswith("."):
                     continue
-                full = os.path.join(root, relpath)
+                full = os.path.join(root, original)
                 try:
                     st = os.lstat(full)
                 except OSError:
@@ -408,6 +419,8 @@ class Index:
                 data = b""
                 if is_link:
                     problem = "is a symlink; notes must be plain files inside the store (not indexed)"
+                elif "\ufffd" in relpath and not os.path.lexists(os.path.join(root, relpath)):
+                    problem = "file name is not valid UTF-8 (not indexed); rename the file"
                 elif not os.path.isfile(os.path.join(root, relpath)):
                     problem = "is not a regular file (not indexed)"
                 else:

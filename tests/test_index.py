@@ -198,3 +198,16 @@ def test_find_ref_and_counts(store: Store) -> None:
         counts["notes"] == 1 and counts["by_type"] == {"procedural": 1} and counts["by_project"] == {"p": 1}
     )
     assert time.time() - counts["refreshed"] < 60
+
+
+def test_a_file_name_that_is_not_utf8_is_reported_and_the_rest_indexed(store: Store) -> None:
+    good = create_note(store, type="semantic", title="Fine", body="fineword")
+    (store.memory / "global").mkdir(exist_ok=True)
+    with open(os.fsencode(str(store.memory / "global")) + b"/bad\xff.md", "wb") as handle:
+        handle.write(b"# bad name\nbadnameword\n")
+    with open_index(store) as index:
+        report = index.refresh()
+        assert any("not valid UTF-8" in problem for _, problem in report.problems)
+        assert [h.path for h in index.search("fineword")] == [good.path]
+        assert index.refresh().changed == 0  # stable: not re-reported as new on every scan
+        assert any("not valid UTF-8" in problem for _, problem in index.problems())
