@@ -121,21 +121,22 @@ def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watc
     kind = kind or platform_kind()
     if watch:
         return watch_plan(store, seconds, kind)
-    path_env = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
     if kind == "systemd":
         name = unit_name(store)
         folder = systemd_dir()
         values = {
-            "environment_home": _systemd_quote(f"ANAMNESIS_HOME={store.home.absolute()}"),
-            "environment_path": _systemd_quote(f"PATH={path_env}"),
-            "exec_start": " ".join(_systemd_quote(part) for part in command()),
+            **_systemd_values(store, command()),
             "interval_seconds": str(seconds),
             "interval_text": interval_text(seconds),
             "service_name": f"{name}.service",
         }
         result = Plan(kind, name, seconds)
-        result.files[folder / f"{name}.service"] = Template(read_template("anamnesis-sync.service")).substitute(values)
-        result.files[folder / f"{name}.timer"] = Template(read_template("anamnesis-sync.timer")).substitute(values)
+        result.files[folder / f"{name}.service"] = Template(
+            read_template("anamnesis-sync.service")
+        ).substitute(values)
+        result.files[folder / f"{name}.timer"] = Template(read_template("anamnesis-sync.timer")).substitute(
+            values
+        )
         result.activate = [
             ["systemctl", "--user", "daemon-reload"],
             ["systemctl", "--user", "enable", "--now", f"{name}.timer"],
@@ -143,23 +144,43 @@ def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watc
         result.deactivate = [["systemctl", "--user", "disable", "--now", f"{name}.timer"]]
         return result
     if kind == "launchd":
-        label = launchd_label(store)
-        target = launchd_dir() / f"{label}.plist"
-        values = {
-            "label": escape(label),
-            "program_arguments": "\n".join(f"    <string>{escape(part)}</string>" for part in command()),
-            "home": escape(str(store.home.absolute())),
-            "path": escape(path_env),
-            "interval_seconds": str(seconds),
-            "log": escape(str(store.log_dir / "schedule.log")),
-        }
-        result = Plan(kind, label, seconds)
-        result.files[target] = Template(read_template("anamnesis-sync.plist")).substitute(values)
-        domain = f"gui/{os.getuid()}"
-        result.deactivate = [["launchctl", "bootout", f"{domain}/{label}"]]
-        result.activate = [*result.deactivate, ["launchctl", "bootstrap", domain, str(target)]]
-        return result
+        return _launchd_plan(
+            store, launchd_label(store), "anamnesis-sync.plist", command(), "schedule.log", seconds
+        )
     raise UsageError(f"unknown scheduler {kind!r} (systemd or launchd)")
+
+
+def _systemd_values(store: Store, argv: list[str]) -> dict[str, str]:
+    """What every unit template needs: the store, PATH, and the command line."""
+    path_env = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return {
+        "environment_home": _systemd_quote(f"ANAMNESIS_HOME={store.home.absolute()}"),
+        "environment_path": _systemd_quote(f"PATH={path_env}"),
+        "exec_start": " ".join(_systemd_quote(part) for part in argv),
+    }
+
+
+def _launchd_plan(
+    store: Store, label: str, template: str, argv: list[str], log_name: str, seconds: int
+) -> Plan:
+    """A LaunchAgent plist from `template`, loaded into the user's GUI domain."""
+    from anamnesis.resources import read_template
+
+    target = launchd_dir() / f"{label}.plist"
+    values = {
+        "label": escape(label),
+        "program_arguments": "\n".join(f"    <string>{escape(part)}</string>" for part in argv),
+        "home": escape(str(store.home.absolute())),
+        "path": escape(os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")),
+        "interval_seconds": str(seconds),
+        "log": escape(str(store.log_dir / log_name)),
+    }
+    result = Plan("launchd", label, seconds)
+    result.files[target] = Template(read_template(template)).substitute(values)
+    domain = f"gui/{os.getuid()}"
+    result.deactivate = [["launchctl", "bootout", f"{domain}/{label}"]]
+    result.activate = [*result.deactivate, ["launchctl", "bootstrap", domain, str(target)]]
+    return result
 
 
 @dataclass
@@ -172,7 +193,12 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"written": self.written, "removed": self.removed, "activated": self.activated, "notes": self.notes}
+        return {
+            "written": self.written,
+            "removed": self.removed,
+            "activated": self.activated,
+            "notes": self.notes,
+        }
 
 
 def _run(commands: list[list[str]], ignore_first_failure: bool = False) -> str | None:
@@ -191,7 +217,12 @@ def _run(commands: list[list[str]], ignore_first_failure: bool = False) -> str |
 
 
 def install(
-    store: Store, every: str = DEFAULT_EVERY, *, activate: bool = True, kind: str | None = None, watch: bool = False
+    store: Store,
+    every: str = DEFAULT_EVERY,
+    *,
+    activate: bool = True,
+    kind: str | None = None,
+    watch: bool = False,
 ) -> Outcome:
     """Write the timer/agent files (or, with `watch`, the watch service's) and (with `activate`) enable them.
 
@@ -213,7 +244,9 @@ def install(
             manual = "; ".join(" ".join(cmd) for cmd in rendered.activate)
             outcome.notes.append(f"files written, but not activated ({problem}); activate with: {manual}")
     else:
-        outcome.notes.append("not activated (--no-enable): " + "; ".join(" ".join(c) for c in rendered.activate))
+        outcome.notes.append(
+            "not activated (--no-enable): " + "; ".join(" ".join(c) for c in rendered.activate)
+        )
     _remove_files(plan(store, DEFAULT_EVERY, kind, watch=not watch), activate, outcome)  # one or the other
     return outcome
 
@@ -244,7 +277,12 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
 
     rendered = plan(store, DEFAULT_EVERY, kind)
     files = {str(path): path.exists() for path in rendered.files}
-    info: dict[str, Any] = {"kind": rendered.kind, "name": rendered.name, "installed": all(files.values()), "files": files}
+    info: dict[str, Any] = {
+        "kind": rendered.kind,
+        "name": rendered.name,
+        "installed": all(files.values()),
+        "files": files,
+    }
     every = None
     for path in rendered.files:
         if path.exists():
@@ -256,7 +294,10 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
     if rendered.kind == "systemd" and info["installed"] and shutil.which("systemctl"):
         for what in ("is-enabled", "is-active"):
             proc = subprocess.run(
-                ["systemctl", "--user", what, f"{rendered.name}.timer"], capture_output=True, text=True, timeout=15
+                ["systemctl", "--user", what, f"{rendered.name}.timer"],
+                capture_output=True,
+                text=True,
+                timeout=15,
             )
             lines = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines()[-1:] or ["?"]
             info[what.removeprefix("is-")] = lines[0]
@@ -264,7 +305,10 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
     info["watch_service"] = {"name": watch.name, "installed": all(p.exists() for p in watch.files)}
     if watch.kind == "systemd" and info["watch_service"]["installed"] and shutil.which("systemctl"):
         proc = subprocess.run(
-            ["systemctl", "--user", "is-active", f"{watch.name}.service"], capture_output=True, text=True, timeout=15
+            ["systemctl", "--user", "is-active", f"{watch.name}.service"],
+            capture_output=True,
+            text=True,
+            timeout=15,
         )
         info["watch_service"]["active"] = proc.stdout.strip() or "unknown"
     info.update(status_summary(store))
@@ -283,16 +327,13 @@ def watch_plan(store: Store, seconds: int, kind: str) -> Plan:
     """A systemd user service (Restart=on-failure) or a LaunchAgent (KeepAlive) that runs `anamnesis watch`."""
     from anamnesis.resources import read_template
 
-    path_env = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
     if kind == "systemd":
         name = f"anamnesis-watch{_suffix(store)}"
-        values = {
-            "environment_home": _systemd_quote(f"ANAMNESIS_HOME={store.home.absolute()}"),
-            "environment_path": _systemd_quote(f"PATH={path_env}"),
-            "exec_start": " ".join(_systemd_quote(part) for part in watch_command(seconds)),
-        }
+        values = _systemd_values(store, watch_command(seconds))
         result = Plan(kind, name, seconds)
-        result.files[systemd_dir() / f"{name}.service"] = Template(read_template("anamnesis-watch.service")).substitute(values)
+        result.files[systemd_dir() / f"{name}.service"] = Template(
+            read_template("anamnesis-watch.service")
+        ).substitute(values)
         result.activate = [
             ["systemctl", "--user", "daemon-reload"],
             ["systemctl", "--user", "enable", "--now", f"{name}.service"],
@@ -301,20 +342,9 @@ def watch_plan(store: Store, seconds: int, kind: str) -> Plan:
         return result
     if kind == "launchd":
         label = "anamnesis.watch" + _suffix(store).replace("-", ".")
-        target = launchd_dir() / f"{label}.plist"
-        values = {
-            "label": escape(label),
-            "program_arguments": "\n".join(f"    <string>{escape(part)}</string>" for part in watch_command(seconds)),
-            "home": escape(str(store.home.absolute())),
-            "path": escape(path_env),
-            "log": escape(str(store.log_dir / "watch-service.log")),
-        }
-        result = Plan(kind, label, seconds)
-        result.files[target] = Template(read_template("anamnesis-watch.plist")).substitute(values)
-        domain = f"gui/{os.getuid()}"
-        result.deactivate = [["launchctl", "bootout", f"{domain}/{label}"]]
-        result.activate = [*result.deactivate, ["launchctl", "bootstrap", domain, str(target)]]
-        return result
+        return _launchd_plan(
+            store, label, "anamnesis-watch.plist", watch_command(seconds), "watch-service.log", seconds
+        )
     raise UsageError(f"unknown scheduler {kind!r} (systemd or launchd)")
 
 
