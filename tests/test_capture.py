@@ -68,7 +68,7 @@ def test_precompact_then_session_end_update_the_same_note(store: Store, tmp_path
     assert again.action == "unchanged" and again.path == first.path
     t.compact()
     t.prompt("Now also raise the pool size in staging")
-    t.edit_file("/work/acme-api/deploy/staging.yaml", "20", "40")
+    t.edit_file("/home/dev/acme-api/deploy/staging.yaml", "20", "40")
     t.say("Staging now uses 40.")
     t.write(path)
     final = capture(store, path, session_id="sess-2", event="SessionEnd")
@@ -91,7 +91,7 @@ def test_resumed_session_keeps_its_note(store: Store, tmp_path: Path) -> None:
     resumed.lines = list(t.lines)
     resumed.session_id = "resumed-id"
     resumed.prompt("continue: add a test for the pool")
-    resumed.write_file("/work/acme-api/tests/test_pool.py")
+    resumed.write_file("/home/dev/acme-api/tests/test_pool.py")
     second = capture(store, resumed.write(tmp_path / "resumed.jsonl"), session_id="resumed-id")
     assert second.path == first.path and second.action == "updated"
     assert "tests/test_pool.py" in load_note(store, first.path or "").body
@@ -130,12 +130,12 @@ def test_injected_memory_is_never_captured(store: Store, tmp_path: Path) -> None
 
 
 def test_no_secret_reaches_the_note_or_git(store: Store, tmp_path: Path) -> None:
-    t = Transcript("sec", cwd="/work/acme-api")
+    t = Transcript("sec", cwd="/home/dev/acme-api")
     t.prompt("Set up the deploy. Credentials:\n" + "\n".join(text for _k, text, _s in SECRETS))
     for _kind, text, _secret in SECRETS:
         t.bash(f"echo '{text}' >> .env")
         t.prompt(f"also note {text}")
-    t.write_file("/work/acme-api/.env", "\n".join(text for _k, text, _s in SECRETS))
+    t.write_file("/home/dev/acme-api/.env", "\n".join(text for _k, text, _s in SECRETS))
     t.say("Configured with " + " and ".join(text for _k, text, _s in SECRETS))
     result = capture(store, t.write(tmp_path / "t.jsonl"), session_id="sec")
     assert result.action == "created"
@@ -151,9 +151,9 @@ def test_no_secret_reaches_the_note_or_git(store: Store, tmp_path: Path) -> None
 
 def test_front_matter_is_redacted_too(store: Store, tmp_path: Path) -> None:
     token = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
-    t = Transcript("fm", cwd="/work/acme-api", branch=f"ci/{token}")
+    t = Transcript("fm", cwd="/home/dev/acme-api", branch=f"ci/{token}")
     t.prompt("rotate the deploy keys")
-    t.write_file(f"/work/acme-api/keys/{token}.json", "{}")
+    t.write_file(f"/home/dev/acme-api/keys/{token}.json", "{}")
     result = capture(store, t.write(tmp_path / "t.jsonl"), session_id="fm")
     text = (store.memory / (result.path or "")).read_text()
     assert token not in text and "branch: ci/[REDACTED:github-token]" in text
@@ -162,10 +162,10 @@ def test_front_matter_is_redacted_too(store: Store, tmp_path: Path) -> None:
 def test_lone_surrogates_in_the_transcript_do_not_lose_the_note(store: Store, tmp_path: Path) -> None:
     # A string cut in the middle of an emoji is written as a lone "\\ud83d" escape: it is valid
     # JSON but cannot be encoded as UTF-8, and must not make the whole capture fail.
-    t = Transcript("sur", cwd="/work/acme-api")
+    t = Transcript("sur", cwd="/home/dev/acme-api")
     t.prompt("fix the emoji bug \ud83d in the greeting")
     t.bash("echo \ude00")
-    t.write_file("/work/acme-api/greet\ud83d.py", "x")
+    t.write_file("/home/dev/acme-api/greet\ud83d.py", "x")
     t.say("Fixed it \ud83d")
     result = capture(store, t.write(tmp_path / "t.jsonl"), session_id="sur")
     assert result.action == "created"

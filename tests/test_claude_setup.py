@@ -28,7 +28,7 @@ USER_SETTINGS: dict[str, Any] = {
 }
 USER_CLAUDE_JSON: dict[str, Any] = {
     "numStartups": 12,
-    "projects": {"/work/x": {"allowedTools": []}},
+    "projects": {"/home/dev/x": {"allowedTools": []}},
     "mcpServers": {"other": {"type": "stdio", "command": "/usr/bin/other-server", "args": [], "env": {}}},
 }
 

@@ -17,10 +17,10 @@ def test_typical_session(tmp_path: Path) -> None:
     t = typical("s-1")
     s = summarize(t.write(tmp_path / "s.jsonl"))
     assert s.session_id == "s-1"
-    assert s.cwd == "/work/acme-api"
+    assert s.cwd == "/home/dev/acme-api"
     assert s.branch == "fix/db-pool"
     assert s.prompts == ["Fix the connection pool timeout in the orders service"]
-    assert s.files == {"/work/acme-api/src/pool.py": ["write"], "/work/acme-api/src/orders.py": ["edit"]}
+    assert s.files == {"/home/dev/acme-api/src/pool.py": ["write"], "/home/dev/acme-api/src/orders.py": ["edit"]}
     assert s.commands == ["pytest -q tests/test_orders.py"]
     assert s.outcome.startswith("The pool now holds 20 connections")
     assert s.tools == {"Write": 1, "Edit": 1, "Bash": 1}

@@ -26,7 +26,7 @@ class Transcript:
     """Append realistic lines; `write()` puts them in a .jsonl file."""
 
     def __init__(
-        self, session_id: str | None = None, cwd: str = "/work/acme-api", branch: str = "main"
+        self, session_id: str | None = None, cwd: str = "/home/dev/acme-api", branch: str = "main"
     ) -> None:
         self.session_id = session_id or str(uuid.uuid4())
         self.cwd = cwd
@@ -146,7 +146,7 @@ class Transcript:
         return path
 
 
-def typical(session_id: str | None = None, cwd: str = "/work/acme-api") -> Transcript:
+def typical(session_id: str | None = None, cwd: str = "/home/dev/acme-api") -> Transcript:
     """A small real-looking session: a prompt, a file written and edited, tests run, an answer."""
     t = Transcript(session_id, cwd=cwd, branch="fix/db-pool")
     t.raw({"type": "queue-operation", "operation": "enqueue", "sessionId": t.session_id})
@@ -255,7 +255,7 @@ SECRETS: list[tuple[str, str, str]] = [
     (".env dsn", "SENTRY_DSN=https://abc123def456@o1.ingest.sentry.io/42", "abc123def456"),
     (
         "npm token",
-        "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789",
+        "//npm.registry.example/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789",
         "npm_abcdefghijklmnopqrstuvwxyz0123456789",
     ),
     (
@@ -292,7 +292,7 @@ SECRETS: list[tuple[str, str, str]] = [
         "c2VjcmV0LWJsb2ItZm9yLXRlc3RpbmcxMjM0NQ",
     ),
     ("mysql -p", "mysql -u root -pMyDbP4ssw0rd shop", "MyDbP4ssw0rd"),
-    ("npmrc _auth", "//registry.npmjs.org/:_auth=dXNlcjpucG1wYXNzd29yZA==", "dXNlcjpucG1wYXNzd29yZA"),
+    ("npmrc _auth", "//npm.registry.example/:_auth=dXNlcjpucG1wYXNzd29yZA==", "dXNlcjpucG1wYXNzd29yZA"),
     ("netrc line", "machine api.example.org login bob password N3trcP4ssw0rd", "N3trcP4ssw0rd"),
     ("az login -p", "az login --service-principal -u app-id -p Az5ecretV4lue --tenant t", "Az5ecretV4lue"),
     ("docker login -p", "docker login -u ci -p D0ckerHubP4ss registry.example.org", "D0ckerHubP4ss"),
