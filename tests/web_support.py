@@ -261,6 +261,7 @@ class Dashboard:
 def dashboard(home: Path, *args: str) -> Iterator[Dashboard]:
     """Start the real CLI (`python -m anamnesis web --no-open --port 0`) and yield its address."""
     env = dict(os.environ, ANAMNESIS_HOME=str(home), GIT_CONFIG_NOSYSTEM="1", PYTHONUNBUFFERED="1")
+    env["HOME"] = str(home.parent)  # pages show the store as ~/<machine>/memory, not a temp path
     proc = subprocess.Popen(
         [sys.executable, "-m", "anamnesis", "web", "--no-open", "--port", "0", *args],
         stdout=subprocess.PIPE,

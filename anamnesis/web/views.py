@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from starlette.requests import Request
@@ -125,7 +126,7 @@ def sync_card(store: Any) -> Markup:
         html(
             "<tr><td><code>{n}</code></td><td class='muted url'>{u}</td><td>{k}</td><td>{ok}</td><td class='msg'>{err}</td></tr>",
             n=p.get("name", ""),
-            u=p.get("url", ""),
+            u=_homely(p.get("url", "")),
             k=p.get("kind") or "—",
             ok=when(str(p.get("last_ok") or "")),
             err=p.get("last_error") or "",
@@ -213,7 +214,7 @@ def overview(request: Request) -> HTMLResponse:
 </div>""",
         machine=web.machine,
         notes=counts["notes"],
-        home=str(web.store.memory),
+        home=_homely(web.store.memory),
         stats=stats,
         projects=bars(project_rows, counts["notes"])
         if project_rows
@@ -542,3 +543,13 @@ def graph_api(request: Request) -> JSONResponse:
     with web.index() as index:
         hits = index.list_notes(limit=None)
     return JSONResponse(build_graph(web.store, hits))
+
+
+def _homely(path: Path | str) -> str:
+    """A local path with the user's home folder shown as ~, as people write it (URLs unchanged)."""
+    if isinstance(path, str) and not path.startswith("/"):
+        return path
+    try:
+        return "~/" + Path(path).absolute().relative_to(Path.home()).as_posix()
+    except ValueError:
+        return str(path)
