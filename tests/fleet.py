@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import stop_process
 
 from anamnesis.paths import Store, open_store
 
@@ -141,13 +142,7 @@ class SshServer:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_process(self.proc, signal.SIGTERM, grace=5)
         self.proc = None
 
 

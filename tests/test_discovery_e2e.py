@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from fleet import Fleet, Machine
 from lan import Lan, lan
+from procs import stop_process
 
 from anamnesis.settings import load_settings, save_settings
 from anamnesis.watch import read_heartbeat
@@ -81,13 +82,7 @@ class WatchProcess:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, signal.SIGTERM, grace=30)
         self.proc = None
 
     def log(self) -> str:

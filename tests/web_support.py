@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from procs import stop_process
 
 from anamnesis.paths import Store
 
@@ -248,13 +249,7 @@ class Dashboard:
         return int(self.base.rsplit(":", 1)[1])
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc, signal.SIGINT, grace=10)
 
 
 @contextmanager
