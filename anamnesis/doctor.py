@@ -6,21 +6,30 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anamnesis.paths import Store
+
+if TYPE_CHECKING:
+    from anamnesis.index import Index
 
 _WINDOWS_RESERVED = re.compile(r"^(con|prn|aux|nul|com[1-9]|lpt[1-9])(\..*)?$", re.I)
 _BAD_CHARS = re.compile(r'[<>:"\\|?*\x00-\x1f]')
 
 
+PROBLEM = "problem"
+SUGGESTION = "suggestion"  # worth a look, but nothing is wrong: doctor still exits 0
+MAX_SUGGESTIONS = 50
+
+
 @dataclass
 class Finding:
-    """One problem doctor found."""
+    """One problem doctor found (or, with level SUGGESTION, something worth a look)."""
 
     where: str
     problem: str
     fix: str = ""
+    level: str = PROBLEM
 
     def to_dict(self) -> dict[str, Any]:
         return {"where": self.where, "problem": self.problem, "fix": self.fix}
@@ -39,7 +48,7 @@ def portability_problem(relpath: str) -> str | None:
 
 
 def run_checks(store: Store) -> list[Finding]:
-    """Every problem with this store that a person should know about."""
+    """Every problem with this store that a person should know about, then suggestions."""
     findings: list[Finding] = []
     if not store.exists():
         return [Finding(str(store.home), "no store here", "run `anamnesis init`")]
@@ -85,6 +94,7 @@ def run_checks(store: Store) -> list[Finding]:
                 )
             if not os.access(full, os.R_OK):
                 findings.append(Finding(relpath, "is not readable by you", f"chmod u+r {full}"))
+    findings.sort(key=lambda f: f.level == SUGGESTION)  # stable: problems first, each in its order
     return findings
 
 
@@ -125,9 +135,69 @@ def _index_findings(store: Store) -> list[Finding]:
                 fix = "rename the file (its name, not its text, has the bad bytes)"
             elif "UTF-8" in problem:
                 fix = "save the file as UTF-8"
+            elif "supersedes" in problem:
+                fix = "write `supersedes:` as one note id or a list of other notes' ids"
             if "conflict" in problem:
                 fix = "resolve the conflict in an editor, or `anamnesis resolve`"
             elif "symlink" in problem or "binary" in problem:
                 fix = "move it out of memory/"
             findings.append(Finding(relpath, problem, fix))
+        findings.extend(supersession_findings(store, index))
+    return findings
+
+
+def supersession_findings(store: Store, index: Index) -> list[Finding]:
+    """`supersedes` links to no note (problems), and unlinked notes that look like one (suggestions).
+
+    Two notes look like one when they are of one project (or both global)
+    and one type, semantic or procedural, are not linked by `supersedes`
+    (directly or through other notes), and their titles share most of their
+    words. Likely the newer one corrects the older.
+    """
+    from anamnesis.supersede import SIMILAR_TYPES, Components, read_links, similar_pairs
+
+    hits = [h for h in index.list_notes(limit=None) if h.path]
+    ids = {h.id for h in hits}
+    links = read_links(store, [h.path for h in hits])
+    findings: list[Finding] = []
+    joined = Components()
+    by_path = {h.path: h for h in hits}
+    for relpath, targets in sorted(links.items()):
+        for target in targets:
+            joined.join(by_path[relpath].id, target)
+            if target not in ids:
+                findings.append(
+                    Finding(
+                        relpath,
+                        f"supersedes {target}, which is no note's id",
+                        "correct the id in `supersedes:`, or if the old note was deleted on purpose "
+                        f"drop the link: `anamnesis edit {by_path[relpath].id} --no-supersedes`",
+                    )
+                )
+    kept = [h for h in hits if h.type in SIMILAR_TYPES and not h.conflicted]
+    pairs = similar_pairs(
+        [((h.project, h.type), h.title) for h in kept],
+        skip=lambda i, j: kept[i].id == kept[j].id or joined.find(kept[i].id) == joined.find(kept[j].id),
+        limit=MAX_SUGGESTIONS + 1,
+    )
+    for i, j, _score in pairs[:MAX_SUGGESTIONS]:
+        newer, older = sorted((kept[i], kept[j]), key=lambda h: (h.updated, h.path), reverse=True)
+        findings.append(
+            Finding(
+                f"{newer.path}, {older.path}",
+                f"these may say the same thing differently: {newer.title!r} ({newer.updated[:10]})"
+                f" and {older.title!r} ({older.updated[:10]})",
+                f"if the newer replaces the older, link them: `anamnesis edit {newer.id} --supersedes {older.id}`",
+                level=SUGGESTION,
+            )
+        )
+    if len(pairs) > MAX_SUGGESTIONS:
+        findings.append(
+            Finding(
+                str(store.memory),
+                f"more notes look alike; only the first {MAX_SUGGESTIONS} pairs are listed",
+                "link or reword those first, then run doctor again",
+                level=SUGGESTION,
+            )
+        )
     return findings

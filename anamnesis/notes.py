@@ -31,7 +31,18 @@ TYPE_FOLDERS = {
 FOLDER_TYPES = {folder: kind for kind, folder in TYPE_FOLDERS.items()}
 GLOBAL_DIR = "global"
 PROJECTS_DIR = "projects"
-FIELD_ORDER = ("id", "type", "title", "project", "tags", "created", "updated", "machine", "source")
+FIELD_ORDER = (
+    "id",
+    "type",
+    "title",
+    "project",
+    "tags",
+    "created",
+    "updated",
+    "machine",
+    "source",
+    "supersedes",
+)
 CONFLICT_RE = re.compile(r"^<<<<<<< .*?^=======\s*$.*?^>>>>>>> ", re.M | re.S)
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford-ish base32, no i/l/o/u
 
@@ -81,6 +92,7 @@ class Note:
     updated: str = ""
     machine: str = ""
     source: str = ""
+    supersedes: list[str] = field(default_factory=list)  # ids of the notes this one replaces
     extra: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -104,13 +116,16 @@ class Note:
         }
         if meta["project"] is None:
             del meta["project"]
-        meta.update({k: v for k, v in self.extra.items() if k not in meta})
+        if self.supersedes:  # one id as a plain scalar, several as a list
+            meta["supersedes"] = self.supersedes[0] if len(self.supersedes) == 1 else list(self.supersedes)
+        meta.update({k: v for k, v in self.extra.items() if k not in meta and k not in FIELD_ORDER})
         return meta
 
     def to_dict(self, with_body: bool = True) -> dict[str, Any]:
         """A JSON-ready view for --json and MCP."""
         data = {"path": self.path, **self.metadata(), "conflicted": self.conflicted}
         data["project"] = self.project
+        data["supersedes"] = list(self.supersedes)  # always a list here, whatever the file says
         if self.problems:
             data["problems"] = list(self.problems)
         if with_body:
@@ -154,6 +169,47 @@ def _as_tags(value: Any) -> list[str]:
         if tag:
             seen.setdefault(tag, None)
     return list(seen)
+
+
+_ID_RE = re.compile(r"[^\s,\x00-\x1f\x7f]{1,100}")
+
+
+def is_note_id(text: str) -> bool:
+    """Whether `text` could be a note id: one token, no spaces or commas, at most 100 characters."""
+    return _ID_RE.fullmatch(text) is not None
+
+
+def as_ids(value: Any) -> tuple[list[str], list[str]]:
+    """(ids, what was wrong) from a `supersedes` value: one id, a list, or a comma-separated string."""
+    if value is None:
+        return [], []
+    if isinstance(value, str):
+        items: list[Any] = re.split(r"[,\s]+", value)
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        items = [value]
+    ids: dict[str, None] = {}
+    bad: list[str] = []
+    for item in items:
+        if isinstance(item, int) and not isinstance(item, bool):
+            item = str(item)  # an all-digit id YAML read as a number
+        if not isinstance(item, str):
+            bad.append(repr(item))
+            continue
+        item = item.strip()
+        if not item:
+            continue
+        if is_note_id(item):
+            ids.setdefault(item, None)
+        else:
+            bad.append(repr(item))
+    problems = []
+    if bad:
+        problems.append(
+            f"supersedes has {', '.join(bad)}, which is not a note id (write one id or a list of ids)"
+        )
+    return list(ids), problems
 
 
 def _title_from(body: str, path: str) -> str:
@@ -313,6 +369,11 @@ def parse_note(text: str, path: str) -> Note:
     if isinstance(tags_value, dict):
         problems.append("tags is a mapping; write a list of words")
         tags_value = None
+    supersedes, wrong = as_ids(meta.get("supersedes"))
+    problems.extend(wrong)
+    if note_id in supersedes:
+        problems.append(f"supersedes its own id {note_id}; that link is ignored")
+        supersedes.remove(note_id)
     note = Note(
         path=path,
         id=note_id,
@@ -325,6 +386,7 @@ def parse_note(text: str, path: str) -> Note:
         updated=_as_text(meta.get("updated") or meta.get("created")),
         machine=_as_text(meta.get("machine")),
         source=_as_text(meta.get("source")),
+        supersedes=supersedes,
         extra={k: v for k, v in meta.items() if k not in FIELD_ORDER},
         problems=problems,
     )

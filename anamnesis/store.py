@@ -14,7 +14,16 @@ from pathlib import Path, PurePosixPath
 from anamnesis.errors import AnamnesisError, NoteNotFound, OutsideStore, UsageError
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.lock import store_lock
-from anamnesis.notes import NOTE_TYPES, Note, new_id, note_relpath, now_iso, parse_note, render_note
+from anamnesis.notes import (
+    NOTE_TYPES,
+    Note,
+    is_note_id,
+    new_id,
+    note_relpath,
+    now_iso,
+    parse_note,
+    render_note,
+)
 from anamnesis.paths import Store
 
 MAX_NOTE_BYTES = 1_000_000
@@ -126,6 +135,22 @@ def read_note(store: Store, ref: str) -> Note:
     return load_note(store, resolve_ref(store, ref))
 
 
+def resolve_supersedes(store: Store, refs: Iterable[str]) -> list[str]:
+    """The ids of the notes `refs` point at (any reference `resolve_ref` takes), in order, once each.
+
+    A reference that matches no note, or more than one, raises the error
+    `resolve_ref` raises, saying which reference it was; nothing is written.
+    """
+    ids: dict[str, None] = {}
+    for ref in refs:
+        try:
+            target = read_note(store, ref)
+        except AnamnesisError as exc:
+            raise type(exc)(f"cannot supersede {ref.strip()!r}: {exc}") from None
+        ids.setdefault(target.id, None)
+    return list(ids)
+
+
 def validate(note: Note) -> None:
     """Refuse notes the store would be unable to round-trip."""
     if note.type not in NOTE_TYPES:
@@ -142,6 +167,11 @@ def validate(note: Note) -> None:
         raise UsageError(f"project key {note.project!r} must be one line with letters or digits")
     if "\0" in note.body or "\0" in note.title:
         raise UsageError("the note contains NUL bytes (binary data?); notes are text")
+    for other in note.supersedes:
+        if not is_note_id(other):
+            raise UsageError(f"supersedes {other!r} is not a note id")
+        if other == note.id:
+            raise UsageError(f"a note cannot supersede itself ({note.id})")
     size = len(note.body.encode("utf-8"))
     if size > MAX_NOTE_BYTES:
         raise UsageError(f"note body is {size} bytes; the limit is {MAX_NOTE_BYTES}")
@@ -191,13 +221,19 @@ def create_note(
     tags: Iterable[str] = (),
     source: str = "cli",
     extra: dict[str, object] | None = None,
+    supersedes: Iterable[str] = (),
     commit: bool = True,
 ) -> Note:
-    """Make a new note with a fresh id and a readable path, and save it."""
+    """Make a new note with a fresh id and a readable path, and save it.
+
+    `supersedes` are references to the notes it replaces (see `resolve_supersedes`);
+    one that does not resolve stops the write before anything is written.
+    """
     from anamnesis.settings import machine_id
 
     if type not in NOTE_TYPES:
         raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
+    replaced = resolve_supersedes(store, supersedes)
     note_id = new_id()
     stamp = now_iso()
     note = Note(
@@ -212,6 +248,7 @@ def create_note(
         updated=stamp,
         machine=machine_id(store),
         source=source,
+        supersedes=replaced,
         extra=dict(extra or {}),
     )
     return save_note(store, note, message=f"{note.machine}: new {type} note {note.path}", commit=commit)
@@ -225,13 +262,26 @@ def update_note(
     body: str | None = None,
     tags: Iterable[str] | None = None,
     type: str | None = None,
+    supersedes: Iterable[str] | None = None,
+    add_supersedes: Iterable[str] = (),
     expected_text: str | None = None,
 ) -> Note:
-    """Change fields of an existing note in place (its path stays) and save it."""
+    """Change fields of an existing note in place (its path stays) and save it.
+
+    `supersedes` replaces the list of notes it supersedes (empty clears it);
+    `add_supersedes` adds to it. Both take note references, resolved to ids
+    before anything is written; a note cannot supersede itself.
+    """
     from anamnesis.settings import machine_id
 
     with store_lock(store, "update note"):
         note = read_note(store, ref)
+        if supersedes is not None or add_supersedes:
+            links = note.supersedes if supersedes is None else resolve_supersedes(store, supersedes)
+            links = list(dict.fromkeys([*links, *resolve_supersedes(store, add_supersedes)]))
+            if note.id in links:
+                raise UsageError(f"a note cannot supersede itself ({note.id} is {note.path})")
+            note.supersedes = links
         if title is not None:
             note.title = title.strip()
         if body is not None:
