@@ -81,6 +81,7 @@ def run_demo(out: Console, keep: bool = False) -> float:
 
     from anamnesis.conflicts import list_conflicts, resolve_note
     from anamnesis.index import MARK_END, MARK_START, open_index
+    from anamnesis.search import search
     from anamnesis.store import create_note, update_note
     from anamnesis.sync import sync
 
@@ -109,7 +110,7 @@ def run_demo(out: Console, keep: bool = False) -> float:
         out.print("[bold]3. The desktop syncs and finds them by search[/bold]")
         _sync_line(out, "desktop", sync(desktop))
         with open_index(desktop) as index:
-            hits = index.search("pool size")
+            hits = search(index, "pool size")
         out.print('  [bold]desktop[/bold] $ anamnesis search "pool size"')
         for hit in hits[:3]:
             line = Text("    → ")

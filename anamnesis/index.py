@@ -29,7 +29,7 @@ from typing import Any
 from anamnesis.notes import Note, parse_note
 from anamnesis.paths import Store
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 MAX_INDEXED_BYTES = 200_000  # bigger notes are indexed up to this size, and reported
 # (FTS5 snippets cost time quadratic in matches per note: a megabyte of log pasted into a note must not stall search)
 WEIGHTS = (10.0, 5.0, 1.0, 2.0)  # title, tags, body, code
@@ -44,12 +44,15 @@ CREATE TABLE notes(
     size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, sha TEXT NOT NULL,
     id TEXT, type TEXT, title TEXT, project TEXT, tags TEXT,
     created TEXT, updated TEXT, machine TEXT, source TEXT,
-    conflicted INTEGER NOT NULL DEFAULT 0, problems TEXT
+    conflicted INTEGER NOT NULL DEFAULT 0, problems TEXT, supersedes TEXT
 );
 CREATE INDEX notes_id ON notes(id);
 CREATE INDEX notes_project ON notes(project, updated);
 CREATE INDEX notes_updated ON notes(updated);
 CREATE TABLE tags(tag TEXT NOT NULL, note INTEGER NOT NULL, PRIMARY KEY(tag, note)) WITHOUT ROWID;
+CREATE TABLE supersedes(note INTEGER NOT NULL, target TEXT NOT NULL, PRIMARY KEY(target, note)) WITHOUT ROWID;
+CREATE INDEX supersedes_note ON supersedes(note);
+CREATE TABLE vectors(note INTEGER PRIMARY KEY, sha TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE TABLE skipped(path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, problem TEXT);
 CREATE VIRTUAL TABLE fts USING fts5(
     title, tags, body, code,
@@ -61,17 +64,6 @@ INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
 _CAMEL_HINT = re.compile(r"[a-z0-9][A-Z]")
 _IDENT_RE = re.compile(r"[A-Za-z0-9]+")
 _CAMEL_SPLIT_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
-STOPWORDS = frozenset(
-    (
-        "a an and are as at be but by can could do does for from had has have how i if in into is "
-        "it its me my no not of on or our please should so that the their them then there these "
-        "they this to up us was we were what when where which who why will with would you your let "
-        "lets make use "
-    ).split()
-)
-
-
 def code_words(text: str) -> str:
     """The parts of CamelCase identifiers in `text`, for the hidden `code` column."""
     out: dict[str, None] = {}
@@ -90,41 +82,6 @@ def code_words(text: str) -> str:
         if len(parts) > 1:
             out.setdefault(" ".join(parts), None)
     return "\n".join(out)
-
-
-def _fts_phrase(parts: list[str]) -> str:
-    return '"' + " ".join(p.replace('"', '""') for p in parts) + '"'
-
-
-def build_match(query: str, any_terms: bool = False) -> str | None:
-    """Turn what a person typed into a safe FTS5 MATCH expression.
-
-    Words are ANDed (ORed with `any_terms`, minus stop words); a word with
-    punctuation (`parse_config`, `src/app/main.py`) is a phrase of its parts;
-    "quoted text" is a phrase; a leading `-` excludes; a trailing `*` is a prefix.
-    """
-    positives: list[str] = []
-    negatives: list[str] = []
-    for match in re.finditer(r'(-?)"([^"]*)"|(\S+)', query):
-        negate = bool(match.group(1))
-        raw = match.group(2) if match.group(2) is not None else match.group(3)
-        if match.group(3) is not None and raw.startswith("-") and len(raw) > 1:
-            negate, raw = True, raw[1:]
-        prefix = raw.endswith("*") and match.group(3) is not None
-        parts = [p.lower() for p in _WORD_RE.findall(raw)]
-        if not parts:
-            continue
-        if any_terms and not negate and len(parts) == 1 and (parts[0] in STOPWORDS or len(parts[0]) < 3):
-            continue
-        term = _fts_phrase(parts) + ("*" if prefix else "")
-        (negatives if negate else positives).append(term)
-    if not positives:
-        return None
-    joined = " OR ".join(dict.fromkeys(positives)) if any_terms else " ".join(positives)
-    expr = f"({joined})" if any_terms and len(positives) > 1 else joined
-    for neg in negatives:
-        expr = f"{expr} NOT {neg}"
-    return expr
 
 
 def parse_when(value: str, *, end_of_day: bool = False) -> str:
@@ -177,6 +134,8 @@ class Hit:
     score: float = 0.0  # higher is better
     conflicted: bool = False
     problems: list[str] = field(default_factory=list)
+    supersedes: list[str] = field(default_factory=list)  # ids this note replaces
+    superseded_by: list[str] = field(default_factory=list)  # ids of notes that replace this one
 
     def snippet_text(self, start: str = "**", end: str = "**") -> str:
         """The snippet with matches wrapped in `start`/`end`."""
@@ -202,7 +161,10 @@ class Hit:
             "updated": self.updated,
             "machine": self.machine,
             "conflicted": self.conflicted,
+            "superseded_by": self.superseded_by,
         }
+        if self.supersedes:
+            data["supersedes"] = self.supersedes
         if self.snippet:
             data["snippet"] = self.snippet_text()
             data["score"] = round(self.score, 4)
@@ -346,14 +308,37 @@ class Index:
 
     # -- writing ---------------------------------------------------------------------
 
-    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> RefreshReport:
-        """Drop everything and index every note again."""
+    def rebuild(
+        self, progress: Callable[[int, int], None] | None = None, *, keep_vectors: bool = False
+    ) -> RefreshReport:
+        """Drop everything and index every note again.
+
+        With `keep_vectors`, semantic vectors of notes whose text did not
+        change are carried over (matched by content hash), so a rebuild does
+        not mean embedding everything again.
+        """
+        saved: list[tuple[str, str, bytes]] = []
+        if keep_vectors:
+            try:
+                saved = self.conn.execute("SELECT sha, model, vec FROM vectors").fetchall()
+            except sqlite3.DatabaseError:
+                saved = []
         self.conn.close()
         self._discard(self.store.index_path)
         self.conn = self._open(self.store.index_path)
         self.conn.executescript(_SCHEMA)
         self.rebuilt = True
-        return self.refresh(progress=progress)
+        report = self.refresh(progress=progress)
+        if saved:
+            by_sha = dict(self.conn.execute("SELECT sha, rowid FROM notes"))
+            with self.conn:
+                self.conn.execute("BEGIN IMMEDIATE")
+                self.conn.executemany(
+                    "INSERT OR REPLACE INTO vectors(note, sha, model, vec) VALUES (?, ?, ?, ?)",
+                    [(by_sha[sha], sha, model, vec) for sha, model, vec in saved if sha in by_sha],
+                )
+                self.bump_generation()
+        return report
 
     def refresh(
         self,
@@ -463,10 +448,24 @@ class Index:
                 if problems:
                     report.problems.append((relpath, "; ".join(problems)))
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('refreshed', ?)", (str(time.time()),))
+            if report.changed:
+                self.bump_generation()
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def bump_generation(self) -> None:
+        """Say that notes or vectors changed (caches of vectors key on this)."""
+        self.conn.execute(
+            "INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key)"
+            " DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def generation(self) -> str:
+        """A value that changes whenever notes or vectors change."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        return str(row[0]) if row else "0"
 
     @staticmethod
     def _parse(data: bytes, relpath: str, size: int) -> tuple[Note, list[str]]:
@@ -507,25 +506,31 @@ class Index:
             note.source,
             int(note.conflicted),
             problems,
+            " ".join(note.supersedes) or None,
         )
         conn.execute("DELETE FROM skipped WHERE path=?", (note.path,))
         if rowid is None:
             cur = conn.execute(
                 "INSERT INTO notes(path, size, mtime_ns, sha, id, type, title, project, tags, created,"
-                " updated, machine, source, conflicted, problems) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " updated, machine, source, conflicted, problems, supersedes)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 values,
             )
             rowid = int(cur.lastrowid or 0)
         else:
             conn.execute(
                 "UPDATE notes SET path=?, size=?, mtime_ns=?, sha=?, id=?, type=?, title=?, project=?,"
-                " tags=?, created=?, updated=?, machine=?, source=?, conflicted=?, problems=?"
+                " tags=?, created=?, updated=?, machine=?, source=?, conflicted=?, problems=?, supersedes=?"
                 " WHERE rowid=?",
                 (*values, rowid),
             )
             conn.execute("DELETE FROM fts WHERE rowid=?", (rowid,))
             conn.execute("DELETE FROM tags WHERE note=?", (rowid,))
+            conn.execute("DELETE FROM supersedes WHERE note=?", (rowid,))
         conn.executemany("INSERT OR IGNORE INTO tags VALUES (?, ?)", [(t, rowid) for t in note.tags])
+        conn.executemany(
+            "INSERT OR IGNORE INTO supersedes VALUES (?, ?)", [(rowid, target) for target in note.supersedes]
+        )
         conn.execute(
             "INSERT INTO fts(rowid, title, tags, body, code) VALUES (?, ?, ?, ?, ?)",
             (rowid, note.title, " ".join(note.tags), note.body, code_words(note.title + "\n" + note.body)),
@@ -539,12 +544,48 @@ class Index:
             return False
         conn.execute("DELETE FROM fts WHERE rowid=?", (row[0],))
         conn.execute("DELETE FROM tags WHERE note=?", (row[0],))
+        conn.execute("DELETE FROM supersedes WHERE note=?", (row[0],))
+        conn.execute("DELETE FROM vectors WHERE note=?", (row[0],))
         conn.execute("DELETE FROM notes WHERE rowid=?", (row[0],))
         return True
 
     # -- reading ---------------------------------------------------------------------
 
-    _COLUMNS = "n.path, n.id, n.title, n.type, n.project, n.tags, n.updated, n.created, n.machine, n.conflicted, n.problems"
+    _COLUMNS = (
+        "n.path, n.id, n.title, n.type, n.project, n.tags, n.updated, n.created, n.machine, n.conflicted,"
+        " n.problems, n.supersedes"
+    )
+
+    def hits(self, rowids: list[int]) -> dict[int, Hit]:
+        """The listing rows of these notes, with who supersedes each, by rowid."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        found = {
+            r[0]: self._hit(r[1:])
+            for r in self.conn.execute(
+                f"SELECT n.rowid, {self._COLUMNS} FROM notes n WHERE n.rowid IN ({marks})", rowids
+            )
+        }
+        self._mark_superseded(list(found.values()))
+        return found
+
+    def _mark_superseded(self, hits: list[Hit]) -> None:
+        by_id: dict[str, list[Hit]] = {}
+        for hit in hits:
+            if hit.id:
+                by_id.setdefault(hit.id, []).append(hit)
+        if not by_id:
+            return
+        marks = ",".join("?" * len(by_id))
+        for target, newer in self.conn.execute(
+            f"SELECT s.target, n.id FROM supersedes s JOIN notes n ON n.rowid = s.note"
+            f" WHERE s.target IN ({marks}) ORDER BY n.updated DESC",
+            list(by_id),
+        ):
+            for hit in by_id[target]:
+                if newer and newer != target and newer not in hit.superseded_by:
+                    hit.superseded_by.append(newer)
 
     @staticmethod
     def _hit(row: tuple[Any, ...], snippet: str = "", score: float = 0.0) -> Hit:
@@ -560,14 +601,16 @@ class Index:
             machine=row[8] or "",
             conflicted=bool(row[9]),
             problems=(row[10] or "").split("; ") if row[10] else [],
+            supersedes=(row[11] or "").split(),
             snippet=snippet,
             score=score,
         )
 
     @staticmethod
-    def _filters(
+    def filter_sql(
         project: str | None, type: str | None, tag: str | None, since: str | None, until: str | None
     ) -> tuple[str, list[Any]]:
+        """SQL (" AND ..." over `notes n`) and its arguments for the usual filters."""
         clauses: list[str] = []
         args: list[Any] = []
         if project:
@@ -587,62 +630,6 @@ class Index:
             args.append(parse_when(until, end_of_day=True))
         return "".join(f" AND {c}" for c in clauses), args
 
-    def search(
-        self,
-        query: str,
-        *,
-        project: str | None = None,
-        type: str | None = None,
-        tag: str | None = None,
-        since: str | None = None,
-        until: str | None = None,
-        limit: int = 20,
-        any_terms: bool = False,
-        snippets: bool = True,
-    ) -> list[Hit]:
-        """Notes matching `query`, best first (BM25, title > tags > body), with snippets.
-
-        `snippets=False` skips building them (most of the cost of a wide search)
-        for callers that only rank, like the SessionStart hook.
-        """
-        match = build_match(query, any_terms=any_terms)
-        if match is None:
-            return []
-        where, args = self._filters(project, type, tag, since, until)
-        w = WEIGHTS
-        # Rank first (joining notes only to filter); fetch rows and snippets for the winners only.
-        # CROSS JOIN keeps FTS as the outer loop: an IN (subquery) here is 50x slower.
-        restrict = " CROSS JOIN notes n ON n.rowid = fts.rowid" if where else ""
-        ranked = self.conn.execute(
-            f"SELECT fts.rowid, bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS score"
-            f" FROM fts{restrict} WHERE fts MATCH ?{where} ORDER BY score LIMIT ?",
-            [match, *args, limit],
-        ).fetchall()
-        if not ranked:
-            return []
-        marks = ",".join("?" * len(ranked))
-        rowids = [r[0] for r in ranked]
-        rows = {
-            r[0]: r[1:]
-            for r in self.conn.execute(
-                f"SELECT n.rowid, {self._COLUMNS} FROM notes n WHERE n.rowid IN ({marks})", rowids
-            )
-        }
-        found = dict(
-            self.conn.execute(
-                f"SELECT rowid, snippet(fts, 2, '{MARK_START}', '{MARK_END}', '…', 16) FROM fts"
-                f" WHERE fts MATCH ? AND rowid IN ({marks})",
-                [match, *rowids],
-            ).fetchall()
-            if snippets
-            else []
-        )
-        return [
-            self._hit(rows[rowid], snippet=found.get(rowid) or "", score=-float(score))
-            for rowid, score in ranked
-            if rowid in rows
-        ]
-
     def list_notes(
         self,
         *,
@@ -655,7 +642,7 @@ class Index:
         conflicted: bool | None = None,
     ) -> list[Hit]:
         """Notes matching the filters, most recently updated first."""
-        where, args = self._filters(project, type, tag, since, until)
+        where, args = self.filter_sql(project, type, tag, since, until)
         if conflicted is not None:
             where += " AND n.conflicted = ?"
             args.append(int(conflicted))
@@ -663,7 +650,9 @@ class Index:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [self._hit(r) for r in self.conn.execute(sql, args)]
+        hits = [self._hit(r) for r in self.conn.execute(sql, args)]
+        self._mark_superseded(hits)
+        return hits
 
     def recent(self, project: str | None = None, type: str | None = None, limit: int = 20) -> list[Hit]:
         """The most recently updated notes."""

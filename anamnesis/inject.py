@@ -31,9 +31,8 @@ MAX_PREFERENCES = 20
 MAX_PROJECT_NOTES = 10
 MAX_SESSIONS = 3
 MIN_BODY = 160  # every note shown gets at least this much of its body (or all of it)
-HALF_LIFE_DAYS = 30.0
 RELEVANCE_WEIGHT = 0.65
-SEARCH_POOL = 200  # best matches (all projects) considered for relevance
+SEARCH_POOL = 60  # best matches (all projects) considered for relevance
 
 
 @dataclass
@@ -57,19 +56,6 @@ def budget_of(settings: dict[str, Any]) -> int:
     except (TypeError, ValueError):
         value = DEFAULT_BUDGET
     return max(MIN_BUDGET, min(MAX_BUDGET, value))
-
-
-def recency(updated: str, now: dt.datetime | None = None) -> float:
-    """1.0 for a note updated now, halving every HALF_LIFE_DAYS."""
-    now = now or dt.datetime.now(dt.UTC)
-    try:
-        when = dt.datetime.fromisoformat(updated.replace("Z", "+00:00"))
-    except ValueError:
-        return 0.0
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    days = max(0.0, (now - when).total_seconds() / 86400)
-    return float(0.5 ** (days / HALF_LIFE_DAYS))
 
 
 def _words(text: str) -> list[str]:
@@ -150,15 +136,19 @@ def _load_bodies(store: Store, hits: list[Hit]) -> dict[str, tuple[str, dict[str
 
 
 def _project_candidates(index: Index, project: str, terms: list[str]) -> list[tuple[float, Hit]]:
-    """Project notes (and strongly matching global ones) scored by relevance and recency."""
+    """Project notes (and strongly matching global ones) scored by relevance and recency.
+
+    Superseded notes are left out: their replacement says what holds now.
+    """
+    from anamnesis.search import recency, search
+
     pool: dict[str, Hit] = {}
     for kind in ("semantic", "procedural"):
         for hit in index.list_notes(project=project, type=kind, limit=200):
             pool[hit.path] = hit
     relevance: dict[str, float] = {}
     if terms:
-        # One unfiltered search, split here: the index's project filter costs far more than it saves.
-        for hit in index.search(" ".join(terms), any_terms=True, limit=SEARCH_POOL, snippets=False):
+        for hit in search(index, " ".join(terms), near_project=project, limit=SEARCH_POOL, snippets=False):
             if hit.type not in ("semantic", "procedural"):
                 continue
             if hit.project == project:
@@ -171,6 +161,8 @@ def _project_candidates(index: Index, project: str, terms: list[str]) -> list[tu
     now = dt.datetime.now(dt.UTC)
     scored: list[tuple[float, Hit]] = []
     for path, hit in pool.items():
+        if hit.superseded_by:
+            continue
         rel = relevance.get(path, 0.0) / top if top > 0 else 0.0
         if hit.project != project and rel < 0.5:
             continue
@@ -194,7 +186,9 @@ def build_context(store: Store, cwd: str | Path, *, budget: int | None = None) -
     project = project_key(cwd)
     branch = current_branch(cwd)
     with open_index(store) as index:
-        preferences = index.list_notes(type="preference", limit=MAX_PREFERENCES)
+        preferences = [
+            hit for hit in index.list_notes(type="preference", limit=MAX_PREFERENCES) if not hit.superseded_by
+        ]
         sessions = index.list_notes(project=project, type="episodic", limit=MAX_SESSIONS)
         session_bodies = _load_bodies(store, sessions)
         recent_files: list[str] = []

@@ -30,6 +30,7 @@ MAX_TAGS = 20
 MAX_TAG = 60
 MAX_PROJECT = 200
 MAX_REF = 1000
+MAX_SUPERSEDES = 20
 REFRESH_EVERY = 5.0  # seconds between index scans that pick up hand edits
 SYNC_LOCK_TIMEOUT = 60.0
 
@@ -113,6 +114,14 @@ def _check_tags(tags: list[str] | None) -> list[str] | None:
     return out
 
 
+def _check_refs(refs: list[str] | None) -> list[str] | None:
+    if refs is None:
+        return None
+    if len(refs) > MAX_SUPERSEDES:
+        raise ToolError(f"a note can supersede at most {MAX_SUPERSEDES} notes at once")
+    return [_check_text("supersedes", ref, MAX_REF, required=True) or "" for ref in refs]
+
+
 def _check_limit(limit: int) -> int:
     if not 1 <= limit <= MAX_LIMIT:
         raise ToolError(f"limit must be between 1 and {MAX_LIMIT}")
@@ -135,6 +144,7 @@ class MemoryTools:
         self.store = store
         self.cwd = cwd or os.getcwd()
         self._refreshed = 0.0
+        self._project: str | bool | None = False  # False: not looked up yet
 
     def _fresh_index(self) -> Any:
         from anamnesis.index import open_index
@@ -142,7 +152,10 @@ class MemoryTools:
         self.store.require()
         index = open_index(self.store)
         if time.monotonic() - self._refreshed > REFRESH_EVERY:
-            index.refresh()
+            if index.refresh().changed:
+                from anamnesis.semantic import start_background_update
+
+                start_background_update(self.store)
             self._refreshed = time.monotonic()
         return index
 
@@ -150,10 +163,12 @@ class MemoryTools:
         """The project of the folder the client started us in (None outside any project)."""
         from anamnesis.project import detect_project
 
-        try:
-            return detect_project(self.cwd)
-        except OSError:
-            return None
+        if self._project is False:
+            try:
+                self._project = detect_project(self.cwd)
+            except OSError:
+                self._project = None
+        return self._project if isinstance(self._project, str) else None
 
     # -- read-only tools ---------------------------------------------------------------
 
@@ -164,22 +179,31 @@ class MemoryTools:
         type: str | None = None,
         tag: str | None = None,
         limit: int = 10,
+        require_all: bool = False,
         any_terms: bool = False,
     ) -> dict[str, Any]:
-        """Full-text search of the memory (BM25: title > tags > body). Words are ANDed unless
-        any_terms is true; "quoted phrases", -excluded words and prefix* work. Filters: project
-        key, type (semantic, procedural, episodic, preference), tag. Returns paths, titles,
-        snippets and scores; use `read` for a whole note."""
+        """Search the memory, best match first. Ask in plain words ("how do we deploy the API?")
+        or give keywords, code words or a command line (`docker run --rm -it`): no word is
+        required, stop words are ignored, and notes of the current project (and global notes)
+        rank first. "quoted phrases", prefix*, and NOT word work; require_all=true keeps only
+        notes holding every word. Filters: project key, type (semantic, procedural, episodic,
+        preference), tag. Results carry paths, titles, snippets, scores and `superseded_by`
+        (a newer note replaces this one: prefer it); use `read` for a whole note."""
+        from anamnesis.search import search as run_search
+
+        del any_terms  # ranked any-word search is the default now; kept so old callers still validate
         with _tool_errors():
             _check_text("query", query, MAX_QUERY, required=True)
             with self._fresh_index() as index:
-                hits = index.search(
+                hits = run_search(
+                    index,
                     query,
                     project=_check_project(project),
                     type=_check_type(type),
                     tag=_check_text("tag", tag, MAX_TAG) or None,
+                    near_project=self.current_project(),
                     limit=_check_limit(limit),
-                    any_terms=any_terms,
+                    require_all=require_all,
                 )
             return {"query": query, "count": len(hits), "results": [h.to_dict() for h in hits]}
 
@@ -235,11 +259,13 @@ class MemoryTools:
         tags: list[str] | None = None,
         project: str | None = None,
         global_note: bool = False,
+        supersedes: list[str] | None = None,
     ) -> dict[str, Any]:
         """Save a new note (committed and indexed at once). type: semantic (facts, decisions),
         procedural (how-tos), episodic (what happened), preference (the user's standing rules,
         always global). The note belongs to the current project unless `project` names another
-        or global_note is true."""
+        or global_note is true. supersedes: notes this one replaces (paths or ids, as search
+        returns them) when it corrects or updates them; search then ranks the old ones lower."""
         from anamnesis.store import create_note
 
         with _tool_errors():
@@ -260,8 +286,15 @@ class MemoryTools:
                 project=key,
                 tags=_check_tags(tags) or [],
                 source="mcp",
+                supersedes=_check_refs(supersedes) or [],
             )
-            return {"written": note.path, "id": note.id, "project": note.project, "type": note.type}
+            return {
+                "written": note.path,
+                "id": note.id,
+                "project": note.project,
+                "type": note.type,
+                "supersedes": note.supersedes,
+            }
 
     def update(
         self,
@@ -270,22 +303,36 @@ class MemoryTools:
         body: str | None = None,
         tags: list[str] | None = None,
         type: str | None = None,
+        supersedes: list[str] | None = None,
     ) -> dict[str, Any]:
         """Change an existing note in place (it keeps its path and id): any of title, body
-        (replaces the whole body), tags (replaces the list), type."""
+        (replaces the whole body), tags (replaces the list), type, supersedes (the notes this
+        one replaces, as paths or ids; replaces the list, [] removes every link)."""
         from anamnesis.store import update_note
 
         with _tool_errors():
             _check_text("ref", ref, MAX_REF, required=True)
             _check_text("title", title, 200)
             _check_text("body", body, 2_000_000)
-            if title is None and body is None and tags is None and type is None:
-                raise ToolError("nothing to change: give title, body, tags or type")
+            if title is None and body is None and tags is None and type is None and supersedes is None:
+                raise ToolError("nothing to change: give title, body, tags, type or supersedes")
             self.store.require()
             note = update_note(
-                self.store, ref, title=title, body=body, tags=_check_tags(tags), type=_check_type(type)
+                self.store,
+                ref,
+                title=title,
+                body=body,
+                tags=_check_tags(tags),
+                type=_check_type(type),
+                supersedes=_check_refs(supersedes),
             )
-            return {"updated": note.path, "id": note.id, "title": note.title, "updated_at": note.updated}
+            return {
+                "updated": note.path,
+                "id": note.id,
+                "title": note.title,
+                "updated_at": note.updated,
+                "supersedes": note.supersedes,
+            }
 
     def delete(self, ref: str) -> dict[str, Any]:
         """Delete a note (removed from disk and the index; git history keeps it)."""

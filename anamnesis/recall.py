@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from anamnesis.paths import Store
 
 MAX_BUDGET = 4000
-MIN_COVERAGE = 0.5  # a note matching this share of the prompt's words counts even with a weak BM25
+MIN_COVERAGE = 0.5  # below the best match, a note must hold this share of the prompt's words
+OTHER_PROJECT_COVERAGE = 0.6  # another project's note must hold this share of them...
+OTHER_PROJECT_MARGIN = 0.15  # ...and outscore this project's best by this much
 # Words too common in prompts to say what a prompt is about (on top of the index's stop words).
 PROMPT_NOISE = frozenset(
     (
@@ -54,14 +56,13 @@ def recall_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return {
         "enabled": bool(raw.get("enabled", True)),
         "budget": int(max(300, min(MAX_BUDGET, num("budget", 2000)))),
-        "min_score": num("min_score", 2.0),
         "max_notes": int(max(1, min(10, num("max_notes", 3)))),
     }
 
 
 def prompt_terms(text: str) -> list[str]:
     """The distinct words of a prompt that say what it is about."""
-    from anamnesis.index import STOPWORDS
+    from anamnesis.query import STOPWORDS
 
     words = re.findall(r"[^\W_]+(?:[_.'/-][^\W_]+)*", text.lower())
     keep = [w for w in words if len(w) >= 3 and w not in STOPWORDS and w not in PROMPT_NOISE]
@@ -120,9 +121,21 @@ def remember_shown(store: Store, session_id: str, paths: list[str], *, replace: 
                 pass
 
 
+def _project_of(cwd: str) -> str | None:
+    from anamnesis.project import project_key
+
+    if not cwd:
+        return None
+    try:
+        return project_key(cwd)
+    except OSError:
+        return None
+
+
 def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = "") -> tuple[str, list[str]]:
     """The context to add for `prompt`, and the paths it shows; ("", []) when nothing fits."""
     from anamnesis.index import open_index
+    from anamnesis.search import search
     from anamnesis.settings import load_settings
     from anamnesis.store import load_note
 
@@ -136,9 +149,14 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     if not terms:
         return "", []
     seen = seen_notes(store, session_id) if session_id else set()
+    near = _project_of(cwd)
     with open_index(store) as index:
-        hits = index.search(
-            " ".join(terms), any_terms=True, limit=min(40, knobs["max_notes"] + len(seen) + 5), snippets=False
+        hits = search(
+            index,
+            " ".join(terms),
+            near_project=near,
+            limit=min(40, knobs["max_notes"] + len(seen) + 5),
+            snippets=False,
         )
     header = (
         f"{MEMORY_OPEN}\nNotes from memory that may bear on this prompt "
@@ -146,17 +164,24 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     )
     footer = f"{MEMORY_CLOSE}\n"
     chosen: list[tuple[Hit, str]] = []
-    for hit in hits:
-        if hit.path in seen or len(chosen) >= knobs["max_notes"]:
+    best_here = 0.0  # the best score among this project's (and global) notes that qualified
+    for position, hit in enumerate(hits):
+        if hit.path in seen or len(chosen) >= knobs["max_notes"] or hit.superseded_by:
             continue
         try:
             body = load_note(store, hit.path).body
         except Exception:  # a note that vanished or broke since indexing: leave it out
             continue
         matched = coverage(terms, f"{hit.title}\n{' '.join(hit.tags)}\n{body[:20000]}")
-        strong = hit.score >= knobs["min_score"] or matched / len(terms) >= MIN_COVERAGE
-        if matched >= _needed(len(terms)) and strong:
-            chosen.append((hit, body))
+        share = matched / len(terms)
+        if matched < _needed(len(terms)) or (share < MIN_COVERAGE and position > 0):
+            continue
+        elsewhere = near is not None and hit.project is not None and hit.project != near
+        if elsewhere and (share < OTHER_PROJECT_COVERAGE or hit.score < best_here + OTHER_PROJECT_MARGIN):
+            continue  # another project's note only when it is clearly the better match
+        if not elsewhere:
+            best_here = max(best_here, hit.score)
+        chosen.append((hit, body))
     room = knobs["budget"] - len(header) - len(footer)
     parts: list[str] = []
     shown: list[str] = []

@@ -201,10 +201,11 @@ def test_big_session_note_stays_small(store: Store, tmp_path: Path) -> None:
 @pytest.mark.parametrize("event", ["PreCompact", "SessionEnd"])
 def test_note_is_indexed(store: Store, tmp_path: Path, event: str) -> None:
     from anamnesis.index import open_index
+    from anamnesis.search import search as search_notes
 
     capture(store, typical("idx").write(tmp_path / "t.jsonl"), session_id="idx", event=event)
     with open_index(store) as index:
-        hits = index.search("connection pool timeout", type="episodic")
+        hits = search_notes(index, "connection pool timeout", type="episodic")
     assert [h.id for h in hits] == [session_note_id("idx")]
     data = json.loads(json.dumps(hits[0].to_dict()))
     assert "session" in data["tags"]

@@ -11,12 +11,13 @@ from pathlib import Path
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
 from anamnesis.index import open_index
+from anamnesis.search import search as search_notes
 from anamnesis.store import create_note, delete_note, update_note
 
 
 def search_paths(machine: Machine, query: str) -> list[str]:
     with open_index(machine.store) as index:
-        return [hit.path for hit in index.search(query, limit=50)]
+        return [hit.path for hit in search_notes(index, query, limit=50)]
 
 
 def no_git_leftovers(machine: Machine) -> None:

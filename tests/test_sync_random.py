@@ -28,6 +28,7 @@ from anamnesis.conflicts import resolve_text
 from anamnesis.index import open_index
 from anamnesis.notes import has_conflict_markers
 from anamnesis.recovery import git_processes_in
+from anamnesis.search import search as search_notes
 from anamnesis.store import create_note, delete_note
 
 TOKEN_RE = re.compile(r"\btok\d{5}[abc]\b")
@@ -187,7 +188,7 @@ def _index_drift(m: Machine) -> dict[str, list[str]]:
 
 def _search(m: Machine, query: str) -> list[str]:
     with open_index(m.store) as index:
-        return [hit.path for hit in index.search(query, limit=200)]
+        return [hit.path for hit in search_notes(index, query, limit=200)]
 
 
 @pytest.mark.e2e

@@ -7,6 +7,7 @@ import subprocess
 from fleet import Fleet, SshServer, ssh_fleet, sshd  # noqa: F401
 
 from anamnesis.index import open_index
+from anamnesis.search import search as search_notes
 from anamnesis.store import create_note, update_note
 
 
@@ -21,7 +22,7 @@ def test_round_trip_through_a_hub_over_ssh(ssh_fleet: Fleet) -> None:  # noqa: F
     result = b.sync()
     assert result.exit_code == 0 and note.path in result.changed
     with open_index(b.store) as index:
-        assert [h.path for h in index.search("sshd")] == [note.path]
+        assert [h.path for h in search_notes(index, "sshd")] == [note.path]
     # The same, through the real command in its own process.
     update_note(b.store, note.id, body="carried by sshd, edited on b\n")
     proc = b.cli("sync", "--json")

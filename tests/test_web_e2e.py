@@ -158,6 +158,7 @@ def test_every_page_renders(chrome: Any, fleet: tuple[Fleet, Dashboard], shots: 
 
 def test_search_uses_the_index_ranking(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
     from anamnesis.index import open_index
+    from anamnesis.search import search as search_notes
 
     made, running = fleet
     with session(chrome, running) as watched:
@@ -169,7 +170,7 @@ def test_search_uses_the_index_ranking(chrome: Any, fleet: tuple[Fleet, Dashboar
         titles = watched.page.locator(".results .note-title").all_inner_texts()
         marks = watched.page.locator(".results mark").all_inner_texts()
     with open_index(made.laptop) as index:
-        expected = [hit.title for hit in index.search("deploy", limit=50)]
+        expected = [hit.title for hit in search_notes(index, "deploy", limit=50)]
     assert titles == expected and len(titles) >= 2
     assert marks and all(m.lower().startswith("deploy") for m in marks)
 

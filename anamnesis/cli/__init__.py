@@ -26,10 +26,11 @@ app = typer.Typer(
 
 
 def _register_all() -> None:
-    from anamnesis.cli import notes, setup
+    from anamnesis.cli import notes, semantic, setup
 
     setup.register(app)
     notes.register(app)
+    semantic.register(app)
     for name in ("sync", "claude", "watch", "web"):
         try:
             module = __import__(f"anamnesis.cli.{name}", fromlist=["register"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +89,9 @@ def new(
     global_: bool = typer.Option(False, "--global", "-G", help="A note for every project (not tied to this one)."),
     tag: list[str] | None = typer.Option(None, "--tag", "-g", help="A tag; repeat or separate with commas."),
     body: str | None = typer.Option(None, "--body", "-b", help="The body; else read from stdin, else open $EDITOR."),
+    supersedes: list[str] | None = typer.Option(
+        None, "--supersedes", metavar="REF", help="A note this one replaces (id, id prefix, file name); repeatable."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the new note as JSON."),
 ) -> None:
     """Write a new note (committed to memory/ and indexed at once).
@@ -96,14 +100,16 @@ def new(
       anamnesis new "Use pg_bouncer in transaction mode" -t semantic -g postgres
       echo "Run make lint before pushing" | anamnesis new "Lint first" -t procedural
       anamnesis new "Answer in British English" -t preference
+      anamnesis new "Pool size is now 40" -b "Raised for Black Friday." --supersedes 7k2m
     """
     from anamnesis.errors import UsageError
     from anamnesis.notes import NOTE_TYPES
-    from anamnesis.store import create_note
+    from anamnesis.store import create_note, resolve_supersedes
 
     store = get_store()
     if type not in NOTE_TYPES:
         raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
+    replaced = resolve_supersedes(store, supersedes or [])  # a bad reference fails before any typing
     if body is None:
         body = read_stdin_if_piped() or None
     if body is None:
@@ -111,7 +117,9 @@ def new(
     if not body.strip():
         raise UsageError("empty body; nothing was written")
     key = _project_option(project, here=not global_ and type != "preference", global_=global_, optional=True)
-    note = create_note(store, type=type, title=title, body=body, project=key, tags=_tags(tag), source="cli")
+    note = create_note(
+        store, type=type, title=title, body=body, project=key, tags=_tags(tag), source="cli", supersedes=replaced
+    )
     if json_out:
         print_json(note.to_dict(with_body=False))
     else:
@@ -152,6 +160,8 @@ def _hits_table(hits: list[Hit], with_snippet: bool) -> None:
         return
     for hit in hits:
         flag = " [red](conflict)[/red]" if hit.conflicted else ""
+        if hit.superseded_by:
+            flag += f" [yellow](superseded by {_escape(', '.join(hit.superseded_by))})[/yellow]"
         where = hit.project or "global"
         meta = _escape(f"{hit.type} · {where} · {hit.updated[:10]}")
         out.print(f"[bold]{_escape(hit.title)}[/bold]{flag}  [dim]{meta}[/dim]")
@@ -172,7 +182,9 @@ def _escape(text: str) -> str:
 
 
 def search(
-    query: str = typer.Argument(..., help='Words to find. "quoted phrase", -exclude, prefix*, code words like parse_config.'),
+    query: str = typer.Argument(
+        ..., help='What to find, in plain words or keywords. "exact phrase", prefix*, NOT word; code words and command lines match as written.'
+    ),
     project: str | None = typer.Option(None, "--project", "-p", help="Only this project key."),
     here: bool = typer.Option(False, "--here", help="Only the project of the current folder."),
     type: str | None = typer.Option(None, "--type", "-t", help="Only this note type."),
@@ -180,32 +192,51 @@ def search(
     since: str | None = typer.Option(None, "--since", help="Updated on/after: YYYY-MM-DD or 7d, 2w, 3m."),
     until: str | None = typer.Option(None, "--until", help="Updated on/before: YYYY-MM-DD or 7d, 2w, 3m."),
     limit: int = typer.Option(10, "--limit", "-n", min=1, max=1000, help="At most this many results."),
-    any_terms: bool = typer.Option(False, "--any", help="Match any word instead of all of them."),
+    require_all: bool = typer.Option(False, "--all", help="Only notes holding every word (no ranking by meaning)."),
+    any_terms: bool = typer.Option(False, "--any", hidden=True, help="Kept for old scripts: ranked search is the default."),
     json_out: bool = typer.Option(False, "--json", help="Results as JSON."),
 ) -> None:
-    """Full-text search, best match first (title > tags > body; English stemming).
+    """Search notes, best match first.
+
+    Ranked, not boolean: no word is required and stop words are ignored, so a
+    plain question works. Notes covering more of the query, with words in the
+    title or tags, of this folder's project (or global), and not superseded by
+    a newer note, come first. With semantic search on (`anamnesis semantic
+    enable`), notes that mean the same in other words are found too.
 
     Examples:
-      anamnesis search "connection pool"            all of the words
+      anamnesis search "how do we rotate the staging certificates?"
+      anamnesis search 'docker run --rm -it'        a command line, matched as written
       anamnesis search parse_config --here          a code word, this project only
       anamnesis search deploy -t procedural --since 2w
-      anamnesis search 'redis -cluster' --any --json
+      anamnesis search 'redis NOT cluster' --json
+      anamnesis search "connection pool" --all      only notes with every word
     """
     from anamnesis.index import open_index
+    from anamnesis.project import detect_project
+    from anamnesis.search import search as run_search
+    from anamnesis.semantic import start_background_update
 
     store = get_store()
     _check_type(type)
+    try:
+        near = detect_project(os.getcwd())  # only ranks: a folder that cannot be read is no error
+    except OSError:
+        near = None
     with open_index(store) as index:
-        index.refresh()
-        hits = index.search(
+        if index.refresh().changed:
+            start_background_update(store)
+        hits = run_search(
+            index,
             query,
             project=_project_option(project, here),
             type=type,
             tag=tag,
             since=since,
             until=until,
+            near_project=near,
             limit=limit,
-            any_terms=any_terms,
+            require_all=require_all,
         )
     if json_out:  # the same keys on every result, so scripts need no guards
         print_json([{"snippet": "", "score": round(h.score, 4), "problems": [], **h.to_dict()} for h in hits])
@@ -284,16 +315,37 @@ def list_(
     console().print(table)
 
 
-def edit(ref: str = typer.Argument(..., help="A note id, id prefix, file name or path.")) -> None:
+def edit(
+    ref: str = typer.Argument(..., help="A note id, id prefix, file name or path."),
+    supersedes: list[str] | None = typer.Option(
+        None,
+        "--supersedes",
+        metavar="REF",
+        help="Record that this note replaces the note REF (no editor is opened); repeatable.",
+    ),
+    no_supersedes: bool = typer.Option(
+        False, "--no-supersedes", help="Remove every `supersedes` link of this note (no editor is opened)."
+    ),
+) -> None:
     """Open a note in $EDITOR; when you save, it is re-indexed and committed.
+
+    With --supersedes or --no-supersedes, only the note's `supersedes` links
+    change (both together replace them) and no editor is opened.
 
     Examples:
       anamnesis edit 7k2m
       EDITOR="code --wait" anamnesis edit ./facts/use-pg-bouncer-7k2m9q4x1c.md
+      anamnesis edit 9x8w --supersedes 7k2m           9x8w replaces 7k2m
+      anamnesis edit 9x8w --no-supersedes
     """
-    from anamnesis.store import resolve_ref, safe_path
+    from anamnesis.store import resolve_ref, safe_path, update_note
 
     store = get_store()
+    if supersedes or no_supersedes:
+        note = update_note(store, ref, supersedes=[] if no_supersedes else None, add_supersedes=supersedes or [])
+        links = ", ".join(note.supersedes) or "no other note"
+        console().print(f"[green]✔[/green] {_escape(note.path)} now supersedes {_escape(links)}")
+        return
     relpath = resolve_ref(store, ref)
     path = safe_path(store, relpath)
     before = path.read_bytes()

@@ -137,6 +137,9 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     }
     for extra in _status_extras(store):
         info.update(extra)
+    from anamnesis.semantic import status as semantic_status
+
+    info["semantic"] = semantic_status(store)
     if json_out:
         print_json(info)
         return
@@ -155,11 +158,21 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     for key in ("last_sync", "last_error", "watch"):
         if info.get(key):
             table.add_row(key.replace("_", " "), str(info[key]))
+    table.add_row("semantic", _semantic_line(info["semantic"]))  # type: ignore[arg-type]
     if counts["conflicted"]:
         table.add_row("[red]conflicts[/red]", f"{counts['conflicted']} notes — run `anamnesis conflicts`")
     if info["problems"]:
         table.add_row("[yellow]problems[/yellow]", f"{info['problems']} files — run `anamnesis doctor`")
     out.print(table)
+
+
+def _semantic_line(info: dict[str, object]) -> str:
+    if not info["enabled"]:
+        return "off (keyword search only)"
+    if not info["active"]:
+        return "[yellow]unavailable[/yellow]: keyword search only (`anamnesis semantic status`)"
+    running = ", embedding now" if info.get("embedding_now") else ""
+    return f"on: {info['embedded']} of {info['notes']} notes embedded{running}"
 
 
 def _status_extras(store: object) -> list[dict[str, object]]:
@@ -179,18 +192,28 @@ def _status_extras(store: object) -> list[dict[str, object]]:
 def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Find problems and explain them: malformed notes, stale index, git trouble, permissions.
 
-    Exits 1 when anything needs attention, 0 when all is well.
+    Also suggests notes that look alike and may need a `supersedes` link.
+    Exits 1 when anything needs attention, 0 when all is well (suggestions
+    alone do not count).
 
     Examples:
       anamnesis doctor
       anamnesis doctor --json || echo "needs attention"
     """
-    from anamnesis.doctor import run_checks
+    from anamnesis.doctor import SUGGESTION, run_checks
 
     store = get_store(require=False)
-    findings = run_checks(store)
+    found = run_checks(store)
+    findings = [f for f in found if f.level != SUGGESTION]
+    suggestions = [f for f in found if f.level == SUGGESTION]
     if json_out:
-        print_json({"ok": not findings, "findings": [f.to_dict() for f in findings]})
+        print_json(
+            {
+                "ok": not findings,
+                "findings": [f.to_dict() for f in findings],
+                "suggestions": [f.to_dict() for f in suggestions],
+            }
+        )
     else:
         from rich.markup import escape
 
@@ -201,6 +224,12 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
             out.print(f"[yellow]•[/yellow] [bold]{escape(finding.where)}[/bold]: {escape(finding.problem)}")
             if finding.fix:
                 out.print(f"    [dim]fix: {escape(finding.fix)}[/dim]")
+        if suggestions:
+            out.print(f"\n[bold]suggestions[/bold] [dim]({len(suggestions)}; nothing is wrong)[/dim]")
+        for finding in suggestions:
+            out.print(f"[cyan]∘[/cyan] [bold]{escape(finding.where)}[/bold]: {escape(finding.problem)}")
+            if finding.fix:
+                out.print(f"    [dim]{escape(finding.fix)}[/dim]")
     if findings:
         raise typer.Exit(1)
 
@@ -208,18 +237,22 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
 def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Rebuild the search index from the notes on disk (never needed for correctness: it is automatic).
 
+    With semantic search on, also brings every note's vector up to date
+    before it returns (vectors of unchanged notes are kept).
+
     Examples:
       anamnesis reindex
       anamnesis reindex --json                      counts and files that could not be indexed
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    from anamnesis.index import open_index
+    from anamnesis.index import Index
     from anamnesis.lock import store_lock
+    from anamnesis.semantic import engine_for
 
     store = get_store()
     with store_lock(store, "reindex"):
-        index = open_index(store)
+        index = Index(store)  # not open_index: that would fill a new index only for rebuild to redo it
         with (
             Progress(
                 "[progress.description]{task.description}",
@@ -233,14 +266,27 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
             index,
         ):
             task = bar.add_task("indexing notes", total=None)
-            report = index.rebuild(progress=lambda done, total: bar.update(task, completed=done, total=total))
+            report = index.rebuild(
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                keep_vectors=True,
+            )
+    embedded = None
+    if engine_for(store) is not None:
+        from anamnesis.cli.semantic import embed_with_progress
+
+        embedded = embed_with_progress(quiet=json_out)
     if json_out:
-        print_json(report.to_dict())
+        data = report.to_dict()
+        if embedded is not None:
+            data["embedded"] = embedded
+        print_json(data)
         return
     from rich.markup import escape
 
     out = console()
     out.print(f"indexed {report.added} notes in {report.seconds:.2f}s")
+    if embedded is not None:
+        out.print(f"embedded {embedded} notes for semantic search")
     for path, problem in report.problems:
         out.print(f"[yellow]•[/yellow] {escape(path)}: {escape(problem)}")
 

@@ -343,7 +343,9 @@ def _options(values: Iterable[tuple[str, str]], selected: str | None) -> Markup:
 
 
 def search(request: Request) -> HTMLResponse:
-    """Full-text search: the index's ranking and snippets, exactly as `anamnesis search`."""
+    """Search: the same ranking and snippets as `anamnesis search`."""
+    from anamnesis.search import search as run_search
+
     web = web_of(request)
     q = request.query_params
     query = q.get("q", "").strip()
@@ -352,13 +354,13 @@ def search(request: Request) -> HTMLResponse:
     tag = q.get("tag") or None
     with web.index() as index:
         counts = index.counts()
-        hits = index.search(query, project=project, type=kind, tag=tag, limit=50) if query else []
+        hits = run_search(index, query, project=project, type=kind, tag=tag, limit=50) if query else []
     projects = [("", "All projects")] + [(p, p) for p in sorted(counts["by_project"]) if p != "(global)"]
     types = [("", "All types")] + [(t, TYPE_LABELS[t]) for t in NOTE_TYPES]
     if not query:
         results = Markup(
             '<p class="muted">Type words to search titles, tags and bodies. '
-            '<code>"a phrase"</code>, <code>-word</code> to exclude, <code>pref*</code> for a prefix.</p>'
+            'Plain words or a question work; <code>"a phrase"</code>, <code>NOT word</code> to exclude, <code>pref*</code> for a prefix.</p>'
         )
     else:
         results = html(

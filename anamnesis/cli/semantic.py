@@ -1,0 +1,156 @@
+"""`anamnesis semantic`: turn local semantic search on or off, and see how far embedding got."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from anamnesis.cli._common import console, get_store, print_json
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+semantic_app = typer.Typer(
+    help=(
+        "Optional local semantic search: find notes by meaning, not only by their words.\n\n"
+        "Runs fully offline on this machine's CPU once the model is here (about 90 MB); "
+        "nothing leaves the machine. Needs the extra: pip install 'anamnesis-memory[semantic]'."
+    ),
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(semantic_app, name="semantic", rich_help_panel="Search")
+
+
+def _progress_bar(quiet: bool) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console(stderr=True),
+        disable=quiet,
+        transient=True,
+    )
+
+
+def embed_with_progress(quiet: bool = False, wait: bool = True) -> int:
+    """Embed every note without a current vector, with a progress bar; returns how many."""
+    from anamnesis.semantic import update_vectors
+
+    store = get_store()
+    with _progress_bar(quiet) as bar:
+        task = bar.add_task("embedding notes", total=None)
+        return update_vectors(
+            store, progress=lambda done, total: bar.update(task, completed=done, total=total), wait=wait
+        )
+
+
+@semantic_app.command()
+def enable(
+    model_dir: Path | None = typer.Option(
+        None,
+        "--model-dir",
+        help="A folder already holding the model (config.json, tokenizer.json, model.safetensors). "
+        "Without it, the model is downloaded once from the public model hub.",
+    ),
+    background: bool = typer.Option(False, "--background", help="Embed the notes in the background and return at once."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Turn on semantic search for this machine and embed every note.
+
+    Vectors stay on this machine (next to the search index) and are never
+    synced. Embedding thousands of notes takes minutes; it is resumable, and
+    search works meanwhile (notes not embedded yet are ranked by keywords).
+
+    Examples:
+      anamnesis semantic enable                       download the model once, then embed
+      anamnesis semantic enable --model-dir ~/models/all-MiniLM-L6-v2
+      anamnesis semantic enable --background          return at once; embedding goes on
+    """
+    from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+
+    from anamnesis.semantic import enable as enable_semantic
+    from anamnesis.semantic import start_background_update
+
+    store = get_store()
+    with Progress(
+        "[progress.description]{task.description}",
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=console(stderr=True),
+        disable=json_out,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("downloading the model", total=None)
+        folder = enable_semantic(
+            store, model_dir, progress=lambda done, total: bar.update(task, completed=done, total=total or None)
+        )
+    embedded = 0
+    if background:
+        start_background_update(store)
+    else:
+        embedded = embed_with_progress(quiet=json_out)
+    if json_out:
+        print_json({"enabled": True, "model_dir": str(folder), "embedded": embedded, "background": background})
+        return
+    out = console()
+    out.print(f"[green]✔[/green] semantic search on (model in {folder})")
+    if background:
+        out.print("  embedding notes in the background; `anamnesis semantic status` shows how far it got")
+    else:
+        out.print(f"  embedded {embedded} notes")
+
+
+@semantic_app.command()
+def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
+    """Turn semantic search off here (keyword search only). Vectors are kept for a later enable."""
+    from anamnesis.semantic import disable as disable_semantic
+
+    disable_semantic(get_store())
+    if json_out:
+        print_json({"enabled": False})
+    else:
+        console().print("[green]✔[/green] semantic search off: keyword search only")
+
+
+@semantic_app.command()
+def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
+    """Is semantic search on, which model, and how many notes have vectors."""
+    from anamnesis.semantic import status as semantic_status
+
+    info = semantic_status(get_store())
+    if json_out:
+        print_json(info)
+        return
+    out = console()
+    if not info["active"]:
+        out.print(f"semantic search: {info['reason']}")
+        return
+    running = " (embedding now)" if info.get("embedding_now") else ""
+    out.print(f"semantic search: on, model {info['fingerprint']} in {info['model_dir']}")
+    out.print(f"  {info['embedded']} of {info['notes']} notes embedded, {info['pending']} waiting{running}")
+
+
+@semantic_app.command()
+def update(
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (for background runs)."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Embed the notes that have no current vector (what runs in the background after changes).
+
+    Examples:
+      anamnesis semantic update
+    """
+    embedded = embed_with_progress(quiet=quiet or json_out, wait=not quiet)
+    if json_out:
+        print_json({"embedded": embedded})
+    elif not quiet:
+        console().print(f"embedded {embedded} notes")

@@ -1,0 +1,217 @@
+"""What a search query asks for: its terms, phrases and exclusions.
+
+Queries are natural language by default: an agent asks "how do we rotate the
+staging certificates?", a person types `pg pool size`, a note holds
+`docker run --rm -it`. So no word is required; stop words are dropped; words
+with punctuation (`parse_config`, `a.b.c`, `src/app/main.py`, `--no-deps`)
+are phrases of their parts, so they match exactly that sequence; a command
+line is also kept whole as one phrase, to reward the note that holds it.
+
+The explicit syntax stays for people who want it: `"a phrase"`, `prefix*`,
+`NOT word`, and `-word` where it cannot be a command-line flag (see
+`_is_exclusion`). Ranking is not done here: see `anamnesis.ranking`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_TERMS = 32
+
+_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
+_TOKEN_RE = re.compile(r'(-?)"([^"]*)"?|(\S+)')
+_CAMEL_RE = re.compile(r"[a-z0-9][A-Z]")
+_APOSTROPHE_RE = re.compile(r"(?<=[^\W\d_])['’](?=[^\W\d_])")
+
+STOPWORDS = frozenset(
+    (
+        "a about after all also am an and any are as at be been being but by can could did do does doing "
+        "done for from had has have having he her here hers him his how i if in into is it its itself "
+        "just me my no nor not of off on once only or other our ours out over own please same she should "
+        "so some such than that the their theirs them then there these they this those through to too "
+        "under until up us very was we were what when where which while who whom why will with would "
+        "you your yours let lets "
+        # contractions, after their apostrophe is dropped
+        "whats dont doesnt didnt isnt arent wasnt werent cant couldnt shouldnt wouldnt wont im ive id "
+        "youre weve thats theres heres hows wheres whys ill theyre"
+    ).split()
+)
+
+# Programs whose single-dash arguments are flags, not exclusions (`ls -la`, `tar -xzf`).
+_COMMANDS = frozenset(
+    (
+        "apt apt-get brew cargo cat chmod chown cp curl docker docker-compose du find gcc git go grep "
+        "gunicorn head helm java journalctl jq kubectl less ls make mkdir mv mypy node npm npx openssl "
+        "pg_dump pip pip3 pipx pnpm podman poetry ps psql pytest python python3 redis-cli rm rsync ruff "
+        "scp sed sort ssh sudo systemctl tail tar terraform uv uvicorn wc wget xargs yarn zip unzip "
+        "ansible ansible-playbook aws az gcloud gh kubectx mysql sqlite3 tmux nc dig"
+    ).split()
+)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One thing to look for: a word, or a phrase of word parts in order."""
+
+    parts: tuple[str, ...]
+    prefix: bool = False
+    quoted: bool = False  # the user quoted it: an exact phrase
+    code: bool = False  # a code word, path, flag or command line: punctuation was inside
+    weight: float = 1.0
+
+    def fts(self) -> str:
+        """The term as an FTS5 phrase (safe: quotes doubled)."""
+        phrase = '"' + " ".join(p.replace('"', '""') for p in self.parts) + '"'
+        return phrase + ("*" if self.prefix else "")
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.parts)
+
+
+@dataclass
+class Query:
+    """A parsed query: terms to rank by, exclusions, and the command line it holds."""
+
+    raw: str
+    terms: list[Term] = field(default_factory=list)
+    excluded: list[Term] = field(default_factory=list)
+    command: Term | None = None  # the longest run of command-line tokens, as one phrase
+
+    @property
+    def empty(self) -> bool:
+        return not self.terms
+
+    def match_any(self) -> str | None:
+        """An FTS5 expression matching notes with any of the terms, minus exclusions."""
+        if not self.terms:
+            return None
+        joined = " OR ".join(dict.fromkeys(t.fts() for t in self.terms))
+        expr = f"({joined})" if len(self.terms) > 1 else joined
+        for term in self.excluded:
+            expr = f"{expr} NOT {term.fts()}"
+        return expr
+
+    def match_all(self) -> str | None:
+        """An FTS5 expression requiring every term (the `--all` mode)."""
+        if not self.terms:
+            return None
+        expr = " AND ".join(dict.fromkeys(t.fts() for t in self.terms))
+        for term in self.excluded:
+            expr = f"({expr}) NOT {term.fts()}"
+        return expr
+
+
+def _parts(token: str) -> list[str]:
+    return [p.lower() for p in _WORD_RE.findall(_APOSTROPHE_RE.sub("", token))]
+
+
+def _is_flag(token: str) -> bool:
+    return len(token) > 1 and token[0] == "-" and (token[1].isalnum() or token[1] == "-")
+
+
+def _is_exclusion(token: str, index: int, tokens: list[str]) -> bool:
+    """`-word` excludes only where it cannot be a flag of a command line.
+
+    In `docker run --rm -it` or `ls -la`, `-it` and `-la` are part of what the
+    note holds: excluding them would exclude the very note. So a dash word is
+    an exclusion only when the query has no other flags, does not follow a
+    program name, and is a real word (three letters or more).
+    """
+    if token.startswith("--") or not _is_flag(token):
+        return False
+    word = token[1:]
+    if len(word) < 3 or not word.isalpha():
+        return False
+    if sum(1 for t in tokens if _is_flag(t)) > 1:
+        return False
+    previous = tokens[index - 1].lower() if index > 0 else ""
+    return previous not in _COMMANDS and not any(t.lower() in _COMMANDS for t in tokens[:index])
+
+
+def _is_code(token: str) -> bool:
+    core = token.strip("?!,;:()[]{}<>'\"`")
+    if _is_flag(core):
+        return True
+    inner = core.rstrip(".")
+    if re.search(r"[^\W_][_./:\\=@#$%+~-]+[^\W_]", inner) or "::" in inner:
+        return True
+    return bool(_CAMEL_RE.search(inner)) or bool(re.search(r"[A-Za-z]\d|\d[A-Za-z]", inner))
+
+
+def _command_phrase(run: list[tuple[list[str], bool]]) -> list[str]:
+    """The words of a command-line run up to its last flag or code word."""
+    last = max((i for i, (_parts, code) in enumerate(run) if code), default=-1)
+    if last < 1:
+        return []
+    return [part for parts, _code in run[: last + 1] for part in parts]
+
+
+def parse_query(raw: str) -> Query:
+    """Parse what a person or an agent typed; never raises."""
+    query = Query(raw=raw)
+    tokens: list[tuple[str, bool, bool]] = []  # text, quoted, negated-by-dash
+    for match in _TOKEN_RE.finditer(raw):
+        if match.group(2) is not None:
+            tokens.append((match.group(2), True, bool(match.group(1))))
+        else:
+            tokens.append((match.group(3), False, False))
+    plain = [text for text, quoted, _neg in tokens if not quoted]
+    seen: set[tuple[tuple[str, ...], bool]] = set()
+    run: list[tuple[list[str], bool]] = []  # the current run of command-line tokens: parts, is_code
+    best: list[str] = []
+    negate_next = False
+    plain_index = -1
+    for text, quoted, dash_negated in tokens:
+        if not quoted:
+            plain_index += 1
+        if not quoted and text == "NOT":
+            negate_next = True
+            continue
+        negate = negate_next or dash_negated
+        negate_next = False
+        if not quoted and not negate and _is_exclusion(text, plain_index, plain):
+            negate, text = True, text[1:]
+        prefix = not quoted and text.endswith("*")
+        code = not quoted and _is_code(text)
+        parts = _parts(text)
+        # a run of command-line tokens: a program, its words and flags (`pip install --no-deps`)
+        bare = text.strip("`'\"")
+        if not quoted and not negate and parts and (run or bare.lower() in _COMMANDS or _is_flag(bare)):
+            run.append((parts, code))
+            if run[0][0][0] in _COMMANDS or any(_is_flag(t) for t in plain):
+                best = max(best, _command_phrase(run), key=len)
+        else:
+            run = []
+        if not parts:
+            continue
+        if negate:
+            query.excluded.append(Term(tuple(parts), prefix=prefix, quoted=quoted))
+            continue
+        if not quoted and not code and not prefix and len(parts) == 1:
+            word = parts[0]
+            if word in STOPWORDS or (len(word) < 2 and not word.isdigit()):
+                continue
+        key = (tuple(parts), prefix)
+        if key in seen:
+            continue
+        seen.add(key)
+        query.terms.append(Term(tuple(parts), prefix=prefix, quoted=quoted, code=code))
+    if not query.terms and not query.excluded:
+        # only stop words ("how to"): search for them rather than for nothing
+        for text, quoted, _neg in tokens:
+            parts = _parts(text)
+            if parts and (tuple(parts), False) not in seen:
+                seen.add((tuple(parts), False))
+                query.terms.append(Term(tuple(parts), quoted=quoted))
+    if len(best) >= 2:
+        query.command = Term(tuple(best), code=True)
+    query.terms = query.terms[:MAX_TERMS]
+    return query
+
+
+def split_camel(word: str) -> list[str]:
+    """`ConfigLoader` -> ['config', 'loader'] (empty when there is nothing to split)."""
+    parts = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+", word)
+    return [p.lower() for p in parts] if len(parts) > 1 else []

@@ -1,0 +1,211 @@
+"""Rankers: how well each note answers a parsed query.
+
+A ranker scores notes; it does not build results. `anamnesis.search` is the
+one place that turns scores into results (project boost, supersession,
+snippets), so the CLI, MCP server, web and hooks cannot drift apart. Three
+rankers share one interface:
+
+- `KeywordRanker`: FTS5 BM25 over any of the query's terms (title > tags >
+  code > body), re-scored by how much of the query a note covers, each term
+  weighted by its rarity, with extra credit for terms in the title or tags
+  and for holding a quoted command line whole. So a question finds notes
+  that share its content words, and keywords typed at the CLI put notes that
+  hold all of them first.
+- `SemanticRanker`: cosine similarity of the query's embedding to the notes'
+  (only with the optional semantic extra; see `anamnesis.semantic`).
+- `HybridRanker`: a weighted fusion of the two, min-max normalised over the
+  union of their best candidates; notes with no vector yet keep their
+  keyword score.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from anamnesis.index import Index
+    from anamnesis.query import Query, Term
+    from anamnesis.semantic import SemanticEngine
+
+WEIGHTS = (10.0, 5.0, 1.0, 2.0)  # BM25 column weights: title, tags, body, code
+COVERAGE = 1.0  # share of the query's (rarity-weighted) terms a note holds
+BM25_SHARE = 0.5  # BM25, relative to the best candidate
+TITLE_SHARE = 0.35  # share of the query's terms in the title or tags
+COMMAND_BONUS = 0.3  # the query's command line, whole, in the note
+ALL_TERMS_BONUS = 1.0  # a short keyword query: notes with every word come first
+KEYWORD_QUERY_MAX_TERMS = 4
+HYBRID_WEIGHT = 0.6  # share of the semantic score in the fusion
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Hard filters: a note outside them is never a result."""
+
+    project: str | None = None
+    type: str | None = None
+    tag: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    def sql(self) -> tuple[str, list[Any]]:
+        from anamnesis.index import Index
+
+        return Index.filter_sql(self.project, self.type, self.tag, self.since, self.until)
+
+
+class Ranker(Protocol):
+    """Scores for the best `pool` notes that pass `filters`, by index rowid; higher is better."""
+
+    name: str
+
+    def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]: ...
+
+
+def _rowids(index: Index, match: str, among: list[int] | None = None) -> set[int]:
+    if among is None:
+        return {r[0] for r in index.conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))}
+    marks = ",".join("?" * len(among))
+    return {
+        r[0]
+        for r in index.conn.execute(
+            f"SELECT rowid FROM fts WHERE fts MATCH ? AND rowid IN ({marks})", [match, *among]
+        )
+    }
+
+
+def _count(index: Index, match: str) -> int:
+    return int(index.conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (match,)).fetchone()[0])
+
+
+def _idf(total: int, found: int) -> float:
+    return math.log(1 + (total - found + 0.5) / (found + 0.5))
+
+
+class KeywordRanker:
+    """BM25 candidates, re-scored by rarity-weighted coverage of the query."""
+
+    name = "keyword"
+
+    def __init__(self, require_all: bool = False) -> None:
+        self.require_all = require_all
+
+    def bm25(self, index: Index, match: str, filters: Filters, pool: int) -> list[tuple[int, float]]:
+        """(rowid, BM25 score, higher better) of the best `pool` matches of an FTS5 expression."""
+        where, args = filters.sql()
+        w = WEIGHTS
+        # CROSS JOIN keeps FTS as the outer loop: an IN (subquery) here is 50x slower
+        restrict = " CROSS JOIN notes n ON n.rowid = fts.rowid" if where else ""
+        rows = index.conn.execute(
+            f"SELECT fts.rowid, bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS score"
+            f" FROM fts{restrict} WHERE fts MATCH ?{where} ORDER BY score LIMIT ?",
+            [match, *args, pool],
+        ).fetchall()
+        return [(rowid, -float(score)) for rowid, score in rows]
+
+    def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
+        match = query.match_all() if self.require_all else query.match_any()
+        if match is None:
+            return {}
+        ranked = self.bm25(index, match, filters, pool)
+        if not ranked:
+            return {}
+        candidates = [rowid for rowid, _score in ranked]
+        best = max(score for _rowid, score in ranked) or 1.0
+        total = max(1, int(index.conn.execute("SELECT count(*) FROM notes").fetchone()[0]))
+        terms = query.terms
+        weights: list[float] = []
+        holders: list[set[int]] = []
+        titled: list[set[int]] = []
+        for term in terms:
+            weights.append(_idf(total, _count(index, term.fts())) * term.weight)
+            holders.append(_rowids(index, term.fts(), candidates))
+            titled.append(_rowids(index, "{title tags} : " + term.fts(), candidates))
+        whole = sum(weights) or 1.0
+        command: set[int] = set()
+        if query.command is not None:
+            command = _rowids(index, query.command.fts(), candidates)
+        keyword_like = _keyword_like(query)
+        scores: dict[int, float] = {}
+        for rowid, score in ranked:
+            covered = sum(w for w, found in zip(weights, holders, strict=True) if rowid in found)
+            in_title = sum(w for w, found in zip(weights, titled, strict=True) if rowid in found)
+            value = COVERAGE * covered / whole + BM25_SHARE * score / best + TITLE_SHARE * in_title / whole
+            if rowid in command:
+                value += COMMAND_BONUS
+            if keyword_like and all(rowid in found for found in holders):
+                value += ALL_TERMS_BONUS
+            scores[rowid] = value
+        return scores
+
+
+def _keyword_like(query: Query) -> bool:
+    """A few words typed as keywords (no stop words dropped), not a sentence."""
+    from anamnesis.query import parse_query
+
+    if not 1 < len(query.terms) <= KEYWORD_QUERY_MAX_TERMS:
+        return False
+    words = [w for w in query.raw.split() if w.upper() != "NOT"]
+    return len(words) <= KEYWORD_QUERY_MAX_TERMS and len(parse_query(query.raw).terms) == len(words)
+
+
+class SemanticRanker:
+    """Cosine similarity between the query's embedding and each note's."""
+
+    name = "semantic"
+
+    def __init__(self, engine: SemanticEngine) -> None:
+        self.engine = engine
+
+    def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
+        return self.engine.similar(index, query.raw, filters, pool)
+
+
+class HybridRanker:
+    """`w · minmax(cosine) + (1 − w) · minmax(keyword)` over both rankers' best notes."""
+
+    name = "hybrid"
+
+    def __init__(self, keyword: KeywordRanker, semantic: SemanticRanker, weight: float = HYBRID_WEIGHT) -> None:
+        self.keyword = keyword
+        self.semantic = semantic
+        self.weight = weight
+
+    def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
+        lexical = self.keyword.rank(index, query, filters, pool)
+        if self.keyword.require_all or query.excluded:
+            # an explicit 'every word' or 'NOT word' is a hard rule: meaning may reorder, not add
+            allowed: set[int] | None = set(lexical)
+        else:
+            allowed = None
+        cosines = self.semantic.engine.similarity(index, query.raw, filters)
+        if allowed is not None:
+            cosines = {rowid: c for rowid, c in cosines.items() if rowid in allowed}
+        best_semantic = sorted(cosines, key=cosines.__getitem__, reverse=True)[:pool]
+        union = set(lexical) | set(best_semantic)
+        if not union:
+            return {}
+        kw = _minmax({rowid: lexical.get(rowid, 0.0) for rowid in union})
+        present = {rowid: cosines[rowid] for rowid in union if rowid in cosines}
+        sem = _minmax(present) if present else {}
+        fused: dict[int, float] = {}
+        for rowid in union:
+            if rowid in sem:
+                fused[rowid] = self.weight * sem[rowid] + (1 - self.weight) * kw[rowid]
+            else:  # no vector yet: keyword ranking alone
+                fused[rowid] = kw[rowid]
+        return fused
+
+
+def _minmax(values: dict[int, float]) -> dict[int, float]:
+    low, high = min(values.values()), max(values.values())
+    span = high - low
+    if span <= 0:
+        return {k: 1.0 for k in values}
+    return {k: (v - low) / span for k, v in values.items()}
+
+
+def term_texts(terms: list[Term]) -> list[str]:
+    """The terms as plain text (for explaining a ranking)."""
+    return [t.text for t in terms]

@@ -1,0 +1,145 @@
+"""Search: the one way every adapter turns a query into ranked notes.
+
+The CLI, the MCP server, the web dashboard and the Claude Code hooks all call
+`search()`. It parses the query (`anamnesis.query`), lets a ranker score the
+notes (`anamnesis.ranking`: keyword, or hybrid when semantic search is on),
+then applies what holds for every ranker:
+
+- notes of the project the query runs in (and global notes) are lifted above
+  other projects' notes — not filtered: a clearly better match elsewhere
+  still shows (`project=` is the hard filter);
+- a superseded note is scored down, marked with the ids that replace it, and
+  never ranked above its replacement;
+- among equals, the newer note wins;
+- snippets are built for the results only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from anamnesis.query import Query, parse_query
+from anamnesis.ranking import Filters, HybridRanker, KeywordRanker, Ranker, SemanticRanker
+
+if TYPE_CHECKING:
+    from anamnesis.index import Hit, Index
+    from anamnesis.paths import Store
+
+NEAR_PROJECT_BOOST = 0.12  # relative to the best score: this project and global notes first
+SUPERSEDED_FACTOR = 0.6
+RECENCY_SHARE = 0.02
+HALF_LIFE_DAYS = 30.0
+MIN_POOL = 60
+SNIPPET_TOKENS = 16
+
+
+def recency(updated: str, now: dt.datetime | None = None) -> float:
+    """1.0 for a note updated now, halving every HALF_LIFE_DAYS."""
+    now = now or dt.datetime.now(dt.UTC)
+    try:
+        when = dt.datetime.fromisoformat(updated.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    days = max(0.0, (now - when).total_seconds() / 86400)
+    return float(0.5 ** (days / HALF_LIFE_DAYS))
+
+
+def default_ranker(store: Store, *, require_all: bool = False) -> Ranker:
+    """Hybrid when semantic search is enabled and usable on this machine, else keyword."""
+    from anamnesis.semantic import engine_for
+
+    keyword = KeywordRanker(require_all=require_all)
+    engine = engine_for(store)
+    return HybridRanker(keyword, SemanticRanker(engine)) if engine is not None else keyword
+
+
+def search(
+    index: Index,
+    text: str,
+    *,
+    project: str | None = None,
+    type: str | None = None,
+    tag: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    near_project: str | None = None,
+    limit: int = 10,
+    snippets: bool = True,
+    require_all: bool = False,
+    ranker: Ranker | None = None,
+) -> list[Hit]:
+    """Notes answering `text`, best first.
+
+    `project`/`type`/`tag`/`since`/`until` filter; `near_project` (the project
+    the query runs in) only ranks. `snippets=False` skips building them, for
+    callers that only rank (the hooks).
+    """
+    query = parse_query(text)
+    if query.empty:
+        return []
+    ranker = ranker or default_ranker(index.store, require_all=require_all)
+    filters = Filters(project=project, type=type, tag=tag, since=since, until=until)
+    scores = ranker.rank(index, query, filters, max(MIN_POOL, limit * 3))
+    if not scores:
+        return []
+    hits = index.hits(list(scores))
+    top = max(scores.values()) or 1.0
+    now = dt.datetime.now(dt.UTC)
+    adjusted: dict[int, float] = {}
+    for rowid, hit in hits.items():
+        value = scores[rowid] / top
+        if near_project and not project and (hit.project == near_project or hit.project is None):
+            value += NEAR_PROJECT_BOOST
+        if hit.superseded_by:
+            value *= SUPERSEDED_FACTOR
+        value += RECENCY_SHARE * recency(hit.updated, now)
+        hit.score = value
+        adjusted[rowid] = value
+    order = sorted(hits, key=lambda rowid: (-adjusted[rowid], hits[rowid].path))
+    ranked = _replacements_first([hits[rowid] for rowid in order])[:limit]
+    if snippets:
+        _add_snippets(index, query, {rowid: hit for rowid, hit in hits.items() if hit in ranked})
+    return ranked
+
+
+def _replacements_first(hits: list[Hit]) -> list[Hit]:
+    """Move each superseded note just below the last of its replacements in the list."""
+    out = list(hits)
+    for hit in hits:
+        if not hit.superseded_by:
+            continue
+        position = out.index(hit)
+        later = [i for i, other in enumerate(out) if other.id in hit.superseded_by and i > position]
+        if later:
+            out.pop(position)
+            out.insert(later[-1], hit)  # the list shrank by one: this lands right after it
+    return out
+
+
+def _add_snippets(index: Index, query: Query, hits: dict[int, Hit]) -> None:
+    from anamnesis.index import MARK_END, MARK_START
+
+    if not hits:
+        return
+    rowids = list(hits)
+    marks = ",".join("?" * len(rowids))
+    match = " OR ".join(dict.fromkeys(t.fts() for t in query.terms))
+    found = dict(
+        index.conn.execute(
+            f"SELECT rowid, snippet(fts, 2, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS}) FROM fts"
+            f" WHERE fts MATCH ? AND rowid IN ({marks})",
+            [match, *rowids],
+        ).fetchall()
+    )
+    missing = [rowid for rowid in rowids if not found.get(rowid)]
+    if missing:  # found by meaning, not words: the start of the body
+        marks = ",".join("?" * len(missing))
+        for rowid, body in index.conn.execute(
+            f"SELECT rowid, substr(body, 1, 200) FROM fts WHERE rowid IN ({marks})", missing
+        ):
+            found[rowid] = " ".join((body or "").split()[:SNIPPET_TOKENS]) + "…"
+    for rowid, hit in hits.items():
+        hit.snippet = found.get(rowid) or ""

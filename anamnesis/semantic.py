@@ -1,0 +1,421 @@
+"""Optional local semantic search: note vectors beside the FTS5 index.
+
+Off by default and never a core dependency: `anamnesis semantic enable`
+turns it on for this machine (settings.json, key "semantic") once the extra
+is installed and a model folder is present. Vectors live in index.db, per
+machine, never synced; each row records the note's content hash and the
+model's fingerprint, so only changed notes are embedded again and a new
+model re-embeds everything.
+
+Embedding takes minutes for thousands of notes on a laptop CPU, so nothing
+on the user's path waits for it: `start_background_update` starts a detached
+`anamnesis semantic update` (one at a time, under state/embed.lock) that
+embeds in small committed batches — resumable after any kill — while search
+ranks notes without a vector by keywords alone. Only `anamnesis reindex` and
+`anamnesis semantic update` wait, showing progress.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from anamnesis.errors import AnamnesisError
+
+if TYPE_CHECKING:
+    import numpy
+
+    from anamnesis.embed import Embedder
+    from anamnesis.index import Index
+    from anamnesis.paths import Store
+    from anamnesis.ranking import Filters
+
+SETTINGS_KEY = "semantic"
+BATCH = 32
+MAX_EMBED_CHARS = 4000  # title, tags and the start of the body: what the model sees (~256 tokens each chunk)
+
+
+class SemanticError(AnamnesisError):
+    """Semantic search cannot be turned on or used here (extra missing, no model)."""
+
+    exit_code = 7
+
+
+def settings_of(store: Store) -> dict[str, Any]:
+    """This machine's semantic settings: {"enabled": bool, "model_dir": str | None}."""
+    from anamnesis.settings import load_settings
+
+    try:
+        raw = load_settings(store).get(SETTINGS_KEY)
+    except AnamnesisError:
+        return {"enabled": False, "model_dir": None}
+    raw = raw if isinstance(raw, dict) else {}
+    return {"enabled": bool(raw.get("enabled")), "model_dir": raw.get("model_dir") or None}
+
+
+def default_model_dir(store: Store) -> Path:
+    """Where `semantic enable` puts a downloaded model: machine-local, outside memory/."""
+    return store.home / "models" / "all-MiniLM-L6-v2"
+
+
+def unavailable_reason(store: Store) -> str | None:
+    """Why semantic search is not in use here, in one line; None when it is."""
+    from anamnesis.embed import SemanticUnavailable, check_model_dir, missing_dependencies
+
+    conf = settings_of(store)
+    if not conf["enabled"]:
+        return "off (keyword search only; `anamnesis semantic enable` turns it on)"
+    missing = missing_dependencies()
+    if missing:
+        return (
+            f"enabled, but {', '.join(missing)} not installed: keyword search only"
+            " (pip install 'anamnesis-memory[semantic]')"
+        )
+    try:
+        check_model_dir(Path(conf["model_dir"] or default_model_dir(store)))
+    except SemanticUnavailable as exc:
+        return f"enabled, but {exc}: keyword search only"
+    return None
+
+
+_ENGINES: dict[str, SemanticEngine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def engine_for(store: Store) -> SemanticEngine | None:
+    """The engine for this store when semantic search is on and usable, else None (cached per process)."""
+    conf = settings_of(store)
+    if not conf["enabled"]:
+        return None
+    if unavailable_reason(store) is not None:
+        return None
+    model_dir = str(Path(conf["model_dir"] or default_model_dir(store)).resolve())
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(model_dir)
+        if engine is None:
+            engine = SemanticEngine(Path(model_dir))
+            _ENGINES[model_dir] = engine
+    return engine
+
+
+@dataclass
+class _Vectors:
+    generation: str
+    rowids: list[int]
+    matrix: numpy.ndarray
+
+
+class SemanticEngine:
+    """A loaded model and a cache of the index's vectors (reloaded when the index changes)."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from anamnesis.embed import model_fingerprint
+
+        self.model_dir = model_dir
+        self.fingerprint = model_fingerprint(model_dir)
+        self._embedder: Embedder | None = None
+        self._vectors: dict[str, _Vectors] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def embedder(self) -> Embedder:
+        from anamnesis.embed import SemanticUnavailable, load_embedder
+
+        with self._lock:
+            if self._embedder is None:
+                try:
+                    self._embedder = load_embedder(self.model_dir)
+                except SemanticUnavailable as exc:
+                    raise SemanticError(str(exc)) from None
+            return self._embedder
+
+    def vectors(self, index: Index) -> _Vectors:
+        """The up-to-date vectors of the index (notes whose text changed since are left out)."""
+        import numpy as np
+
+        generation = index.generation()
+        key = str(index.store.index_path)
+        cached = self._vectors.get(key)
+        if cached is not None and cached.generation == generation:
+            return cached
+        rows = index.conn.execute(
+            "SELECT v.note, v.vec FROM vectors v JOIN notes n ON n.rowid = v.note AND n.sha = v.sha"
+            " WHERE v.model = ? ORDER BY v.note",
+            (self.fingerprint,),
+        ).fetchall()
+        dim = self.embedder.dim
+        if rows:
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(len(rows), dim)
+            matrix = matrix.astype(np.float32)
+        else:
+            matrix = np.zeros((0, dim), dtype=np.float32)
+        cached = _Vectors(generation, [r[0] for r in rows], matrix)
+        self._vectors[key] = cached
+        return cached
+
+    def similarity(self, index: Index, text: str, filters: Filters) -> dict[int, float]:
+        """Cosine similarity of `text` to every note with a current vector that passes `filters`."""
+        vectors = self.vectors(index)
+        if not vectors.rowids:
+            return {}
+        query = self.embedder.embed_query(text)
+        cosines = vectors.matrix @ query
+        where, args = filters.sql()
+        allowed: set[int] | None = None
+        if where:
+            allowed = {r[0] for r in index.conn.execute(f"SELECT n.rowid FROM notes n WHERE 1=1{where}", args)}
+        return {
+            rowid: float(c)
+            for rowid, c in zip(vectors.rowids, cosines.tolist(), strict=True)
+            if allowed is None or rowid in allowed
+        }
+
+    def similar(self, index: Index, text: str, filters: Filters, pool: int) -> dict[int, float]:
+        """The `pool` notes most similar to `text`."""
+        cosines = self.similarity(index, text, filters)
+        best = sorted(cosines, key=cosines.__getitem__, reverse=True)[:pool]
+        return {rowid: cosines[rowid] for rowid in best}
+
+    def embed_notes(self, texts: list[str]) -> bytes:
+        """Vectors of these note texts as consecutive float16 rows."""
+        import numpy as np
+
+        matrix = self.embedder.embed(texts)
+        return bytes(np.asarray(matrix, dtype=np.float16).tobytes())
+
+
+def note_text(title: str, tags: str, body: str) -> str:
+    """What is embedded for a note: its title, tags and the start of its body."""
+    head = title.strip()
+    if tags.strip():
+        head += f"\n{tags.strip()}"
+    return f"{head}\n{body.strip()}"[:MAX_EMBED_CHARS]
+
+
+def pending(index: Index, fingerprint: str) -> list[int]:
+    """Rowids of notes with no vector from this model for their current text."""
+    return [
+        r[0]
+        for r in index.conn.execute(
+            "SELECT n.rowid FROM notes n LEFT JOIN vectors v ON v.note = n.rowid"
+            " WHERE v.note IS NULL OR v.sha != n.sha OR v.model != ? ORDER BY n.rowid",
+            (fingerprint,),
+        )
+    ]
+
+
+@dataclass
+class Coverage:
+    """How many notes have a current vector."""
+
+    embedded: int
+    total: int
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.embedded
+
+
+def coverage(index: Index, fingerprint: str) -> Coverage:
+    total = int(index.conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+    embedded = int(
+        index.conn.execute(
+            "SELECT count(*) FROM vectors v JOIN notes n ON n.rowid = v.note AND n.sha = v.sha WHERE v.model = ?",
+            (fingerprint,),
+        ).fetchone()[0]
+    )
+    return Coverage(embedded, total)
+
+
+@contextmanager
+def embed_lock(store: Store, wait: bool) -> Iterator[bool]:
+    """The embedding lock (machine-local, separate from the store lock so sync never waits on it).
+
+    Yields False when another process holds it and `wait` is false.
+    """
+    store.state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store.state_dir / "embed.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def embedding_running(store: Store) -> bool:
+    """True while some process is embedding notes for this store."""
+    with embed_lock(store, wait=False) as mine:
+        return not mine
+
+
+def update_vectors(
+    store: Store,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    wait: bool = True,
+    should_stop: Callable[[], bool] | None = None,
+) -> int:
+    """Embed every note whose vector is missing or stale; returns how many were embedded.
+
+    Batches are committed one by one, so a kill loses at most one batch.
+    With `wait=False`, returns 0 at once when another process is already at it.
+    """
+    from anamnesis.index import open_index
+
+    engine = engine_for(store)
+    if engine is None:
+        raise SemanticError(unavailable_reason(store) or "semantic search is off")
+    done = 0
+    with embed_lock(store, wait=wait) as mine:
+        if not mine:
+            return 0
+        with open_index(store) as index:
+            todo = pending(index, engine.fingerprint)
+            if progress:
+                progress(0, len(todo))
+            for start in range(0, len(todo), BATCH):
+                if should_stop and should_stop():
+                    break
+                batch = todo[start : start + BATCH]
+                marks = ",".join("?" * len(batch))
+                rows = index.conn.execute(
+                    f"SELECT n.rowid, n.sha, f.title, f.tags, f.body FROM notes n JOIN fts f ON f.rowid = n.rowid"
+                    f" WHERE n.rowid IN ({marks})",
+                    batch,
+                ).fetchall()
+                if rows:
+                    blob = engine.embed_notes([note_text(r[2] or "", r[3] or "", r[4] or "") for r in rows])
+                    width = len(blob) // len(rows)
+                    index.conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        index.conn.executemany(
+                            "INSERT OR REPLACE INTO vectors(note, sha, model, vec) VALUES (?, ?, ?, ?)",
+                            [
+                                (r[0], r[1], engine.fingerprint, blob[i * width : (i + 1) * width])
+                                for i, r in enumerate(rows)
+                            ],
+                        )
+                        index.bump_generation()
+                        index.conn.execute("COMMIT")
+                    except BaseException:
+                        index.conn.execute("ROLLBACK")
+                        raise
+                done += len(rows)
+                if progress:
+                    progress(min(start + len(batch), len(todo)), len(todo))
+    return done
+
+
+def start_background_update(store: Store) -> bool:
+    """Start a detached `anamnesis semantic update` when semantic search is on and notes wait.
+
+    Cheap when off (one settings read) and never waits: the caller's work
+    (a sync, a new note, a hook) goes on at once. Returns True if one started.
+    """
+    if not settings_of(store)["enabled"] or unavailable_reason(store) is not None:
+        return False
+    if embedding_running(store):
+        return False
+    log = store.log_dir / "semantic.log"
+    try:
+        store.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            subprocess.Popen(
+                [sys.executable, "-m", "anamnesis", "semantic", "update", "--quiet"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
+                close_fds=True,
+            )
+    except OSError:
+        return False
+    return True
+
+
+def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], None] | None = None) -> Path:
+    """Turn semantic search on for this machine; returns the model folder used.
+
+    With `model_dir`, that folder must already hold the model (air-gapped
+    machines, tests). Without it, the model is downloaded once into the
+    store's models/ folder from the public model hub.
+    """
+    from anamnesis.embed import SemanticUnavailable, check_model_dir, download_model, missing_dependencies
+    from anamnesis.settings import load_settings, save_settings
+
+    missing = missing_dependencies()
+    if missing:
+        raise SemanticError(
+            f"semantic search needs {', '.join(missing)}: pip install 'anamnesis-memory[semantic]'"
+        )
+    try:
+        if model_dir is not None:
+            folder = model_dir.expanduser().resolve()
+            check_model_dir(folder)
+        else:
+            folder = default_model_dir(store)
+            try:
+                check_model_dir(folder)
+            except SemanticUnavailable:
+                download_model(folder, progress)
+                check_model_dir(folder)
+    except SemanticUnavailable as exc:
+        raise SemanticError(str(exc)) from None
+    settings = load_settings(store)
+    settings[SETTINGS_KEY] = {"enabled": True, "model_dir": str(folder)}
+    save_settings(store, settings)
+    _ENGINES.clear()
+    return folder
+
+
+def disable(store: Store) -> None:
+    """Turn semantic search off here; vectors stay in index.db for a later enable with the same model."""
+    from anamnesis.settings import load_settings, save_settings
+
+    settings = load_settings(store)
+    conf = settings.get(SETTINGS_KEY)
+    settings[SETTINGS_KEY] = {**(conf if isinstance(conf, dict) else {}), "enabled": False}
+    save_settings(store, settings)
+    _ENGINES.clear()
+
+
+def status(store: Store) -> dict[str, Any]:
+    """What `semantic status` and `status` say: on or off and why, the model, how many notes have vectors."""
+    from anamnesis.index import open_index
+
+    conf = settings_of(store)
+    reason = unavailable_reason(store)
+    info: dict[str, Any] = {
+        "enabled": conf["enabled"],
+        "active": reason is None,
+        "reason": reason,
+        "model_dir": conf["model_dir"],
+    }
+    engine = engine_for(store) if reason is None else None
+    if engine is not None:
+        with open_index(store) as index:
+            counts = coverage(index, engine.fingerprint)
+        info.update(
+            fingerprint=engine.fingerprint,
+            embedded=counts.embedded,
+            notes=counts.total,
+            pending=counts.pending,
+            embedding_now=embedding_running(store),
+        )
+    return info
