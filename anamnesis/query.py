@@ -77,6 +77,7 @@ class Query:
     raw: str
     terms: list[Term] = field(default_factory=list)
     excluded: list[Term] = field(default_factory=list)
+    dash_excluded: list[Term] = field(default_factory=list)  # from `-word`: dropped if they leave nothing
     command: Term | None = None  # the longest run of command-line tokens, as one phrase
 
     @property
@@ -103,6 +104,13 @@ class Query:
         return expr
 
 
+def without_dash_exclusions(query: Query) -> Query:
+    """The query with its `-word` exclusions read as words to find instead (a flag after all)."""
+    kept = [t for t in query.excluded if t not in query.dash_excluded]
+    terms = query.terms + [t for t in query.dash_excluded if t not in query.terms]
+    return Query(raw=query.raw, terms=terms[:MAX_TERMS], excluded=kept, command=query.command)
+
+
 def _parts(token: str) -> list[str]:
     return [p.lower() for p in _WORD_RE.findall(_APOSTROPHE_RE.sub("", token))]
 
@@ -114,20 +122,21 @@ def _is_flag(token: str) -> bool:
 def _is_exclusion(token: str, index: int, tokens: list[str]) -> bool:
     """`-word` excludes only where it cannot be a flag of a command line.
 
-    In `docker run --rm -it` or `ls -la`, `-it` and `-la` are part of what the
-    note holds: excluding them would exclude the very note. So a dash word is
-    an exclusion only when the query has no other flags, does not follow a
-    program name, and is a real word (three letters or more).
+    In `docker run --rm -it`, `ls -la` or `goose -dir db/migrations`, the dash
+    words are part of what the note holds: excluding them would exclude the
+    very note. So a dash word is an exclusion only in a query of plain words
+    (no other flag, no code word, no program name before it), and only when
+    it is a real word of three letters or more. `NOT word` always excludes.
     """
     if token.startswith("--") or not _is_flag(token):
         return False
     word = token[1:]
     if len(word) < 3 or not word.isalpha():
         return False
-    if sum(1 for t in tokens if _is_flag(t)) > 1:
+    others = tokens[:index] + tokens[index + 1 :]
+    if any(_is_flag(t) or _is_code(t) for t in others):
         return False
-    previous = tokens[index - 1].lower() if index > 0 else ""
-    return previous not in _COMMANDS and not any(t.lower() in _COMMANDS for t in tokens[:index])
+    return not any(t.lower() in _COMMANDS for t in tokens[:index])
 
 
 def _is_code(token: str) -> bool:
@@ -171,7 +180,8 @@ def parse_query(raw: str) -> Query:
             continue
         negate = negate_next or dash_negated
         negate_next = False
-        if not quoted and not negate and _is_exclusion(text, plain_index, plain):
+        dash_word = not quoted and not negate and _is_exclusion(text, plain_index, plain)
+        if dash_word:
             negate, text = True, text[1:]
         prefix = not quoted and text.endswith("*")
         code = not quoted and _is_code(text)
@@ -187,7 +197,10 @@ def parse_query(raw: str) -> Query:
         if not parts:
             continue
         if negate:
-            query.excluded.append(Term(tuple(parts), prefix=prefix, quoted=quoted))
+            term = Term(tuple(parts), prefix=prefix, quoted=quoted)
+            query.excluded.append(term)
+            if dash_word:
+                query.dash_excluded.append(term)
             continue
         if not quoted and not code and not prefix and len(parts) == 1:
             word = parts[0]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from anamnesis.query import Query, parse_query
+from anamnesis.query import Query, parse_query, without_dash_exclusions
 from anamnesis.ranking import Filters, HybridRanker, KeywordRanker, Ranker, SemanticRanker
 
 if TYPE_CHECKING:
@@ -82,7 +82,13 @@ def search(
         return []
     ranker = ranker or default_ranker(index.store, require_all=require_all)
     filters = Filters(project=project, type=type, tag=tag, since=since, until=until)
-    scores = ranker.rank(index, query, filters, max(MIN_POOL, limit * 3))
+    pool = max(MIN_POOL, limit * 3)
+    scores = ranker.rank(index, query, filters, pool)
+    if not scores and query.dash_excluded:
+        # `-word` may have been a flag of a command we do not know (`mytool -verbose`): never answer
+        # nothing because of a guess; read it as a word to find
+        query = without_dash_exclusions(query)
+        scores = ranker.rank(index, query, filters, pool)
     if not scores:
         return []
     hits = index.hits(list(scores))
