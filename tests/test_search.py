@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,7 @@ def test_project_ranks_but_does_not_filter(store: Store) -> None:
     assert ranked(store, "deploy", project=API) == [here.path]
 
 
-def test_a_superseded_note_ranks_below_its_replacement_and_is_marked(store: Store) -> None:
+def test_a_superseded_note_ranks_below_its_replacement_and_is_marked(store: Store, tmp_path: Path) -> None:
     old = create_note(
         store,
         type="semantic",
@@ -123,8 +124,11 @@ def test_a_superseded_note_ranks_below_its_replacement_and_is_marked(store: Stor
         hits = search(index, "staging database host")
     assert [h.path for h in hits] == [new.path, old.path]
     assert hits[1].superseded_by == [new.id] and hits[0].supersedes == [old.id]
-    text, shown = build_context(store, Path("/nonexistent"), budget=4000)
-    assert old.path not in shown
+    repo = tmp_path / "api"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:acme/api.git"], check=True)
+    text, shown = build_context(store, repo, budget=4000)
+    assert new.path in shown and old.path not in shown and "db1.internal" not in text
 
 
 def test_exclusion_is_a_hard_rule(store: Store) -> None:
