@@ -59,11 +59,14 @@ class Term:
     quoted: bool = False  # the user quoted it: an exact phrase
     code: bool = False  # a code word, path, flag or command line: punctuation was inside
     weight: float = 1.0
+    variants: tuple[tuple[str, ...], ...] = ()  # other spellings that count as this term
 
     def fts(self) -> str:
-        """The term as an FTS5 phrase (safe: quotes doubled)."""
-        phrase = '"' + " ".join(p.replace('"', '""') for p in self.parts) + '"'
-        return phrase + ("*" if self.prefix else "")
+        """The term as an FTS5 phrase, or a group of its spellings (safe: quotes doubled)."""
+        main = _phrase(self.parts) + ("*" if self.prefix else "")
+        if not self.variants:
+            return main
+        return "(" + " OR ".join([main, *(_phrase(v) for v in self.variants)]) + ")"
 
     @property
     def text(self) -> str:
@@ -102,6 +105,26 @@ class Query:
         for term in self.excluded:
             expr = f"({expr}) NOT {term.fts()}"
         return expr
+
+
+def _phrase(parts: tuple[str, ...]) -> str:
+    return '"' + " ".join(p.replace('"', '""') for p in parts) + '"'
+
+
+def _code_term(text: str, parts: list[str]) -> Term:
+    """A code word as a term that also finds its longer forms and its CamelCase parts.
+
+    `kgo.CooperativeSticky` finds `kgo.CooperativeStickyBalancer` (a prefix on
+    the last part: people paste partial identifiers) and `DuplicatePrepared`
+    finds the hidden column's `duplicate prepared` split; flags stay exact
+    (`--rm` must not find `rmdir`).
+    """
+    bare = text.strip("`'\"()[]{}<>,;:!?")
+    if _is_flag(bare):
+        return Term(tuple(parts), code=True)
+    camel = max((w for w in _WORD_RE.findall(bare) if split_camel(w)), key=len, default="")
+    variants = (tuple(split_camel(camel)),) if camel else ()
+    return Term(tuple(parts), prefix=len(parts[-1]) >= 3, code=True, variants=variants)
 
 
 def without_dash_exclusions(query: Query) -> Query:
@@ -210,7 +233,10 @@ def parse_query(raw: str) -> Query:
         if key in seen:
             continue
         seen.add(key)
-        query.terms.append(Term(tuple(parts), prefix=prefix, quoted=quoted, code=code))
+        if code and not prefix:
+            query.terms.append(_code_term(text, parts))
+        else:
+            query.terms.append(Term(tuple(parts), prefix=prefix, quoted=quoted, code=code))
     if not query.terms and not query.excluded:
         # only stop words ("how to"): search for them rather than for nothing
         for text, quoted, _neg in tokens:
