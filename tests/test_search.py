@@ -52,7 +52,7 @@ def test_explicit_exclusion_and_phrases() -> None:
     quoted = parse_query('"connection pool" pg_bouncer.pool_size conf*')
     assert [(t.text, t.quoted, t.prefix) for t in quoted.terms] == [
         ("connection pool", True, False),
-        ("pg bouncer pool size", False, False),
+        ("pg bouncer pool size", False, True),  # a code word also finds its longer forms
         ("conf", False, True),
     ]
 
