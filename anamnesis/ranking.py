@@ -36,7 +36,6 @@ TITLE_SHARE = 0.35  # share of the query's terms in the title or tags
 COMMAND_BONUS = 1.0  # the query's command line, whole, in the note: almost surely the one asked for
 ALL_TERMS_BONUS = 1.0  # a short keyword query: notes with every word come first
 KEYWORD_QUERY_MAX_TERMS = 4
-KEYWORD_FULL = COVERAGE + BM25_SHARE + TITLE_SHARE  # a note that is all the query asks, in its title
 HYBRID_WEIGHT = 0.6  # share of the semantic score in the fusion (0.5-0.7 did alike on our sets)
 
 
@@ -95,6 +94,10 @@ class KeywordRanker:
         return [(rowid, -float(score)) for rowid, score in rows]
 
     def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
+        return {rowid: part.total for rowid, part in self.scores(index, query, filters, pool).items()}
+
+    def scores(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, KeywordScore]:
+        """The parts of each candidate's score (the hybrid ranker weighs them its own way)."""
         match = query.match_all() if self.require_all else query.match_any()
         if match is None:
             return {}
@@ -103,11 +106,10 @@ class KeywordRanker:
             return {}
         best = max(score for _rowid, score in ranked) or 1.0
         total = max(1, int(index.conn.execute("SELECT count(*) FROM notes").fetchone()[0]))
-        terms = query.terms
         weights: list[float] = []
         holders: list[set[int]] = []
         titled: list[set[int]] = []
-        for term in terms:
+        for term in query.terms:
             found = _rowids(index, term.fts())
             weights.append(_idf(total, len(found)) * term.weight)
             holders.append(found)
@@ -117,17 +119,42 @@ class KeywordRanker:
         if query.command is not None:
             command = _rowids(index, query.command.fts())
         keyword_like = _keyword_like(query)
-        scores: dict[int, float] = {}
+        out: dict[int, KeywordScore] = {}
         for rowid, score in ranked:
-            covered = sum(w for w, found in zip(weights, holders, strict=True) if rowid in found)
-            in_title = sum(w for w, found in zip(weights, titled, strict=True) if rowid in found)
-            value = COVERAGE * covered / whole + BM25_SHARE * score / best + TITLE_SHARE * in_title / whole
-            if rowid in command:
-                value += COMMAND_BONUS
-            if keyword_like and all(rowid in found for found in holders):
-                value += ALL_TERMS_BONUS
-            scores[rowid] = value
-        return scores
+            out[rowid] = KeywordScore(
+                coverage=sum(w for w, found in zip(weights, holders, strict=True) if rowid in found) / whole,
+                in_title=sum(w for w, found in zip(weights, titled, strict=True) if rowid in found) / whole,
+                bm25=score / best,
+                command=rowid in command,
+                all_terms=keyword_like and all(rowid in found for found in holders),
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class KeywordScore:
+    """How a note matched: shares of the query (rarity-weighted) and relative BM25."""
+
+    coverage: float  # share of the query's terms the note holds
+    in_title: float  # share of them in its title or tags
+    bm25: float  # relative to the best candidate
+    command: bool  # holds the query's command line whole
+    all_terms: bool  # a short keyword query, every word present
+
+    @property
+    def total(self) -> float:
+        value = COVERAGE * self.coverage + BM25_SHARE * self.bm25 + TITLE_SHARE * self.in_title
+        if self.command:
+            value += COMMAND_BONUS
+        if self.all_terms:
+            value += ALL_TERMS_BONUS
+        return value
+
+    @property
+    def absolute(self) -> float:
+        """0..1 on a scale that means the same for every query (no part relative to other notes)."""
+        value = COVERAGE * self.coverage + TITLE_SHARE * self.in_title + (COMMAND_BONUS if self.command else 0.0)
+        return min(1.0, value / (COVERAGE + TITLE_SHARE))
 
 
 def _keyword_like(query: Query) -> bool:
@@ -172,7 +199,8 @@ class HybridRanker:
         self.weight = weight
 
     def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
-        lexical = self.keyword.rank(index, query, filters, pool)
+        parts = self.keyword.scores(index, query, filters, pool)
+        lexical = {rowid: part.absolute for rowid, part in parts.items()}
         cosines = self.semantic.engine.similarity(index, query.raw, filters)
         if self.keyword.require_all or query.excluded:
             # an explicit 'every word' or 'NOT word' is a hard rule: meaning may reorder, not add
@@ -184,7 +212,7 @@ class HybridRanker:
         top_cosine = max((cosines[rowid] for rowid in union if rowid in cosines), default=0.0)
         fused: dict[int, float] = {}
         for rowid in union:
-            keyword = min(1.0, lexical.get(rowid, 0.0) / KEYWORD_FULL)
+            keyword = lexical.get(rowid, 0.0)
             if rowid in cosines and top_cosine > 0:
                 meaning = max(0.0, cosines[rowid]) / top_cosine
                 fused[rowid] = self.weight * meaning + (1 - self.weight) * keyword

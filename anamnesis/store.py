@@ -191,7 +191,6 @@ def save_note(
     disk changed since, nothing is written (a concurrent edit is not overwritten).
     """
     from anamnesis import repo
-    from anamnesis.index import open_index
     from anamnesis.settings import machine_id
 
     validate(note)
@@ -204,11 +203,21 @@ def save_note(
         if not note.machine:
             note.machine = machine_id(store)
         atomic_write_text(path, render_note(note))
-        with open_index(store) as index:
-            index.refresh([note.path])
+        _reindex(store, [note.path])
         if commit:
             repo.commit_paths(store, [note.path], message or f"{machine_id(store)}: save {note.path}")
     return note
+
+
+def _reindex(store: Store, paths: list[str]) -> None:
+    """Index what a write changed; with semantic search on, embed it in the background."""
+    from anamnesis.index import open_index
+    from anamnesis.semantic import start_background_update
+
+    with open_index(store) as index:
+        changed = index.refresh(paths).changed
+    if changed:
+        start_background_update(store)
 
 
 def create_note(
@@ -300,15 +309,13 @@ def update_note(
 def delete_note(store: Store, ref: str, *, commit: bool = True) -> Note:
     """Remove a note from disk, the index and (committed) the repo."""
     from anamnesis import repo
-    from anamnesis.index import open_index
     from anamnesis.settings import machine_id
 
     with store_lock(store, "delete note"):
         relpath = resolve_ref(store, ref)
         note = load_note(store, relpath)
         safe_path(store, relpath).unlink()
-        with open_index(store) as index:
-            index.refresh([relpath])
+        _reindex(store, [relpath])
         if commit:
             repo.commit_paths(store, [relpath], f"{machine_id(store)}: delete {relpath}")
     return note

@@ -505,10 +505,14 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
         todo = list(dict.fromkeys([*paths, *result.committed]))
         if not todo and store.index_path.exists():
             return
+    from anamnesis.semantic import start_background_update
+
     started = time.perf_counter()
     with open_index(store) as index:
-        index.refresh(todo)
+        changed = index.refresh(todo).changed
     result.index_seconds = time.perf_counter() - started
+    if changed:
+        start_background_update(store)  # vectors of what came in, without holding up the sync
 
 
 def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:

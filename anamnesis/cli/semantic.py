@@ -81,18 +81,21 @@ def enable(
     from anamnesis.semantic import start_background_update
 
     store = get_store()
-    with Progress(
-        "[progress.description]{task.description}",
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=console(stderr=True),
-        disable=json_out,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("downloading the model", total=None)
-        folder = enable_semantic(
-            store, model_dir, progress=lambda done, total: bar.update(task, completed=done, total=total or None)
-        )
+    if model_dir is not None:
+        folder = enable_semantic(store, model_dir)
+    else:
+        with Progress(
+            "[progress.description]{task.description}",
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=console(stderr=True),
+            disable=json_out,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("downloading the model", total=None)
+            folder = enable_semantic(
+                store, None, progress=lambda done, total: bar.update(task, completed=done, total=total or None)
+            )
     embedded = 0
     if background:
         start_background_update(store)
