@@ -52,6 +52,15 @@ def conflict_badge(conflicted: bool) -> Markup:
     return Markup('<span class="badge warn">conflict</span>') if conflicted else Markup("")
 
 
+def superseded_badge(hit: Hit) -> Markup:
+    """'superseded', naming the ids of the notes that replace this one."""
+    if not hit.superseded_by:
+        return Markup("")
+    return html(
+        '<span class="badge" title="replaced by {ids}">superseded</span>', ids=", ".join(hit.superseded_by)
+    )
+
+
 def snippet_html(hit: Hit) -> Markup:
     parts = [html("<mark>{t}</mark>", t=t) if is_match else escape(t) for t, is_match in hit.snippet_parts()]
     return join(parts)
@@ -71,7 +80,7 @@ def note_list(hits: Iterable[Hit], *, snippets: bool = False, empty: str = "No n
 </li>""",
                 href=note_url(hit.path),
                 title=hit.title or hit.path,
-                badge=conflict_badge(hit.conflicted),
+                badge=join([conflict_badge(hit.conflicted), superseded_badge(hit)]),
                 snippet=snippet,
                 type=type_chip(hit.type),
                 project=project_chip(hit.project),
