@@ -38,6 +38,23 @@ STOPWORDS = frozenset(
     ).split()
 )
 
+# Words engineers write both ways: a query with one also finds notes with the other.
+_SAME = (
+    "k8s kubernetes|db database|pg postgres postgresql|prod production|env environment|config configuration"
+    "|repo repository|auth authentication|creds credentials|cert certificate|deps dependencies"
+    "|dev development|docs documentation|perf performance|js javascript|ts typescript|py python"
+    "|tf terraform|mac macos osx|arm64 aarch64|x86 amd64 x86-64|win windows|msg message|err error"
+    "|pw password passwd|dir directory|app application|infra infrastructure|impl implementation"
+    "|req request|res response|ws websocket|vm virtual-machine|tls ssl|pr pull-request|mr merge-request"
+    "|ci continuous-integration|oom out-of-memory|ttl time-to-live|sso single-sign-on|ui user-interface"
+    "|async asynchronous|sync synchronous|regex regexp|cron crontab|gc garbage-collection|lb load-balancer"
+)
+SAME_AS: dict[str, tuple[tuple[str, ...], ...]] = {}
+for _group in _SAME.split("|"):
+    _forms = [tuple(w.split("-")) for w in _group.split()]
+    for _form in _forms:
+        SAME_AS[" ".join(_form)] = tuple(f for f in _forms if f != _form)
+
 # Programs whose single-dash arguments are flags, not exclusions (`ls -la`, `tar -xzf`).
 _COMMANDS = frozenset(
     (
@@ -122,8 +139,8 @@ def _code_term(text: str, parts: list[str]) -> Term:
     bare = text.strip("`'\"()[]{}<>,;:!?")
     if _is_flag(bare):
         return Term(tuple(parts), code=True)
-    camel = max((w for w in _WORD_RE.findall(bare) if split_camel(w)), key=len, default="")
-    variants = (tuple(split_camel(camel)),) if camel else ()
+    camel = max((w for w in _WORD_RE.findall(bare) if _CAMEL_RE.search(w)), key=len, default="")
+    variants = ((tuple(split_camel(camel)),) if camel else ()) + SAME_AS.get(" ".join(parts), ())
     return Term(tuple(parts), prefix=len(parts[-1]) >= 3, code=True, variants=variants)
 
 
@@ -236,7 +253,8 @@ def parse_query(raw: str) -> Query:
         if code and not prefix:
             query.terms.append(_code_term(text, parts))
         else:
-            query.terms.append(Term(tuple(parts), prefix=prefix, quoted=quoted, code=code))
+            same = SAME_AS.get(" ".join(parts), ()) if not quoted and not prefix else ()
+            query.terms.append(Term(tuple(parts), prefix=prefix, quoted=quoted, code=code, variants=same))
     if not query.terms and not query.excluded:
         # only stop words ("how to"): search for them rather than for nothing
         for text, quoted, _neg in tokens:

@@ -92,6 +92,7 @@ def search(
     if not scores:
         return []
     hits = index.hits(list(scores))
+    hits_found: dict[int, Hit] = {}
     top = max(scores.values()) or 1.0
     now = dt.datetime.now(dt.UTC)
     adjusted: dict[int, float] = {}
@@ -100,15 +101,38 @@ def search(
         if near_project and not project and (hit.project == near_project or hit.project is None):
             value += NEAR_PROJECT_BOOST
         if hit.superseded_by:
+            # what holds now is the replacement: bring it in even when it shares no word with the query
+            for newer_rowid, newer in _replacements(index, hit, hits, filters).items():
+                hits_found[newer_rowid] = newer
+                adjusted[newer_rowid] = max(adjusted.get(newer_rowid, 0.0), value)
             value *= SUPERSEDED_FACTOR
         value += RECENCY_SHARE * recency(hit.updated, now)
         hit.score = value
-        adjusted[rowid] = value
+        adjusted[rowid] = max(adjusted.get(rowid, 0.0), value)
+    for rowid, hit in hits_found.items():
+        if rowid not in hits:
+            hit.score = adjusted[rowid] + RECENCY_SHARE * recency(hit.updated, now)
+            adjusted[rowid] = hit.score
+            hits[rowid] = hit
     order = sorted(hits, key=lambda rowid: (-adjusted[rowid], hits[rowid].path))
     ranked = _replacements_first([hits[rowid] for rowid in order])[:limit]
     if snippets:
         _add_snippets(index, query, {rowid: hit for rowid, hit in hits.items() if hit in ranked})
     return ranked
+
+
+def _replacements(index: Index, old: Hit, known: dict[int, Hit], filters: Filters) -> dict[int, Hit]:
+    """The notes that supersede `old` and pass the filters, by rowid (those already found left out)."""
+    marks = ",".join("?" * len(old.superseded_by))
+    where, args = filters.sql()
+    rowids = [
+        r[0]
+        for r in index.conn.execute(
+            f"SELECT n.rowid FROM notes n WHERE n.id IN ({marks}){where}", [*old.superseded_by, *args]
+        )
+        if r[0] not in known
+    ]
+    return index.hits(rowids)
 
 
 def _replacements_first(hits: list[Hit]) -> list[Hit]:

@@ -163,3 +163,20 @@ def test_mcp_search_answers_a_plain_question(store: Store, tmp_path: Path) -> No
         assert found["count"] >= 1 and found["results"][0]["path"] == note.path
 
     _drive(store, tmp_path, script)
+
+
+def test_the_replacement_comes_with_an_old_note_found_by_its_old_words(store: Store) -> None:
+    old = create_note(
+        store, type="procedural", title="OTA updates", body="appcenter codepush release-react ships JS fixes."
+    )
+    new = create_note(
+        store, type="procedural", title="OTA updates now", body="eas update --branch production.", supersedes=[old.id]
+    )
+    assert ranked(store, "appcenter codepush release-react") == [new.path, old.path]
+
+
+def test_abbreviations_find_the_long_form_and_back(store: Store) -> None:
+    long_form = create_note(store, type="semantic", title="Kubernetes upgrades", body="The production cluster.")
+    short_form = create_note(store, type="semantic", title="k8s notes", body="prod db lives in k8s.")
+    assert set(ranked(store, "k8s production")[:2]) == {long_form.path, short_form.path}
+    assert ranked(store, "kubernetes database")[0] == short_form.path
