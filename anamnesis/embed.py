@@ -1,0 +1,661 @@
+"""Local sentence embeddings for semantic search (optional: the `semantic` extra).
+
+The model is all-MiniLM-L6-v2 (a 6-layer BERT encoder, 384 dimensions), read from a
+model folder in the standard layout: config.json, tokenizer.json, model.safetensors
+(plus sentence-transformers' small config files, which are not needed here).
+
+The forward pass is plain numpy in float32: no torch, no onnxruntime. The weights are
+memory-mapped straight from the safetensors file (the format is an 8-byte header length,
+a JSON header and raw little-endian tensors), tokenisation is HF `tokenizers`. A text's
+vector is the mean of its token vectors over the attention mask, L2-normalised, exactly
+what sentence-transformers computes for this model; inputs are cut at 256 tokens, its
+max_seq_length. Longer texts are cut into 256-token windows (at most `max_chunks`), each
+window embedded on its own, and the window vectors averaged (weighted by their length in
+tokens) and normalised again.
+
+The windows of a call are packed without padding and run in batches spread over the
+cores by threads of our own, BLAS held to one thread (see Embedder). On a 2-core machine
+that is about 35 notes of ~220 tokens a second, 0.2 s from start to the first vector and
+5 ms a query (bench/bench_embed.py).
+
+numpy, tokenizers and threadpoolctl are imported inside functions: importing this module
+is free, so the CLI's start, the hooks and keyword-only search never pay for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import itertools
+import json
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float32]
+
+HUB_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+MODEL_LABEL = "minilm-l6-v2"
+INSTALL_HINT = "pip install 'anamnesis-memory[semantic]'"
+
+WEIGHTS_FILE = "model.safetensors"
+REQUIRED_FILES = ("config.json", "tokenizer.json", WEIGHTS_FILE)
+# What download_model fetches: the files we need, then sentence-transformers' own small
+# config files, so the folder also loads in sentence-transformers.
+HUB_FILES = (
+    *REQUIRED_FILES,
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    "1_Pooling/config.json",
+    "special_tokens_map.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+)
+
+MAX_TOKENS = 256  # the model's max_seq_length, [CLS] and [SEP] included
+MAX_CHUNKS = 4  # windows of MAX_TOKENS averaged for a long text; 1 = plain truncation
+PRECISION = "fp32"
+
+# The packages the extra brings, as (distribution name, module name).
+_DEPENDENCIES = (
+    ("numpy", "numpy"),
+    ("tokenizers", "tokenizers"),
+    ("threadpoolctl", "threadpoolctl"),
+    ("huggingface_hub", "huggingface_hub"),
+)
+_HASH_SIDECAR = ".model.safetensors.sha256.json"
+_ROW_BLOCK = 256  # tokens per feed-forward block: its 256 x 1536 hidden matrix fits in cache
+_HEADER_LIMIT = 100 * 1024 * 1024  # a safetensors header larger than this is not one
+
+
+class SemanticUnavailable(Exception):
+    """Semantic search cannot run here; the message is one line a person can act on."""
+
+
+def missing_dependencies() -> list[str]:
+    """Names of the semantic extra's packages that are not installed ([] when all are).
+
+    Looks them up without importing them."""
+    missing = []
+    for dist, module in _DEPENDENCIES:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(dist)
+    return missing
+
+
+def _require_dependencies(*, download: bool = False) -> None:
+    missing = [d for d in missing_dependencies() if download or d != "huggingface_hub"]
+    if missing:
+        raise SemanticUnavailable(
+            f"semantic search needs the extra ({', '.join(missing)} missing): {INSTALL_HINT}"
+        )
+
+
+# --- the model folder ---------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SemanticUnavailable(f"bad model file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SemanticUnavailable(f"bad model file {path}: not a JSON object")
+    return data
+
+
+def _safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
+    """The JSON header of a safetensors file and where its data starts; checks the file
+    is long enough for every tensor the header lists (a cut-off download fails here)."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(8)
+            size = int.from_bytes(raw, "little") if len(raw) == 8 else -1
+            if not 0 < size <= _HEADER_LIMIT:
+                raise SemanticUnavailable(f"bad model file {path}: not a safetensors file")
+            header = json.loads(fh.read(size))
+        file_size = path.stat().st_size
+    except OSError as exc:
+        raise SemanticUnavailable(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise SemanticUnavailable(f"bad model file {path}: unreadable safetensors header") from None
+    if not isinstance(header, dict):
+        raise SemanticUnavailable(f"bad model file {path}: unreadable safetensors header")
+    start = 8 + size
+    end = max(
+        (int(info["data_offsets"][1]) for name, info in header.items() if name != "__metadata__"),
+        default=0,
+    )
+    if start + end > file_size:
+        raise SemanticUnavailable(f"bad model file {path}: truncated ({file_size} of {start + end} bytes)")
+    return header, start
+
+
+def check_model_dir(path: Path) -> None:
+    """Raise SemanticUnavailable saying what is missing or wrong in the model folder."""
+    path = Path(path)
+    if not path.is_dir():
+        raise SemanticUnavailable(f"no model in {path}: the folder does not exist")
+    missing = [name for name in REQUIRED_FILES if not (path / name).is_file()]
+    if missing:
+        raise SemanticUnavailable(f"no model in {path}: missing {', '.join(missing)}")
+    empty = [name for name in REQUIRED_FILES if (path / name).stat().st_size == 0]
+    if empty:
+        raise SemanticUnavailable(f"bad model in {path}: empty {', '.join(empty)}")
+    config = _read_json(path / "config.json")
+    if config.get("model_type") != "bert":
+        raise SemanticUnavailable(
+            f"unsupported model in {path}: model_type {config.get('model_type')!r}, expected a BERT encoder"
+        )
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise SemanticUnavailable(f"unsupported model in {path}: position_embedding_type is not absolute")
+    if config.get("hidden_act", "gelu") != "gelu":
+        raise SemanticUnavailable(f"unsupported model in {path}: hidden_act is not gelu")
+    pooling = path / "1_Pooling" / "config.json"
+    if pooling.is_file():
+        modes = _read_json(pooling)
+        if not modes.get("pooling_mode_mean_tokens", False) or any(
+            modes.get(key, False)
+            for key in (
+                "pooling_mode_cls_token",
+                "pooling_mode_max_tokens",
+                "pooling_mode_mean_sqrt_len_tokens",
+            )
+        ):
+            raise SemanticUnavailable(f"unsupported model in {path}: its pooling is not mean pooling")
+    _safetensors_header(path / WEIGHTS_FILE)
+
+
+def _weights_sha256(weights: Path) -> str:
+    """sha256 of the weights file, cached beside it keyed by size and times."""
+    st = weights.stat()
+    key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
+    sidecar = weights.parent / _HASH_SIDECAR
+    try:
+        cached = json.loads(sidecar.read_text(encoding="utf-8"))
+        if isinstance(cached, dict) and all(cached.get(k) == v for k, v in key.items()):
+            digest = cached.get("sha256")
+            if isinstance(digest, str) and len(digest) == 64:
+                return digest
+    except (OSError, ValueError):
+        pass
+    h = hashlib.sha256()
+    with weights.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    digest = h.hexdigest()
+    tmp = sidecar.with_name(f"{sidecar.name}.{os.getpid()}.tmp")
+    try:  # a read-only model folder just means hashing again next time
+        tmp.write_text(json.dumps({**key, "sha256": digest}) + "\n", encoding="utf-8")
+        tmp.replace(sidecar)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return digest
+
+
+def _model_label(config: dict[str, Any]) -> str:
+    shape = (config.get("num_hidden_layers"), config.get("hidden_size"), config.get("vocab_size"))
+    if shape == (6, 384, 30522):
+        return MODEL_LABEL
+    return f"bert-l{shape[0]}-h{shape[1]}"
+
+
+def model_fingerprint(path: Path, max_chunks: int = MAX_CHUNKS) -> str:
+    """A short stable id of the vectors this model folder makes with our settings:
+    model, weights hash, precision, window length and chunk cap, e.g.
+    "minilm-l6-v2:1a2b3c4d5e6f:fp32:256x4". Vectors with different fingerprints must
+    never be compared. Cheap: the hash of the weights is cached beside them."""
+    path = Path(path)
+    check_model_dir(path)
+    label = _model_label(_read_json(path / "config.json"))
+    digest = _weights_sha256(path / WEIGHTS_FILE)
+    return f"{label}:{digest[:12]}:{PRECISION}:{MAX_TOKENS}x{max_chunks}"
+
+
+# --- the encoder ----------------------------------------------------------------------
+
+
+def _load_tensors(path: Path) -> dict[str, FloatArray]:
+    """Every floating-point tensor of a safetensors file as a float32 array (memory-mapped
+    when the file is already float32, so untouched rows are never read)."""
+    import numpy as np
+
+    header, start = _safetensors_header(path)
+    data = np.memmap(path, dtype=np.uint8, mode="r")
+    tensors: dict[str, FloatArray] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = (start + int(x) for x in info["data_offsets"])
+        shape = tuple(int(x) for x in info["shape"])
+        raw = data[lo:hi]
+        kind = info["dtype"]
+        if kind == "F32":
+            arr = raw.view("<f4")
+        elif kind == "F16":
+            arr = raw.view("<f2").astype(np.float32)
+        elif kind == "BF16":
+            arr = (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+        elif kind == "F64":
+            arr = raw.view("<f8").astype(np.float32)
+        else:
+            continue  # integer buffers such as position_ids
+        tensors[name.removeprefix("bert.")] = arr.reshape(shape)
+    return tensors
+
+
+# GELU as BERT defines it, x * Phi(x) with the exact normal CDF. numpy has no erf, so
+# Phi comes from Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7, under float32's
+# own rounding here): for z = |x| / sqrt(2), erfc(z) = poly(t) * exp(-z^2) with
+# t = 1 / (1 + p z). Then x * Phi(x) = x/2 + |x| * (1/2 - erfc(z)/2) for either sign.
+_ERF_P = 0.3275911 / math.sqrt(2)  # p, with the 1/sqrt(2) folded in
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _gelu(x: FloatArray, scratch: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
+    """GELU of `x`, in place; `scratch` is three arrays of x's shape (no allocation: a
+    fresh temporary of this size costs more in page faults than the arithmetic)."""
+    import numpy as np
+
+    absx, t, poly = scratch
+    np.abs(x, out=absx)
+    np.multiply(absx, np.float32(_ERF_P), out=t)
+    t += np.float32(1.0)
+    np.divide(np.float32(1.0), t, out=t)
+    np.multiply(t, np.float32(0.5 * _ERF_A[4]), out=poly)
+    for coefficient in _ERF_A[3::-1]:
+        poly += np.float32(0.5 * coefficient)
+        poly *= t
+    np.square(absx, out=t)
+    t *= np.float32(-0.5)
+    np.exp(t, out=t)
+    poly *= t  # erfc(z) / 2
+    np.subtract(np.float32(0.5), poly, out=poly)
+    poly *= absx
+    x *= np.float32(0.5)
+    x += poly
+    return x
+
+
+def _layer_norm(x: FloatArray, weight: FloatArray, bias: FloatArray, eps: float) -> FloatArray:
+    import numpy as np
+
+    mean = x.mean(axis=-1, keepdims=True)
+    x = x - mean
+    var = np.square(x).mean(axis=-1, keepdims=True)
+    x *= 1.0 / np.sqrt(var + eps)
+    x *= weight
+    x += bias
+    return x
+
+
+class _Layer:
+    def __init__(self, t: dict[str, FloatArray], prefix: str, scale: float) -> None:
+        import numpy as np
+
+        def get(name: str) -> FloatArray:
+            return t[f"{prefix}.{name}"]
+
+        # Query, key and value in one matrix; the 1/sqrt(head size) folded into the query.
+        self.qkv_w = np.ascontiguousarray(
+            np.concatenate(
+                [
+                    get("attention.self.query.weight") * np.float32(scale),
+                    get("attention.self.key.weight"),
+                    get("attention.self.value.weight"),
+                ]
+            ).T
+        )
+        self.qkv_b = np.concatenate(
+            [
+                get("attention.self.query.bias") * np.float32(scale),
+                get("attention.self.key.bias"),
+                get("attention.self.value.bias"),
+            ]
+        )
+        self.out_w = np.ascontiguousarray(get("attention.output.dense.weight").T)
+        self.out_b = np.asarray(get("attention.output.dense.bias"))
+        self.ln1_w = np.asarray(get("attention.output.LayerNorm.weight"))
+        self.ln1_b = np.asarray(get("attention.output.LayerNorm.bias"))
+        self.up_w = np.ascontiguousarray(get("intermediate.dense.weight").T)
+        self.up_b = np.asarray(get("intermediate.dense.bias"))
+        self.down_w = np.ascontiguousarray(get("output.dense.weight").T)
+        self.down_b = np.asarray(get("output.dense.bias"))
+        self.ln2_w = np.asarray(get("output.LayerNorm.weight"))
+        self.ln2_b = np.asarray(get("output.LayerNorm.bias"))
+
+
+class Embedder:
+    """A loaded model: embed texts into L2-normalised float32 vectors of `dim` numbers.
+
+    Loading one holds BLAS (OpenBLAS, as numpy's wheels ship it) to a single thread for
+    the rest of the process, and embed() spreads its batches over the cores with threads
+    of its own instead. The matrix products here are small (a few hundred rows), and
+    BLAS's threads made them 3 to 20 times slower on a 2-core machine whose cores are
+    shared with other work; they also left the elementwise half of the work on one core.
+    The limit is set once and not lifted: switching BLAS between one thread and several
+    around each call was itself slow, and wrong when calls overlapped.
+    """
+
+    def __init__(self, model_dir: Path, max_chunks: int = MAX_CHUNKS) -> None:
+        import numpy as np
+        from tokenizers import Tokenizer
+
+        if max_chunks < 1:
+            raise ValueError("max_chunks must be at least 1")
+        model_dir = Path(model_dir)
+        check_model_dir(model_dir)
+        config = _read_json(model_dir / "config.json")
+        self.model_dir = model_dir
+        self.max_chunks = max_chunks
+        self.max_tokens = min(MAX_TOKENS, int(config.get("max_position_embeddings", 512)))
+        self.fingerprint = model_fingerprint(model_dir, max_chunks)
+
+        try:
+            tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        except Exception as exc:
+            raise SemanticUnavailable(f"bad model file {model_dir / 'tokenizer.json'}: {exc}") from None
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self._tokenizer = tokenizer
+        cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+        if cls_id is None or sep_id is None:
+            raise SemanticUnavailable(f"bad model file {model_dir / 'tokenizer.json'}: no [CLS]/[SEP] tokens")
+        self._cls, self._sep = cls_id, sep_id
+        self._arange = np.arange(int(config.get("max_position_embeddings", 512)), dtype=np.int64)
+
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            self._blas: Any = ThreadpoolController()
+        except ImportError:  # without it, BLAS's own threads do the spreading
+            self._blas = None
+        self._single_threaded_blas()
+        self._workers = _cpu_count() if self._blas is not None else 1
+        self._bulk = threading.Lock()
+
+        t = _load_tensors(model_dir / WEIGHTS_FILE)
+        self.dim = int(config["hidden_size"])
+        self._heads = int(config["num_attention_heads"])
+        self._eps = float(config.get("layer_norm_eps", 1e-12))
+        try:
+            self._word = t["embeddings.word_embeddings.weight"]
+            self._position = t["embeddings.position_embeddings.weight"]
+            self._type0 = np.asarray(t["embeddings.token_type_embeddings.weight"][0])
+            self._ln_w = np.asarray(t["embeddings.LayerNorm.weight"])
+            self._ln_b = np.asarray(t["embeddings.LayerNorm.bias"])
+            scale = 1.0 / math.sqrt(self.dim // self._heads)
+            self._layers = [
+                _Layer(t, f"encoder.layer.{i}", scale) for i in range(int(config["num_hidden_layers"]))
+            ]
+        except KeyError as exc:
+            raise SemanticUnavailable(f"bad model file {model_dir / WEIGHTS_FILE}: no tensor {exc}") from None
+
+    # One batch of windows, each a list of token ids with [CLS] and [SEP]: their
+    # mean-pooled token vectors (not normalised). The windows' tokens are packed into one
+    # matrix with no padding: the dense layers run on every real token at once, attention
+    # runs window by window, and the feed-forward block runs in row blocks that stay in
+    # the processor's cache.
+    def _encode(self, windows: Sequence[Sequence[int]]) -> FloatArray:
+        import numpy as np
+
+        lengths = [len(w) for w in windows]
+        offsets = [0]
+        for n in lengths:
+            offsets.append(offsets[-1] + n)
+        total, dim = offsets[-1], self.dim
+        heads, size = self._heads, dim // self._heads
+        ids = np.fromiter((i for w in windows for i in w), dtype=np.int64, count=total)
+        positions = np.concatenate([self._arange[:n] for n in lengths])
+
+        x = self._word[ids]
+        x += self._position[positions]
+        x += self._type0
+        x = _layer_norm(x, self._ln_w, self._ln_b, self._eps)
+        context = np.empty((total, dim), dtype=np.float32)
+        inner = self._layers[0].up_w.shape[1]
+        block = min(_ROW_BLOCK, total)
+        hidden_buf = np.empty((block, inner), dtype=np.float32)
+        scratch = (np.empty_like(hidden_buf), np.empty_like(hidden_buf), np.empty_like(hidden_buf))
+        for layer in self._layers:
+            qkv = x @ layer.qkv_w
+            qkv += layer.qkv_b
+            for start, end in itertools.pairwise(offsets):
+                n = end - start
+                part = qkv[start:end].reshape(n, 3, heads, size)
+                q = np.ascontiguousarray(part[:, 0].transpose(1, 0, 2))  # heads, n, size
+                k_t = np.ascontiguousarray(part[:, 1].transpose(1, 2, 0))  # heads, size, n
+                v = np.ascontiguousarray(part[:, 2].transpose(1, 0, 2))  # heads, n, size
+                scores = q @ k_t  # the 1/sqrt(size) scale is folded into the query weights
+                scores -= scores.max(axis=-1, keepdims=True)
+                np.exp(scores, out=scores)
+                mixed = scores @ v
+                mixed /= scores.sum(axis=-1, keepdims=True)  # softmax's division, on fewer numbers
+                context[start:end] = mixed.transpose(1, 0, 2).reshape(n, dim)
+            attn = context @ layer.out_w
+            attn += layer.out_b
+            attn += x
+            x = _layer_norm(attn, layer.ln1_w, layer.ln1_b, self._eps)
+            out = np.empty_like(x)
+            for row in range(0, total, _ROW_BLOCK):
+                rows = min(_ROW_BLOCK, total - row)
+                hidden = hidden_buf[:rows]
+                np.matmul(x[row : row + rows], layer.up_w, out=hidden)
+                hidden += layer.up_b
+                _gelu(hidden, (scratch[0][:rows], scratch[1][:rows], scratch[2][:rows]))
+                np.matmul(hidden, layer.down_w, out=out[row : row + rows])
+            out += layer.down_b
+            out += x
+            x = _layer_norm(out, layer.ln2_w, layer.ln2_b, self._eps)
+        summed = np.add.reduceat(x, offsets[:-1], axis=0)
+        pooled: FloatArray = np.divide(
+            summed, np.asarray(lengths, dtype=np.float32)[:, None], dtype=np.float32
+        )
+        return pooled
+
+    def _windows(self, texts: Sequence[str]) -> list[list[list[int]]]:
+        """Each text's token windows, [CLS] and [SEP] included."""
+        inner = self.max_tokens - 2
+        # Prose runs about 4 characters a token; cutting at 100 a token spares tokenising
+        # huge texts and changes the windows only of freaks (words over 100 characters
+        # long each become one [UNK] token).
+        limit = inner * self.max_chunks * 101
+        encodings = self._tokenizer.encode_batch([t[:limit] for t in texts], add_special_tokens=False)
+        out = []
+        for enc in encodings:
+            ids = enc.ids
+            pieces = [ids[i : i + inner] for i in range(0, len(ids), inner)][: self.max_chunks] or [[]]
+            out.append([[self._cls, *piece, self._sep] for piece in pieces])
+        return out
+
+    def embed(self, texts: Sequence[str], batch_size: int = 16) -> FloatArray:
+        """Vectors of `texts`: float32, shape (len(texts), dim), each row L2-normalised.
+
+        `batch_size` is the most windows (256-token pieces of text) run through the model
+        at once; batches are spread over the machine's cores by threads. Safe to call from
+        several threads: bulk calls take turns, a query never waits."""
+        import numpy as np
+
+        if isinstance(texts, str):
+            raise TypeError("embed takes a sequence of texts; use embed_query for one")
+        result = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return result
+        flat: list[tuple[int, list[int]]] = [
+            (index, window) for index, windows in enumerate(self._windows(texts)) for window in windows
+        ]
+        # Long windows first, so the batches that take longest start first.
+        flat.sort(key=lambda item: -len(item[1]))
+        workers = max(1, min(self._workers, len(flat)))
+        size = max(1, min(int(batch_size), -(-len(flat) // workers)))
+        batches = [flat[start : start + size] for start in range(0, len(flat), size)]
+
+        def run(group: list[tuple[int, list[int]]]) -> FloatArray:
+            return self._encode([window for _, window in group])
+
+        self._single_threaded_blas()
+        if workers == 1 or len(batches) == 1:
+            pooled_batches = [run(group) for group in batches]
+        else:
+            # Bulk calls from several threads take turns (together they would only
+            # fight over the cores and the GIL); a one-batch call, a query, never waits.
+            with self._bulk, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="embed") as pool:
+                pooled_batches = list(pool.map(run, batches))
+
+        sums = np.zeros((len(texts), self.dim), dtype=np.float64)
+        for group, pooled32 in zip(batches, pooled_batches, strict=True):
+            pooled = pooled32.astype(np.float64)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            for (index, window), vector in zip(group, pooled, strict=True):
+                sums[index] += len(window) * vector
+        sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+        result[:] = sums
+        return result
+
+    def _single_threaded_blas(self) -> None:
+        """Hold BLAS to one thread, for the whole process (see the class's docstring)."""
+        if self._blas is not None:
+            self._blas.limit(limits=1, user_api="blas")
+
+    def embed_query(self, text: str) -> FloatArray:
+        """The vector of one text, shape (dim,)."""
+        vector: FloatArray = self.embed([text])[0]
+        return vector
+
+
+def _cpu_count() -> int:
+    """Cores this process may run on (ANAMNESIS_EMBED_THREADS overrides)."""
+    forced = os.environ.get("ANAMNESIS_EMBED_THREADS", "")
+    if forced.isdigit() and int(forced) > 0:
+        return int(forced)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def load_embedder(model_dir: Path, max_chunks: int = MAX_CHUNKS) -> Embedder:
+    """Load the model in `model_dir`; SemanticUnavailable with a one-line reason when the
+    extra is not installed or the folder is not a usable model."""
+    _require_dependencies()
+    return Embedder(Path(model_dir), max_chunks)
+
+
+# --- getting the model --------------------------------------------------------------
+
+
+def download_model(dest: Path, progress: Callable[[int, int], None] | None = None) -> Path:
+    """Fetch all-MiniLM-L6-v2 from the public model hub into `dest` (about 90 MB) and
+    return `dest`. `progress(done_bytes, total_bytes)` is called as bytes arrive. Raises
+    SemanticUnavailable with one line when the hub cannot be reached."""
+    _require_dependencies(download=True)
+    import huggingface_hub
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    dest = Path(dest)
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        raise SemanticUnavailable(
+            f"cannot download the model from the model hub: HF_HUB_OFFLINE is set (put a model folder in {dest} by hand)"
+        )
+    try:
+        sizes = {name: get_hf_file_metadata(hf_hub_url(HUB_REPO, name)).size or 0 for name in HUB_FILES}
+    except Exception as exc:
+        raise SemanticUnavailable(_download_error(exc, dest)) from None
+    total = sum(sizes.values())
+    done = 0
+    last = [-1]
+
+    def report(file_bytes: int) -> None:
+        now = min(total, done + file_bytes)
+        if progress is not None and now != last[0]:
+            last[0] = now
+            progress(now, total)
+
+    bar = _progress_bar_class(report)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        report(0)
+        for name in HUB_FILES:
+            if bar is not None and _accepts(hf_hub_download, "tqdm_class"):
+                bar.furthest = 0
+                hf_hub_download(HUB_REPO, name, local_dir=dest, tqdm_class=bar)
+            else:
+                hf_hub_download(HUB_REPO, name, local_dir=dest)
+            done += sizes[name]
+            report(0)
+    except OSError as exc:
+        if isinstance(exc, ConnectionError | TimeoutError) or not exc.strerror:
+            raise SemanticUnavailable(_download_error(exc, dest)) from None
+        raise SemanticUnavailable(f"cannot write the model to {dest}: {exc.strerror}") from None
+    except Exception as exc:
+        raise SemanticUnavailable(_download_error(exc, dest)) from None
+    check_model_dir(dest)
+    return dest
+
+
+def _download_error(exc: BaseException, dest: Path) -> str:
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    if len(reason) > 160:
+        reason = reason[:157] + "..."
+    return (
+        f"cannot download the model from the model hub ({type(exc).__name__}: {reason}); "
+        f"check the network, or put a model folder in {dest} by hand"
+    )
+
+
+def _accepts(func: Callable[..., Any], parameter: str) -> bool:
+    import inspect
+
+    try:
+        return parameter in inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _progress_bar_class(report: Callable[[int], None]) -> type[Any] | None:
+    """A silent tqdm class that passes the bytes of the file being downloaded to `report`.
+
+    huggingface_hub may open more than one bar per file (network transfer, then writing to
+    disk), each counting the same bytes: the furthest of them is the file's progress. Set
+    the class's `furthest` to 0 before each file."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+
+    class SilentBar(tqdm):  # type: ignore[misc]
+        furthest = 0
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = True
+            kwargs.pop("name", None)
+            counts_bytes = kwargs.get("unit", "it") == "B"
+            super().__init__(*args, **kwargs)
+            # Not a byte counter (a count of files, say): ignored.
+            self.counted = int(kwargs.get("initial", 0) or 0) if counts_bytes else -1
+
+        def update(self, n: float | None = 1) -> bool | None:
+            if self.counted >= 0 and n:
+                self.counted += int(n)
+                if self.counted > SilentBar.furthest:
+                    SilentBar.furthest = self.counted
+                    report(self.counted)
+            result: bool | None = super().update(n)
+            return result
+
+    return SilentBar

@@ -1,0 +1,192 @@
+"""Embedding speed of anamnesis.embed (the semantic extra). Run by hand:
+
+python bench/bench_embed.py --model DIR             # 500 notes of ~220 tokens
+python bench/bench_embed.py --model DIR --notes 2000 --batch-size 32
+python bench/bench_embed.py --model DIR --long 100  # also: notes of ~700 tokens, cut vs chunked
+
+DIR is a model folder, e.g. the one `scripts/test-model DIR` makes. Targets: at least
+20 notes/s, start to first vector at most 0.5 s, one short query at most 10 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.stats import percentile
+
+WORDS = (
+    "the a to of and in is for on that with it this we was be as at by not but when after service request "
+    "cache database migration deploy rollback latency timeout retry queue worker schema index query "
+    "connection pool thread lock config environment secret token session user account billing invoice "
+    "payment webhook endpoint handler router middleware test fixture release branch commit review merge "
+    "conflict build pipeline container image cluster replica shard backup restore metric alert dashboard "
+    "trace error exception crash memory leak disk network certificate proxy gateway balancer feature flag "
+    "rollout canary hotfix because should must never always usually fixed broke changed decided measured"
+).split()
+CODE_WORDS = (
+    "parse_config pg_bouncer.pool_size src/app/main.py HttpClient RetryPolicy user_id tests/test_api.py "
+    "ConnectionPool settings.DATABASE_URL docker-compose.yml cache.ttl_seconds retry_with_backoff"
+).split()
+QUERIES = (
+    "how do we roll back a failed deploy",
+    "connection pool timeout",
+    "why is checkout slow",
+    "retry with backoff",
+    "where are the billing webhooks handled",
+    "certificate expired on the proxy",
+    "flaky test in the pipeline",
+    "memory leak in the worker",
+)
+
+START_CHILD = """
+import sys, time
+t0 = time.perf_counter()
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from anamnesis.embed import load_embedder
+embedder = load_embedder(Path({model!r}))
+embedder.embed_query("how do we roll back a failed deploy")
+print(time.perf_counter() - t0)
+"""
+
+
+def make_notes(count: int, words: int, seed: int = 7) -> list[str]:
+    """`count` notes of `words` words of engineering prose with code words mixed in."""
+    rng = random.Random(seed)
+    notes = []
+    for _ in range(count):
+        out = []
+        for _ in range(words):
+            out.append(rng.choice(CODE_WORDS) if rng.random() < 0.06 else rng.choice(WORDS))
+            if rng.random() < 0.08:
+                out[-1] += "."
+        notes.append(" ".join(out))
+    return notes
+
+
+def start_to_first_vector(model: Path, runs: int) -> tuple[list[float], list[float]]:
+    """(in-process seconds from before the import to the first vector, whole-process seconds)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    inner, whole = [], []
+    for _ in range(runs):
+        started = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-c", START_CHILD.format(root=root, model=str(model))],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        whole.append(time.perf_counter() - started)
+        inner.append(float(out.stdout.strip().splitlines()[-1]))
+    return inner, whole
+
+
+def blas_info() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed"
+    return ", ".join(
+        f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} x{i.get('num_threads')}"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", type=Path, required=True, help="model folder")
+    parser.add_argument("--notes", type=int, default=500)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--starts", type=int, default=5, help="fresh processes timed for start to first vector"
+    )
+    parser.add_argument(
+        "--long", type=int, default=0, help="also time this many ~700-token notes, cut and chunked"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+
+    import numpy as np
+
+    from anamnesis.embed import load_embedder
+
+    print(
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
+        f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} cores={os.cpu_count()}"
+    )
+    figures: dict[str, float] = {}
+
+    inner, whole = start_to_first_vector(args.model, args.starts)
+    figures["start_first_vector_s"] = statistics.median(inner)
+    figures["process_first_vector_s"] = statistics.median(whole)
+    print(
+        f"start -> first vector (import + load + one query)  median {statistics.median(inner):.3f} s"
+        f"   (whole process, interpreter included: {statistics.median(whole):.3f} s; n={args.starts})"
+    )
+
+    embedder = load_embedder(args.model)
+    print(f"blas: {blas_info()}")
+    print(f"model: {embedder.fingerprint}")
+    notes = make_notes(args.notes, 140)
+    lengths = [len(e.ids) for e in embedder._tokenizer.encode_batch(notes, add_special_tokens=False)]
+    embedder.embed(notes[:4])  # warm up
+    started = time.perf_counter()
+    vectors = embedder.embed(notes, batch_size=args.batch_size)
+    took = time.perf_counter() - started
+    assert vectors.shape == (len(notes), embedder.dim)
+    figures["notes_per_s"] = len(notes) / took
+    print(
+        f"embed {len(notes)} notes (mean {statistics.mean(lengths):.0f} tokens, batch {args.batch_size})"
+        f"   {took:.2f} s = {len(notes) / took:.1f} notes/s"
+    )
+
+    rng = random.Random(3)
+    latencies = []
+    for i in range(args.queries):
+        query = QUERIES[i % len(QUERIES)] + ("" if i < len(QUERIES) else f" {rng.choice(WORDS)}")
+        started = time.perf_counter()
+        embedder.embed_query(query)
+        latencies.append(time.perf_counter() - started)
+    figures["query_p50_ms"] = statistics.median(latencies) * 1000
+    figures["query_p95_ms"] = percentile(latencies, 95) * 1000
+    print(
+        f"one query ({args.queries} short queries)   p50 {figures['query_p50_ms']:.2f} ms"
+        f"   p95 {figures['query_p95_ms']:.2f} ms"
+    )
+
+    if args.long:
+        long_notes = make_notes(args.long, 540, seed=11)
+        mean_tokens = statistics.mean(
+            len(e.ids) for e in embedder._tokenizer.encode_batch(long_notes, add_special_tokens=False)
+        )
+        for chunks in (1, embedder.max_chunks):
+            model = load_embedder(args.model, max_chunks=chunks)
+            started = time.perf_counter()
+            model.embed(long_notes, batch_size=args.batch_size)
+            took = time.perf_counter() - started
+            figures[f"long_notes_per_s_x{chunks}"] = len(long_notes) / took
+            print(
+                f"embed {len(long_notes)} long notes (mean {mean_tokens:.0f} tokens), max_chunks={chunks}"
+                f"   {took:.2f} s = {len(long_notes) / took:.1f} notes/s"
+            )
+    np.asarray(vectors)
+    if args.json:
+        print(json.dumps({k: round(v, 4) for k, v in figures.items()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,450 @@
+"""The embedding engine (anamnesis.embed) against the real all-MiniLM-L6-v2 weights.
+
+The model comes from scripts/test-model into the test cache (or ANAMNESIS_TEST_MODEL_DIR),
+loaded once per session. Its vectors are checked against reference vectors that
+sentence-transformers over torch computed once from the same folder
+(tests/data/minilm_reference.json). When the model cannot be had, these tests fail: they
+never skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from anamnesis import embed
+from anamnesis.embed import (
+    Embedder,
+    SemanticUnavailable,
+    check_model_dir,
+    load_embedder,
+    missing_dependencies,
+    model_fingerprint,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = Path(__file__).resolve().parent / "data" / "minilm_reference.json"
+
+
+def _cosine(a: Any, b: Any) -> float:
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    """The real model folder: ANAMNESIS_TEST_MODEL_DIR, else scripts/test-model into the cache."""
+    given = os.environ.get("ANAMNESIS_TEST_MODEL_DIR")
+    if given:
+        return Path(given)
+    cache = Path(os.environ.get("ANAMNESIS_TEST_CACHE") or Path.home() / ".cache" / "anamnesis-test")
+    proc = subprocess.run(
+        [str(ROOT / "scripts" / "test-model"), str(cache / "model")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/test-model failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def embedder(model_dir: Path) -> Embedder:
+    """The model as the index uses it (long texts chunked)."""
+    return load_embedder(model_dir)
+
+
+@pytest.fixture(scope="session")
+def truncating(model_dir: Path) -> Embedder:
+    """The model cutting every text at 256 tokens, as sentence-transformers does."""
+    return load_embedder(model_dir, max_chunks=1)
+
+
+@pytest.fixture(scope="session")
+def reference() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    return data
+
+
+def _copy_model(model_dir: Path, dest: Path, *, weights: str = "link", skip: tuple[str, ...] = ()) -> Path:
+    """A copy of the model folder: small files copied, the weights linked or copied."""
+    dest.mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json", "1_Pooling/config.json"):
+        if name in skip or not (model_dir / name).exists():
+            continue
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(model_dir / name, dest / name)
+    if embed.WEIGHTS_FILE not in skip:
+        if weights == "link":
+            (dest / embed.WEIGHTS_FILE).symlink_to(model_dir / embed.WEIGHTS_FILE)
+        else:
+            shutil.copy2(model_dir / embed.WEIGHTS_FILE, dest / embed.WEIGHTS_FILE)
+    return dest
+
+
+# --- the extra and the import ----------------------------------------------------------
+
+
+def test_the_extra_is_installed_in_the_test_environment() -> None:
+    assert missing_dependencies() == []
+
+
+def test_importing_the_module_loads_no_numerics() -> None:
+    code = (
+        "import sys, anamnesis.embed as e\n"
+        "heavy = [m for m in ('numpy', 'tokenizers', 'huggingface_hub', 'threadpoolctl') if m in sys.modules]\n"
+        "print(heavy, e.missing_dependencies())\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_missing_dependencies_names_absent_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "tokenizers" else real_find_spec(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    assert missing_dependencies() == ["tokenizers"]
+    with pytest.raises(
+        SemanticUnavailable, match=r"tokenizers missing.*pip install 'anamnesis-memory\[semantic\]'"
+    ):
+        load_embedder(Path("/nonexistent"))
+
+
+# --- vectors -------------------------------------------------------------------------------
+
+
+def test_vectors_match_sentence_transformers(truncating: Embedder, reference: dict[str, Any]) -> None:
+    """Cut at 256 tokens, our vectors are sentence-transformers' vectors."""
+    items = reference["items"]
+    assert truncating.dim == reference["dim"] == 384
+    vectors = truncating.embed([item["text"] for item in items])
+    for item, vector in zip(items, vectors, strict=True):
+        cos = _cosine(vector, item["vector"])
+        assert cos >= 0.999, (item["text"][:40], cos)
+        # In fact they agree to the reference's rounding.
+        assert max(abs(float(a) - b) for a, b in zip(vector, item["vector"], strict=True)) < 1e-5, item[
+            "text"
+        ][:40]
+
+
+def test_long_texts_are_chunked_as_the_reference(embedder: Embedder, reference: dict[str, Any]) -> None:
+    items = reference["items"]
+    assert any("chunked_vector" in item for item in items)
+    vectors = embedder.embed([item["text"] for item in items])
+    for item, vector in zip(items, vectors, strict=True):
+        expected = item.get("chunked_vector", item["vector"])
+        assert _cosine(vector, expected) >= 0.999, (item["text"][:40], _cosine(vector, expected))
+    long_item = next(item for item in items if "chunked_vector" in item)
+    # Chunking changes the vector of a long text (it sees its second half too)...
+    assert _cosine(long_item["vector"], long_item["chunked_vector"]) < 0.999
+    # ...and leaves texts that fit in one window alone.
+    short = [i for i, item in enumerate(items) if "chunked_vector" not in item]
+    truncated = embedder.embed([items[i]["text"] for i in short])
+    for row, i in enumerate(short):
+        assert _cosine(truncated[row], items[i]["vector"]) >= 0.999
+
+
+def test_vectors_are_normalised_float32(embedder: Embedder) -> None:
+    import numpy as np
+
+    vectors = embedder.embed(["a", "a longer sentence about databases", "x " * 2000, "🚀", "   "])
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (5, 384)
+    assert np.all(np.isfinite(vectors))
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    query = embedder.embed_query("where is the deploy runbook")
+    assert query.shape == (384,) and query.dtype == np.float32
+    assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
+
+
+def test_batches_match_one_by_one(embedder: Embedder, reference: dict[str, Any]) -> None:
+    import numpy as np
+
+    texts = [item["text"] for item in reference["items"]] + ["deploy", "rollback the deploy", "pool size 20"]
+    together = embedder.embed(texts)
+    small_batches = embedder.embed(texts, batch_size=3)
+    alone = np.stack([embedder.embed_query(text) for text in texts])
+    assert np.allclose(together, alone, atol=1e-5)
+    assert np.allclose(together, small_batches, atol=1e-5)
+    # Order of the inputs does not matter.
+    backwards = embedder.embed(texts[::-1])[::-1]
+    assert np.allclose(together, backwards, atol=1e-5)
+
+
+def test_concurrent_calls_agree_and_blas_runs_one_thread(embedder: Embedder) -> None:
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    texts = [f"note {i}: the worker pool drains the queue after a deploy" * (1 + i % 3) for i in range(12)]
+    expected = embedder.embed(texts, batch_size=4)
+    results: list[Any] = [None] * 4
+
+    def work(slot: int) -> None:
+        results[slot] = embedder.embed(texts, batch_size=4)
+
+    workers = [threading.Thread(target=work, args=(slot,)) for slot in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    for result in results:
+        assert result is not None and np.allclose(result, expected, atol=1e-5)
+    # The embedder spreads work over the cores itself; BLAS stays on one thread.
+    assert {int(i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"} <= {1}
+
+
+def test_empty_input(embedder: Embedder) -> None:
+    import numpy as np
+
+    out = embedder.embed([])
+    assert out.shape == (0, 384) and out.dtype == np.float32
+    with pytest.raises(TypeError):
+        embedder.embed("a string is not a list of texts")
+
+
+def test_paraphrases_are_closer_than_unrelated_texts(embedder: Embedder) -> None:
+    query = embedder.embed_query("How do I roll back a failed deployment?")
+    paraphrase, unrelated, near_unrelated = embedder.embed(
+        [
+            "Steps to revert a broken release to the previous version",
+            "My grandmother bakes bread every Sunday morning.",
+            "The database stores invoices in monthly partitions.",
+        ]
+    )
+    assert float(query @ paraphrase) > float(query @ unrelated) + 0.2
+    assert float(query @ paraphrase) > float(query @ near_unrelated)
+
+
+# --- the model folder and its fingerprint --------------------------------------------------
+
+
+def test_fingerprint_is_stable_and_names_the_settings(model_dir: Path, embedder: Embedder) -> None:
+    first = model_fingerprint(model_dir)
+    assert first == model_fingerprint(model_dir) == embedder.fingerprint
+    assert re.fullmatch(r"minilm-l6-v2:[0-9a-f]{12}:fp32:256x4", first), first
+    assert model_fingerprint(model_dir, max_chunks=1).endswith(":fp32:256x1")
+
+
+def test_fingerprint_hash_is_cached_beside_the_weights(model_dir: Path, tmp_path: Path) -> None:
+    copy = _copy_model(model_dir, tmp_path / "model", weights="copy")
+    real = model_fingerprint(copy)
+    sidecar = copy / embed._HASH_SIDECAR
+    cached = json.loads(sidecar.read_text())
+    assert real.split(":")[1] == cached["sha256"][:12]
+    # The cached hash is used while size and times match: nothing is re-read...
+    sidecar.write_text(json.dumps({**cached, "sha256": "ab" * 32}))
+    assert model_fingerprint(copy).split(":")[1] == "ab" * 6
+    # ...and a sidecar that does not match the file is ignored.
+    sidecar.write_text(json.dumps({**cached, "size": 1, "sha256": "cd" * 32}))
+    assert model_fingerprint(copy) == real
+
+
+def test_fingerprint_changes_when_the_weights_change(model_dir: Path, tmp_path: Path) -> None:
+    copy = _copy_model(model_dir, tmp_path / "model", weights="copy")
+    before = model_fingerprint(copy)
+    assert before == model_fingerprint(model_dir)
+    weights = copy / embed.WEIGHTS_FILE
+    with weights.open("r+b") as fh:  # one byte of the last tensor's data
+        fh.seek(-1, os.SEEK_END)
+        byte = fh.read(1)
+        fh.seek(-1, os.SEEK_END)
+        fh.write(bytes([byte[0] ^ 0x01]))
+    after = model_fingerprint(copy)
+    assert after != before
+    assert after.split(":")[0] == before.split(":")[0] and after.split(":")[2:] == before.split(":")[2:]
+
+
+@pytest.mark.parametrize("missing", ["config.json", "tokenizer.json", "model.safetensors"])
+def test_a_missing_file_is_named(model_dir: Path, tmp_path: Path, missing: str) -> None:
+    copy = _copy_model(model_dir, tmp_path / "model", skip=(missing,))
+    with pytest.raises(SemanticUnavailable, match=f"no model in .*: missing {re.escape(missing)}$"):
+        check_model_dir(copy)
+    with pytest.raises(SemanticUnavailable, match=f"missing {re.escape(missing)}"):
+        load_embedder(copy)
+    with pytest.raises(SemanticUnavailable, match=f"missing {re.escape(missing)}"):
+        model_fingerprint(copy)
+
+
+def test_bad_model_folders_are_explained(model_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(SemanticUnavailable, match="folder does not exist"):
+        check_model_dir(tmp_path / "nowhere")
+
+    truncated = _copy_model(model_dir, tmp_path / "truncated", skip=(embed.WEIGHTS_FILE,))
+    with (model_dir / embed.WEIGHTS_FILE).open("rb") as src:
+        (truncated / embed.WEIGHTS_FILE).write_bytes(src.read(1_000_000))
+    with pytest.raises(SemanticUnavailable, match="truncated"):
+        load_embedder(truncated)
+
+    garbage = _copy_model(model_dir, tmp_path / "garbage", skip=(embed.WEIGHTS_FILE,))
+    (garbage / embed.WEIGHTS_FILE).write_bytes(b"<html>not found</html>")
+    with pytest.raises(SemanticUnavailable, match="not a safetensors file"):
+        check_model_dir(garbage)
+
+    cls_pooling = _copy_model(model_dir, tmp_path / "cls")
+    (cls_pooling / "1_Pooling").mkdir(exist_ok=True)
+    (cls_pooling / "1_Pooling" / "config.json").write_text(
+        json.dumps({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False})
+    )
+    with pytest.raises(SemanticUnavailable, match="not mean pooling"):
+        check_model_dir(cls_pooling)
+
+    not_bert = _copy_model(model_dir, tmp_path / "gpt")
+    config = json.loads((not_bert / "config.json").read_text())
+    (not_bert / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    with pytest.raises(SemanticUnavailable, match="expected a BERT encoder"):
+        check_model_dir(not_bert)
+
+    with pytest.raises(SemanticUnavailable) as caught:
+        check_model_dir(garbage)
+    assert "\n" not in str(caught.value)
+
+
+# --- downloading ----------------------------------------------------------------------------
+
+
+DOWNLOAD_CHILD = """
+import json, sys
+from pathlib import Path
+from anamnesis.embed import SemanticUnavailable, download_model
+calls = []
+try:
+    download_model(Path(sys.argv[1]), progress=lambda done, total: calls.append((done, total)))
+except SemanticUnavailable as exc:
+    print("UNAVAILABLE", exc)
+else:
+    print("DOWNLOADED", json.dumps(calls))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _download_in_child(dest: Path, **env: str) -> str:
+    full = {**os.environ, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(dest.parent / "hf-home"), **env}
+    proc = subprocess.run(
+        [sys.executable, "-c", DOWNLOAD_CHILD, str(dest)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=full,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip()
+
+
+def test_download_when_offline_says_so(tmp_path: Path) -> None:
+    out = _download_in_child(tmp_path / "model", HF_HUB_OFFLINE="1")
+    assert out.startswith("UNAVAILABLE cannot download the model from the model hub")
+    assert "HF_HUB_OFFLINE" in out and "\n" not in out
+
+
+def test_download_when_the_hub_is_unreachable_says_so(tmp_path: Path) -> None:
+    # Nothing listens on this loopback port: the connection is refused at once.
+    out = _download_in_child(tmp_path / "model", HF_ENDPOINT=f"http://127.0.0.1:{_free_port()}")
+    assert out.startswith("UNAVAILABLE cannot download the model from the model hub (")
+    assert "check the network" in out and "\n" not in out
+
+
+class _FakeHub(BaseHTTPRequestHandler):
+    """Serves a model folder the way the model hub's resolve URLs do (loopback only)."""
+
+    root: Path
+    commit = "0123456789abcdef0123456789abcdef01234567"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _file(self) -> Path | None:
+        match = re.fullmatch(
+            r"/sentence-transformers/all-MiniLM-L6-v2/resolve/[^/]+/(.+)", self.path.split("?")[0]
+        )
+        if not match:
+            return None
+        path = self.root / match.group(1)
+        return path if path.is_file() else None
+
+    def _headers(self, path: Path | None) -> bool:
+        if path is None:
+            self.send_response(404)
+            self.send_header("X-Error-Code", "EntryNotFound")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return False
+        self.send_response(200)
+        self.send_header("Content-Length", str(path.stat().st_size))
+        self.send_header("ETag", f'"{path.stat().st_size}-{path.name}"')
+        self.send_header("X-Repo-Commit", self.commit)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        return True
+
+    def do_HEAD(self) -> None:
+        self._headers(self._file())
+
+    def do_GET(self) -> None:
+        path = self._file()
+        if self._headers(path) and path is not None:
+            with path.open("rb") as fh:
+                shutil.copyfileobj(fh, self.wfile, 1 << 20)
+
+
+@pytest.fixture
+def fake_hub(model_dir: Path) -> Iterator[str]:
+    handler = type("Hub", (_FakeHub,), {"root": model_dir})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_download_fetches_a_loadable_model_with_progress(
+    fake_hub: str, model_dir: Path, tmp_path: Path
+) -> None:
+    """The whole download path, against a stand-in for the model hub on loopback."""
+    dest = tmp_path / "model"
+    out = _download_in_child(dest, HF_ENDPOINT=fake_hub)
+    assert out.startswith("DOWNLOADED "), out
+    calls = [tuple(c) for c in json.loads(out.split(" ", 1)[1])]
+    check_model_dir(dest)
+    assert model_fingerprint(dest) == model_fingerprint(model_dir)
+    for name in embed.HUB_FILES:
+        assert (dest / name).read_bytes() == (model_dir / name).read_bytes(), name
+    total = sum((model_dir / name).stat().st_size for name in embed.HUB_FILES)
+    assert calls[0] == (0, total) and calls[-1] == (total, total)
+    done = [c[0] for c in calls]
+    assert done == sorted(done)
+    # Bytes are reported while the weights arrive, not only when a file is complete.
+    boundaries, running = {0}, 0
+    for name in embed.HUB_FILES:
+        running += (model_dir / name).stat().st_size
+        boundaries.add(running)
+    assert set(done) - boundaries, calls
