@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
 MAX_BUDGET = 4000
 MIN_COVERAGE = 0.5  # below the best match, a note must hold this share of the prompt's words
-OTHER_PROJECT_COVERAGE = 0.6  # another project's note must hold this share of them...
-OTHER_PROJECT_MARGIN = 0.15  # ...and outscore this project's best by this much
+OTHER_PROJECT_COVERAGE = 0.6  # another project's note must hold this share of them, more than
+OTHER_PROJECT_MARGIN = 0.15  # this project's best holds, and outscore it by this much
 # Words too common in prompts to say what a prompt is about (on top of the index's stop words).
 PROMPT_NOISE = frozenset(
     (
@@ -70,13 +70,18 @@ def prompt_terms(text: str) -> list[str]:
 
 
 def coverage(terms: list[str], text: str) -> int:
-    """How many of `terms` occur in `text` (as a word start, so 'policy' finds 'policies')."""
+    """How many of `terms` occur in `text` (as a word start, so 'policy' finds 'policies');
+    a term written the other usual way counts too ('prod' for 'production')."""
+    from anamnesis.query import SAME_AS
+
     low = text.lower()
     found = 0
     for term in terms:
-        stem = term if len(term) <= 5 else term[: max(5, len(term) - 2)]
-        if re.search(r"(?<![^\W_])" + re.escape(stem), low):
-            found += 1
+        for form in (term, *(" ".join(f) for f in SAME_AS.get(term, ()))):
+            stem = form if len(form) <= 5 else form[: max(5, len(form) - 2)]
+            if re.search(r"(?<![^\W_])" + re.escape(stem) + ("" if len(form) > 5 else r"(?![^\W_])"), low):
+                found += 1
+                break
     return found
 
 
@@ -163,10 +168,11 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
         "(read one in full with the anamnesis MCP `read` tool):\n"
     )
     footer = f"{MEMORY_CLOSE}\n"
-    chosen: list[tuple[Hit, str]] = []
-    best_here = 0.0  # the best score among this project's (and global) notes that qualified
+    # hit, body, share of the prompt held, elsewhere; notes already shown still count as this
+    # project's answer (so repeating a prompt does not pull in other projects' notes instead)
+    qualified: list[tuple[Hit, str, float, bool]] = []
     for position, hit in enumerate(hits):
-        if hit.path in seen or len(chosen) >= knobs["max_notes"] or hit.superseded_by:
+        if hit.superseded_by:
             continue
         try:
             body = load_note(store, hit.path).body
@@ -177,10 +183,25 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
         if matched < _needed(len(terms)) or (share < MIN_COVERAGE and position > 0):
             continue
         elsewhere = near is not None and hit.project is not None and hit.project != near
-        if elsewhere and (share < OTHER_PROJECT_COVERAGE or hit.score < best_here + OTHER_PROJECT_MARGIN):
-            continue  # another project's note only when it is clearly the better match
-        if not elsewhere:
-            best_here = max(best_here, hit.score)
+        qualified.append((hit, body, share, elsewhere))
+    local = [(hit.score, share) for hit, _body, share, elsewhere in qualified if not elsewhere]
+    best_score = max((score for score, _share in local), default=0.0)
+    best_share = max((share for _score, share in local), default=0.0)
+    chosen: list[tuple[Hit, str]] = []
+    others = 0
+    for hit, body, share, elsewhere in qualified:
+        if len(chosen) >= knobs["max_notes"]:
+            break
+        if hit.path in seen:
+            continue
+        if elsewhere:
+            # another project's note only when it is clearly the better match, and one at most
+            clearly = share >= OTHER_PROJECT_COVERAGE and (
+                not local or (share > best_share and hit.score >= best_score + OTHER_PROJECT_MARGIN)
+            )
+            if not clearly or others:
+                continue
+            others += 1
         chosen.append((hit, body))
     room = knobs["budget"] - len(header) - len(footer)
     parts: list[str] = []

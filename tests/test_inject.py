@@ -262,3 +262,32 @@ def test_recall_can_be_turned_off(store: Store) -> None:
 def test_recall_survives_odd_prompts(store: Store, prompt: str) -> None:
     create_note(store, type="semantic", title="Anything", body="text", project=PROJECT)
     build_recall(store, prompt, session_id="odd")
+
+
+def test_recall_prefers_this_project_over_other_projects_deploy_notes(store: Store, tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    here = create_note(
+        store, type="procedural", title="Deploying orders", body="make deploy ENV=prod, then watch the canary.", project=PROJECT
+    )
+    for other in ("github.com/acme/web", "github.com/acme/billing", "github.com/acme/infra"):
+        create_note(
+            store, type="procedural", title="Deploying to production", body="Deploy with make deploy to production.", project=other
+        )
+    _text, shown = build_recall(store, "how do I deploy this to production?", session_id="d1", cwd=str(repo))
+    assert shown == [here.path]
+    remember_shown(store, "d1", shown)  # as the hook does
+    assert build_recall(store, "how do I deploy this to production?", session_id="d1", cwd=str(repo)) == ("", [])
+
+
+def test_recall_shows_another_projects_note_only_when_clearly_better(store: Store, tmp_path: Path) -> None:
+    repo = _checkout(tmp_path)
+    create_note(store, type="semantic", title="Kafka basics", body="We run kafka.", project=PROJECT)
+    elsewhere = create_note(
+        store,
+        type="procedural",
+        title="Kafka consumer lag alert tuning",
+        body="The kafka consumer lag alert fires at 10k messages; tune it in alerts/kafka.yaml.",
+        project="github.com/acme/infra",
+    )
+    _text, shown = build_recall(store, "tune the kafka consumer lag alert threshold", session_id="d2", cwd=str(repo))
+    assert elsewhere.path in shown
