@@ -201,12 +201,11 @@ class HybridRanker:
     def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
         parts = self.keyword.scores(index, query, filters, pool)
         lexical = {rowid: part.absolute for rowid, part in parts.items()}
-        cosines = self.semantic.engine.similarity(index, query.raw, filters)
+        cosines = self.semantic.engine.similarity(index, query.raw, filters, pool, also=set(lexical))
         if self.keyword.require_all or query.excluded:
             # an explicit 'every word' or 'NOT word' is a hard rule: meaning may reorder, not add
             cosines = {rowid: c for rowid, c in cosines.items() if rowid in lexical}
-        best_semantic = sorted(cosines, key=cosines.__getitem__, reverse=True)[:pool]
-        union = set(lexical) | set(best_semantic)
+        union = set(lexical) | set(cosines)
         if not union:
             return {}
         top_cosine = max((cosines[rowid] for rowid in union if rowid in cosines), default=0.0)

@@ -111,6 +111,8 @@ class _Vectors:
     generation: str
     rowids: list[int]
     matrix: numpy.ndarray
+    rowid_array: numpy.ndarray
+    positions: dict[int, int]
 
 
 class SemanticEngine:
@@ -157,32 +159,40 @@ class SemanticEngine:
             matrix = matrix.astype(np.float32)
         else:
             matrix = np.zeros((0, dim), dtype=np.float32)
-        cached = _Vectors(generation, [r[0] for r in rows], matrix)
+        rowids = [r[0] for r in rows]
+        cached = _Vectors(
+            generation, rowids, matrix, np.asarray(rowids, dtype=np.int64), {r: i for i, r in enumerate(rowids)}
+        )
         self._vectors[key] = cached
         return cached
 
-    def similarity(self, index: Index, text: str, filters: Filters) -> dict[int, float]:
-        """Cosine similarity of `text` to every note with a current vector that passes `filters`."""
+    def similarity(
+        self, index: Index, text: str, filters: Filters, pool: int, also: set[int] | None = None
+    ) -> dict[int, float]:
+        """Cosine similarity of `text` to the `pool` closest notes passing `filters`, and to the
+        notes in `also` (the keyword candidates a hybrid ranking fuses with)."""
+        import numpy as np
+
         vectors = self.vectors(index)
         if not vectors.rowids:
             return {}
-        query = self.embedder.embed_query(text)
-        cosines = vectors.matrix @ query
+        cosines = vectors.matrix @ self.embedder.embed_query(text)
         where, args = filters.sql()
-        allowed: set[int] | None = None
         if where:
-            allowed = {r[0] for r in index.conn.execute(f"SELECT n.rowid FROM notes n WHERE 1=1{where}", args)}
-        return {
-            rowid: float(c)
-            for rowid, c in zip(vectors.rowids, cosines.tolist(), strict=True)
-            if allowed is None or rowid in allowed
-        }
+            allowed = [r[0] for r in index.conn.execute(f"SELECT n.rowid FROM notes n WHERE 1=1{where}", args)]
+            cosines = np.where(np.isin(vectors.rowid_array, allowed), cosines, -np.inf)
+        count = min(pool, len(cosines))
+        best = np.argpartition(-cosines, count - 1)[:count]
+        out = {vectors.rowids[i]: float(cosines[i]) for i in best.tolist() if cosines[i] > -np.inf}
+        for rowid in also or ():
+            position = vectors.positions.get(rowid)
+            if position is not None and rowid not in out and cosines[position] > -np.inf:
+                out[rowid] = float(cosines[position])
+        return out
 
     def similar(self, index: Index, text: str, filters: Filters, pool: int) -> dict[int, float]:
         """The `pool` notes most similar to `text`."""
-        cosines = self.similarity(index, text, filters)
-        best = sorted(cosines, key=cosines.__getitem__, reverse=True)[:pool]
-        return {rowid: cosines[rowid] for rowid in best}
+        return self.similarity(index, text, filters, pool)
 
     def embed_notes(self, texts: list[str]) -> bytes:
         """Vectors of these note texts as consecutive float16 rows."""
