@@ -271,8 +271,9 @@ class Index:
                 if row and row[0] == SCHEMA_VERSION:
                     return conn
             conn.close()
-        except sqlite3.DatabaseError:
-            pass
+        except sqlite3.DatabaseError as exc:
+            if not _is_damaged(exc):
+                raise  # a full disk or an I/O error is no reason to throw the index away
         self._discard(path)
         conn = self._open(path)
         conn.executescript(_SCHEMA)
@@ -452,7 +453,8 @@ class Index:
                 self.bump_generation()
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite may have rolled back already (disk full): keep the real error
+                conn.execute("ROLLBACK")
             raise
 
     def bump_generation(self) -> None:
@@ -718,6 +720,14 @@ class Index:
             if found:
                 return found
         return []
+
+
+def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
+    """True when the file is corrupt or not a database at all (rebuilding it is the cure)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+    return "malformed" in str(exc) or "not a database" in str(exc)
 
 
 def _like(text: str) -> str:

@@ -73,8 +73,11 @@ def store_lock(store: Store, what: str = "write", timeout: float = 60.0) -> Iter
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({"pid": os.getpid(), "what": what, "since": time.time()}).encode(), 0)
+    try:  # who holds it, for a waiter's message: best effort (a full disk must not leak a held lock)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "what": what, "since": time.time()}).encode(), 0)
+    except OSError:
+        pass
     with _guard:
         _held[key] = (fd, 1)
     try:

@@ -323,7 +323,8 @@ def update_vectors(
                         index.bump_generation()
                         index.conn.execute("COMMIT")
                     except BaseException:
-                        index.conn.execute("ROLLBACK")
+                        if index.conn.in_transaction:
+                            index.conn.execute("ROLLBACK")
                         raise
                 done += len(rows)
                 if progress:
