@@ -9,7 +9,12 @@ can tell them apart from a person's own work:
 - lock files are removed only when no git process is working in the repo
   (an orphaned git child is waited for instead);
 - a half-done checkout is finished from the marker sync wrote before it
-  started (state/sync-checkout.json), keeping any edit made meanwhile;
+  started (state/sync-checkout.json) and the two commits it names: a file
+  holding the old version, the new one, nothing, or an empty or cut-short
+  new version (git died writing it) is what git left, and is finished; only
+  content git's checkout cannot produce is an edit made here, and is kept.
+  Writers do the same before they commit (`finish_interrupted`), so a
+  half-moved tree is never committed as edits;
 - a rebase, merge, cherry-pick, revert or bisect in progress is never ours
   (sync never starts one), so sync refuses and says how to get out of it.
 """
@@ -18,14 +23,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from anamnesis.errors import AnamnesisError, LockTimeout
 from anamnesis.fsutil import atomic_write_bytes, atomic_write_text
-from anamnesis.git import git_out, run_git, run_git_bytes
+from anamnesis.git import run_git, run_git_bytes
 from anamnesis.paths import Store
 
 CHECKOUT_MARKER = "sync-checkout.json"
@@ -191,88 +199,387 @@ def clear_marker(store: Store, name: str) -> None:
         pass
 
 
-def finish_checkout(store: Store) -> str | None:
-    """Complete a working-tree move a killed sync left half done; a description, or None."""
+def start_checkout(store: Store, orig: str, target: str) -> None:
+    """Record, before git starts moving the working tree, where from and where to (and when)."""
+    write_marker(store, CHECKOUT_MARKER, {"orig": orig, "target": target, "at": str(time.time_ns())})
+
+
+def finish_checkout(store: Store, conflicts: list[str] | None = None) -> str | None:
+    """Complete a working-tree move a killed sync left half done; a description, or None.
+
+    Notes that got conflict markers (an edit made here meanwhile that
+    changed the same lines as the incoming version) are added to `conflicts`.
+
+    Works from the marker alone (the commits it names and the files on
+    disk), never from git's index, which the killed git did not write. What
+    each file the move had to write is taken for is decided by `survey`:
+    what git's checkout can leave behind is finished, anything else is an
+    edit made here and is kept (merged with the incoming version when it was
+    made on the old one). With HEAD still where the move started, the files
+    are brought to the target and the branch follows; with HEAD moved on
+    since (a commit made by a program that did not finish the move first),
+    the move is undone instead, so the half-moved files are not committed as
+    edits, and the next integration brings the changes in again.
+    """
     marker = read_marker(store, CHECKOUT_MARKER)
     if marker is None:
         return None
     repo = store.memory
     orig, target = marker.get("orig", ""), marker.get("target", "")
-    current = git_out(repo, "rev-parse", "--verify", "-q", "HEAD")
+    head = run_git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip()
     note = None
-    if orig and target and current == orig and _exists(repo, target):
-        # Files first, then the branch: killed in between, the marker makes the next run redo it.
-        fixed = _move_files(repo, orig, target)
-        run_git(repo, "update-ref", "-m", "anamnesis sync: finish interrupted checkout", "refs/heads/main", target, orig)
-        run_git(repo, "read-tree", target)
-        note = f"finished an interrupted sync: moved to {target[:10]} ({fixed} files brought up to date)"
+    if orig and target and head and _exists(repo, orig) and _exists(repo, target):
+        moving = head == orig
+        goal = target if moving else head
+        paths, fixed, conflicted = _settle_files(repo, orig, target, goal, _since(marker))
+        if conflicts is not None:
+            conflicts.extend(p for p in conflicted if p not in conflicts)
+        if moving:
+            # Files first, then the branch: killed in between, the marker makes the next run redo it.
+            run_git(repo, "update-ref", "-m", "anamnesis sync: finish interrupted checkout", "refs/heads/main", target, orig)
+            if run_git(repo, "read-tree", "-m", orig, target, check=False).returncode != 0:
+                run_git(repo, "read-tree", target)
+            note = f"finished an interrupted sync: moved to {target[:10]} ({fixed} files brought up to date)"
+        elif fixed and goal == target:
+            note = f"finished an interrupted sync: {fixed} files its checkout left unfinished brought up to date"
+        elif fixed:
+            note = (
+                f"finished an interrupted sync: {fixed} files its checkout had half moved put back as in "
+                f"{head[:10]} (committed on top of it meanwhile); this sync brings the changes in again"
+            )
+        _reindex(store, paths)
     clear_marker(store, CHECKOUT_MARKER)
     return note
+
+
+def finish_interrupted(store: Store) -> str | None:
+    """For writers, before they commit: finish a checkout a killed sync left half done (cheap when none was).
+
+    Without it, a commit made first would carry the half-moved files (an
+    emptied note among them) as edits made here. The caller holds the store lock.
+    """
+    if read_marker(store, CHECKOUT_MARKER) is None:
+        return None
+    settle_git(store)
+    return finish_checkout(store)
+
+
+def checkout_started(store: Store) -> bool:
+    """Whether the checkout the marker describes had begun writing files (a failed git may have stopped half-way)."""
+    marker = read_marker(store, CHECKOUT_MARKER) or {}
+    orig, target = marker.get("orig", ""), marker.get("target", "")
+    if not (orig and target):
+        return False
+    return any(f.state in ("new", "cut") for f in survey(store.memory, orig, target, _since(marker)))
 
 
 def _exists(repo: Path, commit: str) -> bool:
     return run_git(repo, "cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode == 0
 
 
-def _move_files(repo: Path, orig: str, target: str) -> int:
-    """Bring files still as in `orig` to `target`; merge files edited meanwhile (nothing is lost)."""
-    from anamnesis.conflicts import Side, merge_texts
+def _since(marker: dict[str, str]) -> int | None:
+    """When the checkout started (ns), less a margin for coarse file-system clocks; None if unrecorded."""
+    at = marker.get("at", "")
+    return int(at) - CLOCK_SLACK_NS if at.isdigit() else None
+
+
+def _reindex(store: Store, paths: list[str]) -> None:
+    """The moved notes' index rows, now: writers do not run sync's index update."""
+    if not paths:
+        return
+    from anamnesis.index import open_index
+
+    with open_index(store) as index:
+        index.refresh(paths)
+
+
+# -- what a file a killed checkout had to write is now ---------------------------------
+
+
+CLOCK_SLACK_NS = 2_000_000_000
+_LINK, _FILE, _SUBMODULE = "120000", "100644", "160000"
+
+
+@dataclass
+class FileState:
+    """One path a checkout from `orig` to `target` had to write, and what is on disk there.
+
+    `was` and `want` are (mode, blob id) in orig and target (None: absent);
+    `disk` is (kind, blob id) of what is there now (None: nothing, or a
+    folder); `state` is one of:
+
+    - "new": as in target (git wrote it, or the move is done);
+    - "old": as in orig (git had not got there);
+    - "missing": not there, though orig has it (git had removed it to write
+      it again, or someone deleted it);
+    - "cut": an empty file, or one that holds only the beginning of the
+      target version, written after the checkout started: git died while
+      writing it (git writes each file in one go, from the start);
+    - "edited": anything else, which git's checkout cannot leave: an edit.
+    """
+
+    path: str
+    was: tuple[str, str] | None
+    want: tuple[str, str] | None
+    disk: tuple[str, str] | None
+    state: str = ""
+    order: int = -1  # the position in which git's checkout writes it (-1: it only removes it)
+
+
+def _git_order(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _kind(mode: str) -> str:
+    return _LINK if mode == _LINK else _FILE
+
+
+def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileState]:
+    """What each path the checkout from `orig` to `target` had to write is now (see FileState)."""
     from anamnesis.repo import changed_paths
-    from anamnesis.treemerge import TreeMerger
 
     paths = changed_paths(repo, orig, target)
     if not paths:
-        return 0
-    merger = TreeMerger(repo, repo / ".git" / "anamnesis-unused-index")
-    old, new = merger.entries(orig, paths), merger.entries(target, paths)
-    present = [p for p in paths if (repo / p).is_file() and not (repo / p).is_symlink()]
-    hashes: dict[str, str] = {}
-    if present:
-        out = run_git_bytes(repo, "hash-object", "--stdin-paths", input="\n".join(present).encode())
-        hashes = dict(zip(present, out.stdout.decode().split(), strict=True))
-    fixed = 0
-    for path in paths:
-        now = hashes.get(path)
-        want = new.get(path, ("", None))[1]
-        was = old.get(path, ("", None))[1]
-        full = repo / path
-        if now == want:
-            continue
-        if now == was:
-            if want is None:
-                full.unlink(missing_ok=True)
-            else:
-                atomic_write_bytes(full, merger.blob(want))
-        elif now is not None and want is not None:
-            # Edited here while the killed sync ran: merge the edit with the incoming version.
-            mine = full.read_bytes().decode("utf-8", "surrogateescape")
-            base = merger.blob(was).decode("utf-8", "surrogateescape") if was else None
-            incoming = merger.blob(want).decode("utf-8", "surrogateescape")
-            merged = merge_texts(path, base, Side("edited here", mine), Side("incoming", incoming))
-            atomic_write_bytes(full, merged.text.encode("utf-8", "surrogateescape"))
-        elif now is None and want is not None:
-            atomic_write_bytes(full, merger.blob(want))  # deleted here, edited there: the edit wins
+        return []
+    old, new = _entries(repo, orig, paths), _entries(repo, target, paths)
+    disk, stats = _disk(repo, paths)
+    files = [
+        FileState(p, old.get(p), new.get(p), disk.get(p)) for p in paths
+        if _SUBMODULE not in (old.get(p, ("", ""))[0], new.get(p, ("", ""))[0])  # git writes no bytes for those
+    ]
+    # git removes what target lacks first, then writes the rest one by one in index (byte) order.
+    for position, f in enumerate(sorted((f for f in files if f.want), key=lambda f: _git_order(f.path))):
+        f.order = position
+    maybe_cut = {
+        f.path: f.want[1] for f in files
+        if f.disk and f.want and f.disk[0] == _FILE == _kind(f.want[0])
+        and f.disk[1] not in (f.want[1], (f.was or ("", ""))[1])
+        and (since is None or stats[f.path].st_mtime_ns >= since)  # an edit from before the checkout is no cut
+    }
+    blobs = read_blobs(repo, list(maybe_cut.values()))
+    for f in files:
+        if f.disk is not None and f.want is not None and f.disk == (_kind(f.want[0]), f.want[1]):
+            f.state = "new"
+        elif f.disk is not None and f.was is not None and f.disk == (_kind(f.was[0]), f.was[1]):
+            f.state = "old"
+        elif f.disk is None:
+            f.state = "missing" if f.was is not None else "old"
+        elif f.path in maybe_cut and _is_beginning(repo / f.path, blobs.get(maybe_cut[f.path], b"")):
+            f.state = "cut"
         else:
-            continue  # edited here, deleted there: the edit wins
-        fixed += 1
-    return fixed
+            f.state = "edited"
+    return files
 
 
-def prepare(store: Store) -> list[str]:
+def _is_beginning(path: Path, whole: bytes) -> bool:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return len(data) < len(whole) and whole.startswith(data)
+
+
+def _entries(repo: Path, commit: str, paths: list[str]) -> dict[str, tuple[str, str]]:
+    """{path: (mode, blob id)} of those paths in a commit (absent ones left out)."""
+    wanted = set(paths)
+    out = run_git_bytes(repo, "ls-tree", "-r", "-z", "--full-tree", commit).stdout.decode("utf-8", "surrogateescape")
+    found: dict[str, tuple[str, str]] = {}
+    for record in out.split("\0"):
+        if record:
+            meta, path = record.split("\t", 1)
+            if path in wanted:
+                mode, _kind, oid = meta.split(" ")
+                found[path] = (mode, oid)
+    return found
+
+
+def _disk(repo: Path, paths: list[str]) -> tuple[dict[str, tuple[str, str]], dict[str, os.stat_result]]:
+    """(kind, blob id as `git add` would store it) of what is at each path, and its lstat; folders and absent paths left out."""
+    stats: dict[str, os.stat_result] = {}
+    for path in paths:
+        try:
+            st = os.lstat(repo / path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            stats[path] = st
+    found: dict[str, tuple[str, str]] = {}
+    regular = [p for p, st in stats.items() if stat.S_ISREG(st.st_mode) and "\n" not in p]
+    if regular:
+        out = run_git_bytes(repo, "hash-object", "--stdin-paths", input="\n".join(regular).encode("utf-8", "surrogateescape"))
+        found.update((p, (_FILE, oid)) for p, oid in zip(regular, out.stdout.decode().split(), strict=True))
+    for path, st in stats.items():
+        if stat.S_ISLNK(st.st_mode):
+            target = os.fsencode(os.readlink(repo / path))
+            oid = run_git_bytes(repo, "hash-object", "--stdin", input=target).stdout.decode().strip()
+            found[path] = (_LINK, oid)
+        elif path not in found:  # a name with a newline: hash its bytes as they are
+            data = (repo / path).read_bytes()
+            found[path] = (_FILE, run_git_bytes(repo, "hash-object", "--stdin", input=data).stdout.decode().strip())
+    return found, stats
+
+
+def read_blobs(repo: Path, oids: list[str]) -> dict[str, bytes]:
+    """The bytes of blobs, read with one `git cat-file --batch`."""
+    unique = list(dict.fromkeys(oids))
+    if not unique:
+        return {}
+    out = run_git_bytes(repo, "cat-file", "--batch", input="".join(f"{o}\n" for o in unique).encode()).stdout
+    found: dict[str, bytes] = {}
+    pos = 0
+    for oid in unique:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if header[-1] == b"missing":
+            continue
+        size = int(header[2])
+        found[oid] = out[pos : pos + size]
+        pos += size + 1
+    return found
+
+
+def _settle_files(
+    repo: Path, orig: str, target: str, goal: str, since: int | None
+) -> tuple[list[str], int, list[str]]:
+    """Bring the files a killed checkout had to write to `goal`, keeping edits.
+
+    Returns the paths, how many were changed, and those merged with markers.
+
+    `goal` is target when the move is being finished, or HEAD when it is
+    being undone. Per path (see FileState): "new", "old", "missing" and
+    "cut" are what git's checkout leaves, so they become the goal's version.
+    An "edited" file is an edit made here and stays. When the move is
+    finished it is merged with the incoming version on the old one as base;
+    where that merge would need conflict markers and git had already
+    written the file (a file after it in git's order is new), the edit was
+    made on the new version, which it already holds, and it is kept as it
+    is; otherwise both sides are kept with markers. An edit of a note the
+    target deletes, or any edit while the move is undone, is kept as it is.
+    """
+    from anamnesis.conflicts import Side, merge_texts
+
+    files = survey(repo, orig, target, since)
+    if not files:
+        return [], 0, []
+    finishing = goal == target
+    wanted = {f.path: f.want for f in files} if finishing else _entries(repo, goal, [f.path for f in files])
+    reached = max((f.order for f in files if f.state == "new"), default=-1)
+    needed = [e[1] for f in files if f.state != "edited" and (e := wanted.get(f.path)) and f.disk != (_kind(e[0]), e[1])]
+    needed += [e[1] for f in files if f.state == "edited" for e in (f.was, f.want) if e]
+    blobs = read_blobs(repo, needed)
+    fixed = 0
+    failed: list[str] = []
+    conflicted: list[str] = []
+    # Removals first, as git does: a folder may have to make room for a file, or the other way round.
+    for f in sorted(files, key=lambda f: (wanted.get(f.path) is not None, _git_order(f.path))):
+        try:
+            if f.state != "edited":
+                fixed += _put(repo, f, wanted.get(f.path), blobs)
+                continue
+            if not finishing or f.want is None or f.disk is None or f.disk[0] != _FILE or _kind(f.want[0]) != _FILE:
+                continue  # kept as it is: committed as an edit by the next sync (an edit beats a delete)
+            mine = (repo / f.path).read_bytes().decode("utf-8", "surrogateescape")
+            base = blobs[f.was[1]].decode("utf-8", "surrogateescape") if f.was else None
+            incoming = blobs[f.want[1]].decode("utf-8", "surrogateescape")
+            mine = _front_matter_back(mine, incoming)
+            merged = merge_texts(f.path, base, Side("edited here", mine), Side("incoming", incoming))
+            if merged.conflicted and f.order < reached:
+                continue  # git had written the new version there (a later file is new): the edit was made on it
+            atomic_write_bytes(repo / f.path, merged.text.encode("utf-8", "surrogateescape"))
+            fixed += 1
+            if merged.conflicted:
+                conflicted.append(f.path)
+        except OSError as exc:
+            failed.append(f"{f.path} ({exc.strerror or exc})")
+    if failed:
+        # The branch stays where it was and the marker stays: nothing commits a half-moved tree.
+        raise AnamnesisError(
+            f"cannot finish an interrupted sync: could not write {', '.join(failed[:3])}"
+            f"{' and more' if len(failed) > 3 else ''}; make room there, then run `anamnesis sync` again"
+        )
+    return [f.path for f in files], fixed, conflicted
+
+
+def _front_matter_back(mine: str, incoming: str) -> str:
+    """Text typed into a note the killed checkout had emptied has no front matter: give it the
+    incoming note's, so the merge keeps the note's identity and only its body can conflict."""
+    if mine.lstrip().startswith("---") or not incoming.startswith("---"):
+        return mine
+    end = re.search(r"^---[ \t]*\r?$", incoming[3:], re.M)
+    if end is None:
+        return mine
+    head_end = 3 + end.end()
+    newline = incoming.find("\n", head_end)
+    head = incoming[: newline + 1] if newline >= 0 else incoming + "\n"
+    return head + mine
+
+
+def _put(repo: Path, f: FileState, entry: tuple[str, str] | None, blobs: dict[str, bytes]) -> bool:
+    """Make the path hold `entry` (None: nothing); whether anything changed. OSError if it cannot."""
+    full = repo / f.path
+    if entry is None:
+        if f.disk is None:
+            return False
+        full.unlink(missing_ok=True)
+        _prune(repo, full.parent)
+        return True
+    if f.disk == (_kind(entry[0]), entry[1]):
+        if entry[0] != _LINK and os.access(full, os.X_OK) != (entry[0] == "100755"):
+            os.chmod(full, 0o755 if entry[0] == "100755" else 0o644)
+            return True
+        return False
+    if full.is_dir() and not full.is_symlink():
+        full.rmdir()  # an empty folder in the way; one with files in it is a person's (OSError)
+    if entry[0] == _LINK:
+        full.parent.mkdir(parents=True, exist_ok=True)
+        temp = full.with_name(f".{full.name}.{os.getpid()}.tmp")
+        temp.unlink(missing_ok=True)
+        os.symlink(os.fsdecode(blobs[entry[1]]), temp)
+        os.replace(temp, full)
+    else:
+        atomic_write_bytes(full, blobs[entry[1]], mode=_file_mode(full, entry[0] == "100755"))
+    return True
+
+
+def _file_mode(path: Path, executable: bool) -> int:
+    """The permissions a file written at `path` gets: its current ones (or 0644), with the tree's exec bit."""
+    try:
+        st = os.lstat(path)
+        current = st.st_mode & 0o777 if stat.S_ISREG(st.st_mode) else 0o644
+    except OSError:
+        current = 0o644
+    return current | 0o111 if executable else current & ~0o111
+
+
+def _prune(repo: Path, folder: Path) -> None:
+    """Remove folders a removal left empty, up to memory/ itself (as git's checkout does)."""
+    while folder != repo and repo in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def prepare(store: Store, conflicts: list[str] | None = None) -> list[str]:
     """Everything sync does before it starts: repair what a killed sync left, or refuse.
 
-    Returns notes on what was repaired; raises SyncRefused for a repo a person
-    left mid-operation.
+    Returns notes on what was repaired (notes finishing a checkout had to
+    merge with markers are added to `conflicts`); raises SyncRefused for a
+    repo a person left mid-operation.
     """
     notes: list[str] = []
     previous = read_marker(store, RUNNING_MARKER)
-    if previous is not None or lock_files(store.memory):
+    moving = read_marker(store, CHECKOUT_MARKER)
+    if previous is not None or moving is not None or lock_files(store.memory):
+        # A git the killed sync started may still be at work (it survives its parent): wait for it first.
         removed = settle_git(store)
         if removed:
             notes.append(f"removed stale git lock files: {', '.join(removed)}")
     for stale in store.state_dir.glob("merge-index-*"):
         stale.unlink(missing_ok=True)
-    done = finish_checkout(store)
+    done = finish_checkout(store, conflicts)
     if done:
         notes.append(done)
     reason = wedged(store)

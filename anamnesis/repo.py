@@ -61,7 +61,10 @@ LITERAL = "--literal-pathspecs"  # a note named "[draft].md" is that file, not a
 
 def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
     """Stage exactly `paths` (added, changed or deleted) and commit; None if nothing changed."""
+    from anamnesis.recovery import finish_interrupted
+
     repo = store.memory
+    finish_interrupted(store)  # never commit on top of a working tree a killed sync left half moved
     gone = [p for p in paths if not os.path.lexists(repo / p)]
     if gone:  # drop paths neither on disk nor known to git (a note deleted before it was ever committed)
         known = set(git_out(repo, LITERAL, "ls-files", "-z", "--", *gone).split("\0"))
@@ -87,7 +90,10 @@ def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
 
 def commit_all(store: Store, message: str) -> str | None:
     """Stage everything in the working tree and commit; None if nothing changed."""
+    from anamnesis.recovery import finish_interrupted
+
     repo = store.memory
+    finish_interrupted(store)  # a half-moved tree is not an edit
     run_git(repo, "add", "-A")
     if not run_git(repo, "diff", "--cached", "--quiet", check=False).returncode:
         return None

@@ -146,6 +146,60 @@ class SshServer:
         self.proc = None
 
 
+def _children(pid: int) -> list[int]:
+    """The child processes of `pid` (every thread's), from /proc."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.extend(int(child) for child in handle.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`: its children, theirs, and so on."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def power_cut(proc: subprocess.Popen[Any]) -> int:
+    """SIGKILL a process started with `start_new_session=True`, its group and everything below it, at once.
+
+    What a power cut, a closed laptop's dead battery or the OOM killer taking
+    the lot would do. Killing the group is not enough: git runs each command
+    in a process group of its own. The group is stopped first, so nothing new
+    is started while its children are found and killed. Returns how many
+    processes below it were killed.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return 0
+    below = descendants(proc.pid)
+    for pid in below:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return len(below)
+
+
 @dataclass
 class Machine:
     """One machine of the fleet: an ANAMNESIS_HOME with its own store, settings and index."""
@@ -188,8 +242,13 @@ class Machine:
             input=input,
         )
 
-    def spawn_sync(self) -> subprocess.Popen[str]:
-        """Start `anamnesis sync --json` without waiting (to kill it, or run many at once)."""
+    def spawn_sync(self, new_session: bool = False) -> subprocess.Popen[str]:
+        """Start `anamnesis sync --json` without waiting (to kill it, or run many at once).
+
+        `new_session` puts it in a process group of its own, so that
+        `os.killpg(proc.pid, SIGKILL)` ends it together with its git children,
+        as a power cut, a closed laptop or the OOM killer would.
+        """
         return subprocess.Popen(
             [sys.executable, "-m", "anamnesis", "sync", "--json"],
             stdout=subprocess.PIPE,
@@ -197,6 +256,7 @@ class Machine:
             text=True,
             env=self.env(),
             cwd=ROOT,
+            start_new_session=new_session,
         )
 
     def sync(self, **kwargs: Any) -> Any:

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+
+import pytest
+from fleet import Fleet, Machine, fleet  # noqa: F401
+
+from anamnesis.errors import AnamnesisError
+from anamnesis.index import open_index
+from anamnesis.notes import has_conflict_markers, parse_note
 from anamnesis.paths import Store
-from anamnesis.store import delete_note
+from anamnesis.recovery import start_checkout
+from anamnesis.store import create_note, delete_note
 
 
 def test_deleting_a_note_that_was_never_committed(store: Store) -> None:
@@ -12,3 +24,195 @@ def test_deleting_a_note_that_was_never_committed(store: Store) -> None:
     path.write_text("# Draft\n\nwritten by hand, deleted before any sync\n")
     delete_note(store, "global/facts/draft.md")
     assert not path.exists()
+
+
+# -- a checkout cut short by a kill (the whole process group: git died too) -----------------
+#
+# These build the half-moved tree such a kill leaves by hand, so that each state is there
+# for sure; tests/test_power_cut.py gets them from real kills.
+
+
+@dataclass
+class HalfMoved:
+    """A and B share six notes, n1..n6 in git's order; B appended a line to each and synced. A has
+    the hub's commit (target) but is still at orig, with the checkout marker a sync writes first."""
+
+    a: Machine
+    b: Machine
+    orig: str
+    target: str
+    paths: list[str]
+
+    def at_target(self, path: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(self.a.memory), "show", f"{self.target}:{path}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+
+def _half_moved(fleet: Fleet) -> HalfMoved:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    paths = [
+        create_note(
+            a.store, type="semantic", title=f"N{i}", body=f"first line of n{i}\nmiddle\nlast line of n{i}\n"
+        ).path
+        for i in range(1, 7)
+    ]
+    assert paths == sorted(paths)
+    a.sync()
+    b.sync()
+    for path in paths:
+        b.write(path, b.read(path) + "appended on b\n")
+    assert b.sync().exit_code == 0
+    orig = a.git("rev-parse", "HEAD")
+    a.git("fetch", "-q", str(hub), "main")
+    target = a.git("rev-parse", "FETCH_HEAD")
+    start_checkout(a.store, orig, target)
+    return HalfMoved(a, b, orig, target, paths)
+
+
+def _whole(machine: Machine, path: str, title: str) -> str:
+    text = machine.read(path)
+    note = parse_note(text, path)
+    assert note.title == title and note.id and note.type == "semantic", text
+    assert not has_conflict_markers(text), text
+    return text
+
+
+def _index_rows(machine: Machine) -> set[str]:
+    with open_index(machine.store) as index:
+        return {row[0] for row in index.conn.execute("SELECT path FROM notes")}
+
+
+def test_a_note_a_killed_checkout_emptied_is_finished_never_merged_as_an_edit(fleet: Fleet) -> None:
+    cut = _half_moved(fleet)
+    a, b, (n1, n2, n3, n4, n5, n6) = cut.a, cut.b, cut.paths
+    # git wrote n1 and n2, died writing n3 (created, nothing in it yet), n4 was removed to be written again,
+    # n5 and n6 not reached; since the kill the user appended to n1 (the new version) and edited n6's first line.
+    for path in (n1, n2):
+        a.write(path, cut.at_target(path))
+    a.write(n1, a.read(n1) + "added here after the power cut\n")
+    a.write(n3, "")
+    (a.memory / n4).unlink()
+    a.write(n6, a.read(n6).replace("first line of n6", "first line of n6, edited here"))
+    result = a.sync()
+    assert result.exit_code == 0 and not result.conflicts, result.to_dict()
+    assert any("finished an interrupted sync" in line for line in result.repaired), result.repaired
+    for i, path in enumerate((n1, n2, n3, n4, n5, n6), 1):
+        assert "appended on b" in _whole(a, path, f"N{i}")
+    assert a.read(n1).endswith("appended on b\nadded here after the power cut\n")  # kept as it was written
+    assert "first line of n6, edited here" in a.read(n6)  # merged with the incoming line
+    assert a.read(n3) == cut.at_target(n3)
+    assert a.git("merge-base", "--is-ancestor", cut.target, "HEAD", check=False) == ""
+    assert not (a.home / "state" / "sync-checkout.json").exists()
+    assert b.sync().exit_code == 0
+    assert b.read(n1) == a.read(n1) and b.read(n6) == a.read(n6)
+    assert _index_rows(a) == set(a.files())
+
+
+def test_an_edit_from_before_the_checkout_started_is_never_taken_for_a_cut_write(fleet: Fleet) -> None:
+    cut = _half_moved(fleet)
+    a, (n1, n2) = cut.a, cut.paths[:2]
+    # Both hold only the beginning of the incoming version. n2 was written since the checkout
+    # started: git died writing it. n1 is older than the checkout: the user cut it, git never got there.
+    a.write(n1, cut.at_target(n1).split("middle")[0])
+    an_hour_ago = time.time() - 3600
+    os.utime(a.memory / n1, (an_hour_ago, an_hour_ago))
+    a.write(n2, cut.at_target(n2)[:40])
+    result = a.sync()
+    assert a.read(n2) == cut.at_target(n2)
+    text = a.read(n1)
+    assert has_conflict_markers(text) and "appended on b" in text and "edited here" in text  # both sides kept
+    assert result.conflicts == [n1] and result.exit_code == 10
+
+
+def test_new_after_a_killed_checkout_finishes_it_before_committing(fleet: Fleet) -> None:
+    cut = _half_moved(fleet)
+    a, (n1, n2) = cut.a, cut.paths[:2]
+    a.write(n1, cut.at_target(n1))
+    a.write(n2, "")
+    (a.memory / ".git" / "index.lock").write_text("")  # the killed git's
+    note = create_note(a.store, type="semantic", title="Written after the cut", body="between syncs\n")
+    assert a.read(n2) == cut.at_target(n2)
+    assert a.git("rev-parse", "HEAD~1") == cut.target  # committed on top of the finished move
+    assert not (a.home / "state" / "sync-checkout.json").exists()
+    assert a.git("status", "--porcelain") == ""
+    result = a.sync()
+    assert result.exit_code == 0 and not result.conflicts
+    for i, path in enumerate(cut.paths, 1):
+        assert "appended on b" in _whole(a, path, f"N{i}")
+    assert a.read(n2) == cut.at_target(n2)
+    assert note.path in _index_rows(a)
+
+
+def test_a_half_moved_tree_under_a_commit_made_meanwhile_is_put_back_not_committed(fleet: Fleet) -> None:
+    cut = _half_moved(fleet)
+    a, (n1, n2, n3) = cut.a, cut.paths[:3]
+    a.write(n1, cut.at_target(n1))
+    a.write(n2, "")
+    (a.memory / n3).unlink()
+    # A program that did not finish the move first (an older version still running) commits a note of its own.
+    a.write("global/facts/by-hand.md", "---\ntitle: By hand\n---\n\nwritten meanwhile\n")
+    a.git("add", "global/facts/by-hand.md")
+    a.git("commit", "-q", "-m", "by hand")
+    result = a.sync()
+    assert result.exit_code == 0 and not result.conflicts, result.to_dict()
+    assert any("put back" in line for line in result.repaired), result.repaired
+    for i, path in enumerate(cut.paths, 1):
+        assert "appended on b" in _whole(a, path, f"N{i}")
+    assert "written meanwhile" in a.read("global/facts/by-hand.md")
+    assert a.git("status", "--porcelain") == ""
+
+
+def test_a_move_that_cannot_be_finished_is_refused_and_nothing_is_committed(fleet: Fleet) -> None:
+    cut = _half_moved(fleet)
+    a, (n1, n2) = cut.a, cut.paths[:2]
+    a.write(n1, "")
+    (a.memory / n2).unlink()
+    (a.memory / n2).mkdir()
+    (a.memory / n2 / "something.txt").write_text("a person's file in the way\n")
+    with pytest.raises(AnamnesisError, match="cannot finish an interrupted sync"):
+        a.sync()
+    assert a.git("rev-parse", "HEAD") == cut.orig
+    assert (a.home / "state" / "sync-checkout.json").exists()
+    (a.memory / n2 / "something.txt").unlink()
+    (a.memory / n2).rmdir()
+    assert a.sync().exit_code == 0
+    assert a.read(n1) == cut.at_target(n1) and a.read(n2) == cut.at_target(n2)
+
+
+def test_no_index_row_outlives_a_note_written_between_a_killed_sync_and_the_next(fleet: Fleet) -> None:
+    from anamnesis.recovery import RUNNING_MARKER, write_marker
+
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    create_note(a.store, type="semantic", title="Kept", body="kept\n")
+    a.sync()
+    # A sync killed before its index update: the next one indexes from where that one started.
+    write_marker(a.store, RUNNING_MARKER, {"started": "", "index_base": a.git("rev-parse", "HEAD")})
+    note = create_note(a.store, type="semantic", title="Short lived", body="written between two syncs\n")
+    a.git("push", "-q", str(hub), "main")  # as a second sync, killed after its push, would have
+    b.sync()
+    delete_note(b.store, note.path)
+    assert b.sync().exit_code == 0
+    assert a.sync().exit_code == 0
+    assert not (a.memory / note.path).exists()
+    assert note.path not in _index_rows(a)
+    assert _index_rows(a) == set(a.files())
+
+
+def test_text_typed_into_a_note_a_killed_checkout_emptied_keeps_the_front_matter(fleet: Fleet) -> None:
+    cut = _half_moved(fleet)
+    a, n3 = cut.a, cut.paths[2]
+    # git died writing n3 (created, nothing in it); then the user opened the empty file and typed a line
+    a.write(n3, "typed into the empty note after the power cut\n")
+    a.sync()
+    text = a.read(n3)
+    assert "typed into the empty note after the power cut" in text and "appended on b" in text  # nothing lost
+    note = parse_note(text, n3)
+    assert note.title == "N3" and note.id and note.type == "semantic", text  # the front matter is still there

@@ -1,11 +1,18 @@
 """Randomised fleet test: three machines edit, delete and sync in random order, some syncs SIGKILLed.
 
+Half the kills hit the sync process alone (its git child lives on and
+finishes); the other half are power cuts (`fleet.power_cut`): the process,
+its group and every git it started die at once, mid commit, reset, fetch,
+push or index write, leaving lock files and half-moved working trees.
+
 Every edit appends a unique token line to a note. At the end, after a final
 round of syncs, every token must still be somewhere in the (identical) tree
 of every machine — in the note or inside a conflict block — unless the note
 was deleted by a machine that had seen that token (a later change replacing
 it, which is allowed). No repo may be wedged, and every machine's search
-index must answer the same.
+index must answer the same. After every sync that finished, on that
+machine: no note lost its front matter (a note written with an id, title
+and type still has them), and every index row's file exists.
 
 The sequence of operations is fixed by the seed (ANAMNESIS_FLEET_SEED to
 replay another one); where exactly a SIGKILL lands depends on timing.
@@ -13,6 +20,7 @@ replay another one); where exactly a SIGKILL lands depends on timing.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -22,12 +30,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fleet import Fleet, Machine, fleet  # noqa: F401
+import yaml
+from fleet import Fleet, Machine, fleet, power_cut  # noqa: F401
 
 from anamnesis.conflicts import resolve_text
 from anamnesis.index import open_index
-from anamnesis.notes import has_conflict_markers
-from anamnesis.recovery import git_processes_in
+from anamnesis.notes import has_conflict_markers, split_front_matter
+from anamnesis.recovery import CHECKOUT_MARKER, git_processes_in
 from anamnesis.search import search as search_notes
 from anamnesis.store import create_note, delete_note
 
@@ -39,7 +48,7 @@ SEEDS = [int(s) for s in os.environ.get("ANAMNESIS_FLEET_SEED", "20240611").spli
 class World:
     """The fleet plus the oracle: every token written, and which ones a deletion may drop."""
 
-    def __init__(self, fleet: Fleet, machines: list[Machine], repos: list[Path], rng: random.Random) -> None:  # noqa: F811
+    def __init__(self, fleet: Fleet, machines: list[Machine], repos: list[Path], rng: random.Random) -> None:
         self.fleet = fleet
         self.machines = machines
         self.repos = repos
@@ -47,7 +56,10 @@ class World:
         self.counter = 0
         self.written: set[str] = set()
         self.may_vanish: set[str] = set()
+        self.front: dict[str, dict[str, str]] = {}  # path -> the front matter fields it was written with
         self.kills = 0
+        self.power_cuts = 0
+        self.mid_checkout = 0
         self.syncs = 0
         self.baseline = self._measure(machines[0])
 
@@ -76,9 +88,14 @@ class World:
     def create(self, m: Machine) -> None:
         token = self.token(m)
         if self.rng.random() < 0.5:
-            create_note(m.store, type="semantic", title=f"Note {self.counter}", body=f"status: s0\n{token}\n")
+            note = create_note(
+                m.store, type="semantic", title=f"Note {self.counter}", body=f"status: s0\n{token}\n"
+            )
+            self.front[note.path] = {"id": note.id, "title": note.title, "type": "semantic"}
         elif self.rng.random() < 0.8:
-            m.write(f"global/facts/r{self.counter}-{m.name}.md", f"---\ntitle: R{self.counter}\n---\n\nstatus: s0\n{token}\n")
+            path = f"global/facts/r{self.counter}-{m.name}.md"
+            m.write(path, f"---\ntitle: R{self.counter}\n---\n\nstatus: s0\n{token}\n")
+            self.front[path] = {"title": f"R{self.counter}"}
         else:  # the same path on several machines: both-added
             path = f"global/facts/shared-{self.rng.randrange(3)}.md"
             if (m.memory / path).exists():  # overwriting what this machine has: a replacement
@@ -123,19 +140,74 @@ class World:
         if roll < 0.5:
             result = m.sync()
             assert result.exit_code in (0, 10, 11), result.to_dict()
+            self.check_whole(m)
             return
-        proc = m.spawn_sync()
+        proc = m.spawn_sync(new_session=True)
         if roll < 0.6:
             _out, err = proc.communicate(timeout=120)
             assert proc.returncode in (0, 10, 11), err
+            self.check_whole(m)
             return
-        # Interpreter start-up is most of a sync process: kill in its last two thirds, mostly inside sync().
-        time.sleep(self.baseline * self.rng.uniform(0.4, 1.1))
+        if roll < 0.7:
+            self.at_checkout(m, proc)  # a moment that random timing seldom hits: git moving the tree
+        else:
+            # Interpreter start-up is most of a sync process: kill in its last two thirds, mostly inside sync().
+            time.sleep(self.baseline * self.rng.uniform(0.4, 1.1))
         if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
+            if self.rng.random() < 0.5:
+                proc.send_signal(signal.SIGKILL)  # the process alone: its git finishes on its own
+            else:
+                power_cut(proc)  # everything at once, git included
+                self.power_cuts += 1
             self.kills += 1
+            self.mid_checkout += (m.home / "state" / CHECKOUT_MARKER).exists()
         proc.communicate(timeout=60)
         self.wait_for_orphans()
+
+    def at_checkout(self, m: Machine, proc: subprocess.Popen[str]) -> None:
+        """Cut the power as git rewrites a file the sync is moving the working tree to (or just after)."""
+        marker = m.home / "state" / CHECKOUT_MARKER
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        try:
+            moving = json.loads(marker.read_text())
+            paths = subprocess.run(
+                ["git", "-C", str(m.memory), "diff", "--name-only", "-z", moving["orig"], moving["target"]],
+                capture_output=True,
+                text=True,
+            ).stdout.split("\0")
+        except (OSError, ValueError, KeyError):
+            paths = []
+        victims = [m.memory / p for p in paths if p.endswith(".md")]
+        if victims:
+            victim = self.rng.choice(victims)
+            before = _stat_key(victim)
+            for _spin in range(100_000):
+                if _stat_key(victim) != before:
+                    break
+        if proc.poll() is None:
+            power_cut(proc)
+            self.power_cuts += 1
+            self.kills += 1
+            self.mid_checkout += marker.exists()
+
+    def check_whole(self, m: Machine) -> None:
+        """After a sync that finished: every note keeps its front matter, every index row has its file."""
+        for path, fields in self.front.items():
+            full = m.memory / path
+            if full.exists():
+                text = full.read_text(encoding="utf-8", errors="replace")
+                front, _body = split_front_matter(
+                    text
+                )  # the file's own fields: nothing derived from its name
+                meta = yaml.safe_load(front or "") if front is not None else None
+                assert isinstance(meta, dict), (m.name, path, text[:400])
+                assert {k: str(meta.get(k)) for k in fields} == fields, (m.name, path, text[:400])
+        with open_index(m.store) as index:
+            rows = [row[0] for row in index.conn.execute("SELECT path FROM notes")]
+        stale = [p for p in rows if not (m.memory / p).is_file()]
+        assert not stale, (m.name, "index rows without a file", stale)
 
     def wait_for_orphans(self) -> None:
         """A killed sync's git children finish on their own; edits resume once they are gone."""
@@ -160,11 +232,20 @@ class World:
             for m in self.machines:
                 result = m.sync()
                 assert result.exit_code in (0, 10), result.to_dict()
+                self.check_whole(m)
             if len({m.tree() for m in self.machines}) == 1 and all(
                 m.git("status", "--porcelain") == "" for m in self.machines
             ):
                 return
         raise AssertionError(f"trees did not converge: {[m.tree() for m in self.machines]}")
+
+
+def _stat_key(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _not_wedged(m: Machine) -> None:
@@ -195,7 +276,7 @@ def _search(m: Machine, query: str) -> list[str]:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("topology", ["hub", "mesh"])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_random_fleet_never_loses_an_edit(fleet: Fleet, topology: str, seed: int) -> None:  # noqa: F811
+def test_random_fleet_never_loses_an_edit(fleet: Fleet, topology: str, seed: int) -> None:
     rng = random.Random(f"{seed}-{topology}")
     names = ["a", "b", "c"]
     if topology == "hub":
@@ -231,5 +312,9 @@ def test_random_fleet_never_loses_an_edit(fleet: Fleet, topology: str, seed: int
         if token != "status":
             assert answers[0] == sorted(p for p, text in final.items() if token in text), token
     assert world.kills > 0, "no sync was killed; the test would not test recovery"
-    print(f"\n{topology}: {len(world.written)} edits, {world.syncs} syncs, {world.kills} killed, "
-          f"{len(world.may_vanish & world.written)} replaced by deletes, {len(final)} notes at the end")
+    assert world.power_cuts > 0, "no power cut: the test would not kill git with its sync"
+    print(
+        f"\n{topology}: {len(world.written)} edits, {world.syncs} syncs, {world.kills} killed "
+        f"({world.power_cuts} power cuts, {world.mid_checkout} mid-checkout), "
+        f"{len(world.may_vanish & world.written)} replaced by deletes, {len(final)} notes at the end"
+    )
