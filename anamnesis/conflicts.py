@@ -1,39 +1,65 @@
-"""Same-line conflicts in notes: merge two versions without dropping a byte.
+"""Same-line conflicts in notes: merge versions without dropping a byte, however many machines.
 
 When two machines changed the same note, sync merges the two versions here.
 Front matter is merged field by field (tags as a three-way set, `updated` the
-later one, `created` the earlier one); the body goes through `git merge-file`.
-What cannot be merged ends up as standard git conflict markers in the body,
-so the front matter stays valid YAML and the note stays indexed and readable.
+later one, `created` the earlier one); the body line by line with `git
+merge-file`. What cannot be merged becomes a conflict block in the body, so
+the front matter stays valid YAML and the note stays indexed and readable.
 
-The result does not depend on which side is "ours": both versions are put in
-a fixed order first, so two machines that resolve the same conflict at the
-same time write the same bytes and their results merge cleanly later.
+A conflict block holds one labelled section per distinct version. With two
+versions it is exactly git's format; with more, every section but the last is
+labelled on the line that opens it (`<<<<<<< m0`, `======= m1`) and the last
+one on the closing line, as git does:
 
-This module also lists conflicted notes and resolves them (`--ours`,
-`--theirs`, `--both`) for `anamnesis conflicts` / `anamnesis resolve`.
+    <<<<<<< m0
+    version of m0
+    ======= m1
+    version of m1
+    =======
+    version of m2
+    >>>>>>> m2
+
+Text that already holds conflict blocks (a conflict recorded on one machine
+meeting another one recorded elsewhere) is never given to `git merge-file` as
+if the markers were text: each block is replaced by an opaque token line, the
+tokens are merged, and a region both sides changed is settled at the level of
+versions — the versions on either side, minus those the other side replaced —
+into one flat block. Blocks never nest.
+
+The result does not depend on which side is "ours": sections are put in a
+fixed order (by label, then text), so two machines that record the same
+conflict at the same time write the same bytes and their results merge
+cleanly later.
+
+This module also lists conflicted notes and resolves them (keep one machine's
+version, or every version) for `anamnesis conflicts` / `anamnesis resolve`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from anamnesis.errors import GitError
+from anamnesis.errors import GitError, UsageError
 from anamnesis.notes import has_conflict_markers, split_front_matter
 from anamnesis.paths import Store
 
 START, MIDDLE, BASE, END = "<<<<<<< ", "=======", "||||||| ", ">>>>>>> "
 FRONT_MATTER_LABEL = "(front matter)"
+KEEP_PREFIX = "keep:"  # resolve_text(text, "keep:MACHINE")
 _MISSING: Any = object()
 # Fields that change on nearly every save: merged silently, never a conflict block.
 _QUIET_FIELDS = ("updated", "created", "machine", "tags")
 _UNION_FILES = (".gitignore", ".gitattributes")
+# A block stands in a text given to `git merge-file` as one line like this (never a marker).
+_TOKEN = "\x1banamnesis-conflict-block "
 
 
 class _Loader(yaml.SafeLoader):
@@ -48,7 +74,7 @@ _Loader.add_constructor(
 
 @dataclass
 class MergedText:
-    """The merged file text and whether it carries conflict markers."""
+    """The merged file text and whether this merge recorded a conflict in it."""
 
     text: str
     conflicted: bool
@@ -78,7 +104,7 @@ def merge_texts(path: str, base: str | None, one: Side, two: Side) -> MergedText
         merged = _merge_note(base, first, second)
         if merged is not None:
             return merged
-    return merge_file(base or "", first, second)
+    return merge_lines(base or "", first, second)
 
 
 def order_sides(one: Side, two: Side) -> tuple[Side, Side]:
@@ -88,25 +114,209 @@ def order_sides(one: Side, two: Side) -> tuple[Side, Side]:
     return two, one
 
 
-def merge_file(base: str, first: Side, second: Side, *, union: bool = False) -> MergedText:
-    """`git merge-file` on three texts: clean merge, or standard conflict markers.
+def merge_file(
+    base: str, first: Side, second: Side, *, union: bool = False, diff3: bool = False, marker_size: int = 7
+) -> MergedText:
+    """`git merge-file` on three texts: clean merge, or conflict markers of `marker_size`.
 
-    `conflicted` is git's own count, so lines that merely look like markers
-    (a note about git conflicts) do not make a clean merge a conflict.
+    `conflicted` is git's own count. The texts are taken as plain lines: text
+    holding conflict blocks goes through `merge_lines` instead.
     """
     from anamnesis.git import run_git_bytes
 
     with tempfile.TemporaryDirectory(prefix="anamnesis-merge-") as tmp:
         for name, text in (("first", first.text), ("base", base), ("second", second.text)):
             (Path(tmp) / name).write_bytes(text.encode("utf-8", errors="surrogateescape"))
-        args = ["merge-file", "-p"]
+        args = ["merge-file", "-p", f"--marker-size={marker_size}"]
         if union:
             args.append("--union")
+        if diff3:
+            args.append("--diff3")
         args += ["-L", first.label, "-L", "base", "-L", second.label, "first", "base", "second"]
         proc = run_git_bytes(Path(tmp), *args, check=False)
     if proc.returncode < 0 or proc.returncode > 127:
         raise GitError(f"git merge-file failed: {proc.stderr.decode(errors='replace').strip()}")
     return MergedText(proc.stdout.decode("utf-8", errors="surrogateescape"), proc.returncode > 0)
+
+
+def merge_lines(base: str, first: Side, second: Side) -> MergedText:
+    """Line merge of two versions that may already hold conflict blocks; never nests blocks.
+
+    Each block becomes one token line, so `git merge-file` moves it as a unit.
+    Where both sides changed the same lines, the versions of each side (a
+    side's block gives one version per section, plain text one version
+    labelled with the side) are settled against the base's versions: a
+    version in the base survives only if both sides still have it (a side
+    that no longer has it replaced it), every other version is kept. One
+    version left is a clean merge; several make one flat block.
+    """
+    blocks: dict[str, Block] = {}
+    texts = [_tokenized(text, blocks) for text in (base, first.text, second.text)]
+    size = 32
+    while any(re.search(f"^([<|=>])\\1{{{size - 1}}}", text, re.M) for text in texts):
+        size *= 2
+    raw = merge_file(texts[0], Side(first.label, texts[1]), Side(second.label, texts[2]), diff3=True, marker_size=size)
+    lines = raw.text.splitlines(keepends=True)
+    eol = "\r\n" if first.text.count("\r\n") * 2 > first.text.count("\n") else "\n"
+    out: list[str] = []
+    conflicted = False
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("<" * size + " "):
+            out.append(_untokenized(lines[i], blocks))
+            i += 1
+            continue
+        regions: list[list[str]] = [[], [], []]  # first, base, second
+        part = 0
+        i += 1
+        while i < len(lines) and not lines[i].startswith(">" * size + " "):
+            line = lines[i]
+            if line.startswith("|" * size + " ") or line.rstrip("\r\n") == "|" * size:
+                part = 1
+            elif line.rstrip("\r\n") == "=" * size:
+                part = 2
+            else:
+                regions[part].append(line)
+            i += 1
+        i += 1
+        text, recorded = _settle(regions, first.label, second.label, blocks, eol)
+        out.append(text)
+        conflicted = conflicted or recorded
+    return MergedText("".join(out), conflicted)
+
+
+def _tokenized(text: str, blocks: dict[str, Block]) -> str:
+    """`text` with every complete conflict block replaced by a token line (kept in `blocks`)."""
+    if START.rstrip() not in text:
+        return text
+    out: list[str] = []
+    for piece in parse_blocks(text):
+        if isinstance(piece, Block):
+            digest = hashlib.sha256(piece.raw.encode("utf-8", "surrogateescape")).hexdigest()
+            token = f"{_TOKEN}{digest}\n"
+            blocks.setdefault(token, piece)
+            out.append(token)
+        else:
+            out.append(piece)
+    return "".join(out)
+
+
+def _untokenized(line: str, blocks: dict[str, Block]) -> str:
+    block = blocks.get(line.rstrip("\r\n") + "\n") if line.startswith(_TOKEN) else None
+    return line if block is None else _with_newline_text(block.raw)
+
+
+def _region_pieces(lines: list[str], blocks: dict[str, Block]) -> list[_Piece]:
+    pieces: list[_Piece] = []
+    for line in lines:
+        block = blocks.get(line.rstrip("\r\n") + "\n") if line.startswith(_TOKEN) else None
+        pieces.append(line if block is None else block)
+    return pieces
+
+
+def _settle(
+    regions: list[list[str]], first: str, second: str, blocks: dict[str, Block], eol: str
+) -> tuple[str, bool]:
+    """The text for a region both sides changed, and whether it holds a new conflict."""
+    one, base, two = (_region_pieces(r, blocks) for r in regions)
+    v1, v2 = versions(one, first), versions(two, second)
+    # Plain text where the base had a block is a resolution: a decision, kept even if it equals a version.
+    settled = any(isinstance(p, Block) for p in base)
+    plain = [not any(isinstance(p, Block) for p in side) for side in (one, two)]
+    kept = _three_way(versions(base, ""), v1, v2, decided=(settled and plain[0], settled and plain[1]))
+    texts = {s.text for s in kept}
+    if texts == {s.text for s in v1}:
+        return "".join(_untokenized(line, blocks) for line in regions[0]), False
+    if texts == {s.text for s in v2}:
+        return "".join(_untokenized(line, blocks) for line in regions[2]), False
+    if len(kept) == 1:
+        return kept[0].text, False
+    return render_sections(sorted(kept, key=lambda s: (s.label, s.text)), eol=eol, trim=True), True
+
+
+def _three_way(
+    base: list[Section], one: list[Section], two: list[Section], decided: tuple[bool, bool] = (False, False)
+) -> list[Section]:
+    """Versions of both sides, less the base's versions that one side no longer has (it replaced
+    them), except a side's `decided` version (it resolved the base's block, so its text is a
+    choice, not a leftover); identical versions are one, with the labels of all."""
+    in_base = {s.text for s in base}
+    in_one, in_two = {s.text for s in one}, {s.text for s in two}
+    kept = [
+        s
+        for n, side in enumerate((one, two))
+        for s in side
+        if decided[n] or s.text not in in_base or (s.text in in_one and s.text in in_two)
+    ]
+    if not kept and one and two:
+        kept = [*one, *two]  # each side replaced the other's base version (two resolutions): keep both
+    return _dedupe(kept)
+
+
+def versions(pieces: Iterable[_Piece], label: str) -> list[Section]:
+    """The versions a stretch of text stands for: itself (labelled `label`) when it holds no
+    block, else one per label found in its blocks, each block read as that label's section
+    (or its first section, where that label has none)."""
+    pieces = list(pieces)
+    found = [p for p in pieces if isinstance(p, Block)]
+    if not found:
+        return [Section(label, [str(p) for p in pieces])]
+    labels = list(dict.fromkeys(s.label for block in found for s in block.sections))
+    out: list[Section] = []
+    for name in labels:
+        lines: list[str] = []
+        for piece in pieces:
+            if isinstance(piece, Block):
+                chosen = [s for s in piece.sections if s.label == name] or piece.sections[:1]
+                for section in chosen:
+                    lines.extend(_with_newline(section.lines))
+            else:
+                lines.append(piece)
+        out.append(Section(name, lines))
+    return _dedupe(out)
+
+
+def _dedupe(sections: list[Section]) -> list[Section]:
+    """One section per distinct text, in first-seen order, labelled with every label it had."""
+    by_text: dict[str, list[Section]] = {}
+    for section in sections:
+        by_text.setdefault(section.text, []).append(section)
+    return [Section(join_labels([s.label for s in group]), group[0].lines) for group in by_text.values()]
+
+
+def label_names(label: str) -> list[str]:
+    """The machine names in a section label ('m1, m3 (front matter)' -> ['m1', 'm3'])."""
+    bare = label.removesuffix(FRONT_MATTER_LABEL).strip()
+    return [name.strip() for name in bare.split(", ") if name.strip()]
+
+
+def join_labels(labels: list[str]) -> str:
+    """One label for a version several machines wrote alike ('m1', 'm3' -> 'm1, m3')."""
+    if len(set(labels)) == 1:
+        return labels[0]
+    names = list(dict.fromkeys(name for label in labels for name in label_names(label)))
+    front = any(label.endswith(FRONT_MATTER_LABEL) for label in labels)
+    return ", ".join(names) + (f" {FRONT_MATTER_LABEL}" if front else "")
+
+
+def render_sections(sections: list[Section], *, eol: str = "\n", trim: bool = False) -> str:
+    """A conflict block of these sections (two: git's own format). `trim` moves lines every
+    section starts or ends with out of the block."""
+    bodies = [_with_newline(s.lines) for s in sections]
+    head: list[str] = []
+    tail: list[str] = []
+    if trim:
+        while all(len(b) > len(head) + len(tail) for b in bodies) and len({b[len(head)] for b in bodies}) == 1:
+            head.append(bodies[0][len(head)])
+        while all(len(b) > len(head) + len(tail) for b in bodies) and len({b[-1 - len(tail)] for b in bodies}) == 1:
+            tail.insert(0, bodies[0][-1 - len(tail)])
+        bodies = [b[len(head) : len(b) - len(tail)] for b in bodies]
+    out = [*head, f"{START}{sections[0].label}{eol}", *bodies[0]]
+    for section, body in zip(sections[1:-1], bodies[1:-1], strict=True):
+        out.append(f"{MIDDLE} {section.label}{eol}" if section.label else f"{MIDDLE}{eol}")
+        out.extend(body)
+    out += [f"{MIDDLE}{eol}", *bodies[-1], f"{END}{sections[-1].label}{eol}", *tail]
+    return "".join(out)
 
 
 def _load_front_matter(text: str) -> tuple[dict[str, Any], str, str] | None:
@@ -138,12 +348,21 @@ def _merge_note(base: str | None, first: Side, second: Side) -> MergedText | Non
     meta_two, fm_two, body_two = parsed_two
     meta_base, _, body_base = parsed_base
     meta, field_conflicts = merge_fields(meta_base, meta_one, meta_two)
-    merged_body = merge_file(
-        body_base, Side(first.label, body_one), Side(second.label, body_two)
-    )
-    body = merged_body.text
+    # The front-matter block at the top of a body is settled on its own, never with body lines.
+    block_base, body_base = _front_matter_block(body_base)
+    block_one, body_one = _front_matter_block(body_one)
+    block_two, body_two = _front_matter_block(body_two)
+    merged_body = merge_lines(body_base, Side(first.label, body_one), Side(second.label, body_two))
+    new: list[Section] = []
     if field_conflicts:
-        body = _field_block(field_conflicts, first.label, second.label) + body
+        new = [
+            Section(f"{first.label} {FRONT_MATTER_LABEL}", [_field_yaml(k, x) for k, x, _ in field_conflicts]),
+            Section(f"{second.label} {FRONT_MATTER_LABEL}", [_field_yaml(k, y) for k, _, y in field_conflicts]),
+        ]
+    top, top_conflicted = _settle_front_matter_blocks(
+        block_base, [(block_one, first.label, meta_one), (block_two, second.label, meta_two)], new, meta
+    )
+    body = top + merged_body.text
     if meta == meta_one:
         fm = fm_one
     elif meta == meta_two:
@@ -151,7 +370,87 @@ def _merge_note(base: str | None, first: Side, second: Side) -> MergedText | Non
     else:
         fm = _dump(meta)
     text = body if not meta and not fm_one and not fm_two else f"---\n{fm.rstrip(chr(10))}\n---\n{body}"
-    return MergedText(text, bool(field_conflicts) or merged_body.conflicted)
+    return MergedText(text, top_conflicted or merged_body.conflicted)
+
+
+def _front_matter_block(body: str) -> tuple[Block | None, str]:
+    """(the front-matter conflict block a body starts with, or None; the rest of the body)."""
+    if not body.startswith(START):
+        return None, body
+    first_line = body.split("\n", 1)[0].rstrip("\r")
+    if not first_line.endswith(FRONT_MATTER_LABEL):
+        return None, body
+    pieces = parse_blocks(body)
+    if pieces and isinstance(pieces[0], Block) and body.startswith(pieces[0].raw):
+        return pieces[0], body[len(pieces[0].raw) :]
+    return None, body
+
+
+def _settle_front_matter_blocks(
+    base: Block | None,
+    sides: list[tuple[Block | None, str, dict[str, Any]]],
+    new: list[Section],
+    meta: dict[str, Any],
+) -> tuple[str, bool]:
+    """Settle the front-matter blocks of a merge, as merge_lines settles a body region: the block
+    for the top of the merged body ('' for none), and whether it is a new conflict.
+
+    `sides` holds each side's block, label and fields; `meta` is the merged
+    fields. A side without the block the base had resolved it: its fields are
+    its choice, kept like a resolved body region. One version left that the
+    merged fields do not hold stays in a block beside them, so it is not lost.
+    """
+    found: list[list[Section]] = []
+    decided: list[bool] = []
+    keys = list(dict.fromkeys(k for s in (base.sections if base else []) for k in _section_keys(s)))
+    for block, label, fields in sides:
+        if block is None and base is not None:
+            found.append([Section(f"{label} {FRONT_MATTER_LABEL}", [_fields_yaml(fields, keys)])])
+            decided.append(True)
+        else:
+            found.append(block.sections if block else [])
+            decided.append(False)
+    v1, v2 = found
+    kept = _three_way(base.sections if base else [], v1, v2, decided=(decided[0], decided[1])) if (v1 or v2) else []
+    kept = _dedupe([*kept, *new])
+    if len(kept) == 1:
+        keys = _section_keys(kept[0])
+        current = _fields_yaml(meta, keys)
+        if current == _fields_yaml({**meta, **_section_fields(kept[0])[0]}, keys) and not _section_fields(kept[0])[1]:
+            return "", False  # the front matter holds it
+        label = next((lb for _b, lb, fields in sides if _fields_yaml(fields, keys) == current), sides[0][1])
+        kept = _dedupe([Section(f"{label} {FRONT_MATTER_LABEL}", [current]), kept[0]])
+    if len(kept) < 2:
+        return "", False
+    texts = {s.text for s in kept}
+    for (block, _label, _fields), side in zip(sides, found, strict=True):
+        if block is not None and texts == {s.text for s in side}:
+            return _with_newline_text(block.raw), bool(new)
+    return render_sections(sorted(kept, key=lambda s: (s.label, s.text))), True
+
+
+def _section_keys(section: Section) -> list[str]:
+    values, removed = _section_fields(section)
+    return list(dict.fromkeys([*values, *removed]))
+
+
+def _fields_yaml(fields: dict[str, Any], keys: list[str]) -> str:
+    return "".join(_field_yaml(k, fields.get(k, _MISSING)) for k in keys)
+
+
+def _section_fields(section: Section) -> tuple[dict[str, Any], list[str]]:
+    """The front-matter values a front-matter block's section holds, and the fields it removes."""
+    removed = []
+    for line in section.lines:
+        match = re.match(r"^# (\S+): \(removed\)$", line.rstrip("\r\n"))
+        if match:
+            removed.append(match.group(1))
+    try:
+        loaded = yaml.load(section.text, Loader=_Loader) or {}
+    except yaml.YAMLError:
+        loaded = {}
+    values = {str(k): v for k, v in loaded.items()} if isinstance(loaded, dict) else {}
+    return values, removed
 
 
 def _dump(meta: dict[str, Any]) -> str:
@@ -225,95 +524,208 @@ def _field_yaml(key: str, value: Any) -> str:
     return _dump({key: value})
 
 
-def _field_block(conflicts: list[tuple[str, Any, Any]], first: str, second: str) -> str:
-    """A conflict block at the top of the body showing both values of each field."""
-    one = "".join(_field_yaml(k, x) for k, x, _ in conflicts)
-    two = "".join(_field_yaml(k, y) for k, _, y in conflicts)
-    return (
-        f"{START}{first} {FRONT_MATTER_LABEL}\n{one}{MIDDLE}\n{two}"
-        f"{END}{second} {FRONT_MATTER_LABEL}\n"
-    )
+# -- reading conflict blocks -----------------------------------------------------------
 
 
-# -- reading and resolving conflict blocks -------------------------------------------
+@dataclass
+class Section:
+    """One version in a conflict block: who wrote it (a label naming machines) and its lines."""
+
+    label: str
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    @property
+    def names(self) -> list[str]:
+        return label_names(self.label)
 
 
 @dataclass
 class Block:
-    """One conflict block: its labels and the lines of each side."""
+    """One conflict block: a section per version; `raw` is its text as written, `line` the
+    1-based line of its opening marker."""
 
-    first_label: str
-    second_label: str
-    first: list[str] = field(default_factory=list)
-    second: list[str] = field(default_factory=list)
+    sections: list[Section]
+    raw: str = ""
+    line: int = 0
+    base: list[str] | None = None  # a diff3 `|||||||` section (a hand-made git merge): never kept
 
     @property
     def front_matter(self) -> bool:
-        return self.first_label.endswith(FRONT_MATTER_LABEL)
+        return self.sections[0].label.endswith(FRONT_MATTER_LABEL)
+
+    @property
+    def labels(self) -> list[str]:
+        return [s.label for s in self.sections]
+
+    @property
+    def machines(self) -> list[str]:
+        """The machine names of its versions, in order."""
+        return list(dict.fromkeys(name for s in self.sections for name in (s.names or [s.label])))
+
+    # The two-version view (`first` = the upper section, `second` = the last one).
+    @property
+    def first_label(self) -> str:
+        return self.sections[0].label
+
+    @property
+    def second_label(self) -> str:
+        return self.sections[-1].label
+
+    @property
+    def first(self) -> list[str]:
+        return self.sections[0].lines
+
+    @property
+    def second(self) -> list[str]:
+        return self.sections[-1].lines
+
+
+class Stray(str):
+    """A conflict marker line outside any complete block (a block half removed by hand)."""
+
+    number: int = 0
 
 
 _Piece = str | Block
 
 
-def parse_blocks(text: str) -> list[_Piece]:
-    """Split text into plain lines and top-level conflict blocks (nested ones stay inside)."""
+def _marker(line: str) -> tuple[str, str] | None:
+    """(kind, label) when `line` is a conflict marker line: start, sep, base or end."""
+    bare = line.rstrip("\r\n")
+    head = bare[:7]
+    if len(head) < 7 or head[0] not in "<=|>" or head != head[0] * 7:
+        return None
+    rest = bare[7:]
+    if rest and rest[0] not in " \t":
+        return None
+    kind = {"<": "start", "=": "sep", "|": "base", ">": "end"}[head[0]]
+    return kind, rest.strip()
+
+
+def parse_blocks(text: str, first_line: int = 1) -> list[_Piece]:
+    """Split text into plain lines, complete conflict blocks and stray marker lines (`Stray`).
+
+    A block nested inside another (written by versions before blocks were
+    N-way) is read as the versions it stands for: the result is flat.
+    `first_line` is the line number of the text's first line (for messages).
+    """
+    lines = text.splitlines(keepends=True)
     pieces: list[_Piece] = []
-    block: Block | None = None
-    depth = 0
-    side = 1
-    for line in text.splitlines(keepends=True):
-        bare = line.rstrip("\r\n")
-        if block is None:
-            if bare.startswith(START):
-                block = Block(bare[len(START) :], "")
-                depth, side = 1, 1
-            else:
-                pieces.append(line)
-            continue
-        if bare.startswith(START):
-            depth += 1
-        elif depth == 1 and bare.startswith(BASE):
-            side = 0  # diff3 base section: dropped on resolution
-            continue
-        elif depth == 1 and bare == MIDDLE:
-            side = 2
-            continue
-        elif bare.startswith(END):
-            if depth == 1:
-                block.second_label = bare[len(END) :]
+    strays: list[int] = []
+    i = 0
+    while i < len(lines):
+        mark = _marker(lines[i])
+        if mark is not None and mark[0] == "start":
+            end = _matching_end(lines, i)
+            block = _block(lines, i, end, first_line) if end is not None else None
+            if block is not None and end is not None:
                 pieces.append(block)
-                block = None
+                i = end + 1
                 continue
-            depth -= 1
-        if side == 1:
-            block.first.append(line)
-        elif side == 2:
-            block.second.append(line)
-    if block is not None:  # unterminated block: keep the text as it was
-        pieces.append(f"{START}{block.first_label}\n")
-        pieces.extend(block.first)
-        if side == 2:
-            pieces.append(f"{MIDDLE}\n")
-            pieces.extend(block.second)
+        if mark is not None and (mark[0] in ("start", "end") or (mark[0] == "sep" and mark[1])):
+            strays.append(len(pieces))
+        pieces.append(lines[i])
+        i += 1
+    if strays:  # a bare ======= or ||||||| counts beside them (alone it is a markdown heading rule)
+        strays += [
+            n for n, p in enumerate(pieces) if isinstance(p, str) and (_marker(p) or ("", ""))[0] in ("sep", "base")
+        ]
+        number = first_line
+        for n, piece in enumerate(pieces):
+            if n in strays and isinstance(piece, str):
+                stray = Stray(piece)
+                stray.number = number
+                pieces[n] = stray
+            number += piece.raw.count("\n") if isinstance(piece, Block) else 1
     return pieces
 
 
-def block_labels(text: str) -> list[tuple[str, str]]:
-    """The (first, second) labels of every conflict block in `text`."""
-    return [(p.first_label, p.second_label) for p in parse_blocks(text) if isinstance(p, Block)]
+def _matching_end(lines: list[str], start: int) -> int | None:
+    depth = 0
+    for j in range(start, len(lines)):
+        mark = _marker(lines[j])
+        if mark is None:
+            continue
+        if mark[0] == "start":
+            depth += 1
+        elif mark[0] == "end":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
 
 
-def resolve_text(text: str, keep: str) -> str:
-    """Remove every conflict block, keeping `keep`: 'ours' (upper side), 'theirs' or 'both'.
+def _block(lines: list[str], start: int, end: int, first_line: int) -> Block | None:
+    """The block from lines[start] to lines[end] (balanced); None without any separator."""
+    sections = [Section(_marker(lines[start])[1])]  # type: ignore[index]
+    base: list[str] | None = None
+    target: list[str] = sections[0].lines
+    depth = 0
+    for j in range(start + 1, end):
+        mark = _marker(lines[j])
+        if mark is not None and depth == 0 and mark[0] == "sep":
+            sections.append(Section(mark[1]))
+            target = sections[-1].lines
+            continue
+        if mark is not None and depth == 0 and mark[0] == "base" and len(sections) == 1:
+            base = target = []
+            continue
+        if mark is not None and mark[0] == "start":
+            depth += 1
+        elif mark is not None and mark[0] == "end":
+            depth -= 1
+        target.append(lines[j])
+    if len(sections) < 2:
+        return None
+    end_label = _marker(lines[end])[1]  # type: ignore[index]
+    if not sections[-1].label:
+        sections[-1].label = end_label
+    flat: list[Section] = []
+    for n, section in enumerate(sections):
+        offset = first_line + start + 1 + sum(len(s.lines) + 1 for s in sections[:n])
+        inner = parse_blocks(section.text, offset) if any(_marker(x) for x in section.lines) else None
+        if inner is not None and any(isinstance(p, Block) for p in inner):
+            flat.extend(versions(inner, section.label))  # an old nested block: its versions
+        else:
+            flat.append(section)
+    return Block(_dedupe(flat), "".join(lines[start : end + 1]), first_line + start, base)
 
-    Blocks nested in a kept side (three machines changed the same line) are
-    resolved the same way. Front-matter blocks set the chosen side's values
-    in the front matter ('both' keeps the upper side's values there).
+
+def block_labels(text: str) -> list[list[str]]:
+    """The section labels of every conflict block in `text`."""
+    return [p.labels for p in parse_blocks(text) if isinstance(p, Block)]
+
+
+def stray_markers(text: str, first_line: int = 1) -> list[int]:
+    """Line numbers of conflict marker lines outside any complete block."""
+    return [p.number for p in parse_blocks(text, first_line) if isinstance(p, Stray)]
+
+
+# -- resolving ----------------------------------------------------------------------------
+
+
+def resolve_text(text: str, keep: str, *, me: str | None = None) -> str:
+    """Remove every conflict block of a note, keeping in each:
+
+    - 'both' (or 'all'): every version, one after the other;
+    - 'keep:NAME': the version(s) of machine NAME;
+    - 'ours': the version of this machine, `me`;
+    - 'theirs': the version that is not `me`'s, in blocks of exactly two versions.
+
+    A block without the asked-for version raises UsageError naming the
+    machines it has, and nothing is changed. Front-matter blocks put the
+    chosen version's values in the front matter ('both' leaves the front
+    matter as sync set it: the values of the later edit). Marker lines
+    outside a complete block are dropped by 'both'; any other choice refuses,
+    since which version they belong to is unknown.
     """
-    if keep not in ("ours", "theirs", "both"):
-        raise ValueError(f"keep must be ours, theirs or both, not {keep!r}")
     fm_text, body = split_front_matter(text)
-    new_body, field_values, removed = _resolve_body(body, keep)
+    first_line = text[: len(text) - len(body)].count("\n") + 1
+    new_body, field_values, removed = _resolve_body(body, keep, me, first_line, front_matter=fm_text is not None)
     if fm_text is None:
         return new_body
     if field_values or removed:
@@ -326,35 +738,75 @@ def resolve_text(text: str, keep: str) -> str:
     return f"---\n{fm_text.rstrip(chr(10))}\n---\n{new_body}"
 
 
-def _resolve_body(body: str, keep: str, nested: bool = False) -> tuple[str, dict[str, Any], list[str]]:
-    """(body without conflict blocks, front-matter values chosen, front-matter fields removed).
-
-    Only top-level blocks can set front matter; a nested one's lines stay as text.
-    """
+def _resolve_body(
+    body: str, keep: str, me: str | None, first_line: int = 1, front_matter: bool = False
+) -> tuple[str, dict[str, Any], list[str]]:
+    """(body without conflict blocks, front-matter values chosen, front-matter fields removed)."""
+    pieces = parse_blocks(body, first_line)
+    strays = [p for p in pieces if isinstance(p, Stray)]
+    if strays and keep not in ("both", "all"):
+        where = ", ".join(f"line {p.number} `{p.rstrip()}`" for p in strays[:5])
+        more = f" and {len(strays) - 5} more" if len(strays) > 5 else ""
+        raise UsageError(
+            f"has conflict marker lines outside a complete block ({where}{more}), so which version they "
+            "belong to is unknown; edit it (`anamnesis resolve NOTE --edit`), or keep every version with --both"
+        )
     out: list[str] = []
     field_values: dict[str, Any] = {}
     removed: list[str] = []
-    for piece in parse_blocks(body):
+    for piece in pieces:
+        if isinstance(piece, Stray):
+            continue
         if isinstance(piece, str):
             out.append(piece)
             continue
-        chosen = piece.second if keep == "theirs" else piece.first
-        if piece.front_matter and not nested:
-            for line in chosen:
-                match = re.match(r"^# (\S+): \(removed\)$", line.rstrip("\n"))
-                if match:
-                    removed.append(match.group(1))
-            loaded = yaml.load("".join(chosen), Loader=_Loader) or {}
-            if isinstance(loaded, dict):
-                field_values.update({str(k): v for k, v in loaded.items()})
+        if piece.front_matter and front_matter:
+            if keep in ("both", "all"):
+                continue  # the front matter keeps the values sync chose
+            for section in _chosen(piece, keep, me):
+                values, gone = _section_fields(section)
+                field_values.update(values)
+                removed.extend(gone)
             continue
-        sides = [chosen, piece.second] if keep == "both" else [chosen]
-        for lines in sides:
-            lines = _with_newline(lines)
-            if any(line.startswith(START) for line in lines):
-                lines = [_resolve_body("".join(lines), keep, nested=True)[0]]
-            out.extend(lines)
+        for section in _chosen(piece, keep, me):
+            out.extend(_with_newline(section.lines))
     return "".join(out), field_values, removed
+
+
+def _chosen(block: Block, keep: str, me: str | None) -> list[Section]:
+    """The sections of `block` that `keep` asks for (see resolve_text)."""
+    if keep in ("both", "all"):
+        return block.sections
+    where = f"the conflict at line {block.line}" if block.line else "a conflict block"
+    have = ", ".join(block.machines)
+    if keep == "theirs":
+        mine = [s for s in block.sections if me is not None and me in s.names]
+        if len(block.sections) != 2:
+            raise UsageError(
+                f"{where} has {len(block.sections)} versions ({have}); --theirs means the other one of two: "
+                "choose one with --keep MACHINE, or keep them all with --both"
+            )
+        if len(mine) != 1:
+            raise UsageError(
+                f"this machine ({me}) has no version in {where} ({have}), so 'theirs' is ambiguous: "
+                "choose one with --keep MACHINE"
+            )
+        return [s for s in block.sections if s is not mine[0]]
+    if keep == "ours":
+        if not me:
+            raise UsageError("this machine has no machine id; choose a version with --keep MACHINE")
+        name = me
+    elif keep.startswith(KEEP_PREFIX):
+        name = keep[len(KEEP_PREFIX) :].strip()
+    else:
+        raise ValueError(f"keep must be both, ours, theirs or keep:MACHINE, not {keep!r}")
+    chosen = [s for s in block.sections if name in s.names or s.label == name]
+    if not chosen:
+        raise UsageError(
+            f"{name} has no version in {where}; it has {have}: keep one of those with --keep MACHINE, "
+            "every version with --both, or edit it with --edit"
+        )
+    return chosen
 
 
 def _with_newline(lines: list[str]) -> list[str]:
@@ -363,28 +815,35 @@ def _with_newline(lines: list[str]) -> list[str]:
     return lines
 
 
+def _with_newline_text(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
 # -- store level: list and resolve conflicted notes -----------------------------------
 
 
 @dataclass
 class ConflictedNote:
-    """A note in memory/ that still carries conflict markers."""
+    """A file in memory/ that still carries conflict markers: its blocks' labels, and the line
+    numbers of marker lines outside any complete block (a block half removed by hand)."""
 
     path: str
     title: str
-    labels: list[tuple[str, str]]
+    labels: list[list[str]]
+    strays: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "title": self.title, "blocks": [list(pair) for pair in self.labels]}
+        return {"path": self.path, "title": self.title, "blocks": self.labels, "stray_markers": self.strays}
 
 
 def list_conflicts(store: Store) -> list[ConflictedNote]:
-    """Every file in memory/ with a complete conflict block (git grep, then a real check)."""
+    """Every text file in memory/ with a conflict marker line (git grep, then a real check)."""
     from anamnesis.git import run_git_bytes
     from anamnesis.notes import parse_note
 
     proc = run_git_bytes(
-        store.memory, "grep", "-l", "-z", "--untracked", "-I", "-e", "^<<<<<<< ", check=False
+        store.memory, "grep", "-l", "-z", "--untracked", "-I",
+        "-e", "^<<<<<<<", "-e", "^>>>>>>>", "-e", "^======= ", check=False,
     )
     found: list[ConflictedNote] = []
     for path in sorted(p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p):
@@ -395,7 +854,14 @@ def list_conflicts(store: Store) -> list[ConflictedNote]:
         if not has_conflict_markers(text):
             continue
         title = parse_note(text, path).title if path.endswith(".md") else path
-        found.append(ConflictedNote(path, title, block_labels(split_front_matter(text)[1])))
+        fm_text, body = split_front_matter(text) if path.endswith(".md") else (None, text)
+        first_line = text[: len(text) - len(body)].count("\n") + 1
+        pieces = parse_blocks(body, first_line)
+        labels = [p.labels for p in pieces if isinstance(p, Block)]
+        strays = [p.number for p in pieces if isinstance(p, Stray)]
+        if fm_text is not None and has_conflict_markers(fm_text):
+            strays = [n + 2 for n, line in enumerate(fm_text.splitlines()) if _marker(line)] + strays
+        found.append(ConflictedNote(path, title, labels, strays))
     return found
 
 
@@ -419,7 +885,6 @@ def conflicted_ref(store: Store, ref: str) -> str:
     """The memory/-relative path `resolve` works on: a note (path, id, id prefix), or
     another text file of memory/ by its path, as `anamnesis conflicts` lists it
     (an `.obsidian/` setting both machines changed)."""
-    from anamnesis.errors import UsageError
     from anamnesis.store import resolve_ref, safe_path
 
     try:
@@ -432,34 +897,47 @@ def conflicted_ref(store: Store, ref: str) -> str:
 
 
 def resolve_note(store: Store, ref: str, keep: str | None) -> str:
-    """Resolve one note: with `keep` ('ours', 'theirs', 'both') rewrite it; with None just
-    check a hand edit removed the markers. Then commit and index it. Returns its path.
+    """Resolve one note: with `keep` ('both', 'ours', 'theirs', 'keep:MACHINE'; see
+    resolve_text) rewrite it; with None just check a hand edit removed every marker line.
+    Then commit and index it. Returns its path.
     """
     from anamnesis import repo
-    from anamnesis.errors import UsageError
     from anamnesis.fsutil import atomic_write_text
     from anamnesis.index import open_index
     from anamnesis.lock import store_lock
     from anamnesis.settings import machine_id
-    from anamnesis.store import safe_path
+    from anamnesis.store import require_writable, safe_path
 
     with store_lock(store, "resolve"):
+        require_writable(store)  # never "resolve" on another branch or mid-rebase: refused like sync
+        me = machine_id(store)
         relpath = conflicted_ref(store, ref)
         path = safe_path(store, relpath)
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
         if keep is not None:
             if not has_conflict_markers(text):
                 raise UsageError(f"{relpath} has no conflict markers")
-            # A note's front matter can take a side's values; other files are text throughout.
-            text = resolve_text(text, keep) if relpath.endswith(".md") else _resolve_body(text, keep, nested=True)[0]
+            try:
+                # A note's front matter can take a version's values; other files are text throughout.
+                if relpath.endswith(".md"):
+                    text = resolve_text(text, keep, me=me)
+                else:
+                    text = _resolve_body(text, keep, me)[0]
+            except UsageError as exc:
+                raise UsageError(f"{relpath}: {exc}") from None
             if has_conflict_markers(text):  # e.g. a hand merge left markers inside the front matter
-                raise UsageError(f"{relpath} has conflict markers that keeping a side cannot remove; edit it")
+                raise UsageError(f"{relpath} has conflict markers that keeping a version cannot remove; edit it")
             atomic_write_text(path, text)
         elif has_conflict_markers(text):
-            raise UsageError(f"{relpath} still has conflict markers; remove them or use --ours/--theirs/--both")
+            lines = [n for n, line in enumerate(text.splitlines(), 1) if _marker(line) and _marker(line) != ("sep", "")]
+            shown = ", ".join(str(n) for n in lines[:8]) + (", ..." if len(lines) > 8 else "")
+            raise UsageError(
+                f"{relpath} still has conflict markers (line {shown}); remove them, or use "
+                "--ours, --keep MACHINE, --both or --edit"
+            )
         with open_index(store) as index:
             index.refresh([relpath])
-        committed = repo.commit_paths(store, [relpath], f"{machine_id(store)}: resolve conflict in {relpath}")
+        committed = repo.commit_paths(store, [relpath], f"{me}: resolve conflict in {relpath}")
         if committed is None and keep is None:
             raise UsageError(f"{relpath} has no conflict markers and no change to commit: nothing to resolve")
     return relpath

@@ -43,7 +43,9 @@ FIELD_ORDER = (
     "source",
     "supersedes",
 )
-CONFLICT_RE = re.compile(r"^<<<<<<< .*?^=======\s*$.*?^>>>>>>> ", re.M | re.S)
+# A line that opens or closes a conflict block, or a labelled separator of an N-way block
+# (a bare ======= alone is a markdown heading underline: it never counts by itself).
+CONFLICT_RE = re.compile(r"^(?:<<<<<<<|>>>>>>>)(?:[ \t]|\r?$)|^======= \S", re.M)
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford-ish base32, no i/l/o/u
 
 
@@ -134,8 +136,9 @@ class Note:
 
 
 def has_conflict_markers(text: str) -> bool:
-    """Whether `text` holds a complete git conflict block."""
-    return "<<<<<<< " in text and CONFLICT_RE.search(text) is not None
+    """Whether `text` holds a conflict block, or any part of one left behind (a block whose
+    `<<<<<<<` or `>>>>>>>` line was deleted by hand still has the other)."""
+    return ("<<<<<<<" in text or ">>>>>>>" in text or "======= " in text) and CONFLICT_RE.search(text) is not None
 
 
 def render_note(note: Note) -> str:

@@ -13,7 +13,10 @@ both sides stays deleted, added on both sides merges with an empty base. A
 file one side moved (git's rename detection) and the other edited ends up at
 the new path with both sides' changes merged there. Binary files and
 symlinks changed on both sides keep one version in place and the other
-beside it (`<path>.<machine>.conflict`).
+beside it (`<path>.<machine>.conflict`). A file both sides moved, to two
+different places, ends up at one of them (the first in path order, so every
+machine picks the same), with both sides' changes merged there; `Built.notices`
+says so.
 """
 
 from __future__ import annotations
@@ -44,10 +47,12 @@ class Change:
 
 @dataclass
 class Built:
-    """A commit made by the merger and the paths that got conflict markers."""
+    """A commit made by the merger, the paths that got conflict markers, and what else the
+    merge settled that the user should hear about (a file moved to two places)."""
 
     commit: str
     conflicts: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
 
 
 class TreeMerger:
@@ -58,6 +63,7 @@ class TreeMerger:
         self.index_file = index_file
         self._env = {"GIT_INDEX_FILE": str(index_file), "GIT_LITERAL_PATHSPECS": "1"}
         self._labels: dict[tuple[str, str], str] = {}
+        self._notices: list[str] = []
 
     def close(self) -> None:
         """Remove the private index file."""
@@ -75,22 +81,23 @@ class TreeMerger:
         if tree == self.tree_of(onto):
             return None
         message, author = self._message_and_author(commit)
-        if conflicts:
-            message = _with_conflicts(message, conflicts)
-        return Built(self.commit_tree(tree, [onto], message, author), conflicts)
+        notices = list(self._notices)
+        message = _with_notices(_with_conflicts(message, conflicts) if conflicts else message, notices)
+        return Built(self.commit_tree(tree, [onto], message, author), conflicts, notices)
 
     def merge(self, ours: str, theirs: str, message: str) -> Built:
         """A merge commit of `ours` and `theirs` (their common history as the base)."""
         base = self.merge_base(ours, theirs) or EMPTY_TREE
         tree, conflicts = self.apply(ours, base, theirs)
-        if conflicts:
-            message = _with_conflicts(message, conflicts)
-        return Built(self.commit_tree(tree, [ours, theirs], message), conflicts)
+        notices = list(self._notices)
+        message = _with_notices(_with_conflicts(message, conflicts) if conflicts else message, notices)
+        return Built(self.commit_tree(tree, [ours, theirs], message), conflicts, notices)
 
     # -- the path-level three-way merge -------------------------------------------
 
     def apply(self, target: str, base: str, side: str) -> tuple[str, list[str]]:
         """Apply the changes base->side onto target's tree; (tree id, conflicted paths)."""
+        self._notices = []
         changes = self.diff(base, side)
         if not changes:
             return self.tree_of(target), []
@@ -100,8 +107,15 @@ class TreeMerger:
         moved = self._moves(base, side, changes, current)
         moved_to = {new for new, _mode, _oid in moved.values()}
         target_moves: dict[str, tuple[str, str, str]] | None = None
+        twice = self._moved_twice(base, side, target, changes, current)
+        placed = {there for _here, there, *_rest in twice.values()}
         for change in changes:
             mode, oid = current.get(change.path, (None, None))
+            if change.path in placed:
+                continue  # where `side` moved a file `target` moved elsewhere: settled below
+            if change.path in twice:
+                updates.extend(self._settle_moves(change, twice[change.path], target, side, conflicts))
+                continue
             if change.old_oid is None and change.path in moved_to:
                 continue  # the new place of a file `side` moved: filled from its old path below
             if change.path in moved and mode is not None and oid is not None:
@@ -182,6 +196,55 @@ class TreeMerger:
             conflicts.append(path)
         new_oid = self.write_blob(merged.text.encode("utf-8", errors="surrogateescape"))
         return [(mode if mode == change.new_mode else "100644", new_oid, path)]
+
+    def _moved_twice(
+        self, base: str, side: str, target: str, changes: list[Change], current: dict[str, tuple[str, str]]
+    ) -> dict[str, tuple[str, str, str, str, str]]:
+        """Files both sides moved, to different places:
+        {old path: (target's path, side's path, side's mode, target's mode, target's oid)}."""
+        gone = [
+            c.path for c in changes
+            if c.new_oid is None and c.old_mode in _REGULAR and c.path not in current
+        ]
+        if not gone:
+            return {}
+        theirs = self._renames(base, side)
+        if not any(path in theirs for path in gone):
+            return {}
+        ours = self._renames(base, target)
+        found: dict[str, tuple[str, str, str, str, str]] = {}
+        for path in gone:
+            if path not in theirs or path not in ours:
+                continue
+            there, there_mode, _oid = theirs[path]
+            here, here_mode, here_oid = ours[path]
+            if here != there and there not in current and _both_regular(here_mode, there_mode):
+                found[path] = (here, there, there_mode, here_mode, here_oid)
+        return found
+
+    def _settle_moves(
+        self, change: Change, places: tuple[str, str, str, str, str], target: str, side: str, conflicts: list[str]
+    ) -> list[tuple[str, str, str]]:
+        """A file `target` moved to one place and `side` to another: one place (the first in path
+        order, the same on every machine), holding both sides' changes."""
+        here, there, there_mode, here_mode, here_oid = places
+        there_oid = self.entries(side, [there])[there][1]
+        kept = min(here, there)
+        updates: list[tuple[str, str, str]] = []
+        if kept != here:
+            updates.append(("0", ZERO, here))
+        if here_oid == there_oid or there_oid == change.old_oid:
+            updates.append((here_mode, here_oid, kept))
+        elif here_oid == change.old_oid:
+            updates.append((there_mode, there_oid, kept))
+        else:
+            merged = Change(kept, change.old_mode, change.old_oid, there_mode, there_oid)
+            updates.extend(self._merge_path(merged, here_mode, here_oid, target, side, conflicts, ours_at=here, theirs_at=there))
+        self._notices.append(
+            f"{change.path} was moved to two places, {min(here, there)} and {max(here, there)}: "
+            f"kept {kept}, with the changes of both"
+        )
+        return updates
 
     def _moves(
         self, base: str, side: str, changes: list[Change], current: dict[str, tuple[str, str]]
@@ -309,6 +372,16 @@ def _text(data: bytes) -> str:
 
 def _safe_label(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in label) or "other"
+
+
+def _both_regular(one: str, two: str) -> bool:
+    return one in _REGULAR and two in _REGULAR
+
+
+def _with_notices(message: str, notices: list[str]) -> str:
+    if not notices:
+        return message
+    return f"{message.rstrip()}\n\n" + "".join(f"{line}\n" for line in notices)
 
 
 def _with_conflicts(message: str, conflicts: list[str]) -> str:

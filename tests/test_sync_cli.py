@@ -16,7 +16,7 @@ from fleet import Fleet, fleet  # noqa: F401
 from anamnesis.store import create_note, update_note
 
 
-def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:  # noqa: F811
+def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a")
     proc = a.cli("peers", "add", "hub", str(hub))
@@ -46,7 +46,7 @@ def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:  # no
     assert "does not appear to be a git repository" in proc.stdout  # the reason, not the boilerplate
 
 
-def test_sync_exit_codes_and_json(fleet: Fleet) -> None:  # noqa: F811
+def test_sync_exit_codes_and_json(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -72,7 +72,7 @@ def test_sync_exit_codes_and_json(fleet: Fleet) -> None:  # noqa: F811
     assert json.loads(proc.stdout) == {"outcome": "failed", "exit_code": 4, "error": proc.stderr.split("error: ", 1)[1].strip()}
 
 
-def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811
+def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -88,7 +88,7 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811
     listed = json.loads(b.cli("conflicts", "--json").stdout)
     assert [c["path"] for c in listed] == sorted([first.path, second.path])
     assert listed[0]["blocks"] == [["a", "b"]]
-    proc = b.cli("resolve", first.id, "--theirs")
+    proc = b.cli("resolve", first.id, "--ours")  # b's own version, although it is the lower one
     assert proc.returncode == 0, proc.stderr
     text = b.read(first.path)
     assert "line from b" in text and "line from a" not in text and "<<<<<<<" not in text
@@ -118,7 +118,7 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:  # noqa: F811
     assert "line from b" in a.read(first.path) and "line from a" in a.read(second.path)
 
 
-def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:  # noqa: F811
+def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:
     hub = fleet.hub()
     machines = [fleet.machine(name, {"hub": fleet.url(hub)}) for name in ("a", "b", "c")]
     note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
@@ -129,7 +129,7 @@ def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:  # 
     for m in machines:
         m.sync()
     c = machines[2]
-    assert c.read(note.path).count("<<<<<<<") == 2  # the third edit against the first conflict: nested
+    assert c.read(note.path).count("<<<<<<<") == 1  # the third edit joins the first conflict's block
     proc = c.cli("resolve", note.id, "--both")
     assert proc.returncode == 0, proc.stderr
     text = c.read(note.path)
@@ -137,7 +137,7 @@ def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:  # 
     assert json.loads(c.cli("conflicts", "--json").stdout) == []
 
 
-def test_a_sync_with_many_conflicts_prints_a_bounded_report(fleet: Fleet) -> None:  # noqa: F811
+def test_a_sync_with_many_conflicts_prints_a_bounded_report(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -155,7 +155,7 @@ def test_a_sync_with_many_conflicts_prints_a_bounded_report(fleet: Fleet) -> Non
     assert len(json.loads(b.cli("conflicts", "--json").stdout)) == 25
 
 
-def test_memory_deleted_by_hand_is_explained_and_init_brings_the_notes_back(fleet: Fleet) -> None:  # noqa: F811
+def test_memory_deleted_by_hand_is_explained_and_init_brings_the_notes_back(fleet: Fleet) -> None:
     import shutil
 
     hub = fleet.hub()
@@ -171,7 +171,7 @@ def test_memory_deleted_by_hand_is_explained_and_init_brings_the_notes_back(flee
     assert a.cli("sync").returncode == 0
 
 
-def test_resolve_takes_a_conflicted_text_file_that_is_not_a_note(fleet: Fleet) -> None:  # noqa: F811
+def test_resolve_takes_a_conflicted_text_file_that_is_not_a_note(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -184,14 +184,14 @@ def test_resolve_takes_a_conflicted_text_file_that_is_not_a_note(fleet: Fleet) -
     a.sync()
     assert b.sync().conflicts == [".obsidian/app.json"]
     assert [c["path"] for c in json.loads(b.cli("conflicts", "--json").stdout)] == [".obsidian/app.json"]
-    proc = b.cli("resolve", ".obsidian/app.json", "--theirs")  # the path `conflicts` printed
+    proc = b.cli("resolve", ".obsidian/app.json", "--ours")  # the path `conflicts` printed
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(b.read(".obsidian/app.json")) == {"theme": "solar", "font": 12}  # the lower side: b
+    assert json.loads(b.read(".obsidian/app.json")) == {"theme": "solar", "font": 12}  # this machine's: b
     assert b.git("status", "--porcelain") == ""
     assert json.loads(b.cli("conflicts", "--json").stdout) == []
 
 
-def test_conflicts_lists_a_binary_file_changed_on_both_sides(fleet: Fleet) -> None:  # noqa: F811
+def test_conflicts_lists_a_binary_file_changed_on_both_sides(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -215,7 +215,7 @@ def test_conflicts_lists_a_binary_file_changed_on_both_sides(fleet: Fleet) -> No
     assert json.loads(b.cli("conflicts", "--json").stdout) == []
 
 
-def _rendered_units(fleet: Fleet, kind: str) -> dict[str, str]:  # noqa: F811
+def _rendered_units(fleet: Fleet, kind: str) -> dict[str, str]:
     a = fleet.machines.get("a") or fleet.machine("a")
     proc = subprocess.run(
         [sys.executable, "-c",
@@ -228,7 +228,7 @@ def _rendered_units(fleet: Fleet, kind: str) -> dict[str, str]:  # noqa: F811
     return dict(json.loads(proc.stdout))
 
 
-def test_systemd_units_pass_systemd_analyze_verify(fleet: Fleet, tmp_path: Path) -> None:  # noqa: F811
+def test_systemd_units_pass_systemd_analyze_verify(fleet: Fleet, tmp_path: Path) -> None:
     if shutil.which("systemd-analyze") is None:
         pytest.skip("systemd-analyze is not installed here (CI has it)")
     units = _rendered_units(fleet, "systemd")
@@ -247,18 +247,18 @@ def test_systemd_units_pass_systemd_analyze_verify(fleet: Fleet, tmp_path: Path)
     assert "OnUnitActiveSec=420s" in timer
 
 
-def test_launchd_plist_parses_with_plistlib(fleet: Fleet) -> None:  # noqa: F811
+def test_launchd_plist_parses_with_plistlib(fleet: Fleet) -> None:
     units = _rendered_units(fleet, "launchd")
     (path, text), = units.items()
     assert path.endswith(".plist") and "/Library/LaunchAgents/" in path
     data = plistlib.loads(text.encode())
     assert data["StartInterval"] == 420
-    assert data["ProgramArguments"][1:] == ["-m", "anamnesis", "sync", "--quiet"]
+    assert data["ProgramArguments"][1:] == ["-P", "-m", "anamnesis", "sync", "--quiet", "--fail-after", "24h"]
     assert data["EnvironmentVariables"]["ANAMNESIS_HOME"] == str(fleet.machines["a"].home)
     assert re.fullmatch(r"anamnesis\.sync(\.[0-9a-f]{8})?", data["Label"])
 
 
-def test_schedule_install_status_remove(fleet: Fleet) -> None:  # noqa: F811
+def test_schedule_install_status_remove(fleet: Fleet) -> None:
     a = fleet.machine("a")
     proc = a.cli("schedule", "install", "--every", "10m", "--print")
     assert proc.returncode == 0 and "OnUnitActiveSec=600s" in proc.stdout

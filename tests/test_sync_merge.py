@@ -5,10 +5,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
-from anamnesis.conflicts import Side, merge_texts, parse_blocks, resolve_text
-from anamnesis.notes import parse_note
+from anamnesis.conflicts import Block, Side, Stray, merge_texts, parse_blocks, resolve_text, stray_markers
+from anamnesis.errors import UsageError
+from anamnesis.notes import has_conflict_markers, parse_note
 from anamnesis.treemerge import TreeMerger
 
 BASE = """---
@@ -89,9 +91,14 @@ def test_same_field_changed_on_both_sides_is_a_visible_conflict_and_resolvable()
     assert merged.conflicted
     assert "title: Pool A" in merged.text and "title: Pool B" in merged.text
     assert yaml.safe_load(merged.text.split("---")[1])["title"] == "Pool A"  # the later `updated` wins the field
-    theirs = resolve_text(merged.text, "theirs")
+    theirs = resolve_text(merged.text, "theirs", me="one")
     assert yaml.safe_load(theirs.split("---")[1])["title"] == "Pool B"
     assert "<<<<<<<" not in theirs and "first line" in theirs
+    assert resolve_text(merged.text, "keep:two") == theirs
+    ours = resolve_text(merged.text, "ours", me="two")  # `ours` is this machine's version, wherever it sits
+    assert yaml.safe_load(ours.split("---")[1])["title"] == "Pool B"
+    both = resolve_text(merged.text, "both")  # the front matter keeps what sync chose: the later edit
+    assert yaml.safe_load(both.split("---")[1])["title"] == "Pool A" and "<<<<<<<" not in both
 
 
 def test_both_added_the_same_path_merges_against_an_empty_base() -> None:
@@ -107,17 +114,164 @@ def test_gitignore_lines_are_united() -> None:
     assert set(merged.text.split()) == {"a", "b", "c"}
 
 
-def test_resolve_ours_theirs_both_and_nested_blocks() -> None:
-    text = "top\n<<<<<<< a\nA1\n<<<<<<< x\nX\n=======\nY\n>>>>>>> y\n=======\nB1\n>>>>>>> b\nend\n"
-    assert resolve_text(text, "theirs") == "top\nB1\nend\n"
-    # A nested block (three machines changed one line) is resolved the same way, in one go.
-    assert resolve_text(text, "ours") == "top\nA1\nX\nend\n"
-    assert resolve_text(text, "both") == "top\nA1\nX\nY\nB1\nend\n"
-    nested_below = "top\n<<<<<<< c\nC\n=======\n<<<<<<< b\nB\n=======\nA\n>>>>>>> a\n>>>>>>> b\nend\n"
-    assert resolve_text(nested_below, "theirs") == "top\nA\nend\n"
-    assert resolve_text(nested_below, "both") == "top\nC\nB\nA\nend\n"
+def test_resolve_keep_ours_theirs_both() -> None:
+    text = "top\n<<<<<<< a\nA\n=======\nB\n>>>>>>> b\nmid\n<<<<<<< a\nA2\n=======\nB2\n>>>>>>> b\nend\n"
+    assert resolve_text(text, "keep:b") == "top\nB\nmid\nB2\nend\n"
+    assert resolve_text(text, "ours", me="b") == "top\nB\nmid\nB2\nend\n"
+    assert resolve_text(text, "theirs", me="b") == "top\nA\nmid\nA2\nend\n"
+    assert resolve_text(text, "both") == "top\nA\nB\nmid\nA2\nB2\nend\n"
+    with pytest.raises(UsageError, match=r"c has no version in the conflict at line 2; it has a, b"):
+        resolve_text(text, "ours", me="c")
+    with pytest.raises(UsageError, match=r"this machine \(c\) has no version.*--keep"):
+        resolve_text(text, "theirs", me="c")
+    three = "<<<<<<< a\nA\n======= b\nB\n=======\nC\n>>>>>>> c\n"
+    assert resolve_text(three, "keep:b") == "B\n"
+    assert resolve_text(three, "both") == "A\nB\nC\n"
+    with pytest.raises(UsageError, match=r"3 versions \(a, b, c\).*--keep"):
+        resolve_text(three, "theirs", me="a")
+    # A version two machines wrote alike is one section, named after both.
+    shared = "<<<<<<< a, c\nA\n=======\nB\n>>>>>>> b\n"
+    assert resolve_text(shared, "keep:c") == resolve_text(shared, "keep:a") == "A\n"
+
+
+def test_nested_blocks_of_earlier_versions_read_as_one_flat_block() -> None:
+    # What three machines on one line used to produce: a block inside each side of a block.
+    nested = (
+        "top\n<<<<<<< m0\n<<<<<<< m0\nfrom m0\n=======\nfrom m1\n>>>>>>> m1\n=======\n"
+        "<<<<<<< m1\nfrom m1\n=======\nfrom m2\n>>>>>>> m2\n>>>>>>> m2\nbottom\n"
+    )
+    [block] = [p for p in parse_blocks(nested) if isinstance(p, Block)]
+    assert [(s.label, s.text) for s in block.sections] == [(f"m{i}", f"from m{i}\n") for i in range(3)]
+    assert resolve_text(nested, "keep:m1") == "top\nfrom m1\nbottom\n"
+    assert resolve_text(nested, "both") == "top\nfrom m0\nfrom m1\nfrom m2\nbottom\n"
+
+
+def test_unbalanced_markers_are_strays_both_drops_them_a_side_refuses() -> None:
+    # Two opens and three closes, as merging marker lines as text used to leave.
+    text = "a\n<<<<<<< m0\nx\n=======\ny\n>>>>>>> m1\n>>>>>>> m2\nb\n<<<<<<< m3\nz\n"
     pieces = parse_blocks(text)
-    assert sum(1 for p in pieces if not isinstance(p, str)) == 1
+    assert sum(isinstance(p, Block) for p in pieces) == 1
+    assert [p.number for p in pieces if isinstance(p, Stray)] == [7, 9]
+    assert stray_markers(text) == [7, 9]
+    assert has_conflict_markers("a\n>>>>>>> m2\nb\n")
+    assert resolve_text(text, "both") == "a\nx\ny\nb\nz\n"
+    with pytest.raises(UsageError, match=r"line 7 `>>>>>>> m2`, line 9 `<<<<<<< m3`.*--edit"):
+        resolve_text(text, "keep:m0")
+
+
+def conflicted(base: str, *sides: tuple[str, str]) -> str:
+    """The note as two machines leave it: `sides[0]` merged into `sides[1]`."""
+    (l1, t1), (l2, t2) = sides
+    return merge_texts("n.md", base, Side(l1, t1), Side(l2, t2)).text
+
+
+def test_a_conflict_replayed_onto_another_conflict_is_one_flat_block() -> None:
+    # m1 pushed; m0 recorded {m0, m1} but did not push; m2 recorded {m1, m2} and pushed; m0 replays.
+    v = {m: BASE.replace("middle line", f"middle from {m}") for m in ("m0", "m1", "m2")}
+    upstream = v["m1"]
+    local = conflicted(BASE, ("m0", v["m0"]), ("m1", upstream))
+    hub = conflicted(BASE, ("m1", upstream), ("m2", v["m2"]))
+    for one, two in (((("m2", hub)), ("m0", local)), (("m0", local), ("m2", hub))):
+        merged = merge_texts("n.md", upstream, Side(*one), Side(*two))
+        assert merged.conflicted
+        body = merged.text.split("---\n", 2)[2]
+        assert body == (
+            "\nfirst line\n<<<<<<< m0\nmiddle from m0\n======= m1\nmiddle from m1\n=======\nmiddle from m2\n"
+            ">>>>>>> m2\nlast line\n"
+        ), merged.text
+    # A fourth machine that edited the original meets it: still one block, now of four.
+    v3 = BASE.replace("middle line", "middle from m3")
+    four = merge_texts("n.md", BASE, Side("m3", v3), Side("m0", merged.text)).text
+    [block] = [p for p in parse_blocks(four) if isinstance(p, Block)]
+    assert [s.label for s in block.sections] == ["m0", "m1", "m2", "m3"]
+    assert four.count("<<<<<<<") == 1 and four.count(">>>>>>>") == 1
+    # One that had m1's version and replaced it: m1's version leaves, the new one comes in.
+    five = merge_texts(
+        "n.md", upstream, Side("m4", BASE.replace("middle line", "from m4")), Side("m0", merged.text)
+    ).text
+    [block] = [p for p in parse_blocks(five) if isinstance(p, Block)]
+    assert [s.label for s in block.sections] == ["m0", "m2", "m4"]
+
+
+def test_versions_a_side_replaced_leave_the_block() -> None:
+    # m1 changes its line again after a conflict it never saw: its old version is replaced.
+    v1 = BASE.replace("middle line", "v1 from m1")
+    local = conflicted(BASE, ("m0", BASE.replace("middle line", "from m0")), ("m1", v1))
+    again = BASE.replace("middle line", "v2 from m1")
+    merged = merge_texts("n.md", v1, Side("m1", again), Side("m0", local))
+    assert "v2 from m1" in merged.text and "v1 from m1" not in merged.text and "from m0" in merged.text
+    assert merged.text.count("<<<<<<<") == 1
+
+
+def test_a_resolution_meeting_a_new_version_is_a_conflict_of_the_two() -> None:
+    block = conflicted(BASE, ("a", BASE.replace("middle line", "A")), ("b", BASE.replace("middle line", "B")))
+    resolved = resolve_text(block, "keep:a")
+    grown = merge_texts("n.md", BASE, Side("c", BASE.replace("middle line", "C")), Side("x", block)).text
+    merged = merge_texts("n.md", block, Side("a", resolved), Side("c", grown))
+    [only] = [p for p in parse_blocks(merged.text) if isinstance(p, Block)]
+    assert sorted(s.text for s in only.sections) == ["A\n", "C\n"]  # the choice, and what it did not see
+    # Two machines resolving differently: a conflict about the resolutions, even where one kept a version.
+    other = resolve_text(block, "keep:b")
+    merged = merge_texts("n.md", block, Side("a", resolved), Side("b", other))
+    [only] = [p for p in parse_blocks(merged.text) if isinstance(p, Block)]
+    assert sorted(s.text for s in only.sections) == ["A\n", "B\n"]
+    # The same resolution on both: clean.
+    assert not merge_texts("n.md", block, Side("a", resolved), Side("b", resolved)).conflicted
+
+
+def test_front_matter_blocks_of_three_machines_are_one() -> None:
+    def titled(title: str, stamp: str) -> str:
+        return BASE.replace("title: Pool sizing", f"title: {title}").replace(
+            "2024-01-01T00:00:00Z'\nmachine", f"{stamp}'\nmachine"
+        )
+
+    t0, t1, t2 = (
+        titled("T0", "2024-01-02T00:00:00Z"),
+        titled("T1", "2024-01-03T00:00:00Z"),
+        titled("T2", "2024-01-04T00:00:00Z"),
+    )
+    local = conflicted(BASE, ("m0", t0), ("m1", t1))
+    hub = conflicted(BASE, ("m1", t1), ("m2", t2))
+    merged = merge_texts("n.md", t1, Side("m2", hub), Side("m0", local)).text
+    blocks = [p for p in parse_blocks(merged.split("---\n", 2)[2]) if isinstance(p, Block)]
+    assert len(blocks) == 1 and blocks[0].front_matter
+    assert [s.text for s in blocks[0].sections] == ["title: T0\n", "title: T1\n", "title: T2\n"]
+    assert yaml.safe_load(resolve_text(merged, "keep:m0").split("---")[1])["title"] == "T0"
+
+
+def test_a_front_matter_conflict_resolved_on_one_machine_meets_a_new_value_from_another() -> None:
+    def titled(title: str, stamp: str) -> str:
+        return BASE.replace("title: Pool sizing", f"title: {title}").replace(
+            "2024-01-01T00:00:00Z'\nmachine", f"{stamp}'\nmachine"
+        )
+
+    t1, t2, t3 = (
+        titled("T1", "2024-01-02T00:00:00Z"),
+        titled("T2", "2024-01-03T00:00:00Z"),
+        titled("T3", "2024-01-04T00:00:00Z"),
+    )
+    block = conflicted(BASE, ("a", t1), ("b", t2))  # {T1, T2}, the title field T2 (the later edit)
+    resolved = resolve_text(block, "both")  # a keeps the front matter as it is: T2, no block
+    grown = merge_texts("n.md", BASE, Side("c", t3), Side("b", block)).text  # c's T3 joins the block
+    merged = merge_texts("n.md", block, Side("a", resolved), Side("c", grown)).text
+    [only] = [p for p in parse_blocks(merged.split("---\n", 2)[2]) if isinstance(p, Block)]
+    assert sorted(s.text for s in only.sections) == ["title: T2\n", "title: T3\n"]  # the choice, and T3
+    # Both resolved alike: no block, and the front matter holds the choice.
+    other = resolve_text(block, "keep:a")
+    merged = merge_texts("n.md", block, Side("a", other), Side("b", block))
+    assert not merged.conflicted and "<<<<<<<" not in merged.text
+    assert yaml.safe_load(merged.text.split("---")[1])["title"] == "T1"
+
+
+def test_a_note_about_conflict_markers_keeps_its_example_through_merges() -> None:
+    example = (
+        "---\ntitle: Git\n---\n\nIntro\n\n<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> branch\n\nOutro\n"
+    )
+    one = example.replace("Intro", "Intro, edited")
+    two = example.replace("Outro", "Outro, edited")
+    merged = merge_texts("n.md", example, Side("a", one), Side("b", two))
+    assert not merged.conflicted
+    assert merged.text == example.replace("Intro", "Intro, edited").replace("Outro", "Outro, edited")
 
 
 def _repo(tmp_path: Path) -> Path:

@@ -1,7 +1,7 @@
-"""The conflicts pages: every conflicted note, both sides, and ours / theirs / both / edit.
+"""The conflicts pages: every conflicted note, each machine's version, keep one / all / edit.
 
 Listing, reading and resolving conflicts is the conflicts module's job: the
-list is `conflicts.list_conflicts` and keep-ours/theirs/both is
+list is `conflicts.list_conflicts` and keeping a version (or all) is
 `conflicts.resolve_note`, exactly what `anamnesis conflicts` / `anamnesis
 resolve` run. An edited resolution is saved through `store.save_note`. Either
 way the file must not have changed since the page showed it.
@@ -25,21 +25,21 @@ def _suffix(path: str) -> str:
     return note_url(path)[len("/note/") :]
 
 
-def side_view(text: str, side: str) -> Markup:
-    """The note's body as one side sees it, that side's part of each conflict highlighted."""
+def side_view(text: str, label: str) -> Markup:
+    """The note's body as machine `label` wrote it, its version in each conflict highlighted."""
     from anamnesis.conflicts import Block, parse_blocks
 
     _fm, body = split_front_matter(text)
     out = []
     for piece in parse_blocks(body):
         if isinstance(piece, Block):
-            lines = piece.first if side == "ours" else piece.second
+            chosen = [s for s in piece.sections if s.label == label]
             where = " (front matter)" if piece.front_matter else ""
             out.append(
                 html(
                     '<mark class="pick" title="{w}">{t}</mark>',
-                    w=f"this side's version{where}",
-                    t="".join(lines) or "(nothing)\n",
+                    w=f"{label}'s version{where}" if chosen else f"no version from {label} here",
+                    t="".join(line for s in chosen for line in s.lines) or "(nothing)\n",
                 )
             )
         else:
@@ -65,8 +65,8 @@ def conflicts_page(request: Request) -> HTMLResponse:
                 p=c.path,
                 who=join(
                     (
-                        html('<span class="chip">{a} ↔ {b}</span>', a=a, b=b)
-                        for a, b in dict.fromkeys(c.labels)
+                        html('<span class="chip">{a}</span>', a=" ↔ ".join(labels))
+                        for labels in dict.fromkeys(tuple(labels) for labels in c.labels)
                     ),
                     " ",
                 ),
@@ -77,14 +77,14 @@ def conflicts_page(request: Request) -> HTMLResponse:
         content = html('<section class="card"><ul class="note-list">{items}</ul></section>', items=items)
     else:
         content = Markup(
-            '<div class="card empty-state"><p class="ok">No conflicts.</p><p class="muted">When two machines '
-            "change the same lines of a note, sync keeps both versions in the note between conflict "
+            '<div class="card empty-state"><p class="ok">No conflicts.</p><p class="muted">When machines '
+            "change the same lines of a note, sync keeps every version in the note between conflict "
             "markers and lists it here.</p></div>"
         )
     body = html(
         """<header class="page-head"><h1>Conflicts</h1>
-<p class="lede">Notes that two machines changed in the same place. Keep one side, both, or edit the note to
-combine them.</p></header>
+<p class="lede">Notes that machines changed in the same place. Keep one machine's version, all of them, or
+edit the note to combine them.</p></header>
 {content}""",
         content=content,
     )
@@ -94,9 +94,10 @@ combine them.</p></header>
 def resolve_page(
     request: Request, edited: str | None = None, error: str = "", status: int = 200
 ) -> HTMLResponse:
-    """Both sides of one conflicted note, with the ways out (`edited`: the user's text, kept on an error)."""
-    from anamnesis.conflicts import block_labels
+    """Each machine's version of one conflicted note, with the ways out (`edited`: the user's text, kept on an error)."""
+    from anamnesis.conflicts import KEEP_PREFIX, block_labels, label_names
     from anamnesis.history import working_text
+    from anamnesis.settings import machine_id
     from anamnesis.store import safe_path
 
     web = web_of(request)
@@ -114,7 +115,8 @@ def resolve_page(
             request, title="No conflict", body=body, active="conflicts", status=status, flash=flash
         )
     base = text_sha(text)
-    labels = block_labels(split_front_matter(text)[1]) or [("ours", "theirs")]
+    labels = list(dict.fromkeys(label for block in block_labels(split_front_matter(text)[1]) for label in block))
+    me = machine_id(web.store)
     action = "/conflicts/" + _suffix(relpath)
 
     def keep_form(keep: str, label: str, ghost: bool = False) -> Markup:
@@ -131,35 +133,41 @@ def resolve_page(
             label=label,
         )
 
-    def side(keep: str, label: str) -> Markup:
+    def side(label: str) -> Markup:
+        names = label_names(label)
+        if me in names:
+            title, keep, button = "ours", "ours", f"Keep ours ({label})"
+        elif len(labels) == 2 and any(me in label_names(other) for other in labels):
+            title, keep, button = "theirs", "theirs", f"Keep theirs ({label})"
+        else:
+            title, keep, button = label, KEEP_PREFIX + label, f"Keep {label}"
         return html(
             """<section class="card side"><h2>{title} <small class="muted">{label}</small></h2>
 {view}<div class="actions">{form}</div></section>""",
-            title=keep,
-            label=label,
-            view=side_view(text, keep),
-            form=keep_form(keep, f"Keep {keep}"),
+            title=title,
+            label=label if title != label else "",
+            view=side_view(text, label),
+            form=keep_form(keep, button),
         )
 
     body = html(
         """<header class="page-head"><div class="crumbs"><code class="path">{p}</code></div>
 <h1>Resolve a conflict</h1>
-<p class="lede">Two machines changed <a href="{u}">this note</a> in the same place; the highlighted text differs.
-Keep one side, keep both (one after the other), or edit the text below.</p></header>
-<div class="grid two sides">{ours}{theirs}</div>
+<p class="lede">Machines changed <a href="{u}">this note</a> in the same place; the highlighted text differs.
+Keep one machine's version, keep them all (one after the other), or edit the text below.</p></header>
+<div class="grid two sides">{sides}</div>
 <div class="actions spread">{both}</div>
 <section class="card"><h2>Edit</h2>
 <form method="post" action="{a}" class="editor full">{csrf}
 <input type="hidden" name="base" value="{base}"><input type="hidden" name="action" value="edit">
 <textarea name="text" rows="20" spellcheck="false" aria-label="Note text">{text}</textarea>
 <div class="actions"><button class="btn" type="submit">Save resolution</button>
-<span class="muted hint">Remove every &lt;&lt;&lt;&lt;&lt;&lt;&lt; … ======= … &gt;&gt;&gt;&gt;&gt;&gt;&gt; block first.</span></div>
+<span class="muted hint">Remove every &lt;&lt;&lt;&lt;&lt;&lt;&lt; … ======= … &gt;&gt;&gt;&gt;&gt;&gt;&gt; line first.</span></div>
 </form></section>""",
         p=relpath,
         u=note_url(relpath),
-        ours=side("ours", labels[0][0]),
-        theirs=side("theirs", labels[0][1]),
-        both=keep_form("both", "Keep both", ghost=True),
+        sides=join([side(label) for label in labels]),
+        both=keep_form("both", "Keep both" if len(labels) == 2 else "Keep all", ghost=True),
         a=action,
         csrf=csrf_field(web.csrf),
         base=base,
@@ -179,7 +187,7 @@ def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | N
     from anamnesis.settings import machine_id
     from anamnesis.store import save_note
 
-    if action not in (*KEEP, "edit"):
+    if action not in (*KEEP, "edit") and not action.startswith(conflicts.KEEP_PREFIX):
         raise UsageError(f"unknown resolution {action!r}")
     with web.write_lock, store_lock(web.store, "resolve"):
         current = working_text(web.store, relpath)
@@ -188,7 +196,7 @@ def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | N
         if not has_conflict_markers(current):
             # Not a way to write arbitrary files: only a note that has a conflict is resolved here.
             raise UsageError(f"{relpath} has no conflict to resolve")
-        if action in KEEP:
+        if action != "edit":
             conflicts.resolve_note(web.store, relpath, action)
             return
         chosen = (edited or "").replace("\r\n", "\n")
@@ -206,7 +214,7 @@ def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | N
 
 
 async def resolve_post(request: Request) -> Response:
-    """Apply ours / theirs / both / edit and go to the resolved note."""
+    """Apply ours / theirs / keep:MACHINE / both / edit and go to the resolved note."""
     web = web_of(request)
     relpath = request.path_params["path"]
     form = await checked_form(request)
