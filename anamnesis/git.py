@@ -1,19 +1,61 @@
-"""The one way Anamnesis runs git: the real binary, never a prompt, clear errors.
+"""The one way Anamnesis runs git: the real binary, never a prompt, clear errors, nothing left running.
 
 GitPython wraps the same binary; calling it directly keeps the start-up of
 hooks and `sync` fast and the error text exactly git's.
+
+A git that talks to another machine (fetch, push, ls-remote...) gets the
+user's own ssh command with our safety options in front (batch mode, a
+connect timeout, keep-alives), a wall-clock bound, and a process group of
+its own; when the bound passes, or the caller is interrupted, the whole
+group (git and the ssh it started) is stopped. Local gits stay in the
+caller's process group (what stops the caller's group stops them), and are
+stopped with the caller when it is interrupted.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
+import signal
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anamnesis.errors import GitError
+from anamnesis.errors import AnamnesisError, GitError
 
-SSH_COMMAND = "ssh -o BatchMode=yes -o ConnectTimeout=5 -o ServerAliveInterval=5 -o ServerAliveCountMax=2"
+CONNECT_TIMEOUT = 5
+ALIVE_INTERVAL = 5
+SSH_OPTIONS = (
+    f"-o BatchMode=yes -o ConnectTimeout={CONNECT_TIMEOUT} "
+    f"-o ServerAliveInterval={ALIVE_INTERVAL} -o ServerAliveCountMax=2"
+)
+SSH_COMMAND = f"ssh {SSH_OPTIONS}"
+NETWORK_TIMEOUT = 120.0  # seconds one fetch/push/ls-remote may take; ANAMNESIS_NETWORK_TIMEOUT overrides it
+NETWORK_COMMANDS = frozenset({"fetch", "push", "ls-remote", "clone", "pull", "fetch-pack", "send-pack"})
+STOP_GRACE = 2.0  # seconds a stopped git gets to clean up before SIGKILL
+
+
+class GitTimeout(GitError):
+    """A git talking to another machine did not finish within its bound (and was stopped)."""
+
+
+class Stopped(AnamnesisError):
+    """The command was stopped by a signal; the git and ssh processes it started were stopped too."""
+
+    def __init__(self, signum: int, what: str = "sync") -> None:
+        self.signum = signum
+        self.exit_code = 128 + signum
+        name = signal.Signals(signum).name
+        super().__init__(
+            f"{what} stopped by {name} (the git and ssh processes it started were stopped too); "
+            "the next sync carries on from here"
+        )
 
 
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -27,10 +69,192 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
             "GIT_MERGE_AUTOEDIT": "no",
         }
     )
-    env.setdefault("GIT_SSH_COMMAND", SSH_COMMAND)
     if extra:
         env.update(extra)
     return env
+
+
+# -- the ssh command -------------------------------------------------------------------------
+
+_FIRST_WORD = re.compile(r"""\s*((?:"[^"]*"|'[^']*'|[^\s"'])+)""")
+_NOT_OPENSSH = ("plink", "tortoiseplink", "putty", "simple")
+
+
+def _ssh_config(repo: Path | None, environ: dict[str, str]) -> dict[str, str]:
+    """core.sshcommand and ssh.variant from git's config as seen in `repo` (with ~/.gitconfig)."""
+    if repo is None:
+        return {}
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "config", "--get-regexp", r"^(core\.sshcommand|ssh\.variant)$"],
+        capture_output=True, text=True, env=environ, stdin=subprocess.DEVNULL, timeout=30, check=False,
+    )
+    found: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        found[key.lower()] = value.strip()  # the last one wins, as in git
+    return found
+
+
+def user_ssh_command(repo: Path | None = None, environ: dict[str, str] | None = None) -> str:
+    """The ssh command git would use on its own: GIT_SSH_COMMAND, core.sshCommand, GIT_SSH, or `ssh`."""
+    environ = dict(os.environ) if environ is None else environ
+    command = environ.get("GIT_SSH_COMMAND", "").strip()
+    if not command:
+        command = _ssh_config(repo, environ).get("core.sshcommand", "")
+    if not command and environ.get("GIT_SSH", "").strip():
+        command = shlex.quote(environ["GIT_SSH"].strip())
+    return command or "ssh"
+
+
+def _program(command: str) -> str:
+    match = _FIRST_WORD.match(command)
+    word = match.group(1) if match else ""
+    word = word.replace('"', "").replace("'", "")
+    return os.path.basename(word).lower().removesuffix(".exe")
+
+
+def safe_ssh_command(command: str, variant: str = "") -> str:
+    """`command` with our safety options where they win.
+
+    ssh keeps the first value it is given for an option, and reads its
+    command line before any config file. So for a command whose program is
+    `ssh`, the options go right after the program word, ahead of the user's
+    own options and config. A wrapper (any other program) gets them at the
+    end of its own words, in front of what git adds, and must hand them to
+    ssh; PuTTY's plink (or ssh.variant set to anything but ssh) gets none.
+    """
+    if SSH_OPTIONS in command:
+        return command  # already there (an anamnesis started by anamnesis)
+    program = _program(command)
+    if variant.lower() in _NOT_OPENSSH or program in _NOT_OPENSSH:
+        return command
+    match = _FIRST_WORD.match(command)
+    if program == "ssh" and match:
+        return f"{command[: match.end()]} {SSH_OPTIONS}{command[match.end():]}"
+    return f"{command} {SSH_OPTIONS}"
+
+
+def network_env(repo: Path | None, env: dict[str, str]) -> dict[str, str]:
+    """`env` for a git that talks to another machine: its ssh command carries our safety options."""
+    env = dict(env)
+    config = {} if env.get("GIT_SSH_COMMAND", "").strip() and env.get("GIT_SSH_VARIANT") else _ssh_config(repo, env)
+    command = env.get("GIT_SSH_COMMAND", "").strip() or config.get("core.sshcommand", "")
+    if not command and env.get("GIT_SSH", "").strip():
+        command = shlex.quote(env["GIT_SSH"].strip())
+    variant = env.get("GIT_SSH_VARIANT") or config.get("ssh.variant", "")
+    env["GIT_SSH_COMMAND"] = safe_ssh_command(command or "ssh", variant)
+    return env
+
+
+def network_timeout(default: float | None = NETWORK_TIMEOUT) -> float:
+    """How long one network git call may run: ANAMNESIS_NETWORK_TIMEOUT (seconds), else `default`."""
+    value = os.environ.get("ANAMNESIS_NETWORK_TIMEOUT", "").strip()
+    try:
+        seconds = float(value) if value else float(default or NETWORK_TIMEOUT)
+    except ValueError:
+        seconds = float(default or NETWORK_TIMEOUT)
+    return max(seconds, 1.0)
+
+
+def _subcommand(args: tuple[str, ...]) -> str:
+    """The git subcommand in `args` (skipping `-c key=value` and other global options)."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-c", "-C", "--git-dir", "--work-tree", "--namespace"):
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return ""
+
+
+# -- running git: one process group per call, stopped on timeout or interruption ----------------
+
+_children: dict[int, tuple[subprocess.Popen[Any], bool]] = {}  # pid -> (git, in a group of its own)
+_children_guard = threading.Lock()
+_stopping: list[int] = []  # the signal that is stopping this process, once one arrived
+
+
+def _signal(proc: subprocess.Popen[Any], group: bool, sig: int) -> None:
+    """`sig` to a git, or to its whole process group (the ssh it started too)."""
+    try:
+        if group:
+            os.killpg(proc.pid, sig)
+        elif proc.returncode is None:
+            proc.send_signal(sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(proc: subprocess.Popen[Any], group: bool, grace: float = STOP_GRACE) -> None:
+    """Stop a git (with `group`, everything it started): SIGTERM, time to clean up, then SIGKILL.
+
+    A local git (not `group`) first gets `grace` seconds to finish by itself:
+    it is quick, and a finished ref update or checkout needs no repair.
+    """
+    if not group:
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    _signal(proc, group, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    # ssh can outlive its git by a moment; a group outlives its leader while any member lives.
+    _signal(proc, group, signal.SIGKILL)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def stop_children() -> None:
+    """Stop every git (and the ssh it started) that this process is running now, from any thread."""
+    with _children_guard:
+        running = list(_children.values())
+    for proc, group in running:
+        _signal(proc, group, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE
+    for proc, group in running:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        _signal(proc, group, signal.SIGKILL)
+
+
+@contextmanager
+def stop_on_signals(what: str = "sync") -> Iterator[None]:
+    """Within the block, SIGTERM, SIGINT and SIGHUP stop the gits (and their ssh) and raise `Stopped`.
+
+    The exception unwinds through the caller's cleanup (lock release, sync
+    log), so the store is left as a finished sync would leave it. Only the
+    first signal raises; a second one while cleaning up only stops children.
+    Outside the main thread (where Python cannot install handlers) it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        first = not _stopping
+        _stopping.append(signum)
+        if first:
+            raise Stopped(signum, what)
+        stop_children()
+
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        _stopping.clear()
 
 
 def _run(
@@ -43,26 +267,51 @@ def _run(
     env: dict[str, str] | None,
 ) -> subprocess.CompletedProcess[Any]:
     cmd = ["git", "-C", str(repo), "-c", "core.quotepath=off", *args]
+    full_env = git_env(env)
+    network = _subcommand(args) in NETWORK_COMMANDS
+    if network:
+        full_env = network_env(repo if repo.is_dir() else None, full_env)
+        timeout = network_timeout(timeout)
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             cmd,
-            input=input,
-            capture_output=True,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=text,
             # file names that are not valid UTF-8 survive the round trip instead of crashing
             encoding="utf-8" if text else None,
             errors="surrogateescape" if text else None,
-            timeout=timeout,
-            env=git_env(env),
-            stdin=None if input is not None else subprocess.DEVNULL,
+            env=full_env,
+            start_new_session=network,  # a group of its own: stopping it stops the ssh it started
         )
     except FileNotFoundError as exc:
         raise GitError("git is not installed or not on PATH") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
+    try:
+        with _children_guard:
+            _children[proc.pid] = (proc, network)
+        try:
+            stdout, stderr = proc.communicate(input, timeout=timeout)
+        except BaseException as exc:
+            _stop(proc, network)
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
+            stdout, stderr = proc.communicate()
+            what = f"git {_subcommand(args)}"
+            if not network:
+                raise GitError(f"{what} timed out after {timeout:g}s") from None
+            said = _reason(stderr, 0) if stderr else ""
+            raise GitTimeout(
+                f"{what} stopped after {timeout:g} s without finishing"
+                + (f" (its last words: {said})" if said else "")
+            ) from None
+    finally:
+        with _children_guard:
+            _children.pop(proc.pid, None)
+    completed = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(args[:2])} failed: {_reason(proc.stderr or proc.stdout, proc.returncode)}")
-    return proc
+        raise GitError(f"git {' '.join(args[:2])} failed: {_reason(stderr or stdout, proc.returncode)}")
+    return completed
 
 
 def _reason(output: str | bytes, code: int) -> str:
@@ -102,3 +351,136 @@ def run_git_bytes(
 ) -> subprocess.CompletedProcess[bytes]:
     """`run_git` for raw bytes in and out: blobs of any encoding, NUL-separated listings."""
     return _run(repo, args, input, False, check, timeout, env)
+
+
+# -- what went wrong, in ssh's (or git's) own words, and what to do ---------------------------
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a git talking to another machine failed (the line that says it) and what to do about it."""
+
+    reason: str
+    hint: str = ""
+
+    @property
+    def text(self) -> str:
+        """One line: the reason, then the hint."""
+        return f"{self.reason} — {self.hint}" if self.hint else self.reason
+
+
+_BOILERPLATE = (
+    "please make sure you have the correct access rights",
+    "and the repository exists",
+    "fatal: could not read from remote repository",
+    "could not read from remote repository",
+    "fatal: the remote end hung up unexpectedly",
+)
+_LOCK_RE = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+_LOCKED_REF_RE = re.compile(r"cannot lock ref '([^']+)'")
+
+
+def ssh_target(url: str) -> tuple[str, str]:
+    """(`[-p PORT ]user@host`, path) of an ssh URL, ('', '') for anything else."""
+    from anamnesis.peers import is_local_url
+
+    if is_local_url(url):
+        return "", ""
+    match = re.match(r"^(?:ssh|git\+ssh|ssh\+git)://(?:([^@/]+)@)?(\[[^\]]+\]|[^:/]+)(?::(\d+))?(/.*)?$", url)
+    if match:
+        user, host, port, path = match.groups()
+        target = f"{user}@{host}" if user else host
+        return (f"-p {port} {target}" if port else target), path or ""
+    if "://" in url:
+        return "", ""
+    host, _, path = url.partition(":")
+    return host, path
+
+
+def _check(url: str, ssh: str) -> str:
+    target, _ = ssh_target(url)
+    return f"`{ssh} {target} true`" if target else "`ssh HOST true`"
+
+
+def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "") -> Failure:
+    """The meaningful line of a failed fetch/push/ls-remote (ssh's own when ssh failed) and a hint.
+
+    `ssh` is the user's ssh command, for the command the hint suggests;
+    `stopped` is the message of a git stopped at its time bound (GitTimeout).
+    """
+    ssh = ssh or user_ssh_command()
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.strip("@ ").startswith("WARNING") and set(line) != {"@"}]
+    check = _check(url, ssh)
+    target = ssh_target(url)[0].split(" ")[-1].rsplit("@", 1)[-1] or "the peer"  # the host, for prose
+    joined = "\n".join(lines)
+    if stopped:
+        where = f"{target} accepted the connection but did not answer in time: check with {check}"
+        if not ssh_target(url)[0]:
+            where = f"{url} did not answer in time (a network file system that hangs?)"
+        return Failure(stopped, f"{where} (the limit, {network_timeout():g} s, is ANAMNESIS_NETWORK_TIMEOUT)")
+
+    def line_with(*needles: str) -> str:
+        return next((line for line in lines if any(n in line for n in needles)), "")
+
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in output or "has changed and you have requested strict" in joined:
+        forget = line_with("ssh-keygen ") or f"ssh-keygen -R {target}"
+        return Failure(
+            f"Host key verification failed: the host key of {target} changed",
+            f"if you know why (the machine was reinstalled), forget the old key with `{forget}`, "
+            f"then run {check} once in a terminal to check and record the new one",
+        )
+    if "Host key verification failed" in joined or "host key is known for" in joined:
+        return Failure(
+            "Host key verification failed.",
+            f"this machine does not know {target}'s host key yet: run {check} once in a terminal "
+            "to check it and record it",
+        )
+    denied = line_with("Permission denied (")
+    if denied:
+        agent = "" if os.environ.get("SSH_AUTH_SOCK") else " (none is reachable here: SSH_AUTH_SOCK is not set)"
+        return Failure(
+            denied,
+            f"{target} refused this machine's ssh key: check with {check}; a key with a passphrase must be "
+            f"loaded in an ssh agent{agent}, and a timer reaches an agent only if one ran at "
+            "`anamnesis schedule install` and still runs: give this host a key without a passphrase, "
+            "or use Tailscale SSH",
+        )
+    banner = line_with("timed out during banner exchange", "kex_exchange_identification", "Connection closed by",
+                       "Connection reset by")
+    if banner:
+        return Failure(
+            banner,
+            f"{target} accepts connections but its ssh server did not answer: check with {check}",
+        )
+    alive = line_with("not responding")
+    if alive and alive.startswith("Timeout"):
+        return Failure(alive, f"{target} stopped answering in the middle; sync retries next time")
+    resolve = line_with("Could not resolve hostname")
+    if resolve:
+        return Failure(resolve, "check the name in the URL (`anamnesis peers list`); for Tailscale: "
+                                "is `tailscale status` up, with MagicDNS on?")
+    connect = line_with("ssh: connect to host")
+    if connect:
+        return Failure(connect, f"{target} is off, asleep or not running ssh; sync retries by itself")
+    missing = line_with("git-upload-pack", "git-receive-pack")
+    if missing and "not found" in missing:
+        return Failure(missing, f"git is not installed on {target}, or not on the PATH of its ssh logins")
+    locked = _LOCK_RE.search(joined)
+    if locked:
+        ref = _LOCKED_REF_RE.search(joined)
+        name = f"cannot lock ref '{ref.group(1)}': " if ref else ""
+        return Failure(f"{name}{os.path.normpath(locked.group(1))} exists", "")
+    return Failure(_plain_reason(lines))
+
+
+def _plain_reason(lines: list[str]) -> str:
+    """The line that says what went wrong (ssh's or git's own), without git's boilerplate."""
+    kept = [line for line in lines if not line.lower().startswith(_BOILERPLATE)]
+    for prefix in ("ssh:", "fatal:", "error:", "remote:"):
+        for line in kept:
+            if line.startswith(prefix):
+                return line.removeprefix("fatal:").removeprefix("error:").strip()
+    if kept:
+        return kept[0]
+    return lines[0].removeprefix("fatal:").strip() if lines else ""

@@ -37,8 +37,10 @@ class Peer:
     url: str
     kind: str = ""  # "hub" (bare: we push to its main) or "machine" (we push to an incoming ref)
     last_ok: str = ""
-    last_error: str = ""
+    last_error: str = ""  # the reason, then what to do (`last_hint`)
     last_error_at: str = ""
+    failing_since: str = ""  # the first failure since the last success ('' while it syncs)
+    last_hint: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,8 @@ class Peer:
             "last_ok": self.last_ok or None,
             "last_error": self.last_error or None,
             "last_error_at": self.last_error_at or None,
+            "failing_since": self.failing_since or None,
+            "hint": self.last_hint or None,
         }
 
 
@@ -133,6 +137,8 @@ def list_peers(store: Store) -> list[Peer]:
                 last_ok=info.get("last_ok", ""),
                 last_error=info.get("last_error", ""),
                 last_error_at=info.get("last_error_at", ""),
+                failing_since=info.get("failing_since", ""),
+                last_hint=info.get("last_hint", ""),
             )
         )
     return peers
@@ -222,25 +228,220 @@ def retire_refs(store: Store, name: str) -> None:
 
 
 def record(store: Store, updates: dict[str, dict[str, str]]) -> None:
-    """Merge what one sync learnt (kind, last_ok, last_error...) into the per-peer state."""
+    """Merge what one sync learnt (kind, last_ok, last_error...) into the per-peer state.
+
+    Also keeps `failing_since`: the first failure after the last success,
+    which tells a peer that is off for an hour from one gone for a day.
+    """
     if not updates:
         return
     state = load_state(store)
     for name, info in updates.items():
         entry = dict(state.get(name, {}))
         entry.update({k: v for k, v in info.items() if v is not None})
+        if info.get("last_ok"):
+            entry.pop("failing_since", None)
+        elif info.get("last_error_at") and not entry.get("failing_since"):
+            entry["failing_since"] = info["last_error_at"]
         state[name] = entry
     save_state(store, state)
 
 
-def probe(url: str, timeout: float = 20.0) -> str | None:
-    """None if `url` answers as a git repository, else git's reason (for a warning)."""
-    from anamnesis.errors import GitError
-    from anamnesis.git import run_git
-    from anamnesis.sync import git_reason
+def probe(url: str, timeout: float = 20.0, repo: Path | None = None) -> str | None:
+    """None if `url` answers as a git repository, else why not and what to do (for a warning).
 
+    `repo` (the store's memory/) is where git reads core.sshCommand from.
+    """
+    from anamnesis.errors import GitError
+    from anamnesis.git import GitTimeout, explain, run_git, user_ssh_command
+
+    url = normalize_url(url)
+    where = repo if repo is not None and repo.is_dir() else Path.cwd()
     try:
-        proc = run_git(Path.cwd(), "ls-remote", "--heads", normalize_url(url), timeout=timeout, check=False)
+        proc = run_git(where, "ls-remote", "--heads", url, timeout=timeout, check=False)
+    except GitTimeout as exc:
+        return explain("", url, user_ssh_command(where), stopped=str(exc)).text
     except GitError as exc:
         return str(exc)
-    return None if proc.returncode == 0 else (git_reason(proc.stderr or proc.stdout) or "no answer")
+    if proc.returncode == 0:
+        return None
+    return explain(proc.stderr or proc.stdout, url, user_ssh_command(where)).text or "no answer"
+
+
+# -- peers in trouble: unreachable for long, or a lock file that blocks every push ------------
+
+DAY = 86400.0
+STALE_LOCK_SECONDS = 300.0  # a ref lock older than this, with no git working there, was left by a killed git
+EXIT_STALE = 13  # `sync --fail-after`: a peer has been unreachable for longer than that
+
+
+@dataclass(frozen=True)
+class StalePeer:
+    """A peer that no sync has reached since `since` (the first failure after its last success)."""
+
+    name: str
+    url: str
+    since: str
+    last_ok: str
+    last_error: str
+    hint: str = ""
+
+    def describe(self) -> str:
+        """One line: which peer, since when, why."""
+        from anamnesis.synclog import ago
+
+        was = f"last synced {self.last_ok}" if self.last_ok else "never synced"
+        return f"{self.name}: unreachable since {ago(self.since)}, {was} — {self.last_error}"
+
+
+def _age(stamp: str) -> float | None:
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return (dt.datetime.now(dt.UTC) - when).total_seconds()
+
+
+def stale_peers(store: Store, older_than: float = DAY, names: list[str] | None = None) -> list[StalePeer]:
+    """Peers (of `names`, or all) that every sync has failed to reach for more than `older_than` seconds."""
+    found = []
+    for peer in list_peers(store):
+        if names is not None and peer.name not in names:
+            continue
+        age = _age(peer.failing_since) if peer.failing_since else None
+        if age is not None and age > older_than:
+            found.append(
+                StalePeer(peer.name, peer.url, peer.failing_since, peer.last_ok, peer.last_error, peer.last_hint)
+            )
+    return found
+
+
+def _local_git_dir(url: str) -> Path | None:
+    """The git directory of a peer on a local path (bare hub or another store), if it is one."""
+    if not is_local_url(url):
+        return None
+    path = Path(url.removeprefix("file://")).expanduser()
+    if (path / ".git").is_dir():
+        return path / ".git"
+    return path if (path / "HEAD").is_file() and (path / "refs").is_dir() else None
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * DAY:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / DAY:.0f} days"
+
+
+def lock_hint(url: str, lock: str) -> str:
+    """What to do about `lock`, a lock file in the peer at `url` that made a push fail."""
+    import shlex
+    import time
+
+    from anamnesis.git import ssh_target
+
+    git_dir = _local_git_dir(url)
+    if git_dir is None:
+        target = ssh_target(url)[0] or "the peer"
+        return (
+            f"if no git is working on {target.split(' ')[-1]} now, the file was left by a git that was killed: "
+            f"remove it with `ssh {target} rm {shlex.quote(lock)}`, then run `anamnesis sync`"
+        )
+    from anamnesis.recovery import git_processes_in
+
+    repo = git_dir.parent if git_dir.name == ".git" else git_dir
+    try:
+        age = time.time() - Path(lock).stat().st_mtime
+    except OSError:
+        return "the lock file is gone now; the next sync pushes"
+    pids = git_processes_in(repo)
+    if pids:
+        return f"a git process (pid {', '.join(map(str, pids))}) is working in {repo}; the next sync tries again"
+    if age >= STALE_LOCK_SECONDS:
+        return (
+            f"it was left by a git that was killed: it is {_duration(age)} old and no git process is working "
+            f"in {repo}; remove it with `rm {shlex.quote(lock)}`, then run `anamnesis sync`"
+        )
+    return (
+        f"no git process is working in {repo} now; if the file is still there in a few minutes, "
+        f"it was left by a git that was killed: remove it with `rm {shlex.quote(lock)}`"
+    )
+
+
+def peer_lock_files(store: Store) -> list[tuple[Peer, Path, float]]:
+    """(peer, lock file, age in seconds) of ref lock files in peers on local paths (a hub on a disk...)."""
+    import time
+
+    found = []
+    for peer in list_peers(store):
+        git_dir = _local_git_dir(peer.url)
+        if git_dir is None:
+            continue
+        locks = [git_dir / name for name in ("packed-refs.lock", "HEAD.lock") if (git_dir / name).exists()]
+        if (git_dir / "refs").is_dir():
+            locks.extend(sorted((git_dir / "refs").rglob("*.lock")))
+        for lock in locks:
+            try:
+                found.append((peer, lock, time.time() - lock.stat().st_mtime))
+            except OSError:
+                continue
+    return found
+
+
+@dataclass(frozen=True)
+class PeerProblem:
+    """A problem with a peer, in the form of a doctor finding: where, what, how to fix it."""
+
+    where: str
+    problem: str
+    fix: str
+
+
+def peer_problems(store: Store, older_than: float = DAY) -> list[PeerProblem]:
+    """What `anamnesis doctor` reports about peers.
+
+    - a peer that no sync has reached for more than `older_than` seconds,
+      with the last reason and what to do;
+    - a lock file in a peer on a local path (a hub on a mounted disk) that
+      is older than a few minutes with no git process working there: every
+      push to that peer fails until it is removed.
+    """
+    import shlex
+
+    from anamnesis.recovery import git_processes_in
+    from anamnesis.synclog import ago
+
+    problems = []
+    for stale in stale_peers(store, older_than):
+        reason = stale.last_error.removesuffix(f" — {stale.hint}") if stale.hint else stale.last_error
+        problems.append(
+            PeerProblem(
+                f"peer {stale.name} ({stale.url})",
+                f"no sync has reached it since {ago(stale.since)}: {reason}",
+                stale.hint or f"check that it is on and reachable, then `anamnesis sync --peer {stale.name}`",
+            )
+        )
+    for peer, lock, age in peer_lock_files(store):
+        if age < STALE_LOCK_SECONDS:
+            continue
+        git_dir = _local_git_dir(peer.url)
+        repo = git_dir.parent if git_dir is not None and git_dir.name == ".git" else (git_dir or lock.parent)
+        if git_processes_in(repo):
+            continue
+        problems.append(
+            PeerProblem(
+                str(lock),
+                f"a lock file in peer {peer.name}'s repository, {_duration(age)} old, with no git process "
+                "working there: left by a git that was killed, it makes every push to that peer fail "
+                "(\"cannot lock ref\")",
+                f"rm {shlex.quote(str(lock))}",
+            )
+        )
+    return problems

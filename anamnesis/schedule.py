@@ -1,9 +1,16 @@
 """Run `anamnesis sync` on a timer: a systemd user timer on Linux, a LaunchAgent on macOS.
 
 The unit files are rendered from templates/ (shipped in the package) with
-this store's ANAMNESIS_HOME, the Python that runs anamnesis now, and the
-PATH (so the timer finds git and ssh). `install` writes them and activates
-them; `--print` shows them without writing anything.
+this store's ANAMNESIS_HOME, the Python that runs anamnesis now, the PATH (so
+the timer finds git and ssh), and the ssh setup of the shell that installs
+them (GIT_SSH_COMMAND, GIT_SSH, GIT_SSH_VARIANT, SSH_AUTH_SOCK, when set):
+a timer runs outside the login session and would not see them otherwise.
+`install` writes them and activates them; `--print` shows them without
+writing anything.
+
+The timer runs `sync --quiet --fail-after 24h`: an unreachable peer (exit
+11) is a normal outcome, but one that no sync has reached for a day exits
+13, which the unit counts as a failure.
 """
 
 from __future__ import annotations
@@ -25,7 +32,17 @@ from anamnesis.paths import Store
 
 DEFAULT_EVERY = "5m"
 MIN_SECONDS = 30
-_UNITS = {"s": 1, "m": 60, "h": 3600}
+FAIL_AFTER = "24h"  # the timer fails when a peer has been unreachable for this long
+CARRIED_ENV = ("GIT_SSH_COMMAND", "GIT_SSH", "GIT_SSH_VARIANT", "SSH_AUTH_SOCK")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> int:
+    """'90s', '30m', '24h', '2d' or a number of seconds -> seconds."""
+    match = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text.lower())
+    if not match:
+        raise UsageError(f"duration {text!r} is not like 90m, 24h or 2d")
+    return int(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
 def parse_interval(text: str) -> int:
@@ -33,7 +50,7 @@ def parse_interval(text: str) -> int:
     match = re.fullmatch(r"\s*(\d+)\s*([smh]?)\s*", text.lower())
     if not match:
         raise UsageError(f"interval {text!r} is not like 30s, 5m or 1h")
-    seconds = int(match.group(1)) * _UNITS[match.group(2) or "s"]
+    seconds = parse_duration(text)
     if seconds < MIN_SECONDS:
         raise UsageError(f"interval {text!r} is shorter than {MIN_SECONDS}s")
     return seconds
@@ -83,13 +100,35 @@ def launchd_dir() -> Path:
 
 def command() -> list[str]:
     """How the timer runs sync: the Python running us now, so a venv or pipx install keeps working."""
-    return [sys.executable, "-m", "anamnesis", "sync", "--quiet"]
+    return [sys.executable, "-P", "-m", "anamnesis", "sync", "--quiet", "--fail-after", FAIL_AFTER]
+
+
+def carried_env(store: Store) -> dict[str, str]:
+    """The environment the units set: the store, PATH, and the ssh setup of this shell (when set)."""
+    env = {
+        "ANAMNESIS_HOME": str(store.home.absolute()),
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    }
+    for name in CARRIED_ENV:
+        value = os.environ.get(name, "")
+        if value:
+            env[name] = value
+    return env
 
 
 def _systemd_quote(value: str) -> str:
-    """One word for a systemd ExecStart=/Environment= line (specifiers and variables escaped)."""
+    """One word for a systemd ExecStart= line (specifiers and variables escaped)."""
     value = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
     return f'"{value}"' if re.search(r"[\s\"';]", value) or not value else value
+
+
+def _systemd_environment(env: dict[str, str]) -> str:
+    """Environment= lines (systemd expands % specifiers there, but not $variables)."""
+    lines = []
+    for name, value in env.items():
+        word = f"{name}={value}".replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+        lines.append(f'Environment="{word}"')
+    return "\n".join(lines)
 
 
 @dataclass
@@ -151,11 +190,9 @@ def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watc
 
 
 def _systemd_values(store: Store, argv: list[str]) -> dict[str, str]:
-    """What every unit template needs: the store, PATH, and the command line."""
-    path_env = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    """What every unit template needs: the environment (store, PATH, ssh setup) and the command line."""
     return {
-        "environment_home": _systemd_quote(f"ANAMNESIS_HOME={store.home.absolute()}"),
-        "environment_path": _systemd_quote(f"PATH={path_env}"),
+        "environment": _systemd_environment(carried_env(store)),
         "exec_start": " ".join(_systemd_quote(part) for part in argv),
     }
 
@@ -170,8 +207,10 @@ def _launchd_plan(
     values = {
         "label": escape(label),
         "program_arguments": "\n".join(f"    <string>{escape(part)}</string>" for part in argv),
-        "home": escape(str(store.home.absolute())),
-        "path": escape(os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")),
+        "environment": "\n".join(
+            f"    <key>{escape(name)}</key>\n    <string>{escape(value)}</string>"
+            for name, value in carried_env(store).items()
+        ),
         "interval_seconds": str(seconds),
         "log": escape(str(store.log_dir / log_name)),
     }
@@ -290,6 +329,13 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
             match = re.search(r"OnUnitActiveSec=(\d+)s|<key>StartInterval</key>\s*<integer>(\d+)<", text)
             if match:
                 every = interval_text(int(match.group(1) or match.group(2)))
+            agent = re.search(r'SSH_AUTH_SOCK=([^"\n]+)"|<key>SSH_AUTH_SOCK</key>\s*<string>([^<]+)<', text)
+            if agent and not Path(agent.group(1) or agent.group(2)).exists():
+                info["warning"] = (
+                    f"the ssh agent the schedule was installed with ({agent.group(1) or agent.group(2)}) is gone: "
+                    "peers that need its key fail; re-run `anamnesis schedule install` while an agent runs, "
+                    "or give the peers a key without a passphrase"
+                )
     info["every"] = every
     if rendered.kind == "systemd" and info["installed"] and shutil.which("systemctl"):
         for what in ("is-enabled", "is-active"):
@@ -301,6 +347,7 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
             )
             lines = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines()[-1:] or ["?"]
             info[what.removeprefix("is-")] = lines[0]
+        info["last_run"] = _last_run(f"{rendered.name}.service")
     watch = plan(store, DEFAULT_EVERY, kind, watch=True)
     info["watch_service"] = {"name": watch.name, "installed": all(p.exists() for p in watch.files)}
     if watch.kind == "systemd" and info["watch_service"]["installed"] and shutil.which("systemctl"):
@@ -315,12 +362,28 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
     return info
 
 
+def _last_run(service: str) -> str:
+    """How the sync service's last run ended, as systemd saw it."""
+    proc = subprocess.run(
+        ["systemctl", "--user", "show", "-p", "Result", "-p", "ExecMainStatus", service],
+        capture_output=True, text=True, timeout=15, check=False,
+    )
+    fields = dict(line.partition("=")[::2] for line in proc.stdout.splitlines() if "=" in line)
+    result, code = fields.get("Result", ""), fields.get("ExecMainStatus", "")
+    if not result:
+        return "unknown"
+    if result == "success":
+        return f"ok (exit {code})" if code not in ("", "0") else "ok"
+    why = " — a peer unreachable for over a day (`anamnesis status`)" if code == "13" else ""
+    return f"failed ({result}, exit {code}){why}"
+
+
 # -- the watch service: `anamnesis watch` kept running instead of the timer ------------------
 
 
 def watch_command(seconds: int) -> list[str]:
     """How the service runs watch: quietly, with the safety-net sync every `seconds`."""
-    return [sys.executable, "-m", "anamnesis", "watch", "--quiet", "--interval", str(seconds)]
+    return [sys.executable, "-P", "-m", "anamnesis", "watch", "--quiet", "--interval", str(seconds)]
 
 
 def watch_plan(store: Store, seconds: int, kind: str) -> Plan:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anamnesis.errors import AnamnesisError, GitError
-from anamnesis.git import git_out, run_git, run_git_bytes
+from anamnesis.git import Failure, GitTimeout, explain, git_out, run_git, run_git_bytes, user_ssh_command
 from anamnesis.lock import store_lock
 from anamnesis.notes import now_iso
 from anamnesis.paths import Store
@@ -62,6 +62,7 @@ EXIT_REFUSED = SyncRefused.exit_code  # 12
 BRANCH_REF = "refs/heads/main"
 PUBLISHED_GLOB = "--glob=refs/anamnesis/*"
 MAX_PUSH_ATTEMPTS = 5
+LOCK_RETRIES = 3  # pushes tried against a locked ref before reporting the lock file
 FETCH_TIMEOUT = 120.0
 
 
@@ -72,9 +73,11 @@ class PeerReport:
     name: str
     url: str = ""
     status: str = "skipped"  # synced | up to date | unreachable | rejected | skipped
-    detail: str = ""
+    detail: str = ""  # the reason, then what to do: one line for people and the log
     received: int = 0
     sent: int = 0
+    reason: str = ""  # what went wrong, in ssh's or git's own words
+    hint: str = ""  # what to do about it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +85,8 @@ class PeerReport:
             "url": self.url,
             "status": self.status,
             "detail": self.detail,
+            "reason": self.reason,
+            "hint": self.hint,
             "received": self.received,
             "sent": self.sent,
         }
@@ -194,22 +199,33 @@ class _Sync:
     # -- step 3: fetch ----------------------------------------------------------------
 
     def fetch(self, peer: Peer, report: PeerReport) -> str | None:
-        """Fetch a peer's branches; its main, or None (empty peer). Raises GitError if unreachable."""
-        proc = run_git(
-            self.repo,
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-auto-gc",
-            peer.url,
-            f"+refs/heads/*:refs/anamnesis/peers/{peer.name}/*",
-            timeout=FETCH_TIMEOUT,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise GitError(f"git fetch failed: {git_reason(proc.stderr or proc.stdout)}")
-        return self.ref(f"refs/anamnesis/peers/{peer.name}/main")
+        """Fetch a peer's branches; its main, or None (empty peer).
+
+        Raises GitError if unreachable, with ssh's (or git's) own reason and
+        what to do, which also go into `report`. The fetch is bounded in time
+        (git.network_timeout) and stopped with its ssh when the bound passes.
+        """
+        try:
+            proc = run_git(
+                self.repo,
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-auto-gc",
+                peer.url,
+                f"+refs/heads/*:refs/anamnesis/peers/{peer.name}/*",
+                timeout=FETCH_TIMEOUT,
+                check=False,
+            )
+        except GitTimeout as exc:
+            failure = explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc))
+        else:
+            if proc.returncode == 0:
+                return self.ref(f"refs/anamnesis/peers/{peer.name}/main")
+            failure = explain(proc.stderr or proc.stdout, peer.url, user_ssh_command(self.repo))
+        report.reason, report.hint = failure.reason, failure.hint
+        raise GitError(f"git fetch failed: {failure.text}")
 
     # -- step 4: integrate --------------------------------------------------------------
 
@@ -229,10 +245,10 @@ class _Sync:
                 built = self.merger.pick(current, commit, parent)
                 if built is not None:
                     current = built.commit
-                    self._conflicts(built.conflicts)
+                    self._conflicts(built.conflicts, built.notices)
             return current, received
         built = self.merger.merge(head, tip, f"{self.machine}: sync: merge {source}")
-        self._conflicts(built.conflicts)
+        self._conflicts(built.conflicts, built.notices)
         return built.commit, received
 
     def _unpublished(self, head: str, tip: str) -> list[tuple[str, str]] | None:
@@ -252,22 +268,36 @@ class _Sync:
             return None
         return [(row[0], row[1]) for row in rows]
 
-    def _conflicts(self, paths: Iterable[str]) -> None:
+    def _conflicts(self, paths: Iterable[str], notices: Iterable[str] = ()) -> None:
         for path in paths:
             if path not in self.result.conflicts:
                 self.result.conflicts.append(path)
+        for notice in notices:  # what the merge settled on its own (a note moved to two places)
+            if notice not in self.result.repaired:
+                self.result.repaired.append(notice)
 
     # -- step 5: move the branch and the working tree -------------------------------------
 
     def checkout(self, old: str, new: str) -> bool:
-        """Move main and the working tree from `old` to `new`; False if an edit made meanwhile is in the way."""
-        from anamnesis.recovery import CHECKOUT_MARKER, clear_marker, write_marker
+        """Move main and the working tree from `old` to `new`; False if an edit made meanwhile is in the way.
+
+        The marker written first lets whoever takes the store next finish a
+        move cut short by a kill (`recovery.finish_checkout`). One checkout
+        worker, so git writes the files one at a time in path order, which
+        recovery relies on to tell a file git had written from one it had
+        not reached. A git that failed after it began writing (a full disk)
+        is finished the same way at once, never committed as edits.
+        """
+        from anamnesis import recovery
 
         if old == new:
             return True
-        write_marker(self.store, CHECKOUT_MARKER, {"orig": old, "target": new})
-        proc = run_git(self.repo, "reset", "-q", "--keep", new, check=False)
-        clear_marker(self.store, CHECKOUT_MARKER)
+        recovery.start_checkout(self.store, old, new)
+        proc = run_git(self.repo, "-c", "checkout.workers=1", "reset", "-q", "--keep", new, check=False)
+        if proc.returncode != 0 and self.head() == old and recovery.checkout_started(self.store):
+            recovery.finish_checkout(self.store, self.result.conflicts)  # raises (the marker stays) if still failing
+            return self.head() == new
+        recovery.clear_marker(self.store, recovery.CHECKOUT_MARKER)
         return proc.returncode == 0
 
     def integrate_all(self, sources: list[tuple[str, str, PeerReport | None]]) -> None:
@@ -291,7 +321,13 @@ class _Sync:
     # -- step 6: push -------------------------------------------------------------------
 
     def push(self, peer: Peer, report: PeerReport) -> None:
-        """Push main to the peer without force; re-integrate and retry when it moved on."""
+        """Push main to the peer without force; re-integrate and retry when it moved on.
+
+        A ref there that stays locked (a lock file a killed git left) is not
+        retried like a peer that moved on: the report names the file and
+        what to do about it.
+        """
+        locked = 0
         for _attempt in range(MAX_PUSH_ATTEMPTS):
             head = self.head()
             tip = self.ref(f"refs/anamnesis/peers/{peer.name}/main")
@@ -304,6 +340,16 @@ class _Sync:
             status, reason = self._push_ref(peer, target)
             if status == "ok":
                 self._pushed(peer, head, target, sent, report)
+                return
+            if status == "locked":
+                locked += 1
+                if locked < LOCK_RETRIES:  # another push holds it for a moment; a leftover stays
+                    time.sleep(0.5 * locked)
+                    continue
+                from anamnesis.peers import lock_hint
+
+                lock = reason.reason.rsplit(": ", 1)[-1].removesuffix(" exists")
+                self._unreachable(peer, report, Failure(reason.reason, lock_hint(peer.url, lock)), "rejected")
                 return
             if status == "checked-out" and kind != "machine":
                 self.peer_updates.setdefault(peer.name, {})["kind"] = "machine"
@@ -320,7 +366,7 @@ class _Sync:
                 try:
                     tip = self.fetch(peer, report)
                 except GitError as exc:
-                    self._unreachable(peer, report, str(exc))
+                    self._unreachable(peer, report, _reason(str(exc)))
                     return
                 if tip:
                     self.integrate_all([(peer.name, tip, report)])
@@ -329,24 +375,38 @@ class _Sync:
             return
         self._unreachable(peer, report, f"push still rejected after {MAX_PUSH_ATTEMPTS} attempts", "rejected")
 
-    def _push_ref(self, peer: Peer, target: str) -> tuple[str, str]:
-        """Push main to `target` on the peer: (ok | checked-out | rejected | refused | failed, reason)."""
-        proc = run_git(
-            self.repo, "push", "--porcelain", "--no-verify", peer.url, f"{BRANCH_REF}:{target}", check=False,
-            timeout=FETCH_TIMEOUT,
-        )
+    def _push_ref(self, peer: Peer, target: str) -> tuple[str, Failure]:
+        """Push main to `target` on the peer: (ok | checked-out | rejected | locked | refused | failed, why).
+
+        "locked": a ref there is locked (git's "cannot lock ref ... File
+        exists"); the reason names the lock file.
+        """
+        try:
+            proc = run_git(
+                self.repo, "push", "--porcelain", "--no-verify", peer.url, f"{BRANCH_REF}:{target}", check=False,
+                timeout=FETCH_TIMEOUT,
+            )
+        except GitTimeout as exc:
+            return "failed", explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc))
+        said = (proc.stderr or "") + "\n" + (proc.stdout or "")
         for line in proc.stdout.splitlines():
             parts = line.split("\t")
             if len(parts) >= 3 and parts[1].endswith(f":{target}"):
                 flag, summary = parts[0], parts[2]
                 if flag in (" ", "*", "=", "+"):
-                    return "ok", summary
+                    return "ok", Failure(summary)
                 if "checked out" in summary or "current branch" in summary:
-                    return "checked-out", summary
+                    return "checked-out", Failure(summary)
+                failure = explain(said, peer.url)
+                if failure.reason.endswith(".lock exists"):
+                    return "locked", failure
                 if summary.startswith("[rejected]") or "cannot lock ref" in summary or "failed to update ref" in summary:
-                    return "rejected", summary
-                return "refused", summary
-        return "failed", git_reason(proc.stderr or proc.stdout) or f"git push exited {proc.returncode}"
+                    return "rejected", Failure(summary)
+                return "refused", Failure(summary)
+        failure = explain(said, peer.url, user_ssh_command(self.repo))
+        if failure.reason.endswith(".lock exists"):
+            return "locked", failure
+        return "failed", failure if failure.reason else Failure(f"git push exited {proc.returncode}")
 
     def _pushed(self, peer: Peer, head: str, target: str, sent: int, report: PeerReport) -> None:
         run_git(self.repo, "update-ref", f"refs/anamnesis/pushed/{peer.name}", head)
@@ -356,10 +416,20 @@ class _Sync:
         report.sent += sent
         self.result.sent += sent
 
-    def _unreachable(self, peer: Peer, report: PeerReport, detail: str, status: str = "unreachable") -> None:
+    def _unreachable(
+        self, peer: Peer, report: PeerReport, detail: str | Failure, status: str = "unreachable"
+    ) -> None:
+        """Mark the peer skipped: the reason and hint (a fetch already put them in `report`) in the
+        report, the log and the peer's state."""
+        if isinstance(detail, Failure):
+            report.reason, report.hint = detail.reason, detail.hint
+        elif not report.reason or not detail.startswith(report.reason):
+            report.reason, report.hint = detail, ""
         report.status = status
-        report.detail = detail
-        self.peer_updates.setdefault(peer.name, {}).update({"last_error": detail, "last_error_at": now_iso()})
+        report.detail = Failure(report.reason, report.hint).text
+        self.peer_updates.setdefault(peer.name, {}).update(
+            {"last_error": report.detail, "last_hint": report.hint, "last_error_at": now_iso()}
+        )
 
     # -- the whole run ------------------------------------------------------------------
 
@@ -400,18 +470,10 @@ def _ref_name(machine: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", machine).strip("-") or "machine"
 
 
-_BOILERPLATE = ("please make sure you have the correct access rights", "and the repository exists")
-
-
-def git_reason(output: str) -> str:
-    """The line of git's output that says what went wrong (ssh's or git's own), without boilerplate."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    lines = [line for line in lines if not line.lower().startswith(_BOILERPLATE)]
-    for prefix in ("ssh:", "fatal:", "error:", "remote:"):
-        for line in lines:
-            if line.startswith(prefix):
-                return line.removeprefix("fatal:").removeprefix("error:").strip()
-    return lines[0] if lines else ""
+def git_reason(output: str, url: str = "") -> str:
+    """The line of git's output that says what went wrong (ssh's own when ssh failed, never git's
+    "Could not read from remote repository"), then what to do about it when that is known."""
+    return explain(output, url).text
 
 
 def _reason(message: str) -> str:
@@ -451,7 +513,10 @@ def sync(
     try:
         with store_lock(store, "sync", timeout=lock_timeout):
             killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
-            result.repaired = recovery.prepare(store)
+            result.repaired = recovery.prepare(store, result.conflicts)
+            from anamnesis.capture import flush_queued
+
+            flush_queued(store)  # session notes captured while memory/ could not be written go in now
             job = _Sync(store, result)
             result.head_before = job.head()
             base = _index_base(store, killed, result.head_before)
@@ -490,8 +555,10 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
 
     `base` is where this sync started, or, when the previous sync was killed
     before it could index, where that one started: its changes are indexed
-    now. Writers other than sync index what they write themselves. None
-    (no record) falls back to a full size/mtime scan.
+    now, with whatever changed between there and where this sync started
+    (writers index what they write, but a note one wrote meanwhile may have
+    been moved or deleted by this sync). None (no record) falls back to a
+    full size/mtime scan.
     """
     from anamnesis.index import open_index
     from anamnesis.repo import changed_paths
@@ -500,9 +567,10 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
     result.changed = [p for p in paths if p.endswith(".md")]
     todo: list[str] | None = None
     if base is not None:
-        if base != result.head_before:
-            paths = changed_paths(store.memory, base, result.head_after)
-        todo = list(dict.fromkeys([*paths, *result.committed]))
+        # Both legs, not base..after alone: a note written between the killed sync and this one
+        # (by `new`, say) and gone again by now is in neither base nor after, but has a row.
+        earlier = changed_paths(store.memory, base, result.head_before) if base != result.head_before else []
+        todo = list(dict.fromkeys([*earlier, *paths, *result.committed]))
         if not todo and store.index_path.exists():
             return
     from anamnesis.semantic import start_background_update
@@ -575,14 +643,20 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     adopted: list[str] = []
     received = 0
     with store_lock(store, "join"):
+        killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
         recovery.prepare(store)
         result = SyncResult(machine=machine_id(store))
         job = _Sync(store, result)
+        # Killed before its index update, the next sync indexes what this one moved.
+        base = _index_base(store, killed, job.head())
+        recovery.write_marker(store, recovery.RUNNING_MARKER, {"started": now_iso(), "index_base": base or ""})
         try:
             job.commit_local()
             try:
                 tip = job.fetch(get_peer(store, peer.name), PeerReport(peer.name))
             except GitError as exc:
+                if killed is None:
+                    recovery.clear_marker(store, recovery.RUNNING_MARKER)  # nothing moved
                 if changed:  # a mistyped URL must not stay behind as a peer every sync misses
                     if previous is None:
                         remove_peer(store, peer.name)
@@ -600,6 +674,8 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                 adopted = [p for p in changed_paths(store.memory, head, tip) if p.endswith(".md")]
                 with open_index(store) as index:
                     index.refresh()
+            if killed is None:
+                recovery.clear_marker(store, recovery.RUNNING_MARKER)  # else the sync below indexes from there
         finally:
             job.merger.close()
     result = sync(store)

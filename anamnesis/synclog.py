@@ -62,21 +62,25 @@ def recent(store: Store, limit: int = 20) -> list[dict[str, Any]]:
     return entries
 
 
-def _ago(stamp: str) -> str:
+def ago(stamp: str) -> str:
+    """An ISO time stamp followed by how long ago it was: `2025-03-02T10:15:00Z (3 h ago)`."""
     try:
         when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
         return stamp
     seconds = int((dt.datetime.now(dt.UTC) - when).total_seconds())
     if seconds < 90:
-        ago = f"{max(seconds, 0)} s ago"
+        text = f"{max(seconds, 0)} s ago"
     elif seconds < 5400:
-        ago = f"{seconds // 60} min ago"
+        text = f"{seconds // 60} min ago"
     elif seconds < 172800:
-        ago = f"{seconds // 3600} h ago"
+        text = f"{seconds // 3600} h ago"
     else:
-        ago = f"{seconds // 86400} days ago"
-    return f"{stamp} ({ago})"
+        text = f"{seconds // 86400} days ago"
+    return f"{stamp} ({text})"
+
+
+_ago = ago
 
 
 def last_sync_summary(store: Store) -> dict[str, Any]:
@@ -124,4 +128,18 @@ def status_summary(store: Store) -> dict[str, object]:
             f"{u.get('peer')}: {u.get('detail')}" for u in err.get("unreachable", []) if isinstance(u, dict)
         )
         out["last_error"] = f"{_ago(str(err.get('at', '')))} — {detail}"
+    stale = unreachable_line(store)
+    if stale:
+        out["unreachable"] = stale
     return out
+
+
+def unreachable_line(store: Store, older_than: float | None = None) -> str:
+    """Peers that no sync has reached for over a day (or `older_than` seconds), with why; '' if none."""
+    from anamnesis.peers import DAY, stale_peers
+
+    try:
+        stale = stale_peers(store, DAY if older_than is None else older_than)
+    except Exception:  # a broken settings.json is reported elsewhere; status must still show the rest
+        return ""
+    return "; ".join(peer.describe() for peer in stale)

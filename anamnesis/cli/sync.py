@@ -21,8 +21,10 @@ schedule_app = typer.Typer(help="Run `anamnesis sync` on a timer (systemd on Lin
 SYNC_EPILOG = (
     "Exit codes: 0 synced; 10 a same-line conflict was recorded (both versions kept in the note); "
     "11 some peer was unreachable or refused the push (retried next sync); "
-    "12 refused: memory/ was left mid-rebase/merge by hand (the message says how to get out). "
-    "A conflict outranks an unreachable peer."
+    "12 refused: memory/ was left mid-rebase/merge by hand (the message says how to get out); "
+    "13 (only with --fail-after) a peer has been unreachable for longer than that. "
+    "A conflict outranks an unreachable peer. Stopped by SIGTERM/SIGINT: 143/130, with the git and "
+    "ssh processes it started."
 )
 
 
@@ -49,6 +51,10 @@ def sync(
     no_push: bool = typer.Option(False, "--no-push", help="Fetch and integrate, but push nothing."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only problems (for timers)."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+    fail_after: str = typer.Option(
+        None, "--fail-after", metavar="DURATION",
+        help="Exit 13 when a peer has been unreachable for longer than this (24h, 90m...): the timer's health check.",
+    ),
 ) -> None:
     """Commit local changes, integrate every peer (pull --rebase), push, update the index.
 
@@ -56,27 +62,49 @@ def sync(
     same-line conflict is written into the note as standard conflict markers
     and committed, so every machine sees it and unrelated notes keep syncing.
     """
+    from rich.markup import escape
+
     from anamnesis.errors import AnamnesisError
+    from anamnesis.git import stop_on_signals
+    from anamnesis.peers import EXIT_STALE, stale_peers
+    from anamnesis.schedule import parse_duration
     from anamnesis.sync import SyncRefused
     from anamnesis.sync import sync as run_sync
 
+    limit = parse_duration(fail_after) if fail_after else None
     store = get_store()
     try:
-        result = run_sync(store, peers=peer or None, push=not no_push)
+        with stop_on_signals("sync"):
+            result = run_sync(store, peers=peer or None, push=not no_push)
     except AnamnesisError as exc:
         if json_out:
             outcome = "refused" if isinstance(exc, SyncRefused) else "failed"
             print_json({"outcome": outcome, "exit_code": exc.exit_code, "error": str(exc)})
         raise
+    skipped = [p.name for p in result.unreachable]
+    stale = stale_peers(store, limit, skipped) if limit is not None and skipped else []
     if json_out:
-        print_json(result.to_dict())
+        data = result.to_dict()
+        if stale:
+            data["stale_peers"] = [{"name": s.name, "since": s.since, "last_ok": s.last_ok or None} for s in stale]
+            data["exit_code"] = EXIT_STALE
+        print_json(data)
     else:
         _print_result(result, quiet)
+        for item in stale:
+            console().print(
+                f"  [red]{escape(item.name)}[/red]: no sync has reached it since {escape(item.since)} "
+                f"(over --fail-after {escape(fail_after)})", highlight=False,
+            )
+    if stale:
+        raise typer.Exit(EXIT_STALE)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
 
 def _print_result(result: SyncResult, quiet: bool) -> None:
+    from rich.markup import escape
+
     out = console()
     problems = bool(result.conflicts or result.unreachable)
     if quiet and not problems:
@@ -91,7 +119,10 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
         out.print("  [dim]no peers yet: add one with `anamnesis peers add NAME URL`[/dim]")
     for report in result.peers:
         if report.status in ("unreachable", "rejected"):
-            out.print(f"  [yellow]{report.name}[/yellow]: {report.status} — {report.detail} [dim](will retry next sync)[/dim]")
+            out.print(
+                f"  [yellow]{report.name}[/yellow]: {report.status} — {escape(report.detail)} "
+                "[dim](will retry next sync)[/dim]", highlight=False,
+            )
         elif not quiet:
             moved = f"received {report.received}, sent {report.sent}" if (report.received or report.sent) else ""
             out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
@@ -114,6 +145,7 @@ def peers_add(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Add a peer (stored in this machine's settings, never in memory/)."""
+    from anamnesis.git import stop_on_signals
     from anamnesis.peers import PeerNotFound, add_peer, get_peer, probe
 
     store = get_store()
@@ -122,7 +154,8 @@ def peers_add(
     except PeerNotFound:
         before = None
     peer, changed = add_peer(store, name, url)
-    problem = None if no_check else probe(peer.url)
+    with stop_on_signals("peers add"):
+        problem = None if no_check else probe(peer.url, repo=store.memory)
     if json_out:
         print_json(
             {
@@ -140,13 +173,18 @@ def peers_add(
     else:
         out.print(f"{'added' if changed else 'already had'} peer [bold]{peer.name}[/bold] → {peer.url}")
     if problem:
-        out.print(f"[yellow]warning:[/yellow] cannot reach it now: {problem} (sync will keep trying)")
+        from rich.markup import escape
+
+        out.print(f"[yellow]warning:[/yellow] cannot reach it now: {escape(problem)} (sync will keep trying)", highlight=False)
     out.print("[dim]next: `anamnesis sync`[/dim]")
 
 
 def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """List peers with their last successful sync and last error."""
+    """List peers with their last successful sync and, for those failing now, since when, why, and what to do."""
+    from rich.markup import escape
+
     from anamnesis.peers import list_peers
+    from anamnesis.synclog import ago
 
     peers = list_peers(get_store())
     if json_out:
@@ -159,12 +197,18 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     from rich.table import Table
 
     table = Table(box=None, padding=(0, 2))
-    for column in ("name", "url", "kind", "last synced", "last error"):
+    for column in ("name", "url", "kind", "last synced", "state"):
         table.add_column(column)
+    failing = [p for p in peers if p.last_error and p.last_error_at >= p.last_ok]
     for p in peers:
-        error = f"{p.last_error_at} {p.last_error}" if p.last_error and p.last_error_at >= p.last_ok else ""
-        table.add_row(p.name, p.url, p.kind or "?", p.last_ok or "never", error)
+        state = f"[yellow]failing since {escape(p.failing_since or p.last_error_at)}[/yellow]" if p in failing else "ok"
+        table.add_row(escape(p.name), escape(p.url), p.kind or "?", p.last_ok or "never", state)
     out.print(table)
+    for p in failing:
+        out.print(
+            f"[yellow]{escape(p.name)}[/yellow] ({escape(ago(p.last_error_at))}): {escape(p.last_error)}",
+            highlight=False,
+        )
 
 
 def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
@@ -196,14 +240,21 @@ def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSO
         out.print("[green]✔[/green] no conflicts")
         return
     for item in found:
-        sides = "; ".join(f"{a} ↔ {b}" for a, b in item.labels)
-        out.print(f"[red]•[/red] [bold]{item.title}[/bold]  {item.path}  [dim]{sides}[/dim]")
+        sides = "; ".join(" ↔ ".join(labels) for labels in item.labels)
+        out.print(f"[red]•[/red] [bold]{item.title}[/bold]  {item.path}  [dim]{sides}[/dim]", highlight=False)
+        if item.strays:
+            lines = ", ".join(str(n) for n in item.strays[:8]) + (", ..." if len(item.strays) > 8 else "")
+            out.print(
+                f"  [yellow]marker lines outside a complete block[/yellow] (line {lines}): part of a block "
+                f"was removed by hand; finish with `anamnesis resolve {item.path} --edit`",
+                highlight=False,
+            )
     for path, side in binaries:
         out.print(f"[red]•[/red] {path}  [dim]the other version is {side}[/dim]", highlight=False)
     if found:
         out.print(
             "[dim]resolve: edit the note and remove the markers, then `anamnesis sync`; "
-            "or `anamnesis resolve NOTE --ours|--theirs|--both|--edit`[/dim]"
+            "or `anamnesis resolve NOTE --ours|--keep MACHINE|--theirs|--both|--edit`[/dim]"
         )
     if binaries:
         out.print("[dim]binary files: keep the version you want under the file's name, delete the "
@@ -212,21 +263,39 @@ def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSO
 
 def resolve(
     note: str = typer.Argument(..., help="Path, id or id prefix of the conflicted note."),
-    ours: bool = typer.Option(False, "--ours", help="Keep the upper side of every conflict block."),
-    theirs: bool = typer.Option(False, "--theirs", help="Keep the lower side of every conflict block."),
-    both: bool = typer.Option(False, "--both", help="Keep both sides, one after the other."),
+    keep_machine: str = typer.Option(
+        None, "--keep", metavar="MACHINE", help="Keep MACHINE's version in every conflict block."
+    ),
+    ours: bool = typer.Option(False, "--ours", help="Keep this machine's version in every conflict block."),
+    theirs: bool = typer.Option(
+        False, "--theirs", help="Keep the other machine's version (blocks of two versions only)."
+    ),
+    both: bool = typer.Option(False, "--both", "--all", help="Keep every version, one after the other."),
     edit: bool = typer.Option(False, "--edit", help="Open the note in $VISUAL/$EDITOR, then check the markers are gone."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
-    """Resolve a conflicted note and commit it (the next sync sends the resolution)."""
-    from anamnesis.conflicts import resolve_note
+    """Resolve a conflicted note and commit it (the next sync sends the resolution).
+
+    Versions are named by the machine that wrote them, as the block's labels
+    and `anamnesis conflicts` show: --keep MACHINE keeps that one, --ours this
+    machine's, --theirs the other of two, --both all of them.
+    """
+    from anamnesis.conflicts import KEEP_PREFIX, resolve_note
     from anamnesis.errors import UsageError
 
-    chosen = [name for name, flag in (("ours", ours), ("theirs", theirs), ("both", both), ("edit", edit)) if flag]
+    chosen = [
+        name
+        for name, flag in (("keep", keep_machine is not None), ("ours", ours), ("theirs", theirs), ("both", both), ("edit", edit))
+        if flag
+    ]
     if len(chosen) > 1:
-        raise UsageError("choose one of --ours, --theirs, --both, --edit")
+        raise UsageError("choose one of --keep MACHINE, --ours, --theirs, --both, --edit")
     store = get_store()
     keep = chosen[0] if chosen else None
+    if keep == "keep":
+        if not (keep_machine or "").strip():
+            raise UsageError("--keep needs a machine name, as `anamnesis conflicts` shows them")
+        keep = KEEP_PREFIX + keep_machine
     if keep == "edit":
         _edit(store, note)
         keep = None
@@ -330,9 +399,9 @@ def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report 
     out = console()
     state = "installed" if info["installed"] else "not installed"
     out.print(f"{info['kind']} {info['name']}: [bold]{state}[/bold]" + (f", every {info['every']}" if info["every"] else ""))
-    for key in ("enabled", "active", "last_sync", "last_error"):
+    for key in ("enabled", "active", "last_run", "last_sync", "last_error", "unreachable", "warning"):
         if info.get(key):
-            out.print(f"  {key.replace('_', ' ')}: {info[key]}")
+            out.print(f"  {key.replace('_', ' ')}: {info[key]}", markup=False, highlight=False)
     service = info.get("watch_service") or {}
     if service.get("installed"):
         state = f", {service['active']}" if service.get("active") else ""
@@ -383,20 +452,23 @@ class InitSyncStep:
         """Do it; the lines for init's report."""
         import sys
 
+        from anamnesis.git import stop_on_signals
         from anamnesis.peers import list_peers
         from anamnesis.sync import join
         from anamnesis.sync import sync as run_sync
 
         done: list[str] = []
         if self.peer:
-            result = join(self.store, self.peer, self.peer_name)
+            with stop_on_signals("init"):
+                result = join(self.store, self.peer, self.peer_name)
             notes = len(result.changed)
             done.append(
                 f"joined {self.peer} as peer {self.peer_name!r}: received {result.received} commits, "
                 f"{notes} note{'s' if notes != 1 else ''}; {result.outcome}"
             )
         elif list_peers(self.store):
-            result = run_sync(self.store)
+            with stop_on_signals("init"):
+                result = run_sync(self.store)
             done.append(f"first sync: {result.outcome} (received {result.received}, sent {result.sent})")
         wanted = self.schedule
         if wanted is None and list_peers(self.store) and sys.stdin.isatty() and sys.stdout.isatty():
