@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.errors import AnamnesisError
 from anamnesis.paths import Store
 
 if TYPE_CHECKING:
@@ -15,6 +18,18 @@ if TYPE_CHECKING:
 
 _WINDOWS_RESERVED = re.compile(r"^(con|prn|aux|nul|com[1-9]|lpt[1-9])(\..*)?$", re.I)
 _BAD_CHARS = re.compile(r'[<>:"\\|?*\x00-\x1f]')
+
+
+_LEFTOVER = re.compile(r"^\..+\.[A-Za-z0-9_]{8}(\.undo)?\.tmp$")  # what fsutil and store write, then rename
+
+
+def _older_than(path: str, seconds: float) -> bool:
+    import time
+
+    try:
+        return time.time() - os.lstat(path).st_mtime > seconds
+    except OSError:
+        return False
 
 
 PROBLEM = "problem"
@@ -48,10 +63,18 @@ def portability_problem(relpath: str) -> str | None:
 
 
 def run_checks(store: Store) -> list[Finding]:
-    """Every problem with this store that a person should know about, then suggestions."""
+    """Every problem with this store that a person should know about, then suggestions.
+
+    An ANAMNESIS_HOME that is a file (or inside one) is an error, not a
+    finding: `init` could not fix it.
+    """
+    from anamnesis.store import check_home
+
+    check_home(store)
     findings: list[Finding] = []
     if not store.exists():
         return [Finding(str(store.home), "no store here", "run `anamnesis init`")]
+    findings.extend(_writable_findings(store))
     mode = stat.S_IMODE(store.settings_path.stat().st_mode)
     if mode & 0o077:
         findings.append(
@@ -77,6 +100,9 @@ def run_checks(store: Store) -> list[Finding]:
                     "run `anamnesis sync`, which removes it safely",
                 )
             )
+    findings.extend(_sync_findings(store))
+    findings.extend(_peer_findings(store))
+    findings.extend(_queue_findings(store))
     findings.extend(_index_findings(store))
     lower_seen: dict[str, str] = {}
     for root, dirs, files in os.walk(store.memory):
@@ -94,8 +120,140 @@ def run_checks(store: Store) -> list[Finding]:
                 )
             if not os.access(full, os.R_OK):
                 findings.append(Finding(relpath, "is not readable by you", f"chmod u+r {full}"))
+            if _LEFTOVER.match(name) and _older_than(full, 60):
+                findings.append(
+                    Finding(
+                        relpath,
+                        "a temporary file left by a write that was killed (git and the index ignore it)",
+                        f"delete it: rm {full}",
+                    )
+                )
     findings.sort(key=lambda f: f.level == SUGGESTION)  # stable: problems first, each in its order
     return findings
+
+
+def _write_problem(folder: Path) -> str | None:
+    """Why nothing can be written in `folder`, found by writing there (access bits lie to root
+    and know nothing of a read-only mount); None when a file can be made."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".anamnesis-probe-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return "is on a file system mounted read-only"
+        return f"cannot be written: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    if not os.access(folder, os.W_OK):
+        return "is not writable by you (only root can write there)"
+    return None
+
+
+def _writable_findings(store: Store) -> list[Finding]:
+    """A read-only memory/ (or home, git folder, state folder), and a disk about to be full."""
+    from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes
+
+    findings: list[Finding] = []
+    for folder in (store.memory, store.memory / ".git", store.home, store.state_dir):
+        if not folder.is_dir():
+            continue
+        problem = _write_problem(folder)
+        if problem:
+            fix = (
+                "remount it read-write (or point ANAMNESIS_HOME elsewhere); notes cannot be saved or synced"
+                if "read-only" in problem
+                else f"chmod u+w {folder}, or fix its owner; notes cannot be saved or synced"
+            )
+            findings.append(Finding(str(folder), problem, fix))
+            break  # the first is the cause; the folders inside it say the same
+    free = free_bytes(store.home)
+    if free is not None and free < LOW_SPACE:
+        findings.append(
+            Finding(
+                str(store.home),
+                f"only {human_bytes(free)} free on its disk: new notes and syncs will fail (exit 8)",
+                "free some space",
+            )
+        )
+    return findings
+
+
+def _sync_findings(store: Store) -> list[Finding]:
+    """The last sync failed (conflicts and unreachable peers are normal outcomes, not failures)."""
+    from anamnesis.synclog import log_path, recent
+
+    entries = recent(store, limit=1)
+    if not entries:
+        return []
+    last = entries[-1]
+    code = last.get("exit_code")
+    if not last.get("error") and code in (0, 10, 11, None):
+        return []
+    fixes = {
+        3: "run `anamnesis init`",
+        5: "another writer held the store; run `anamnesis sync` again",
+        12: "follow the instructions in the error, then run `anamnesis sync`",
+    }
+    what = last.get("error") or last.get("outcome")
+    fix = fixes.get(code, "") if isinstance(code, int) else ""
+    return [
+        Finding(
+            str(log_path(store)),
+            f"the last sync ({last.get('at', '?')}) failed with exit {code}: {what}",
+            fix or "run `anamnesis sync` to see whether it still fails",
+        )
+    ]
+
+
+def _peer_findings(store: Store) -> list[Finding]:
+    """Peers no sync has reached for a day or more (a laptop asleep for a night is normal)."""
+    try:
+        from anamnesis.peers import peer_problems
+    except ImportError:  # an older peers module: fall back to its per-peer state
+        return _peer_findings_from_state(store)
+    try:
+        return [Finding(p.where, p.problem, p.fix) for p in peer_problems(store)]
+    except AnamnesisError:
+        return []  # a broken settings.json is reported on its own
+
+
+def _peer_findings_from_state(store: Store) -> list[Finding]:
+    import datetime as dt
+
+    from anamnesis.peers import list_peers
+
+    try:
+        peers = list_peers(store)
+    except AnamnesisError:
+        return []
+    day_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return [
+        Finding(
+            f"peer {peer.name} ({peer.url})",
+            f"unreachable since {peer.last_ok or 'it was added'}: {peer.last_error}",
+            f"check that it is on and reachable, then `anamnesis sync --peer {peer.name}`",
+        )
+        for peer in peers
+        if peer.last_error_at and peer.last_error_at > peer.last_ok and (peer.last_ok or "") < day_ago
+    ]
+
+
+def _queue_findings(store: Store) -> list[Finding]:
+    """Session notes captured while memory/ could not be written, still waiting."""
+    from anamnesis.capture import queued_notes
+
+    waiting = queued_notes(store)
+    if not waiting:
+        return []
+    return [
+        Finding(
+            str(waiting[0].parent),
+            f"{len(waiting)} session note(s) captured while memory/ was mid-rebase or on another branch"
+            " are waiting to be written",
+            "once memory/ is back on main, the next sync or session capture writes them",
+        )
+    ]
 
 
 def _index_findings(store: Store) -> list[Finding]:
@@ -113,7 +271,8 @@ def _index_findings(store: Store) -> list[Finding]:
                 Finding(
                     str(store.index_path),
                     f"index was out of date by {report.changed} notes (now updated)",
-                    "nothing: it refreshes itself; if this repeats, check file times",
+                    "nothing: it refreshes itself before every search; if this repeats, check file times",
+                    level=SUGGESTION,  # notes saved by hand a moment ago: nothing is wrong
                 )
             )
         twins = index.conn.execute(
@@ -123,7 +282,11 @@ def _index_findings(store: Store) -> list[Finding]:
             findings.append(
                 Finding(paths, f"these notes share the id {note_id}", "delete the `id:` line of the copy")
             )
-        for relpath, problem in index.problems():
+        for relpath, problems in index.problems():
+            # docs/notes.md: a file with no front matter is a note like any other
+            problem = "; ".join(p for p in problems.split("; ") if p != "no front matter")
+            if not problem:
+                continue
             fix = ""
             if "no front matter" in problem:
                 fix = "add a front matter block (see docs/notes.md)"

@@ -47,3 +47,9 @@ class GitError(AnamnesisError):
     """A git command failed; the message carries git's own words."""
 
     exit_code = 6
+
+
+class DiskFull(AnamnesisError):
+    """The disk (or the quota) holding the store ran out of space; the message says what was kept."""
+
+    exit_code = 8

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+NO_SPACE_WORDS = ("No space left on device", "Disk quota exceeded", "database or disk is full")
+SQLITE_FULL = 13
+LOW_SPACE = 1 << 20  # a write that fails with less than this free failed for want of space
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -54,3 +60,44 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes an unprivileged user may still write on the file system holding `path` (None: unknown)."""
+    for candidate in (Path(path), *Path(path).parents):
+        try:
+            st = os.statvfs(candidate)
+        except OSError:
+            continue
+        return st.f_bavail * st.f_frsize
+    return None
+
+
+def is_out_of_space(exc: BaseException, where: Path | None = None) -> bool:
+    """Whether `exc` means the disk (or the quota) is full.
+
+    An OSError with ENOSPC/EDQUOT, SQLite's SQLITE_FULL, git's or SQLite's
+    words for it, or (when `where` is given) any failure to write while
+    less than a mebibyte is free there: git says "unable to write new index
+    file" without saying why.
+    """
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+        return True
+    if getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL:
+        return True
+    if any(words in str(exc) for words in NO_SPACE_WORDS):
+        return True
+    if where is not None:
+        free = free_bytes(where)
+        return free is not None and free < LOW_SPACE
+    return False
+
+
+def human_bytes(count: int) -> str:
+    """1536 -> '1.5 KB': sizes in messages."""
+    size = float(count)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"

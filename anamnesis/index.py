@@ -272,8 +272,8 @@ class Index:
                     return conn
             conn.close()
         except sqlite3.DatabaseError as exc:
-            if not _is_damaged(exc):
-                raise  # a full disk or an I/O error is no reason to throw the index away
+            if not _is_damaged(exc):  # a full disk or an I/O error is no reason to throw the index away
+                raise _open_error(path, exc) from None
         self._discard(path)
         conn = self._open(path)
         conn.executescript(_SCHEMA)
@@ -720,6 +720,18 @@ class Index:
             if found:
                 return found
         return []
+
+
+def _open_error(path: os.PathLike[str] | str, exc: sqlite3.DatabaseError) -> Exception:
+    """The one-line error for an index that cannot be opened and must not be thrown away."""
+    from anamnesis.errors import AnamnesisError, LockTimeout
+
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    if code in (5, 6):  # SQLITE_BUSY, SQLITE_LOCKED
+        return LockTimeout(f"the search index {path} is busy (another process holds it); try again")
+    if code in (10, 13):  # SQLITE_IOERR, SQLITE_FULL: the writers say what a full disk kept (store._failed)
+        return exc
+    return AnamnesisError(f"cannot open the search index {path}: {exc} (is it a file you can write?)")
 
 
 def _is_damaged(exc: sqlite3.DatabaseError) -> bool:

@@ -129,12 +129,17 @@ def _check_limit(limit: int) -> int:
 
 
 def _check_project(project: str | None) -> str | None:
+    """A project key given by the model, checked by the same rule as everywhere else."""
+    from anamnesis.errors import UsageError
+    from anamnesis.project import check_project_key
+
     project = _check_text("project", project, MAX_PROJECT)
     if project is None or not project.strip():
         return None
-    if "\n" in project or ".." in project.split("/"):
-        raise ToolError("project must be a key like github.com/acme/api (see the status tool)")
-    return project.strip()
+    try:
+        return check_project_key(project)
+    except UsageError as exc:
+        raise ToolError(f"{exc} (the status tool shows the current one)") from None
 
 
 class MemoryTools:
@@ -382,3 +387,14 @@ def build_server(store: Store, cwd: str | None = None) -> MCPServer[Any]:
 def serve(store: Store) -> None:
     """Run the server on stdin/stdout until the client closes it."""
     build_server(store).run("stdio")
+
+
+def main() -> None:
+    """`python -m anamnesis mcp`, as Claude Code starts it: the store at ANAMNESIS_HOME (or
+    ~/.anamnesis), opened by the first tool call, not before (a missing store is a tool error)."""
+    from anamnesis.paths import open_store
+
+    try:
+        serve(open_store())
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None

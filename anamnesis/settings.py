@@ -82,8 +82,27 @@ def save_settings(store: Store, settings: dict[str, Any]) -> None:
     atomic_write_text(store.settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n", mode=0o600)
 
 
+def writer_machine_id(store: Store) -> str:
+    """This machine's id for a write: a broken settings.json or a missing id is an error, never 'unknown'.
+
+    Every note and commit a writer makes carries this id, so a note must not
+    be written under a made-up one.
+    """
+    try:
+        settings = load_settings(store)
+    except AnamnesisError as exc:
+        raise AnamnesisError(f"{exc} — fix it by hand; nothing was written") from None
+    machine = settings.get("machine_id")
+    if not isinstance(machine, str) or not machine.strip():
+        raise AnamnesisError(
+            f"{store.settings_path} has no machine_id; run `anamnesis init` to give this machine one"
+            " (nothing was written)"
+        )
+    return machine
+
+
 def machine_id(store: Store) -> str:
-    """This machine's id, or 'unknown' before init."""
+    """This machine's id, or 'unknown' before init (for display; writers use `writer_machine_id`)."""
     try:
         return str(load_settings(store).get("machine_id") or "unknown")
     except AnamnesisError:

@@ -1,18 +1,23 @@
 """Note operations every adapter shares: create, save, delete, read, resolve.
 
-One way to write a note: under the store lock, atomically, committed, and
-the index updated from the path written. Paths from the outside (CLI, MCP,
-web) are checked to stay inside memory/.
+One way to write a note: under the store lock, as careful as sync (a repo a
+person left mid-rebase or on another branch is refused with sync's own
+message, exit 12), atomically, and as one unit: file, index and commit all
+happen, or none does and the error says so (a full disk is exit 8). Paths
+from the outside (CLI, MCP, web) are checked to stay inside memory/.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path, PurePosixPath
 
-from anamnesis.errors import AnamnesisError, NoteNotFound, OutsideStore, UsageError
-from anamnesis.fsutil import atomic_write_text
+from anamnesis.errors import AnamnesisError, DiskFull, LockTimeout, NoteNotFound, OutsideStore, UsageError
+from anamnesis.fsutil import atomic_write_bytes, free_bytes, human_bytes, is_out_of_space
 from anamnesis.lock import store_lock
 from anamnesis.notes import (
     NOTE_TYPES,
@@ -36,8 +41,7 @@ def init_store(store: Store) -> list[str]:
     from anamnesis.settings import load_settings, new_machine_id, save_settings
 
     done: list[str] = []
-    if store.home.exists() and not store.home.is_dir():
-        raise AnamnesisError(f"{store.home} is a file, not a folder; point ANAMNESIS_HOME at a folder")
+    check_home(store)
     for folder in (store.home, store.state_dir, store.log_dir):
         if not folder.exists():
             folder.mkdir(parents=True, exist_ok=True)
@@ -59,6 +63,78 @@ def init_store(store: Store) -> list[str]:
     with open_index(store) as index:
         index.refresh()
     return done
+
+
+def check_home(store: Store) -> None:
+    """A clear one-line error when ANAMNESIS_HOME, or a folder above it, is a file."""
+    for folder in (store.home, *store.home.parents):
+        if not (folder.exists() or folder.is_symlink()):
+            continue
+        if folder.is_dir():
+            return
+        if folder == store.home:
+            raise AnamnesisError(f"{folder} is a file, not a folder; point ANAMNESIS_HOME at a folder")
+        raise AnamnesisError(
+            f"ANAMNESIS_HOME is {store.home}, but {folder} is a file, not a folder;"
+            " point ANAMNESIS_HOME at a folder"
+        )
+
+
+# -- the guard every writer passes ------------------------------------------------------
+
+
+def check_writable(store: Store) -> str:
+    """Whether a write may start, checked without the lock; this machine's id.
+
+    Adapters call it before they ask a person for anything (an editor, a
+    confirmation), so nobody types a note that cannot be saved. The write
+    itself checks again under the lock (`require_writable`). Raises
+    StoreMissing, an AnamnesisError for a broken settings.json, and
+    SyncRefused (exit 12, sync's own message) for a repo left mid-rebase,
+    mid-merge or on another branch.
+    """
+    from anamnesis.recovery import SyncRefused, wedged
+    from anamnesis.settings import writer_machine_id
+
+    store.require()
+    machine = writer_machine_id(store)
+    reason = wedged(store)
+    if reason:
+        raise SyncRefused(reason)
+    return machine
+
+
+def require_writable(store: Store) -> str:
+    """What every writer does first, under the store lock: what sync does first. This machine's id.
+
+    Repairs what a killed sync left (stale git lock files, a half-done move
+    of the working tree) and refuses, exactly as sync does (`SyncRefused`,
+    exit 12, the same message), a repo a person left mid-rebase, mid-merge
+    or on another branch. A broken settings.json is an error, never a note
+    written by "unknown". The caller holds the store lock.
+    """
+    from anamnesis.recovery import prepare
+    from anamnesis.settings import writer_machine_id
+
+    store.require()
+    machine = writer_machine_id(store)
+    prepare(store)
+    for stale in (store.memory / ".git").glob(".index.*.undo.tmp"):  # git's index kept by a killed write
+        stale.unlink(missing_ok=True)
+    return machine
+
+
+@contextmanager
+def write_lock(store: Store, what: str, timeout: float = 60.0) -> Iterator[None]:
+    """The store lock for a write; a disk too full to take it is DiskFull (nothing was written)."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(store_lock(store, what, timeout=timeout))
+        except OSError as exc:
+            if is_out_of_space(exc):
+                raise _no_space(store, "taking the store lock", exc, "nothing was changed") from None
+            raise
+        yield
 
 
 def safe_path(store: Store, relpath: str) -> Path:
@@ -118,10 +194,19 @@ def resolve_ref(store: Store, ref: str) -> str:
             if not relpath.lower().endswith(".md") or any(p.startswith(".") for p in relpath.split("/")):
                 raise UsageError(f"{relpath} is not a note (notes are .md files outside dot folders)")
             return relpath
+    import sqlite3
+
     from anamnesis.index import open_index
 
-    with open_index(store) as index:
-        matches = index.find_ref(ref)
+    try:
+        with open_index(store) as index:
+            matches = index.find_ref(ref)
+            if not matches and index.refresh().changed:  # a note saved by hand a moment ago
+                matches = index.find_ref(ref)
+    except sqlite3.Error as exc:
+        if is_out_of_space(exc, store.home):  # even reading the index needs a little room (its -shm file)
+            raise _no_space(store, "reading the search index", exc, "nothing was changed") from None
+        raise
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -185,39 +270,234 @@ def save_note(
     commit: bool = True,
     expected_text: str | None = None,
 ) -> Note:
-    """Write `note` to its path atomically under the lock, index it, commit it.
+    """Write `note` to its path under the lock, index it, commit it: all of it, or none of it.
 
-    `expected_text`, when given, is what the caller last read: if the file on
-    disk changed since, nothing is written (a concurrent edit is not overwritten).
+    Refused like sync on a repo left mid-rebase or on another branch
+    (`require_writable`). `expected_text`, when given, is what the caller last
+    read: if the file on disk changed since, nothing is written (a concurrent
+    edit is not overwritten). `commit=False` writes and indexes only, and
+    leaves the commit to the next sync.
     """
-    from anamnesis import repo
-    from anamnesis.settings import machine_id
-
     validate(note)
     path = safe_path(store, note.path)
-    with store_lock(store, "save note"):
+    with write_lock(store, "save note"):
+        machine = require_writable(store)
         if expected_text is not None:
             current = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
             if current != expected_text:
                 raise AnamnesisError(f"{note.path} changed on disk since it was read; reload and try again")
         if not note.machine:
-            note.machine = machine_id(store)
-        atomic_write_text(path, render_note(note))
-        _reindex(store, [note.path])
-        if commit:
-            repo.commit_paths(store, [note.path], message or f"{machine_id(store)}: save {note.path}")
+            note.machine = machine
+        write_unit(
+            store,
+            note.path,
+            render_note(note).encode("utf-8"),
+            (message or f"{machine}: save {note.path}") if commit else None,
+        )
     return note
 
 
-def _reindex(store: Store, paths: list[str]) -> None:
-    """Index what a write changed; with semantic search on, embed it in the background."""
-    from anamnesis.index import open_index
-    from anamnesis.semantic import start_background_update
+def _refresh_index(store: Store, paths: list[str]) -> int:
+    """Index `paths`; SQLite's own error, never the "cannot rollback" that can hide it."""
+    import sqlite3
 
-    with open_index(store) as index:
-        changed = index.refresh(paths).changed
+    from anamnesis.index import open_index
+
+    try:
+        with open_index(store) as index:
+            return index.refresh(paths).changed
+    except sqlite3.Error as exc:
+        real: BaseException = exc
+        # A failed statement (disk full) may have ended the transaction already; the
+        # ROLLBACK that follows then fails too and its error would be all one sees.
+        while "no transaction is active" in str(real) and isinstance(real.__context__, sqlite3.Error):
+            real = real.__context__
+        if real is exc:
+            raise
+        raise real from None
+
+
+class _Undo:
+    """The version of one file a write replaces, kept so a failed write can put it back.
+
+    A hard link to the old file costs no space, so the way back still works
+    on a full disk; where links are refused, the old bytes are kept in memory.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.existed = os.path.lexists(path)
+        self.link: Path | None = None
+        self.data: bytes | None = None
+        if not self.existed:
+            return
+        link = path.with_name(f".{path.name}.{secrets.token_hex(4)}.undo.tmp")  # ignored by git, index, watch
+        try:
+            os.link(path, link, follow_symlinks=False)
+            self.link = link
+        except OSError:
+            self.data = path.read_bytes()
+
+    def restore(self) -> str | None:
+        """Put the old version back (or remove a new file); None, or why that failed."""
+        try:
+            if self.link is not None:
+                os.replace(self.link, self.path)
+                self.link.unlink(missing_ok=True)  # still there if nothing had replaced the file
+                self.link = None
+            elif self.data is not None:
+                atomic_write_bytes(self.path, self.data)
+            elif not self.existed:
+                self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+        return None
+
+    def discard(self) -> None:
+        """The write is complete: forget the old version."""
+        if self.link is not None:
+            self.link.unlink(missing_ok=True)
+            self.link = None
+
+
+def write_unit(store: Store, relpath: str, data: bytes | None, message: str | None) -> None:
+    """Write `data` at `relpath` (None deletes the file), index it and commit it as one unit.
+
+    Called under the store lock, after `require_writable`. When a step fails
+    (the disk is full, git or the index fails, Ctrl-C), the file is put back
+    as it was, the index follows it, and the error says what was kept, so a
+    failed write leaves nothing for the next sync to commit and running the
+    command again makes no duplicate. A full disk is `DiskFull` (exit 8).
+    `message` None: written and indexed, the commit is left to the next sync.
+    """
+    from anamnesis import repo
+
+    path = safe_path(store, relpath)
+    first = "deleting the note" if data is None else "writing the note"
+    nothing = "nothing was deleted" if data is None else "nothing was written"
+    try:
+        undo = _Undo(path)
+    except OSError as exc:
+        raise _failed(store, first, exc, nothing, relpath) from None
+    before = repo.head(store.memory)
+    git_index = store.memory / ".git" / "index"
+    staged: _Undo | None = None  # git's index as it was: a failed commit may have staged the change
+    stage = first
+    changed = 0
+    try:
+        if data is None:
+            path.unlink()
+        else:
+            atomic_write_bytes(path, data)
+        stage = "updating the search index"
+        changed = _refresh_index(store, [relpath])
+        if message is not None:
+            stage = "committing to git"
+            staged = _Undo(git_index) if git_index.is_file() else None
+            repo.commit_paths(store, [relpath], message)
+    except BaseException as exc:
+        if stage == "committing to git" and _committed(store, relpath, before):
+            undo.discard()  # git made the commit and failed after it: the write is complete
+            if staged is not None:
+                staged.discard()
+            return
+        problem = None
+        stale_index = False
+        if stage != first:  # the file changed: put it back, then git's staging and the index
+            problem = undo.restore()
+            if problem is None:
+                if stage == "committing to git" and (staged is None or staged.restore() is not None):
+                    _forget_staged(store, relpath)
+                try:
+                    _refresh_index(store, [relpath])
+                except Exception:
+                    stale_index = True
+        undo.discard()
+        if staged is not None:
+            staged.discard()
+        if problem is None:
+            kept = nothing + (" (the note is as it was)" if undo.existed and data is not None else "")
+            if stale_index:  # it compares files' sizes and times before every search and list
+                kept += "; the search index may show the change until its next refresh"
+        else:
+            kept = (
+                f"{relpath} could not be put back as it was ({problem}): the new version is on disk"
+                " but not committed, and the next sync commits it"
+            )
+        if not isinstance(exc, Exception):
+            raise
+        raise _failed(store, stage, exc, kept, relpath) from None
+    undo.discard()
+    if staged is not None:
+        staged.discard()
     if changed:
+        from anamnesis.semantic import start_background_update
+
         start_background_update(store)
+
+
+def _committed(store: Store, relpath: str, before: str | None) -> bool:
+    """Whether HEAD moved past `before` and holds `relpath` exactly as it is on disk now."""
+    from anamnesis import repo
+    from anamnesis.git import run_git
+
+    try:
+        after = repo.head(store.memory)
+        if after is None or after == before:
+            return False
+        proc = run_git(store.memory, repo.LITERAL, "diff", "--quiet", "HEAD", "--", relpath, check=False)
+        return proc.returncode == 0
+    except Exception:
+        return False
+
+
+def _forget_staged(store: Store, relpath: str) -> None:
+    """Unstage what a failed commit staged for `relpath` (best effort: sync's `add -A` redoes it anyway)."""
+    from anamnesis import repo
+    from anamnesis.git import run_git
+
+    try:
+        if repo.head(store.memory) is not None:
+            run_git(store.memory, repo.LITERAL, "reset", "-q", "--", relpath, check=False)
+    except Exception:
+        pass
+
+
+def _no_space(store: Store, stage: str, exc: BaseException, kept: str) -> DiskFull:
+    free = free_bytes(store.home)
+    room = f", {human_bytes(free)} free" if free is not None else ""
+    detail = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
+    return DiskFull(
+        f"no space left on the disk of {store.home}{room} ({stage}: {detail}); {kept}"
+        " — free some space and try again"
+    )
+
+
+def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: str) -> AnamnesisError:
+    """The one-line error for a write that failed at `stage`, saying what was kept."""
+    import sqlite3
+
+    from anamnesis.errors import GitError
+
+    # git's "unable to write new index file" does not say why: on a disk with under a
+    # mebibyte left, a failed write of git, SQLite or the file system is taken for want of space.
+    if is_out_of_space(exc, store.home if isinstance(exc, (GitError, sqlite3.Error, OSError)) else None):
+        return _no_space(store, stage, exc, kept)
+    if isinstance(exc, AnamnesisError):
+        exc.args = (f"{exc}; {kept}",)
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return LockTimeout(f"the search index is busy ({text}): another process holds it; {kept}")
+        return AnamnesisError(f"the search index failed ({text}); {kept} — run `anamnesis reindex`")
+    if isinstance(exc, OSError):
+        import errno
+
+        if exc.errno == errno.EROFS:
+            return AnamnesisError(f"{store.memory} is on a read-only file system ({stage} {relpath}); {kept}")
+        return AnamnesisError(f"{stage} {relpath} failed: {exc.strerror or exc}; {kept}")
+    return AnamnesisError(f"{stage} failed: {type(exc).__name__}: {exc}; {kept}")
 
 
 def create_note(
@@ -237,11 +517,14 @@ def create_note(
 
     `supersedes` are references to the notes it replaces (see `resolve_supersedes`);
     one that does not resolve stops the write before anything is written.
+    An empty body is refused, as are a repo left mid-rebase or on another
+    branch and a broken settings.json (see `check_writable`).
     """
-    from anamnesis.settings import machine_id
-
     if type not in NOTE_TYPES:
         raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
+    if not body.strip():
+        raise UsageError("empty body; nothing was written")
+    machine = check_writable(store)
     replaced = resolve_supersedes(store, supersedes)
     note_id = new_id()
     stamp = now_iso()
@@ -255,7 +538,7 @@ def create_note(
         tags=[t.strip().lstrip("#").lower() for t in tags if t.strip()],
         created=stamp,
         updated=stamp,
-        machine=machine_id(store),
+        machine=machine,
         source=source,
         supersedes=replaced,
         extra=dict(extra or {}),
@@ -279,11 +562,13 @@ def update_note(
 
     `supersedes` replaces the list of notes it supersedes (empty clears it);
     `add_supersedes` adds to it. Both take note references, resolved to ids
-    before anything is written; a note cannot supersede itself.
+    before anything is written; a note cannot supersede itself. An empty
+    body is refused.
     """
-    from anamnesis.settings import machine_id
-
-    with store_lock(store, "update note"):
+    if body is not None and not body.strip():
+        raise UsageError("empty body; nothing was written (to delete a note, delete it)")
+    with write_lock(store, "update note"):
+        machine = require_writable(store)
         note = read_note(store, ref)
         if supersedes is not None or add_supersedes:
             links = note.supersedes if supersedes is None else resolve_supersedes(store, supersedes)
@@ -300,22 +585,206 @@ def update_note(
         if type is not None:
             note.type = type
         note.updated = now_iso()
-        note.machine = machine_id(store)
+        note.machine = machine
         return save_note(
             store, note, message=f"{note.machine}: update {note.path}", expected_text=expected_text
         )
 
 
 def delete_note(store: Store, ref: str, *, commit: bool = True) -> Note:
-    """Remove a note from disk, the index and (committed) the repo."""
-    from anamnesis import repo
-    from anamnesis.settings import machine_id
-
-    with store_lock(store, "delete note"):
+    """Remove a note from disk, the index and (committed) the repo: all three, or none."""
+    with write_lock(store, "delete note"):
+        machine = require_writable(store)
         relpath = resolve_ref(store, ref)
         note = load_note(store, relpath)
-        safe_path(store, relpath).unlink()
-        _reindex(store, [relpath])
-        if commit:
-            repo.commit_paths(store, [relpath], f"{machine_id(store)}: delete {relpath}")
+        write_unit(store, relpath, None, f"{machine}: delete {relpath}" if commit else None)
     return note
+
+
+def stamp_updated(text: str) -> str:
+    """`text` with the `updated:` field of its front matter set to now (if it has one), all else as is."""
+    from anamnesis.notes import split_front_matter
+
+    front, _ = split_front_matter(text.removeprefix("\ufeff"))
+    if front is None or not re.search(r"^updated:[^\r\n]*", front, re.M):
+        return text
+    new_front = re.sub(r"^updated:[^\r\n]*", f"updated: '{now_iso()}'", front, count=1, flags=re.M)
+    return text.replace(front, new_front, 1)
+
+
+def save_edited_text(store: Store, relpath: str, data: bytes, *, expected: bytes | None = None) -> None:
+    """Save what a person typed in an editor as the note at `relpath`: stamped, indexed, committed.
+
+    The bytes are kept as typed (CRLF, a byte order mark, no front matter at
+    all); only `updated` is stamped. Refused like `new`: an empty body
+    (exit 2), NUL bytes, a repo left mid-rebase or on another branch
+    (exit 12). `expected` is the file the editor started from: if the note
+    changed on disk since (a sync, another writer), nothing is written.
+    """
+    text = data.decode("utf-8", errors="replace")
+    parsed = parse_note(text.removeprefix("\ufeff"), relpath)
+    if not parsed.body.strip():
+        raise UsageError("the note's body is empty; nothing was written (`anamnesis rm` deletes a note)")
+    if "\0" in text:
+        raise UsageError("the note contains NUL bytes (binary data?); notes are text; nothing was written")
+    path = safe_path(store, relpath)
+    with write_lock(store, "edit note"):
+        machine = require_writable(store)
+        if expected is not None:
+            try:
+                current: bytes | None = path.read_bytes()
+            except FileNotFoundError:
+                current = None
+            if current != expected:
+                gone = "was deleted" if current is None else "changed on disk"
+                raise AnamnesisError(f"{relpath} {gone} while you were editing it; nothing was overwritten")
+        stamped = stamp_updated(text)
+        out = data if stamped == text else stamped.encode("utf-8")
+        write_unit(store, relpath, out, f"{machine}: edit {relpath}")
+
+
+# -- moving a note ------------------------------------------------------------------------
+
+
+class MovedNote:
+    """What `move_note` did: the note at its new path, where it was, the notes whose links changed."""
+
+    def __init__(self, note: Note, old_path: str, rewritten: list[str]) -> None:
+        self.note = note
+        self.old_path = old_path
+        self.rewritten = rewritten
+
+
+def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
+    """Move (rename) a note to `new_relpath`, keeping its id, and make links follow it.
+
+    Links in other notes that named the old path or file name (`[[path]]`,
+    `[[file-name]]`, relative `[x](../facts/y.md)`) are rewritten to the new
+    one; links by id or title still resolve and are left as written. The
+    note's own relative links are rewritten to still reach their notes from
+    its new folder; nothing else in any file changes. The move, the
+    rewritten notes, the index and the commit are one unit: all of it, or
+    none of it (as `write_unit`). Refused: a target that exists, is not a
+    `.md` file, is in a dot folder or leaves memory/.
+    """
+    from anamnesis.index import open_index
+    from anamnesis.links import LinkResolver, NoteKey, link_needle, rewrite_links
+
+    wanted = PurePosixPath(new_relpath.strip().replace("\\", "/")).as_posix()
+    with write_lock(store, "move note"):
+        machine = require_writable(store)
+        old = resolve_ref(store, ref)
+        new = wanted
+        if not new.lower().endswith(".md") or any(part.startswith(".") for part in new.split("/")):
+            raise UsageError(f"{new} is not a note path (notes are .md files outside dot folders)")
+        target = safe_path(store, new)
+        if new == old:
+            raise UsageError(f"{old} is already at {new}; nothing was moved")
+        if os.path.lexists(target) and not (new.lower() == old.lower() and target.samefile(safe_path(store, old))):
+            raise UsageError(f"{new} already exists; nothing was moved")
+        source = safe_path(store, old)
+        if source.is_symlink():
+            raise OutsideStore(f"{old} is a symlink; notes must be plain files")
+        text = source.read_bytes().decode("utf-8", errors="surrogateescape")
+        note = parse_note(text, old)
+        with open_index(store) as index:
+            index.refresh()
+            rows = index.conn.execute("SELECT path, id, title FROM notes").fetchall()
+        keys = [NoteKey(path, note_id or "", title or "") for path, note_id, title in rows]
+        if old not in {key.path for key in keys}:
+            keys.append(NoteKey(old, note.id, note.title))
+        resolver = LinkResolver(keys)
+        old_key = NoteKey(old, note.id, note.title)
+        moved = rewrite_links(text, new, resolver, old_key, new, moved_from=old)
+        changes: dict[str, bytes | None] = {new: moved.encode("utf-8", "surrogateescape"), old: None}
+        needle = link_needle(old)
+        for key in keys:
+            if key.path in (old, new):
+                continue
+            path = safe_path(store, key.path)
+            try:
+                if path.is_symlink():
+                    continue
+                other = path.read_bytes().decode("utf-8", errors="surrogateescape")
+            except OSError:
+                continue
+            if needle not in other.lower():
+                continue
+            rewritten = rewrite_links(other, key.path, resolver, old_key, new)
+            if rewritten != other:
+                changes[key.path] = rewritten.encode("utf-8", "surrogateescape")
+        _write_units(store, changes, f"{machine}: move {old} to {new}", old)
+    note.path = new
+    return MovedNote(note, old, sorted(p for p in changes if p not in (old, new)))
+
+
+def _write_units(store: Store, changes: dict[str, bytes | None], message: str, what: str) -> None:
+    """`write_unit` for several files in one commit: every file written (None deletes), indexed
+    and committed, or every file put back as it was. Called under the store lock."""
+    from anamnesis import repo
+
+    paths = list(changes)
+    nothing = "nothing was changed"
+    try:
+        undos = [_Undo(safe_path(store, p)) for p in paths]
+    except OSError as exc:
+        raise _failed(store, "reading the notes", exc, nothing, what) from None
+    made: list[Path] = []  # folders this write created, removed again if it fails
+    before = repo.head(store.memory)
+    git_index = store.memory / ".git" / "index"
+    staged: _Undo | None = None
+    stage = "writing the notes"
+    try:
+        for relpath, data in changes.items():
+            full = safe_path(store, relpath)
+            if data is None:
+                full.unlink()
+                continue
+            missing = [p for p in (full.parent, *full.parent.parents) if not p.exists()]
+            atomic_write_bytes(full, data)
+            made.extend(missing)
+        stage = "updating the search index"
+        _refresh_index(store, paths)
+        stage = "committing to git"
+        staged = _Undo(git_index) if git_index.is_file() else None
+        repo.commit_paths(store, paths, message)
+    except BaseException as exc:
+        if stage == "committing to git" and all(_committed(store, p, before) for p in paths):
+            for undo in undos:
+                undo.discard()
+            if staged is not None:
+                staged.discard()
+            return
+        problems = [problem for undo in undos if (problem := undo.restore()) is not None]
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        if not problems:
+            if stage == "committing to git" and (staged is None or staged.restore() is not None):
+                for relpath in paths:
+                    _forget_staged(store, relpath)
+            try:
+                _refresh_index(store, paths)
+            except Exception:
+                pass
+        for undo in undos:
+            undo.discard()
+        if staged is not None:
+            staged.discard()
+        kept = (
+            f"{nothing} (every note is as it was)"
+            if not problems
+            else f"some files could not be put back as they were ({problems[0]}); the next sync commits them"
+        )
+        if not isinstance(exc, Exception):
+            raise
+        raise _failed(store, stage, exc, kept, what) from None
+    for undo in undos:
+        undo.discard()
+    if staged is not None:
+        staged.discard()
+    from anamnesis.semantic import start_background_update
+
+    start_background_update(store)

@@ -198,7 +198,7 @@ def test_broken_settings_index_and_home_are_one_line_errors(run_cli: RunCli, hom
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     one_line(run_cli("init", "--local-only", home_dir=a_file), 1, "not a folder")
-    one_line(run_cli("init", "--local-only", home_dir=a_file / "sub"), 1, "Not a directory")
+    one_line(run_cli("init", "--local-only", home_dir=a_file / "sub"), 1, "a-file is a file, not a folder")
     init(run_cli)
     settings = home / "settings.json"
     good = json.loads(settings.read_text())

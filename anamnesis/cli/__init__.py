@@ -57,9 +57,11 @@ def main() -> None:
         print(f"anamnesis: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a file system refusal (home is a file, disk full, no permission)
+        import errno
+
         where = f": {exc.filename}" if exc.filename else ""
         print(f"anamnesis: error: {exc.strerror or exc}{where}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(8 if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 1)  # 8: as DiskFull
     except Exception as exc:
         exit_code = getattr(exc, "exit_code", None)
         if hasattr(exc, "format_message") and isinstance(exit_code, int):
@@ -73,9 +75,16 @@ def main() -> None:
         if sqlite3 is None or not isinstance(exc, sqlite3.Error):
             raise
         busy = "locked" in str(exc) or "busy" in str(exc)
-        hint = "another process holds it; try again" if busy else "run `anamnesis reindex`"
+        full = "full" in str(exc) or "disk I/O" in str(exc)
+        hint = (
+            "another process holds it; try again"
+            if busy
+            else "is the disk full? free some space and try again"
+            if full
+            else "run `anamnesis reindex`"
+        )
         print(f"anamnesis: error: the search index failed: {exc} ({hint})", file=sys.stderr)
-        sys.exit(5 if busy else 1)
+        sys.exit(5 if busy else 8 if full else 1)
     except KeyboardInterrupt:
         print("anamnesis: interrupted", file=sys.stderr)
         sys.exit(130)

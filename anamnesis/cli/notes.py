@@ -1,4 +1,4 @@
-"""Note commands: new, search, show, list, edit, rm."""
+"""Note commands: new, search, show, list, edit, rm, mv."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ TYPES_HELP = "semantic (facts, decisions), procedural (how-tos), episodic (what 
 
 
 def register(app: typer.Typer) -> None:
-    for command in (new, search, show, list_, edit, rm):
+    for command in (new, search, show, list_, edit, rm, mv):
         name = "list" if command is list_ else command.__name__
         app.command(name=name, rich_help_panel="Notes")(command)
 
@@ -42,7 +42,9 @@ def _project_option(project: str | None, here: bool, global_: bool = False, opti
     if global_:
         return None
     if project:
-        return project
+        from anamnesis.project import check_project_key
+
+        return check_project_key(project)  # the rule MCP applies too: a key, never a path
     if here:
         from anamnesis.errors import UsageError
         from anamnesis.project import detect_project
@@ -104,11 +106,12 @@ def new(
     """
     from anamnesis.errors import UsageError
     from anamnesis.notes import NOTE_TYPES
-    from anamnesis.store import create_note, resolve_supersedes
+    from anamnesis.store import check_writable, create_note, resolve_supersedes
 
     store = get_store()
     if type not in NOTE_TYPES:
         raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
+    check_writable(store)  # a repo left mid-rebase or a broken settings.json: say so before any typing
     replaced = resolve_supersedes(store, supersedes or [])  # a bad reference fails before any typing
     if body is None:
         body = read_stdin_if_piped() or None
@@ -338,7 +341,8 @@ def edit(
       anamnesis edit 9x8w --supersedes 7k2m           9x8w replaces 7k2m
       anamnesis edit 9x8w --no-supersedes
     """
-    from anamnesis.store import resolve_ref, safe_path, update_note
+    from anamnesis.errors import AnamnesisError
+    from anamnesis.store import check_writable, resolve_ref, safe_path, save_edited_text, update_note
 
     store = get_store()
     if supersedes or no_supersedes:
@@ -346,40 +350,68 @@ def edit(
         links = ", ".join(note.supersedes) or "no other note"
         console().print(f"[green]✔[/green] {_escape(note.path)} now supersedes {_escape(links)}")
         return
+    check_writable(store)  # refused before the editor opens, not after the typing
     relpath = resolve_ref(store, ref)
     path = safe_path(store, relpath)
     before = path.read_bytes()
-    run_editor(path)
-    if path.exists() and path.read_bytes() == before:
-        console().print("[dim]no change[/dim]")
-        return
-    record_hand_edit(store, relpath)
-    console().print(f"[green]✔[/green] saved {_escape(str(path))}")
+    copy = _edit_copy(store, path.name, before)
+    try:
+        run_editor(copy)
+        after = copy.read_bytes()
+        if after == before:
+            console().print("[dim]no change[/dim]")
+        else:
+            save_edited_text(store, relpath, after, expected=before)
+            console().print(f"[green]✔[/green] saved {_escape(str(path))}")
+    except AnamnesisError as exc:
+        if copy.exists() and copy.read_bytes().strip() and copy.read_bytes() != before:
+            exc.args = (f"{exc}; your text is kept in {copy}",)
+            raise
+        _drop_copy(copy)
+        raise
+    _drop_copy(copy)
+
+
+def _edit_copy(store: Store, name: str, data: bytes) -> Path:
+    """A private copy of a note for the editor (state/edit/<random>/<name>).
+
+    The note itself is only written once the edit passed every check, through
+    the same path as every write; when a check fails, the person's text stays
+    in this copy and the error names it.
+    """
+    import tempfile
+
+    from anamnesis.errors import DiskFull
+    from anamnesis.fsutil import free_bytes, human_bytes, is_out_of_space
+
+    folder = store.state_dir / "edit"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        copy = Path(tempfile.mkdtemp(dir=folder)) / name
+        copy.write_bytes(data)
+    except OSError as exc:
+        if is_out_of_space(exc):
+            free = free_bytes(store.home)
+            room = f", {human_bytes(free)} free" if free is not None else ""
+            raise DiskFull(
+                f"no space left on the disk of {store.home}{room} for the copy to edit ({exc.strerror}); "
+                "nothing was changed — free some space and try again"
+            ) from None
+        raise
+    return copy
+
+
+def _drop_copy(copy: Path) -> None:
+    import shutil
+
+    shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def record_hand_edit(store: Store, relpath: str) -> None:
-    """After a person edited a file: stamp `updated`, re-index it, commit it."""
-    import re
+    """After a person edited a file in place: stamp `updated`, re-index it, commit it (or none of that)."""
+    from anamnesis.store import safe_path, save_edited_text
 
-    from anamnesis import repo
-    from anamnesis.fsutil import atomic_write_text
-    from anamnesis.index import open_index
-    from anamnesis.lock import store_lock
-    from anamnesis.notes import now_iso, split_front_matter
-    from anamnesis.settings import machine_id
-    from anamnesis.store import safe_path
-
-    path = safe_path(store, relpath)
-    with store_lock(store, "edit note"):
-        if path.exists():
-            text = path.read_bytes().decode("utf-8", errors="replace")  # as is: CRLF stays CRLF
-            front, _ = split_front_matter(text.removeprefix("\ufeff"))
-            if front is not None and re.search(r"^updated:[^\r\n]*", front, re.M):
-                new_front = re.sub(r"^updated:[^\r\n]*", f"updated: '{now_iso()}'", front, count=1, flags=re.M)
-                atomic_write_text(path, text.replace(front, new_front, 1))
-        with open_index(store) as index:
-            index.refresh([relpath])
-        repo.commit_paths(store, [relpath], f"{machine_id(store)}: edit {relpath}")
+    save_edited_text(store, relpath, safe_path(store, relpath).read_bytes())
 
 
 def rm(
@@ -395,10 +427,11 @@ def rm(
     """
     import sys
 
-    from anamnesis.store import delete_note, read_note
+    from anamnesis.store import check_writable, delete_note, read_note
 
     store = get_store()
     note = read_note(store, ref)
+    check_writable(store)  # refused before asking
     if not yes and sys.stdin.isatty() and not typer.confirm(f"Delete {note.path} ({note.title})?"):
         raise typer.Exit(1)
     delete_note(store, note.path)
@@ -406,3 +439,30 @@ def rm(
         print_json({"deleted": note.path, "id": note.id})
     else:
         console().print(f"[green]✔[/green] deleted {_escape(note.path)}")
+
+
+def mv(
+    ref: str = typer.Argument(..., help="A note id, id prefix, file name or path."),
+    new_path: str = typer.Argument(..., metavar="NEWPATH", help="Where it goes, relative to memory/ (a .md file)."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Move or rename a note; it keeps its id, and links to it in other notes follow.
+
+    Links by path or file name (`[[use-pg-bouncer]]`, `[pool](../facts/x.md)`)
+    are rewritten to the new place; links by id or title need no change. The
+    move and every rewritten note are one commit.
+
+    Examples:
+      anamnesis mv 7k2m global/facts/pool-settings-7k2m9q4x1c.md
+      anamnesis mv 7k2m projects/github.com-acme-api/facts/use-pg-bouncer-7k2m9q4x1c.md --json
+    """
+    from anamnesis.store import move_note
+
+    store = get_store()
+    moved = move_note(store, ref, new_path)
+    if json_out:
+        print_json({"moved": moved.old_path, "to": moved.note.path, "id": moved.note.id, "rewritten": moved.rewritten})
+        return
+    console().print(f"[green]✔[/green] moved {_escape(moved.old_path)} to {_escape(moved.note.path)}")
+    for path in moved.rewritten:
+        console().print(f"  links updated in {_escape(path)}")

@@ -51,7 +51,10 @@ def init(
       anamnesis init --peer me@desk.tailnet.ts.net:.anamnesis/memory
       anamnesis init --local-only                     just the store
     """
+    from anamnesis.store import check_home
+
     store = get_store(require=False)
+    check_home(store)  # a file where the store should be: one line naming it, before any step
     plan: list[str] = []
     done: list[str] = []
     if not store.exists():
@@ -143,6 +146,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     if json_out:
         print_json(info)
         return
+    from rich.markup import escape
     from rich.table import Table
 
     out = console()
@@ -157,7 +161,9 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     table.add_row("peers", ", ".join(info["peers"]) or "none (local only)")  # type: ignore[arg-type]
     for key in ("last_sync", "last_error", "watch"):
         if info.get(key):
-            table.add_row(key.replace("_", " "), str(info[key]))
+            table.add_row(key.replace("_", " "), escape(str(info[key])))
+    if info.get("unreachable"):
+        table.add_row("[red]unreachable[/red]", escape(str(info["unreachable"])))
     table.add_row("semantic", _semantic_line(info["semantic"]))  # type: ignore[arg-type]
     if counts["conflicted"]:
         table.add_row("[red]conflicts[/red]", f"{counts['conflicted']} notes — run `anamnesis conflicts`")

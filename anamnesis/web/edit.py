@@ -1,7 +1,8 @@
-"""Pages that change notes: create, edit, per-note history and restore.
+"""Pages that change notes: create, edit, move, delete, per-note history and restore.
 
-Every write goes through the core (`store.create_note`, `store.update_note`,
-`history.restore_version`): under the lock, atomic, indexed, committed. A form
+Every write goes through the core (`store.create_note`, `store.save_note`,
+`store.move_note`, `store.delete_note`, `history.restore_version`): under the
+lock, atomic, indexed, committed, and every successful POST redirects. A form
 carries a fingerprint of the text it was built from; if the file changed on
 disk since, the write is refused and the user sees both versions.
 """
@@ -10,23 +11,35 @@ from __future__ import annotations
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from anamnesis.errors import AnamnesisError, NoteNotFound
+from anamnesis.errors import AnamnesisError, DiskFull, NoteNotFound, UsageError
 from anamnesis.notes import NOTE_TYPES, Note
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, html, join, note_url, when
-from anamnesis.web.views import TYPE_LABELS, _options, strip_machine
+from anamnesis.web.markdown import render_markdown
+from anamnesis.web.views import _options, strip_machine, type_label
 
 STALE = "changed on disk since it was read"
 
 
-def _suffix(path: str) -> str:
-    return note_url(path)[len("/note/") :]
+def _status(exc: AnamnesisError) -> int:
+    """The HTTP status of a refused write: a full disk (507), a repo left mid-rebase or on another
+    branch (409, with sync's message), anything else the form can fix (400)."""
+    if isinstance(exc, DiskFull):
+        return 507
+    return 409 if exc.exit_code == 12 else 400
 
 
 def _type_options(selected: str) -> Markup:
-    return _options([(t, TYPE_LABELS[t]) for t in NOTE_TYPES], selected)
+    return _options([(t, type_label(t)) for t in NOTE_TYPES], selected)
+
+
+def preview_html(web: Web, text: str, source: str | None = None) -> Markup:
+    """A body rendered as the note page renders it (links resolved against every note)."""
+    with web.index(fresh=False) as index:
+        resolver = web.link_graph(index).resolver
+    return render_markdown(text, source=source, resolver=resolver)
 
 
 def _tags_of(text: str) -> list[str]:
@@ -46,6 +59,8 @@ def _form(
     base: str = "",
     submit: str = "Save",
     cancel: str = "/",
+    at: str = "",
+    source: str | None = None,
 ) -> Markup:
     project_field = ""
     if projects is not None:
@@ -56,6 +71,15 @@ def _form(
             p=project or "",
             opts=[html('<option value="{v}">', v=p) for p in projects],
         )
+    at_field = (
+        html(
+            '<p class="muted at">Saved as <code class="path">{a}</code>, where a link expects it.</p>'
+            '<input type="hidden" name="at" value="{a}">',
+            a=at,
+        )
+        if at
+        else ""
+    )
     return html(
         """<form class="editor" method="post" action="{action}">{csrf}
 <input type="hidden" name="base" value="{base}">
@@ -65,8 +89,15 @@ def _form(
 </div>
 <div class="row">{project}<label class="grow"><span>Tags <small class="muted">(space or comma separated)</small></span>
 <input type="text" name="tags" value="{tags}"></label></div>
-<label><span>Body <small class="muted">(markdown; [[wikilinks]] link notes)</small></span>
-<textarea name="body" rows="18" spellcheck="true">{body}</textarea></label>
+{at}
+<div class="write-preview">
+<label class="write"><span>Body <small class="muted">(markdown; type <kbd>[[</kbd> to link a note)</small></span>
+<textarea name="body" rows="18" spellcheck="true" data-wikilinks data-source="{source}"
+  aria-describedby="preview-title">{body}</textarea></label>
+<section class="preview" aria-labelledby="preview-title"><h3 class="sub" id="preview-title">Preview</h3>
+<div class="markdown" id="preview" aria-live="polite">{preview}</div></section>
+</div>
+<ul id="wikilink-suggest" class="suggest" role="listbox" aria-label="Notes to link" hidden></ul>
 <div class="actions"><button class="btn" type="submit">{submit}</button>
 <a class="btn ghost" href="{cancel}">Cancel</a><span class="muted hint">Ctrl+S saves</span></div>
 </form>""",
@@ -77,7 +108,12 @@ def _form(
         types=_type_options(kind),
         project=project_field,
         tags=tags,
+        at=at_field,
+        source=source or "",
         body=body,
+        preview=preview_html(web, body, source)
+        if body.strip()
+        else Markup('<p class="muted">The note as it will look.</p>'),
         submit=submit,
         cancel=cancel,
     )
@@ -88,24 +124,70 @@ def _known_projects(web: Web) -> list[str]:
         return sorted(p for p in index.counts()["by_project"] if p != "(global)")
 
 
+def _linked_from(web: Web, relpath: str) -> str:
+    """A first line for a note made from a link in note `relpath`: a link back to it."""
+    from anamnesis.store import load_note
+
+    try:
+        source = load_note(web.store, relpath)
+    except AnamnesisError:
+        return ""
+    return f"Linked from [[{source.id or source.path}|{source.title}]].\n"
+
+
 def new_page(request: Request) -> HTMLResponse:
-    """The form for a new note."""
+    """The form for a new note (prefilled from the query: title, type, project, tags, at, linked_from)."""
     web = web_of(request)
     q = request.query_params
     kind = q.get("type") if q.get("type") in NOTE_TYPES else "semantic"
+    linked_from = q.get("linked_from") or ""
     form = _form(
         web,
         action="/new",
         title=q.get("title", ""),
         kind=kind or "semantic",
         tags=q.get("tags", ""),
-        body="",
+        body=_linked_from(web, linked_from) if linked_from else "",
         project=q.get("project"),
         projects=_known_projects(web),
         submit="Create note",
+        at=q.get("at", ""),
+        cancel=note_url(linked_from) if linked_from else "/",
     )
     body = html('<header class="page-head"><h1>New note</h1></header>{form}', form=form)
     return web.render(request, title="New note", body=body, active="new")
+
+
+def create_at(web: Web, at: str, *, kind: str, title: str, body: str, project: str | None, tags: list[str]) -> Note:
+    """A new note at the path `at` (where a relative link expects it), saved through the core."""
+    import os
+
+    from anamnesis.notes import new_id, now_iso
+    from anamnesis.store import check_writable, safe_path, save_note
+
+    relpath = at.strip().replace("\\", "/")
+    if not relpath.lower().endswith(".md") or any(part.startswith(".") for part in relpath.split("/")):
+        raise UsageError(f"{relpath} is not a note path (notes are .md files outside dot folders)")
+    if os.path.lexists(safe_path(web.store, relpath)):
+        raise UsageError(f"{relpath} already exists")
+    if not body.strip():
+        raise UsageError("empty body; nothing was written")
+    machine = check_writable(web.store)
+    stamp = now_iso()
+    note = Note(
+        path=relpath,
+        id=new_id(),
+        type=kind,
+        title=title.strip(),
+        body=body,
+        project=project if kind != "preference" else None,
+        tags=[t.strip().lstrip("#").lower() for t in tags if t.strip()],
+        created=stamp,
+        updated=stamp,
+        machine=machine,
+        source="web",
+    )
+    return save_note(web.store, note, message=f"{machine}: new {kind} note {relpath}")
 
 
 async def new_post(request: Request) -> Response:
@@ -119,9 +201,12 @@ async def new_post(request: Request) -> Response:
     project = str(form.get("project") or "").strip() or None
     tags = _tags_of(str(form.get("tags") or ""))
     text = str(form.get("body") or "").replace("\r\n", "\n")
+    at = str(form.get("at") or "").strip()
 
     def create() -> Note:
         with web.write_lock:
+            if at:
+                return create_at(web, at, kind=kind, title=title, body=text, project=project, tags=tags)
             return create_note(
                 web.store, type=kind, title=title, body=text, project=project, tags=tags, source="web"
             )
@@ -129,16 +214,19 @@ async def new_post(request: Request) -> Response:
     try:
         note = await run_in_threadpool(create)
     except AnamnesisError as exc:
-        page = _form(
-            web,
-            action="/new",
-            title=title,
-            kind=kind,
-            tags=" ".join(tags),
-            body=text,
-            project=project,
-            projects=await run_in_threadpool(_known_projects, web),
-            submit="Create note",
+        page = await run_in_threadpool(
+            lambda: _form(
+                web,
+                action="/new",
+                title=title,
+                kind=kind,
+                tags=" ".join(tags),
+                body=text,
+                project=project,
+                projects=_known_projects(web),
+                submit="Create note",
+                at=at,
+            )
         )
         body = html('<header class="page-head"><h1>New note</h1></header>{form}', form=page)
         return web.render(
@@ -146,7 +234,7 @@ async def new_post(request: Request) -> Response:
             title="New note",
             body=body,
             active="new",
-            status=400,
+            status=_status(exc),
             flash=html('<span class="error">{e}</span>', e=str(exc)),
         )
     return RedirectResponse(note_url(note.path) + "?msg=created", status_code=303)
@@ -167,13 +255,14 @@ def edit_page(request: Request) -> HTMLResponse:
     note, text = _read(web, relpath)
     form = _form(
         web,
-        action="/edit/" + _suffix(relpath),
+        action=note_url(relpath, "edit"),
         title=note.title,
         kind=note.type,
         tags=" ".join(note.tags),
         body=note.body,
         base=text_sha(text),
         cancel=note_url(relpath),
+        source=relpath,
     )
     body = html(
         '<header class="page-head"><div class="crumbs"><code class="path">{p}</code></div><h1>Edit note</h1></header>{form}',
@@ -184,8 +273,12 @@ def edit_page(request: Request) -> HTMLResponse:
 
 
 async def edit_post(request: Request) -> Response:
-    """Save the edit through the core unless the file changed since the form was shown."""
-    from anamnesis.store import update_note
+    """Save the edit through the core unless the file changed since the form was shown.
+
+    Committed as "<machine>: edit <path>", the words `anamnesis edit` uses.
+    """
+    from anamnesis.notes import now_iso
+    from anamnesis.store import check_writable, save_note
 
     web = web_of(request)
     relpath = request.path_params["path"]
@@ -208,15 +301,16 @@ async def edit_post(request: Request) -> Response:
                 text.rstrip("\n"),
             ):
                 return "unchanged"
-            update_note(
-                web.store,
-                relpath,
-                title=title,
-                body=text,
-                tags=_tags_of(tags_text),
-                type=kind,
-                expected_text=current,
-            )
+            if not text.strip():
+                raise UsageError("empty body; nothing was written (to delete a note, use Delete on its page)")
+            machine = check_writable(web.store)
+            note.title = title.strip()
+            note.body = text
+            note.tags = [t.lower() for t in _tags_of(tags_text)]
+            note.type = kind
+            note.updated = now_iso()
+            note.machine = machine
+            save_note(web.store, note, message=f"{machine}: edit {relpath}", expected_text=current)
             return "saved"
 
     try:
@@ -228,15 +322,18 @@ async def edit_post(request: Request) -> Response:
         current = await run_in_threadpool(working_text, web.store, relpath)
         gone = isinstance(exc, NoteNotFound)
         stale = STALE in str(exc) or gone
-        form_html = _form(
-            web,
-            action="/edit/" + _suffix(relpath),
-            title=title,
-            kind=kind,
-            tags=tags_text,
-            body=text,
-            base=text_sha(current) if stale else base,
-            cancel=note_url(relpath),
+        form_html = await run_in_threadpool(
+            lambda: _form(
+                web,
+                action=note_url(relpath, "edit"),
+                title=title,
+                kind=kind,
+                tags=tags_text,
+                body=text,
+                base=text_sha(current) if stale else base,
+                cancel=note_url(relpath),
+                source=relpath,
+            )
         )
         extra = (
             html(
@@ -264,7 +361,7 @@ async def edit_post(request: Request) -> Response:
             title="Edit",
             body=body,
             active="browse",
-            status=409 if stale else 400,
+            status=409 if stale else _status(exc),
             flash=html('<span class="error">{m}</span>', m=message),
         )
     return RedirectResponse(note_url(relpath) + f"?msg={outcome}", status_code=303)
@@ -307,21 +404,29 @@ def history_page(request: Request) -> HTMLResponse:
         restore: Markup | str = ""
         if i > 0 and not version.deleted:
             restore = html(
-                """<form method="post" action="{a}" class="inline" data-confirm="Restore this version? It becomes a new commit; nothing is lost.">{csrf}
+                """<form method="post" action="{a}" class="inline restore" data-confirm="Restore this version? It becomes a new commit; nothing is lost.">{csrf}
 <input type="hidden" name="commit" value="{c}"><input type="hidden" name="base" value="{b}">
 <button class="btn small" type="submit">Restore this version</button></form>""",
-                a="/restore/" + _suffix(relpath),
+                a=note_url(relpath, "restore"),
                 csrf=csrf_field(web.csrf),
                 c=version.commit,
                 b=base,
             )
+        changes = (
+            html(
+                '<details class="v-changes"{open}><summary>What changed</summary>{diff}</details>',
+                open=Markup(" open") if i == 0 else "",
+                diff=diff,
+            )
+            if i < MAX_DIFFS
+            else Markup('<p class="muted small">Older than the diffs shown here.</p>')
+        )
         items.append(
             html(
                 """<li class="version">
-<details{open}><summary><span class="v-when">{d}</span><code class="who">{m}</code>
-<span class="v-msg">{msg}</span><code class="sha">{short}</code>{current}</summary>
-<div class="v-body">{restore}{diff}</div></details></li>""",
-                open=Markup(" open") if i == 0 else "",
+<div class="v-head"><span class="v-when">{d}</span><code class="who">{m}</code>
+<span class="v-msg">{msg}</span><code class="sha">{short}</code>{current}{restore}</div>
+{changes}</li>""",
                 d=when(version.date),
                 m=version.machine,
                 msg=strip_machine(version.message, version.machine).replace(version.path, "").strip()
@@ -329,13 +434,14 @@ def history_page(request: Request) -> HTMLResponse:
                 short=version.short,
                 current=Markup('<span class="badge">current</span>') if i == 0 else "",
                 restore=restore,
-                diff=diff,
+                changes=changes,
             )
         )
     body = html(
         """<header class="page-head"><div class="crumbs"><code class="path">{p}</code></div>
 <h1>History of “<a href="{u}">{t}</a>”</h1>
-<p class="lede">{n} version{s}, newest first. Restoring an old version saves it again as a new commit.</p></header>
+<p class="lede">{n} version{s}, newest first. <em>Restore this version</em> saves an old version again as a new
+commit: nothing is lost.</p></header>
 <ol class="versions">{items}</ol>""",
         p=relpath,
         u=note_url(relpath),
@@ -367,3 +473,123 @@ async def restore_post(request: Request) -> Response:
 
     await run_in_threadpool(restore)
     return RedirectResponse(note_url(relpath) + "?msg=restored", status_code=303)
+
+
+MAX_PREVIEW = 1_000_000
+
+
+async def preview_api(request: Request) -> Response:
+    """The editor's live preview: the posted body rendered as the note page renders it (no write)."""
+    web = web_of(request)
+    form = await checked_form(request)
+    text = str(form.get("body") or "")[:MAX_PREVIEW].replace("\r\n", "\n")
+    source = str(form.get("source") or "") or None
+    rendered = await run_in_threadpool(preview_html, web, text, source)
+    return JSONResponse({"html": str(rendered)})
+
+
+async def delete_post(request: Request) -> Response:
+    """Delete a note through `store.delete_note` (what `anamnesis rm` runs), unless it changed meanwhile."""
+    from anamnesis.store import delete_note
+
+    web = web_of(request)
+    relpath = request.path_params["path"]
+    form = await checked_form(request)
+    base = str(form.get("base") or "")
+
+    def delete() -> None:
+        with web.write_lock:
+            _note, current = _read(web, relpath)
+            if text_sha(current) != base:
+                raise AnamnesisError(f"{relpath} {STALE}; reload the note and try again")
+            delete_note(web.store, relpath)
+
+    await run_in_threadpool(delete)
+    return RedirectResponse("/browse?msg=deleted", status_code=303)
+
+
+def _folders(web: Web) -> list[str]:
+    """Folders that hold notes, for the move form's suggestions."""
+    with web.index(fresh=False) as index:
+        paths = [r[0] for r in index.conn.execute("SELECT path FROM notes")]
+    return sorted({p.rsplit("/", 1)[0] + "/" for p in paths if "/" in p})
+
+
+def _move_form(web: Web, relpath: str, note: Note, base: str, new_path: str, backlinks: int) -> Markup:
+    folders = _folders(web)
+    return html(
+        """<form class="editor move" method="post" action="{a}">{csrf}
+<input type="hidden" name="base" value="{b}">
+<label><span>New path <small class="muted">(inside memory/, ends in .md)</small></span>
+<input type="text" name="new_path" value="{n}" required list="folders" autocomplete="off" spellcheck="false">
+<datalist id="folders">{opts}</datalist></label>
+<p class="muted">The note keeps its id <code>{id}</code>, its text and its history. {links}</p>
+<div class="actions"><button class="btn" type="submit">Move</button>
+<a class="btn ghost" href="{cancel}">Cancel</a></div>
+</form>""",
+        a=note_url(relpath, "move"),
+        csrf=csrf_field(web.csrf),
+        b=base,
+        n=new_path,
+        opts=[html('<option value="{v}">', v=f) for f in folders],
+        id=note.id or "—",
+        links=f"{backlinks} note{'' if backlinks == 1 else 's'} link here; links by path or file name are "
+        "rewritten to the new path in the same commit (links by id or title need no change)."
+        if backlinks
+        else "No note links here.",
+        cancel=note_url(relpath),
+    )
+
+
+def _move_body(web: Web, relpath: str, new_path: str | None = None) -> Markup:
+    note, current = _read(web, relpath)
+    with web.index(fresh=False) as index:
+        backlinks = len(web.link_graph(index).backlinks_of(relpath))
+    return html(
+        """<header class="page-head"><div class="crumbs"><code class="path">{p}</code></div>
+<h1>Move or rename “<a href="{u}">{t}</a>”</h1></header>{form}""",
+        p=relpath,
+        u=note_url(relpath),
+        t=note.title,
+        form=_move_form(web, relpath, note, text_sha(current), new_path or relpath, backlinks),
+    )
+
+
+def move_page(request: Request) -> HTMLResponse:
+    """The form that moves or renames a note."""
+    web = web_of(request)
+    relpath = request.path_params["path"]
+    body = _move_body(web, relpath)
+    return web.render(request, title="Move a note", body=body, active="browse")
+
+
+async def move_post(request: Request) -> Response:
+    """Move the note through `store.move_note` (id kept, links rewritten, one commit)."""
+    from anamnesis.store import move_note
+
+    web = web_of(request)
+    relpath = request.path_params["path"]
+    form = await checked_form(request)
+    base = str(form.get("base") or "")
+    new_path = str(form.get("new_path") or "").strip()
+
+    def move() -> str:
+        with web.write_lock:
+            _note, current = _read(web, relpath)
+            if text_sha(current) != base:
+                raise AnamnesisError(f"{relpath} {STALE}; reload and try again")
+            return move_note(web.store, relpath, new_path).note.path
+
+    try:
+        moved = await run_in_threadpool(move)
+    except (UsageError, DiskFull) as exc:
+        body = await run_in_threadpool(_move_body, web, relpath, new_path)
+        return web.render(
+            request,
+            title="Move a note",
+            body=body,
+            active="browse",
+            status=_status(exc),
+            flash=html('<span class="error">{e}</span>', e=str(exc)),
+        )
+    return RedirectResponse(note_url(moved) + "?msg=moved", status_code=303)
