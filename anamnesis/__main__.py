@@ -1,6 +1,18 @@
-"""`python -m anamnesis` is the same as the `anamnesis` command."""
+"""`python -m anamnesis` is the same as the `anamnesis` command.
 
-from anamnesis.cli import main
+`python -m anamnesis mcp`, which Claude Code starts for every session, goes to
+the server directly: the command-line parser (typer, rich and every command's
+module) would only add to the server's start.
+"""
+
+import sys
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["mcp"]:
+        from anamnesis.mcp_server import main as serve
+
+        serve()
+    else:
+        from anamnesis.cli import main
+
+        main()

@@ -9,11 +9,19 @@ Three edits, each merged into what the user already has and each idempotent:
   hooks (SessionStart, UserPromptSubmit, PreCompact, SessionEnd) and the
   permission allow entry `mcp__anamnesis` for the memory tools.
 
+Hooks and server run as `python -P -m …`: Claude Code starts them in the
+project folder, and without the interpreter's safe-path flag that folder
+comes first on `sys.path`, so a project holding an `anamnesis/` directory
+(a checkout of this very project) would shadow the installed package.
+Registrations of the older form (no `-P`) are rewritten in place.
+
 A file is only rewritten when its parsed content changes, with a timestamped
-backup beside it first. A file that is not valid JSON is never touched: the
-whole step refuses, naming the file and the error. What init created (which
-containers did not exist before) is recorded in the store's state folder so
-that uninstall removes exactly that.
+backup beside it first, and then only the parts that change are edited in its
+text (`jsonedit`): the user's formatting, numbers and escapes stay byte for
+byte. A file that is not valid JSON is never touched: the whole step refuses,
+naming the file and the error. What init created (which containers did not
+exist before) is recorded in the store's state folder so that uninstall
+removes exactly that.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis import jsonedit
 from anamnesis.errors import AnamnesisError
 
 if TYPE_CHECKING:
@@ -38,6 +47,8 @@ if TYPE_CHECKING:
 SERVER_NAME = "anamnesis"
 PERMISSION = "mcp__anamnesis"
 HOOK_MODULE = "anamnesis.hooks"
+# -P: never put the working folder (the project Claude Code runs in) first on sys.path.
+PYTHON_FLAGS = ("-P",)
 MANIFEST = "claude-install.json"
 FILE_CREATED = "(file)"  # manifest marker: init created the file itself
 
@@ -137,7 +148,7 @@ def _dumps(data: Any, like: str | None = None) -> str:
 def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
     """(text, object) of a JSON config file; ({} when missing); refuses anything else."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")  # as it is: no newline translation (CRLF stays)
     except FileNotFoundError:
         return None, {}
     except OSError as exc:
@@ -150,7 +161,7 @@ def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
         return text, {}
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ClaudeConfigError(
             f"{path} is not valid JSON ({exc}); fix or move it and run again — nothing was changed"
         ) from None
@@ -178,8 +189,8 @@ def _custom_home(store: Store) -> str | None:
 
 
 def hook_command(python: str, argument: str, home: str | None = None) -> str:
-    """The shell command of one hook: `"/abs/python" -m anamnesis.hooks <event>`."""
-    command = f"{_sh_quote(python)} -m {HOOK_MODULE} {argument}"
+    """The shell command of one hook: `"/abs/python" -P -m anamnesis.hooks <event>`."""
+    command = f"{_sh_quote(python)} {' '.join(PYTHON_FLAGS)} -m {HOOK_MODULE} {argument}"
     return f"{command} --home {_sh_quote(home)}" if home else command
 
 
@@ -193,7 +204,7 @@ def server_entry(python: str, home: str | None) -> dict[str, Any]:
     return {
         "type": "stdio",
         "command": python,
-        "args": ["-m", "anamnesis", "mcp"],
+        "args": [*PYTHON_FLAGS, "-m", "anamnesis", "mcp"],
         "env": {"ANAMNESIS_HOME": home} if home else {},
     }
 
@@ -250,7 +261,8 @@ def merge_settings(
                 found = True
                 if entry != wanted:
                     entries[position] = wanted
-                    what.append(f"updated the {event} hook")
+                    safe = f" -P -m {HOOK_MODULE} " in str(entry.get("command", ""))
+                    what.append(f"updated the {event} hook" + ("" if safe else " (now run with -P)"))
                 only_ours = all(is_our_hook(e) for e in entries)
                 if only_ours and matcher is not None and group.get("matcher") != matcher:
                     group["matcher"] = matcher
@@ -259,14 +271,15 @@ def merge_settings(
         if not found:
             group_new: dict[str, Any] = {"matcher": matcher} if matcher is not None else {}
             group_new["hooks"] = [wanted]
-            groups.append(group_new)
+            # first: in an indented file that adds lines without changing any (not even a comma)
+            groups.insert(0, group_new)
             what.append(f"added the {event} hook")
     permissions = _container(data, "permissions", dict, path, "")
     if "allow" not in permissions:
         created.append("permissions.allow")
     allow = _container(permissions, "allow", list, path, "permissions.")
     if PERMISSION not in allow:
-        allow.append(PERMISSION)
+        allow.insert(0, PERMISSION)
         what.append(f"allowed the memory tools ({PERMISSION})")
     return what, created
 
@@ -282,7 +295,8 @@ def merge_claude_json(
         return [], created
     verb = "updated" if SERVER_NAME in servers else "registered"
     servers[SERVER_NAME] = wanted
-    return [f"{verb} the MCP server {SERVER_NAME!r} (user scope): {python} -m anamnesis mcp"], created
+    command = " ".join([python, *wanted["args"]])
+    return [f"{verb} the MCP server {SERVER_NAME!r} (user scope): {command}"], created
 
 
 def plan_install(store: Store, python: str | None = None) -> list[FileChange]:
@@ -294,14 +308,22 @@ def plan_install(store: Store, python: str | None = None) -> list[FileChange]:
     text, data = _read_json(files.claude_json)
     new = copy.deepcopy(data)
     what, created = merge_claude_json(new, python, home, files.claude_json)
-    after = _dumps(new, text) if what or text is None else text
+    after = _edited(text, new) if what or text is None else text
     changes.append(FileChange(files.claude_json, text, after, 0o600, what, created))
     text, data = _read_json(files.settings)
     new = copy.deepcopy(data)
     what, created = merge_settings(new, python, home, files.settings)
-    after = _dumps(new, text) if what or text is None else text
+    after = _edited(text, new) if what or text is None else text
     changes.append(FileChange(files.settings, text, after, _mode_of(files.settings, 0o600), what, created))
     return changes
+
+
+def _edited(text: str | None, new: dict[str, Any]) -> str:
+    """The file's text changed to hold `new`: only what differs is edited, every other byte is
+    kept; a new or blank file is written whole."""
+    if text is None or not text.strip():
+        return _dumps(new, text)
+    return jsonedit.edit(text, new, dump_whole=lambda data: _dumps(data, text))
 
 
 def _mode_of(path: Path, default: int) -> int:
@@ -431,7 +453,7 @@ def plan_uninstall(store: Store) -> list[FileChange]:
 def _removal(
     path: Path, text: str | None, new: dict[str, Any], what: list[str], created: list[str], mode: int
 ) -> FileChange:
-    after = (_backup_holding(path, new) or _dumps(new, text)) if what else (text or "")
+    after = (_backup_holding(path, new) or _edited(text, new)) if what else (text or "")
     change = FileChange(path, text, after, mode, what)
     change.remove = bool(what) and not new and FILE_CREATED in created
     return change
@@ -442,7 +464,7 @@ def _backup_holding(path: Path, data: dict[str, Any]) -> str | None:
     keeps the user's own formatting byte for byte when nothing else changed since init."""
     for backup in sorted(path.parent.glob(f"{glob.escape(path.name)}.anamnesis-backup-*"), reverse=True):
         try:
-            text = backup.read_text(encoding="utf-8")
+            text = backup.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError):
             continue
         if _loads(text) == data:

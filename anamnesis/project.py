@@ -13,6 +13,41 @@ import re
 from pathlib import Path
 
 MARKER = ".anamnesis-project"
+MAX_KEY = 200
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def check_project_key(key: str) -> str:
+    """`key` without surrounding blanks, or UsageError when it cannot be a project key.
+
+    The one rule for a key given by hand (CLI `-p`, MCP `project`): one line
+    of at most 200 characters with a letter or digit, and not a path — no
+    leading `/`, `~` or `\\`, no drive letter, no backslash, no empty, `.`,
+    `..` or `.git` part between slashes. A key names a project the same way
+    on every machine (`github.com/acme/api`); a path would be stored under a
+    mangled folder name (`/abs/path` as `projects/abs-path`, `.git` as `projects/git`).
+    """
+    from anamnesis.errors import UsageError
+
+    if not isinstance(key, str):
+        raise UsageError("a project key must be text")
+    key = key.strip()
+    why = None
+    if not key:
+        why = "it is empty"
+    elif len(key) > MAX_KEY:
+        why = f"it is {len(key)} characters; the limit is {MAX_KEY}"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in key):
+        why = "it holds a line break or control character"
+    elif not any(c.isalnum() for c in key):
+        why = "it has no letter or digit"
+    elif key.startswith(("/", "~", "\\")) or _DRIVE.match(key) or "\\" in key:
+        why = "it is a path, not a key"
+    elif any(part.strip() in ("", ".", "..") or part.strip().lower() == ".git" for part in key.split("/")):
+        why = "it has an empty, '.', '..' or '.git' part"
+    if why:
+        raise UsageError(f"project key {key!r} is refused: {why}; use a key like github.com/acme/api")
+    return key
 
 
 def find_repo_root(start: Path) -> Path | None:

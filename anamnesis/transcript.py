@@ -6,6 +6,10 @@ short), and gain new line types with every client version. So the reader
 streams line by line, skips what it cannot parse or does not know, and keeps
 only what a session note needs: the prompts, the files touched, the commands
 run, the last thing the assistant said, the branch and the working folder.
+
+A file counts as touched only once its tool call came back without an error:
+an Edit refused with "File has not been read yet", or a Write the user
+declined, changed nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ class SessionSummary:
     ended: str = ""
     prompts: list[str] = field(default_factory=list)
     files: dict[str, list[str]] = field(default_factory=dict)  # path -> ordered distinct actions
+    # file tool calls still waiting for their result: tool_use id -> (path, action)
+    pending_files: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
     commands: list[str] = field(default_factory=list)
     tools: dict[str, int] = field(default_factory=dict)  # tool name -> number of calls
     outcome: str = ""
@@ -62,6 +68,7 @@ class SessionSummary:
     compactions: int = 0
     lines: int = 0
     bad_lines: int = 0
+    unreadable: str = ""  # why the transcript could not be read (then the summary is empty or partial)
 
     @property
     def tool_calls(self) -> int:
@@ -172,7 +179,10 @@ def summarize(path: Path, session_id: str = "") -> SessionSummary:
         for record in iter_records(path):
             summary.lines += 1
             _take(record, summary, reply)
-    except OSError:
+    except OSError as exc:
+        summary.unreadable = (
+            "does not exist" if isinstance(exc, FileNotFoundError) else str(exc.strerror or exc)
+        )
         return summary
     summary.outcome = reply[1].strip()
     return summary
@@ -207,6 +217,7 @@ def _take(record: dict[str, Any], summary: SessionSummary, reply: list[str]) -> 
     if not isinstance(message, dict):
         return
     if kind == "user":
+        _take_results(message, summary)
         if record.get("isMeta") or record.get("isCompactSummary") or record.get("isSidechain"):
             return
         text = _user_text(message)
@@ -238,12 +249,43 @@ def _take(record: dict[str, Any], summary: SessionSummary, reply: list[str]) -> 
             summary.tools[name] = summary.tools.get(name, 0) + 1
             if name in FILE_TOOLS:
                 file_path = _tool_input_path(block)
-                if file_path:
-                    actions = summary.files.setdefault(file_path, [])
-                    action = FILE_TOOLS[name]
-                    if action not in actions:
-                        actions.append(action)
+                tool_id = block.get("id")
+                if file_path and isinstance(tool_id, str) and tool_id:
+                    summary.pending_files[tool_id] = (file_path, FILE_TOOLS[name])
+                elif file_path:  # no id to match a result with: take the call at its word
+                    _touched(summary, file_path, FILE_TOOLS[name])
             elif name in COMMAND_TOOLS:
                 command = _tool_input_command(block)
                 if command:
                     summary.commands.append(command)
+
+
+def _touched(summary: SessionSummary, path: str, action: str) -> None:
+    actions = summary.files.setdefault(path, [])
+    if action not in actions:
+        actions.append(action)
+
+
+def _failed(block: dict[str, Any]) -> bool:
+    """Whether a tool_result reports an error (the client's flag, or its error wrapper)."""
+    if block.get("is_error") is True:
+        return True
+    content = block.get("content")
+    if isinstance(content, list):
+        content = next(
+            (b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"), ""
+        )
+    return isinstance(content, str) and content.lstrip().startswith("<tool_use_error>")
+
+
+def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
+    """Settle pending file tool calls: a successful result makes the file touched, an error drops it."""
+    content = message.get("content")
+    if not summary.pending_files or not isinstance(content, list):
+        return
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            continue
+        pending = summary.pending_files.pop(str(block.get("tool_use_id") or ""), None)
+        if pending is not None and not _failed(block):
+            _touched(summary, *pending)

@@ -1,17 +1,25 @@
-"""Claude Code hook speed (issue 4 targets), whole process as Claude Code runs it. By hand:
+"""Claude Code hook and MCP server speed, whole process as Claude Code runs it. By hand:
 
-python bench/bench_hooks.py              # 10,000-note store, 5 MB transcript
+python bench/bench_hooks.py              # 10,000-note store, 5 MB transcripts
 python bench/bench_hooks.py --runs 40
+python bench/bench_hooks.py --only mcp   # just the MCP server start (no store to build)
 
-Each figure is the wall time of `python -m anamnesis.hooks EVENT` from start
-to exit, with the event JSON on stdin, as Claude Code starts it.
+Each hook figure is the wall time of the hook command exactly as `anamnesis
+init` registers it (run through `sh -c`, in the project folder), from start
+to exit, with the event JSON on stdin. The MCP figure is the time from
+starting the server as registered to the answer of `tools/list` (the
+official client: initialize, then list), next to the same for the smallest
+server the SDK can make (one tool), which is the floor for any server built
+on it.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -26,7 +34,21 @@ sys.path.insert(0, str(ROOT / "tests"))
 from bench.corpus import build_store  # noqa: E402
 from bench.stats import report  # noqa: E402
 
-TARGET_MS = {"session-start": 150, "user-prompt-submit": 150, "session-end": 500}
+TARGET_MS = {"session-start": 150, "user-prompt-submit": 150, "pre-compact": 500, "session-end": 500}
+# The smallest server the official SDK makes: what starting any server built on it costs at least.
+SDK_FLOOR_SERVER = """
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer(name="floor")
+
+
+@server.tool()
+def ping(text: str) -> str:
+    return text
+
+
+server.run("stdio")
+"""
 PROMPTS = (
     "why does the connection pool timeout under load in the worker?",
     "how do we deploy a rollback of the billing service",
@@ -37,25 +59,66 @@ PROMPTS = (
 
 
 def time_hook(
-    home: Path, event: str, payloads: list[dict[str, object]], runs: int
+    home: Path, event: str, payloads: list[dict[str, object]], runs: int, cwd: Path
 ) -> tuple[list[float], list[str]]:
-    """Wall times of `runs` hook processes (cycling through payloads) and their outputs."""
-    env = {**os.environ, "ANAMNESIS_HOME": str(home)}
+    """Wall times of `runs` hook processes (cycling through payloads) and their outputs.
+
+    The command is the one `anamnesis init` registers, run through a shell in the project
+    folder with $CLAUDE_PROJECT_DIR set, as Claude Code runs it."""
+    from anamnesis.claude_setup import hook_command, python_path
+
+    command = hook_command(python_path(), event, str(home))
+    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}
+    env.pop("ANAMNESIS_HOME", None)  # the registered command names the store itself
     times: list[float] = []
     outputs: list[str] = []
     for i in range(runs):
         stdin = json.dumps(payloads[i % len(payloads)])
         started = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "anamnesis.hooks", event],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
+            ["sh", "-c", command], input=stdin, capture_output=True, text=True, env=env, cwd=cwd
         )
         times.append(time.perf_counter() - started)
         outputs.append(proc.stdout)
     return times, outputs
+
+
+def time_mcp_start(command: str, args: list[str], env: dict[str, str], cwd: Path, runs: int) -> list[float]:
+    """Seconds from starting an MCP server to the answer of its `tools/list`, over `runs` starts."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=command, args=args, env=env, cwd=str(cwd))
+
+    async def once() -> float:
+        with open(os.devnull, "w") as errlog:
+            started = time.perf_counter()
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                tools = (await session.list_tools()).tools
+                took = time.perf_counter() - started
+                if not tools:
+                    raise SystemExit(f"{command} {args}: the server lists no tools")
+                return took
+
+    return [asyncio.run(asyncio.wait_for(once(), timeout=60)) for _ in range(runs)]
+
+
+def bench_mcp(home: Path, cwd: Path, runs: int) -> None:
+    """The MCP server's start to `tools/list`, as registered, against the SDK's own floor."""
+    from anamnesis.claude_setup import python_path, server_entry
+
+    entry = server_entry(python_path(), str(home))
+    env = {**os.environ, **entry["env"]}
+    floor_script = cwd.parent / "sdk_floor_server.py"
+    floor_script.write_text(SDK_FLOOR_SERVER)
+    floor = time_mcp_start(sys.executable, [str(floor_script)], dict(os.environ), cwd, runs)
+    ours = time_mcp_start(entry["command"], list(entry["args"]), env, cwd, runs)
+    report("MCP start to tools/list: the SDK's one-tool server (floor)", floor)
+    report(f"MCP start to tools/list: {' '.join(['python', *entry['args']])}", ours)
 
 
 def checkout(folder: Path) -> Path:
@@ -95,11 +158,16 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--transcript-mb", type=float, default=5.0)
+    parser.add_argument("--only", choices=["hooks", "mcp"], help="run only the hook or the MCP figures")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="anamnesis-bench-hooks-") as tmp:
         folder = Path(tmp)
         home = folder / "home"
+        if args.only == "mcp":
+            build_store(home, 0)
+            bench_mcp(home, checkout(folder), max(5, args.runs // 2))
+            return
         started = time.perf_counter()
         build_store(home, args.notes)
         from anamnesis.index import open_index
@@ -128,9 +196,9 @@ def main() -> None:
             }
             for source in ("startup", "resume", "clear", "compact")
         ]
-        cold, _ = time_hook(home, "session-start", start_payloads, 1)
+        cold, _ = time_hook(home, "session-start", start_payloads, 1, repo)
         print(f"(first SessionStart after building the store, cold caches: {cold[0] * 1000:.0f} ms; not counted)")
-        times, outputs = time_hook(home, "session-start", start_payloads, args.runs)
+        times, outputs = time_hook(home, "session-start", start_payloads, args.runs, repo)
         size = len(json.loads(outputs[0])["hookSpecificOutput"]["additionalContext"]) if outputs[0] else 0
         report(
             f"SessionStart hook ({size} chars injected)", times, f"target ≤ {TARGET_MS['session-start']} ms"
@@ -145,7 +213,7 @@ def main() -> None:
             }
             for p in PROMPTS
         ]
-        times, outputs = time_hook(home, "user-prompt-submit", prompt_payloads, args.runs)
+        times, outputs = time_hook(home, "user-prompt-submit", prompt_payloads, args.runs, repo)
         hits = sum(1 for o in outputs if o)
         report(
             f"UserPromptSubmit hook ({hits}/{len(outputs)} runs recalled notes)",
@@ -154,31 +222,28 @@ def main() -> None:
         )
 
         end_runs = max(5, args.runs // 2)
-        end_payloads: list[dict[str, object]] = []
         mb = 0.0
-        for n in range(end_runs):
-            path = big_transcript(folder / f"session-{n}.jsonl", repo, args.transcript_mb)
-            mb = path.stat().st_size / 1_000_000
-            end_payloads.append(
-                {
-                    "session_id": "x",
-                    "transcript_path": str(path),
-                    "cwd": str(repo),
-                    "reason": "prompt_input_exit",
-                }
-            )
-        times, _ = time_hook(home, "session-end", end_payloads, end_runs)
-        report(
-            f"SessionEnd capture of a {mb:.1f} MB transcript",
-            times,
-            f"target ≤ {TARGET_MS['session-end']} ms",
-        )
+        for event, label, extra in (
+            ("pre-compact", "PreCompact", {"trigger": "auto", "custom_instructions": ""}),
+            ("session-end", "SessionEnd", {"reason": "prompt_input_exit"}),
+        ):
+            payloads: list[dict[str, object]] = []
+            for n in range(end_runs):
+                path = big_transcript(folder / f"{event}-{n}.jsonl", repo, args.transcript_mb)
+                mb = path.stat().st_size / 1_000_000
+                payloads.append({"session_id": "x", "transcript_path": str(path), "cwd": str(repo), **extra})
+            times, _ = time_hook(home, event, payloads, end_runs, repo)
+            report(f"{label} capture of a {mb:.1f} MB transcript", times, f"target ≤ {TARGET_MS[event]} ms")
         log = (store.log_dir / "hooks.log").read_text()
         failed = [line for line in log.splitlines() if "FAILED" in line]
-        created = sum(1 for line in log.splitlines() if "session-end: created" in line)
-        print(f"session notes created: {created}/{end_runs}; hook failures: {len(failed)}")
-        if failed or created != end_runs:
+        created = sum(
+            1 for line in log.splitlines() if re.search(r"(session-end|pre-compact): created", line)
+        )
+        print(f"session notes created: {created}/{2 * end_runs}; hook failures: {len(failed)}")
+        if failed or created != 2 * end_runs:
             raise SystemExit("some hook runs did not do their job; see the log above")
+        if args.only != "hooks":
+            bench_mcp(home, repo, max(5, args.runs // 2))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
-"""What Claude Code runs for its hook events: `python -m anamnesis.hooks <event>`.
+"""What Claude Code runs for its hook events: `python -P -m anamnesis.hooks <event>`.
 
 Shipped in the wheel as the `anamnesis.hooks` package. Kept tiny: the work is
-imported lazily from the core only for the event at hand.
+imported lazily from the core only for the event at hand. `-P` keeps the
+project folder (the hook's working directory) off sys.path, so a project
+holding an `anamnesis/` directory cannot shadow the package. The event may be
+given as Claude Code names it (`SessionStart`) or as `session-start`.
 """

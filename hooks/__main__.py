@@ -1,4 +1,4 @@
-"""`python -m anamnesis.hooks <event>`: always exits 0 (a memory hook never blocks a session)."""
+"""`python -P -m anamnesis.hooks <event>`: always exits 0 (a memory hook never blocks a session)."""
 
 import sys
 

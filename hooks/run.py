@@ -23,12 +23,13 @@ EVENTS = {
     "pre-compact": "PreCompact",
     "session-end": "SessionEnd",
 }
+SQUASHED = {argument.replace("-", ""): argument for argument in EVENTS}
 OUTPUT_CAP = 9500  # Claude Code truncates added context past 10,000 characters
 LOG_MAX_BYTES = 1_000_000
 
 
 def _log(store: Store | None, line: str) -> None:
-    """Append one line to logs/hooks.log (rotated at 1 MB); never raises."""
+    """Append one line to logs/hooks.log (rotated at 1 MB), redacted; never raises."""
     try:
         if store is None:
             from anamnesis.paths import open_store
@@ -43,6 +44,12 @@ def _log(store: Store | None, line: str) -> None:
                 os.replace(path, path.with_suffix(".log.1"))
         except OSError:
             pass
+        try:  # a log line can hold a title or an error's text: never a secret
+            from anamnesis.redact import redact_field
+
+            line = redact_field(line)
+        except Exception:
+            line = "(a log line was withheld: redacting it failed)"
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(f"{stamp} {line}\n")
@@ -69,6 +76,12 @@ def _fit(text: str, cap: int = OUTPUT_CAP) -> str:
 def _context_json(event: str, text: str) -> str:
     text = _fit(text)
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}})
+
+
+def event_argument(name: str) -> str:
+    """The hook argument for an event named either way: `session-start` or `SessionStart`
+    (as Claude Code spells it; `session_start` too). Anything else is returned as it is."""
+    return SQUASHED.get(name.replace("-", "").replace("_", "").lower(), name)
 
 
 def _cwd(data: dict[str, Any]) -> str:
@@ -122,6 +135,9 @@ def capture_event(store: Store, data: dict[str, Any], event: str, lock_timeout: 
     transcript = data.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         return "no transcript_path"
+    problem = _transcript_problem(transcript)
+    if problem:
+        return f"skipped: the transcript {transcript} {problem}"
     try:
         result = capture(
             store,
@@ -144,6 +160,22 @@ def capture_event(store: Store, data: dict[str, Any], event: str, lock_timeout: 
     return f"{result.action} {result.path or ''} {result.reason}".strip()
 
 
+def _transcript_problem(path: str) -> str | None:
+    """Why the transcript cannot be read (it is missing, not a file, not ours to read), or None."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "is not a regular file"
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    return None
+
+
 def _lock_timeout(settings: dict[str, Any], default: float) -> float:
     knobs = settings.get("capture")
     try:
@@ -153,20 +185,24 @@ def _lock_timeout(settings: dict[str, Any], default: float) -> float:
 
 
 def _detached(store: Store, args: list[str]) -> int:
-    """Start `python ARGS` in its own session, output to a log, and do not wait for it."""
+    """Start `python -P ARGS` in its own session, output to a log, and do not wait for it.
+
+    -P and the store as working folder: the project folder the hook runs in must not shadow
+    the package (a checkout of Anamnesis itself holds an `anamnesis/` directory)."""
     import subprocess
 
     store.log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, ANAMNESIS_HOME=str(store.home))
     with open(store.log_dir / "hooks-background.log", "ab") as log:
         return subprocess.Popen(
-            [sys.executable, *args],
+            [sys.executable, "-P", *args],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             start_new_session=True,
             close_fds=True,
             env=env,
+            cwd=store.home,
         ).pid
 
 
@@ -207,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     started = time.perf_counter()
     store: Store | None = None
-    event = args[0] if args else ""
+    event = event_argument(args[0]) if args else ""
     try:
         home = None
         if "--home" in args:
@@ -222,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             _log(store, f"capture-retry {note} ({(time.perf_counter() - started) * 1000:.0f} ms)")
             return 0
         if event not in EVENTS:
-            _log(store, f"unknown hook event {event!r}; expected one of {', '.join(EVENTS)}")
+            known = ", ".join(f"{argument} ({name})" for argument, name in EVENTS.items())
+            _log(store, f"unknown hook event {event!r}; expected one of {known}")
             return 0
         raw = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
         data = json.loads(raw) if raw.strip() else {}

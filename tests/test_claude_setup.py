@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import stat
@@ -12,6 +13,8 @@ from typing import Any
 
 import pytest
 from conftest import RunCli
+
+from anamnesis.claude_setup import PERMISSION
 
 USER_SETTINGS: dict[str, Any] = {
     "model": "opus",
@@ -83,7 +86,7 @@ def test_init_on_an_empty_home(user_home: Path, run_cli: RunCli, home: Path) -> 
     server = _load(claude_json)["mcpServers"]["anamnesis"]
     assert server["type"] == "stdio" and os.path.isabs(server["command"])
     assert server["command"] == os.path.abspath(sys.executable)
-    assert server["args"] == ["-m", "anamnesis", "mcp"]
+    assert server["args"] == ["-P", "-m", "anamnesis", "mcp"]  # -P: the project folder cannot shadow us
     assert server["env"] == {"ANAMNESIS_HOME": str(home)}  # not the default home, so it is passed on
     settings = _load(user_home / ".claude" / "settings.json")
     for event, argument, timeout in (
@@ -94,7 +97,7 @@ def test_init_on_an_empty_home(user_home: Path, run_cli: RunCli, home: Path) -> 
     ):
         (hook,) = _ours(settings, event)
         assert hook["command"].startswith(
-            f'"{os.path.abspath(sys.executable)}" -m anamnesis.hooks {argument}'
+            f'"{os.path.abspath(sys.executable)}" -P -m anamnesis.hooks {argument}'
         )
         assert f'--home "{home}"' in hook["command"]
         assert hook["timeout"] == timeout
@@ -126,12 +129,13 @@ def test_init_keeps_the_users_hooks_and_keys(user_home: Path, run_cli: RunCli) -
     settings = _load(settings_path)
     for key in ("model", "env", "statusLine"):
         assert settings[key] == USER_SETTINGS[key]
-    assert settings["permissions"]["allow"] == ["Bash(npm run test:*)", "mcp__anamnesis"]
+    # ours go first: in an indented file that adds lines without changing any of the user's
+    assert settings["permissions"]["allow"] == ["mcp__anamnesis", "Bash(npm run test:*)"]
     assert settings["permissions"]["deny"] == ["Read(./.env)"]
     assert settings["hooks"]["PostToolUse"] == USER_SETTINGS["hooks"]["PostToolUse"]
     prompt_commands = [h["command"] for g in settings["hooks"]["UserPromptSubmit"] for h in g["hooks"]]
-    assert prompt_commands[0] == "/usr/local/bin/my-prompt-hook" and len(prompt_commands) == 2
-    assert settings["hooks"]["SessionStart"][0] == USER_SETTINGS["hooks"]["SessionStart"][0]
+    assert prompt_commands[1] == "/usr/local/bin/my-prompt-hook" and len(prompt_commands) == 2
+    assert settings["hooks"]["SessionStart"][1] == USER_SETTINGS["hooks"]["SessionStart"][0]
     data = _load(claude_json)
     assert data["numStartups"] == 12 and data["projects"] == USER_CLAUDE_JSON["projects"]
     assert data["mcpServers"]["other"] == USER_CLAUDE_JSON["mcpServers"]["other"]
@@ -309,8 +313,8 @@ def test_a_new_interpreter_updates_hooks_in_place(user_home: Path, store: Any) -
     data = _load(settings)
     for event in claude_setup.HOOKS:
         (hook,) = _ours(data, event)
-        assert hook["command"].startswith('"/new venv/bin/python" -m anamnesis.hooks ')
-    assert data["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"] == "/usr/local/bin/my-prompt-hook"
+        assert hook["command"].startswith('"/new venv/bin/python" -P -m anamnesis.hooks ')
+    assert data["hooks"]["UserPromptSubmit"][1]["hooks"][0]["command"] == "/usr/local/bin/my-prompt-hook"
     assert _load(user_home / ".claude.json")["mcpServers"]["anamnesis"]["command"] == "/new venv/bin/python"
 
 
@@ -349,6 +353,155 @@ def test_the_diff_shows_only_what_changes(user_home: Path, run_cli: RunCli) -> N
     removed = [
         line for line in proc.stdout.splitlines() if line.startswith("-") and not line.startswith("---")
     ]
-    assert len(removed) <= 4, removed  # closing brackets that gain a comma, nothing reformatted
+    assert removed == []  # lines are only added: not even a comma is added to an existing line
     assert run_cli("init", env=_env(user_home)).returncode == 0
     assert '\n    "model": "opus"' in settings.read_text()
+
+
+def _only_added(before: str, after: str, *, whole_lines: bool) -> list[str]:
+    """What `after` adds to `before`, failing if any byte of `before` was changed or dropped
+    (with `whole_lines`: if any line of it was)."""
+    old: Any = before.splitlines(keepends=True) if whole_lines else before
+    new: Any = after.splitlines(keepends=True) if whole_lines else after
+    added: list[str] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        assert op in ("equal", "insert"), (op, old[i1:i2], new[j1:j2])
+        if op == "insert":
+            added.append("".join(new[j1:j2]))
+    return added
+
+
+# Written by hand: odd indentation, compact objects, no space after colons in places, numbers
+# and escapes json.dumps would write differently, a float timeout, CRLF-free, no final newline.
+HAND_SETTINGS = (
+    "{\n"
+    '   "model":"opus",\n'
+    '   "cleanupPeriodDays": 1e3,\n'
+    '   "env": {"GREETING": "gr\\u00fc\\u00df dich", "SLASHED": "a\\/b", "EMOJI": "\\ud83e\\udde0"},\n'
+    '   "statusLine": { "type" : "command", "command" : "echo hi" },\n'
+    '   "permissions": {\n'
+    '         "allow": [\n'
+    '              "Bash(npm run test:*)"\n'
+    "         ],\n"
+    '         "deny":  []\n'
+    "   },\n"
+    '   "hooks": {\n'
+    '      "SessionStart": [\n'
+    '         {"matcher": "startup", "hooks": [{"type": "command", "command": "echo welcome"}]}\n'
+    "      ],\n"
+    '      "Stop": [ {"hooks": [{"type": "command", "command": "say done", "timeout": 5.0}]} ]\n'
+    "   }\n"
+    "}"
+)
+HAND_CLAUDE_JSON = (
+    '{"numStartups":3,"tipsHistory":{"memory":1E+2,"ratio":0.50},'
+    '"projects":{"/home/dev/x":{"history":[{"display":"caf\\u00e9 \\ud83d cut"}]}},'
+    '"mcpServers":{"other":{"type":"stdio","command":"/usr/bin/other","args":[],"env":{}}}}\n'
+)
+
+
+def test_init_changes_only_what_it_adds_to_hand_formatted_files(user_home: Path, run_cli: RunCli) -> None:
+    settings, claude_json = user_home / ".claude" / "settings.json", user_home / ".claude.json"
+    settings.parent.mkdir()
+    settings.write_text(HAND_SETTINGS)
+    claude_json.write_text(HAND_CLAUDE_JSON)
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    after_settings, after_claude = settings.read_text(), claude_json.read_text()
+
+    # settings.json is indented: whole lines are added, not one existing line changes
+    added = "".join(_only_added(HAND_SETTINGS, after_settings, whole_lines=True))
+    assert '"mcp__anamnesis"' in added and added.count("-P -m anamnesis.hooks") == 4
+    assert "1e3" in after_settings and "\\u00fc\\u00df" in after_settings and "a\\/b" in after_settings
+    assert '"timeout": 5.0' in after_settings
+    # what is added is indented like the lines around it
+    assert (
+        '\n         "allow": [\n              "mcp__anamnesis",\n              "Bash(npm run test:*)"\n'
+        in after_settings
+    )
+    assert '\n      "SessionEnd": [\n         {\n            "hooks": [\n' in after_settings
+    data = _load(settings)
+    assert data["cleanupPeriodDays"] == 1000 and data["env"]["EMOJI"] == "\U0001f9e0"
+    for event in ("SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"):
+        assert len(_ours(data, event)) == 1
+    assert data["hooks"]["SessionStart"][1]["hooks"][0]["command"] == "echo welcome"
+
+    # ~/.claude.json is one compact line: the server goes in, in its compact style, nothing else moves
+    (server,) = _only_added(HAND_CLAUDE_JSON, after_claude, whole_lines=False)
+    assert '{"numStartups":3,"anamnesis":' not in after_claude  # (where it went: into mcpServers)
+    assert '"mcpServers":{"anamnesis":{"type":"stdio","command":' in after_claude
+    assert '"args":["-P","-m","anamnesis","mcp"]' in server
+    assert "1E+2" in after_claude and "0.50" in after_claude and "\\ud83d cut" in after_claude
+    assert stat.S_IMODE(claude_json.stat().st_mode) == 0o600
+
+    # uninstall gives both back byte for byte: from init's backups, and without them too
+    assert run_cli("uninstall", env=_env(user_home)).returncode == 0
+    assert settings.read_text() == HAND_SETTINGS and claude_json.read_text() == HAND_CLAUDE_JSON
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    for backup in user_home.rglob("*.anamnesis-backup-*"):
+        backup.unlink()
+    assert run_cli("uninstall", env=_env(user_home)).returncode == 0
+    assert settings.read_text() == HAND_SETTINGS and claude_json.read_text() == HAND_CLAUDE_JSON
+
+
+def test_init_keeps_crlf_line_ends(user_home: Path, run_cli: RunCli) -> None:
+    settings = user_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    original = '{\r\n  "model": "opus",\r\n  "permissions": {\r\n    "allow": []\r\n  }\r\n}\r\n'
+    settings.write_bytes(original.encode())
+    assert run_cli("init", env=_env(user_home)).returncode == 0
+    text = settings.read_bytes().decode()
+    assert "\n" not in text.replace("\r\n", "")
+    assert _load(settings)["permissions"]["allow"] == ["mcp__anamnesis"]
+    assert run_cli("uninstall", env=_env(user_home)).returncode == 0
+    assert settings.read_bytes() == original.encode()
+
+
+def test_init_rewrites_registrations_of_the_old_form(user_home: Path, run_cli: RunCli, home: Path) -> None:
+    """Hooks and server registered by an older init (`python -m …`, no -P) are rewritten in place."""
+    from anamnesis import claude_setup
+
+    python = os.path.abspath(sys.executable)
+    settings, claude_json = user_home / ".claude" / "settings.json", user_home / ".claude.json"
+    settings.parent.mkdir()
+    hooks: dict[str, Any] = {}
+    for event, (matcher, argument, timeout) in claude_setup.HOOKS.items():
+        entry = {"type": "command", "command": f'"{python}" -m anamnesis.hooks {argument} --home "{home}"'}
+        group: dict[str, Any] = {"matcher": matcher} if matcher else {}
+        hooks[event] = [{**group, "hooks": [{**entry, "timeout": timeout}]}]
+    hooks["Stop"] = [{"hooks": [{"type": "command", "command": "say done"}]}]
+    old_settings = json.dumps(
+        {"model": "opus", "hooks": hooks, "permissions": {"allow": [PERMISSION]}}, indent=2
+    )
+    settings.write_text(old_settings + "\n")
+    old_server = {"type": "stdio", "command": python, "args": ["-m", "anamnesis", "mcp"]}
+    old_server["env"] = {"ANAMNESIS_HOME": str(home)}  # type: ignore[assignment]
+    old_claude = json.dumps({"numStartups": 3, "mcpServers": {"anamnesis": old_server}}, indent=2) + "\n"
+    claude_json.write_text(old_claude)
+
+    proc = run_cli("init", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    assert "updated the SessionStart hook (now run with -P)" in proc.stdout
+    data = _load(settings)
+    for event, (_matcher, argument, _timeout) in claude_setup.HOOKS.items():
+        (hook,) = _ours(data, event)
+        assert hook["command"] == f'"{python}" -P -m anamnesis.hooks {argument} --home "{home}"'
+    assert data["hooks"]["Stop"] == hooks["Stop"] and data["model"] == "opus"
+    assert _load(claude_json)["mcpServers"]["anamnesis"]["args"] == ["-P", "-m", "anamnesis", "mcp"]
+    # only the command lines changed (and the args gained a line); the old text is in the backup
+    changed = [
+        line
+        for line in difflib.unified_diff(old_settings.splitlines(), settings.read_text().splitlines(), n=0)
+        if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ]
+    assert len(changed) == 8 and all('"command": ' in line for line in changed), changed
+    assert _only_added(old_claude, claude_json.read_text(), whole_lines=True) == ['        "-P",\n']
+    (backup,) = (user_home / ".claude").glob("settings.json.anamnesis-backup-*")
+    assert backup.read_text() == old_settings + "\n"
+
+    again = run_cli("init", env=_env(user_home))
+    assert again.returncode == 0 and "already set up" in again.stdout
+    assert run_cli("uninstall", env=_env(user_home)).returncode == 0
+    assert (
+        "anamnesis.hooks" not in settings.read_text() and "anamnesis" not in _load(claude_json)["mcpServers"]
+    )

@@ -1,4 +1,4 @@
-"""The hook processes exactly as Claude Code runs them: `python -m anamnesis.hooks EVENT`."""
+"""The hook processes exactly as Claude Code runs them: `python -P -m anamnesis.hooks EVENT`."""
 
 from __future__ import annotations
 
@@ -20,16 +20,31 @@ from anamnesis.settings import load_settings, save_settings
 from anamnesis.store import create_note
 
 
-def run_hook(home: Path, event: str, payload: Any, **env: str) -> subprocess.CompletedProcess[str]:
+def run_hook(
+    home: Path, event: str, payload: Any, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
     stdin = payload if isinstance(payload, str) else json.dumps(payload)
     return subprocess.run(
-        [sys.executable, "-m", "anamnesis.hooks", event],
+        [sys.executable, "-P", "-m", "anamnesis.hooks", event],
         input=stdin,
         capture_output=True,
         text=True,
         env=cli_env(home, **env),
+        cwd=cwd,
         timeout=60,
     )
+
+
+# A package that must never be imported in place of ours (importing it at all is the bug).
+SHADOW = 'raise ImportError("the project folder\'s own anamnesis package was imported")\n'
+
+
+def _shadowing_folder(tmp_path: Path) -> Path:
+    """A project folder holding an `anamnesis/` package of its own (as a checkout of this project does)."""
+    folder = tmp_path / "shadow"
+    (folder / "anamnesis").mkdir(parents=True)
+    (folder / "anamnesis" / "__init__.py").write_text(SHADOW)
+    return folder
 
 
 def _log(store: Store) -> str:
@@ -166,8 +181,11 @@ def test_session_end_starts_sync_detached(store: Store, tmp_path: Path) -> None:
     assert (store.log_dir / "hooks-background.log").exists()
 
 
-def test_busy_store_hands_capture_to_a_detached_retry(store: Store, tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["plain folder", "folder holding anamnesis/"])
+def test_busy_store_hands_capture_to_a_detached_retry(store: Store, tmp_path: Path, where: str) -> None:
     from anamnesis.lock import store_lock
+
+    cwd = _shadowing_folder(tmp_path) if "anamnesis/" in where else tmp_path
 
     settings = load_settings(store)
     settings["capture"]["lock_timeout"] = 0.3
@@ -175,7 +193,7 @@ def test_busy_store_hands_capture_to_a_detached_retry(store: Store, tmp_path: Pa
     transcript = typical("busy", cwd=str(tmp_path)).write(tmp_path / "t.jsonl")
     payload = {"session_id": "busy", "transcript_path": str(transcript), "cwd": str(tmp_path)}
     with store_lock(store, "test holds the store"):
-        proc = run_hook(store.home, "session-end", payload)
+        proc = run_hook(store.home, "session-end", payload, cwd=cwd)
         assert (proc.returncode, proc.stdout) == (0, "")
         assert not list(store.memory.rglob(f"*-{session_note_id('busy')}.md"))
     line = next(line for line in _log(store).splitlines() if "store busy" in line)
@@ -229,3 +247,29 @@ def test_hook_via_cli_is_the_same(store: Store, tmp_path: Path, run_cli: Any) ->
     assert proc.returncode == 0 and "Prefer small commits" in proc.stdout
     printed = run_cli("inject", "--cwd", str(tmp_path), home_dir=store.home)
     assert printed.returncode == 0 and "Prefer small commits" in printed.stdout
+
+
+@pytest.mark.parametrize("spelling", ["SessionStart", "session_start", "session-start"])
+def test_event_names_as_claude_code_spells_them(store: Store, tmp_path: Path, spelling: str) -> None:
+    create_note(store, type="preference", title="Prefer small commits", body="One change per commit.")
+    proc = run_hook(store.home, spelling, {"session_id": "s", "cwd": str(tmp_path), "source": "startup"})
+    assert proc.returncode == 0 and "Prefer small commits" in proc.stdout
+    assert "session-start: (startup)" in _log(store) and "unknown" not in _log(store)
+    transcript = typical("spelled", cwd=str(tmp_path)).write(tmp_path / "t.jsonl")
+    payload = {"session_id": "spelled", "transcript_path": str(transcript), "cwd": str(tmp_path)}
+    assert run_hook(store.home, "SessionEnd", payload).returncode == 0
+    assert "session-end: created" in _log(store)
+
+
+def test_a_transcript_that_cannot_be_read_is_logged_as_such(store: Store, tmp_path: Path) -> None:
+    missing = tmp_path / "gone.jsonl"
+    run_hook(
+        store.home, "session-end", {"session_id": "s", "transcript_path": str(missing), "cwd": str(tmp_path)}
+    )
+    run_hook(
+        store.home, "pre-compact", {"session_id": "s", "transcript_path": str(tmp_path), "cwd": str(tmp_path)}
+    )
+    log = _log(store)
+    assert f"session-end: skipped: the transcript {missing} does not exist" in log
+    assert f"pre-compact: skipped: the transcript {tmp_path} is not a regular file" in log
+    assert "trivial" not in log

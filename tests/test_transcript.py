@@ -179,3 +179,50 @@ def test_a_path_that_is_not_a_regular_file_gives_an_empty_summary(tmp_path: Path
             [sys.executable, "-c", code, target], capture_output=True, text=True, timeout=60
         )
         assert proc.returncode == 0 and proc.stdout.split() == ["0", "[]"], (target, proc.stderr)
+
+
+def _failed_tool(t: Transcript, name: str, tool_input: dict[str, object], result: object, flag: bool) -> None:
+    """A tool call the client answered with an error (as it records a refused Edit or Write)."""
+    tool_id = f"toolu_failed_{len(t.lines)}"
+    t.reply({"type": "tool_use", "id": tool_id, "name": name, "input": tool_input})
+    block: dict[str, object] = {"type": "tool_result", "tool_use_id": tool_id, "content": result}
+    if flag:
+        block["is_error"] = True
+    t.raw({"type": "user", "sessionId": t.session_id, "message": {"role": "user", "content": [block]}})
+
+
+def test_only_successful_writes_count_as_files_touched(tmp_path: Path) -> None:
+    t = Transcript("s", cwd="/p")
+    t.prompt("change the greeting in hello.py and notes.md")
+    refused = (
+        "<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>"
+    )
+    _failed_tool(
+        t, "Edit", {"file_path": "/p/hello.py", "old_string": "hi", "new_string": "hello"}, refused, True
+    )
+    _failed_tool(
+        t, "Write", {"file_path": "/p/notes.md", "content": "x"}, [{"type": "text", "text": refused}], False
+    )
+    declined = "The user doesn't want to proceed with this tool use. The tool use was rejected."
+    _failed_tool(t, "MultiEdit", {"file_path": "/p/setup.cfg", "edits": []}, declined, True)
+    t.tool("Read", {"file_path": "/p/hello.py"}, "print('hi')")
+    t.edit_file("/p/hello.py")  # the retry after reading succeeds
+    late = {"file_path": "/p/late.py"}
+    t.reply({"type": "tool_use", "id": "toolu_no_result_yet", "name": "Write", "input": late})
+    s = summarize(t.write(tmp_path / "s.jsonl"))
+    assert s.files == {"/p/hello.py": ["edit"]}
+    assert s.tools == {"Edit": 2, "Write": 2, "MultiEdit": 1, "Read": 1}  # every call still counts as a call
+
+
+def test_subagent_writes_count_once_they_succeed(tmp_path: Path) -> None:
+    t = Transcript("s", cwd="/p")
+    t.prompt("let a subagent write the docs")
+    t.reply({"type": "tool_use", "id": "toolu_sub", "name": "Write", "input": {"file_path": "/p/docs.md"}})
+    result = {"type": "tool_result", "tool_use_id": "toolu_sub", "content": "File created successfully"}
+    t.raw({"type": "user", "isSidechain": True, "message": {"role": "user", "content": [result]}})
+    assert summarize(t.write(tmp_path / "s.jsonl")).files == {"/p/docs.md": ["write"]}
+
+
+def test_why_a_transcript_could_not_be_read_is_kept(tmp_path: Path) -> None:
+    assert summarize(tmp_path / "gone.jsonl").unreadable == "does not exist"
+    assert summarize(typical("s").write(tmp_path / "s.jsonl")).unreadable == ""

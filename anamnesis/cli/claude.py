@@ -58,7 +58,7 @@ def hook(
     event: str = typer.Argument(..., help="session-start, user-prompt-submit, pre-compact or session-end."),
 ) -> None:
     """Run a Claude Code hook by hand (reads the event JSON on stdin; what Claude Code runs is
-    `python -m anamnesis.hooks EVENT`, which starts faster)."""
+    `python -P -m anamnesis.hooks EVENT`, which starts faster)."""
     from anamnesis.hooks.run import main
 
     raise typer.Exit(main([event]))
