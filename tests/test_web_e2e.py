@@ -4,6 +4,9 @@ Two machines (laptop, desktop) sync through a bare hub and end with a real
 same-line conflict; the laptop's `anamnesis web` runs as a real process and
 the browser opens every page, searches, creates, edits, reads the history,
 restores, resolves the conflict, syncs, reindexes and clicks the memory map.
+The daily-use features (links both ways, the conflicted note, the phone
+layout, move and delete, paging, the map as a tool, 2,000 notes) are in
+test_web_daily.py.
 
 Screenshots of every page go to a temp folder, or to docs/screenshots/ with
 ANAMNESIS_SCREENSHOTS=1 (that is how the ones in the docs are made).
@@ -28,8 +31,6 @@ from web_support import (
     browser,
     dashboard,
     make_fleet,
-    new_machine,
-    seed_many,
 )
 
 from anamnesis.git import git_out
@@ -330,19 +331,3 @@ def test_memory_map_zooms_and_a_click_opens_the_note(chrome: Any, fleet: tuple[F
         page.mouse.click(point["x"], point["y"])
         page.wait_for_url("**/note/" + target)
         assert page.inner_text("h1") == "Lint before pushing"
-
-
-def test_memory_map_of_2000_notes(chrome: Any, tmp_path: Path, shots: Path, record_property: Any) -> None:
-    store = new_machine(tmp_path / "big", "big-store")
-    seed_many(store, 2000)
-    with dashboard(store.home) as running, session(chrome, running) as watched:
-        watched.open("/map")
-        info = wait_map(watched)
-        watched.page.screenshot(path=str(shots / "map-2000.png"))
-    assert info["nodes"] == 2000 and info["edges"] > 2000
-    record_property("map_2000_render_ms", round(info["renderMs"]))
-    record_property("map_2000_layout_ms", round(info["layoutMs"]))
-    print(
-        f"\nmemory map, 2,000 notes: rendered {info['renderMs']:.0f} ms after navigation start "
-        f"(layout {info['layoutMs']:.0f} ms, {info['edges']} edges)"
-    )

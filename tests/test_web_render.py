@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from web_support import tags_in
 
@@ -132,3 +134,78 @@ def test_graph_of_a_store_links_notes_and_groups_by_project(store: Store) -> Non
     assert [min(j, k), max(j, k), TAG] in graph["edges"]
     assert projects[graph["nodes"][i][2]] == "api" and projects[graph["nodes"][k][2]] == "web"
     assert graph["counts"] == {"nodes": 3, "links": 1, "tag_edges": 1}
+
+
+def test_link_graph_has_backlinks_and_links_to_no_note() -> None:
+    from anamnesis.links import LinkGraph
+
+    graph = LinkGraph(
+        [
+            (NOTES[0], "See [[Lint first]] and [[Runbook]] and [x](../howto/missing-note.md)."),
+            (NOTES[1], "[pool](../facts/use-pg-bouncer-ab12cd34ef.md) `[[Runbook]]`"),
+            (NOTES[2], "Nothing."),
+        ]
+    )
+    assert graph.backlinks_of(NOTES[0].path) == {NOTES[1].path}
+    assert graph.backlinks_of(NOTES[1].path) == {NOTES[0].path}
+    assert graph.backlinks_of(NOTES[2].path) == set()
+    missing = graph.unresolved_of(NOTES[0].path)
+    assert [(m.target, m.kind, m.title) for m in missing] == [
+        ("Runbook", "wikilink", "Runbook"),
+        ("../howto/missing-note.md", "markdown", "Missing note"),
+    ]
+    assert graph.unresolved_of(NOTES[1].path) == []  # a link in code is no link
+
+
+def test_rewrite_links_follows_a_moved_note_and_nothing_else() -> None:
+    from anamnesis.links import rewrite_links
+
+    resolver = LinkResolver(NOTES)
+    old, new = NOTES[0], "global/facts/db/pool-ab12cd34ef.md"
+    body = (
+        "[[use-pg-bouncer]] [[Use pg_bouncer|by title]] [[ab12cd34ef]] [[use-pg-bouncer-ab12cd34ef.md#x|f]]\n"
+        "[p](../facts/use-pg-bouncer-ab12cd34ef.md#s) `[[use-pg-bouncer]]` [[Lint first]]\n"
+    )
+    out = rewrite_links(body, NOTES[1].path, resolver, old, new)
+    assert out == (
+        "[[pool]] [[Use pg_bouncer|by title]] [[ab12cd34ef]] [[pool-ab12cd34ef.md#x|f]]\n"
+        "[p](../../../global/facts/db/pool-ab12cd34ef.md#s) `[[use-pg-bouncer]]` [[Lint first]]\n"
+    )
+    # The moved note's own relative links still reach their notes from its new folder.
+    own = "[lint](../howto/lint-first-0123456789.md) [[Lint first]]"
+    moved = rewrite_links(own, new, resolver, old, new, moved_from=old.path)
+    assert moved == "[lint](../../../projects/api/howto/lint-first-0123456789.md) [[Lint first]]"
+
+
+def test_move_note_is_one_commit_that_keeps_the_id(store: Store, run_cli: Any) -> None:
+    import json
+
+    from anamnesis.errors import UsageError
+    from anamnesis.git import git_out
+    from anamnesis.store import create_note, load_note, move_note
+
+    pool = create_note(store, type="semantic", title="Pool size", body="pool_size = 20\n", project="api")
+    name = pool.path.rsplit("/", 1)[1]
+    lint = create_note(
+        store,
+        type="procedural",
+        title="Lint first",
+        body=f"[[{name[:-3]}]] and [p](../facts/{name})\n",
+        project="api",
+    )
+    before = int(git_out(store.memory, "rev-list", "--count", "HEAD"))
+    moved = move_note(store, pool.id, f"global/facts/{name}")
+    assert moved.note.path == f"global/facts/{name}" and moved.rewritten == [lint.path]
+    assert load_note(store, moved.note.path).id == pool.id
+    assert not (store.memory / pool.path).exists()
+    assert (store.memory / lint.path).read_text().count(f"../../../global/facts/{name}") == 1
+    assert int(git_out(store.memory, "rev-list", "--count", "HEAD")) == before + 1
+    assert git_out(store.memory, "status", "--porcelain") == ""
+    with pytest.raises(UsageError, match="already exists"):
+        move_note(store, pool.id, lint.path)
+    with pytest.raises(UsageError, match="not a note path"):
+        move_note(store, pool.id, "global/facts/x.txt")
+    proc = run_cli("mv", pool.id, f"global/facts/moved-{name}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["rewritten"] == [lint.path]
+    assert f"global/facts/moved-{name}" in (store.memory / lint.path).read_text()

@@ -363,3 +363,45 @@ def test_cli_without_a_store_says_how_to_make_one(home: Path, run_cli: RunCli) -
     proc = run_cli("web", "--no-open", timeout=30)
     assert proc.returncode == 3
     assert "anamnesis init" in proc.stderr
+
+
+def test_move_delete_create_at_and_preview_need_csrf_and_stay_inside_the_store(
+    served: tuple[Dashboard, Store, Seeded],
+) -> None:
+    from anamnesis.web.context import text_sha
+
+    running, store, seeded = served
+    before = commits(store)
+    base = text_sha((store.memory / seeded.british).read_text())
+    csrf = csrf_for(running.token)
+    with client(running) as http:
+        assert http.post("/delete/" + seeded.british, data={"base": base}).status_code == 403
+        assert http.get("/delete/" + seeded.british).status_code == 405
+        assert (
+            http.post("/move/" + seeded.british, data={"base": base, "new_path": "global/x.md"}).status_code
+            == 403
+        )
+        assert http.post("/api/preview", data={"body": "x"}).status_code == 403
+        for target in (
+            "../escape.md",
+            "../../escape.md",
+            ".git/hooks/x.md",
+            "global/x.txt",
+            "/tmp/escape.md",
+        ):
+            response = http.post(
+                "/move/" + seeded.british, data={"base": base, "new_path": target, "_csrf": csrf}
+            )
+            assert response.status_code == 400, target
+        form = {"title": "At", "type": "semantic", "body": "x", "at": "../../escape.md", "_csrf": csrf}
+        assert http.post("/new", data=form).status_code == 400
+        preview = http.post(
+            "/api/preview", data={"body": "<script>x()</script> [[Lint before pushing]]", "_csrf": csrf}
+        )
+        assert preview.status_code == 200
+        rendered = preview.json()["html"]
+        assert "<script>" not in rendered and "&lt;script&gt;" in rendered and 'class="wikilink"' in rendered
+    assert (store.memory / seeded.british).exists()
+    assert not (store.home / "escape.md").exists() and not (store.home.parent / "escape.md").exists()
+    assert not (store.memory / "global" / "x.txt").exists()
+    assert commits(store) == before

@@ -1,4 +1,9 @@
-"""The sync and reindex buttons: the same core calls as `anamnesis sync` and `anamnesis reindex`."""
+"""The sync and reindex buttons: the same core calls as `anamnesis sync` and `anamnesis reindex`.
+
+Each POST runs the action once, keeps its report and redirects (303) to
+`/actions/report/<key>`, so reloading the page shows the report again
+instead of syncing again. Scripts asking for JSON get the report directly.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,11 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from anamnesis.errors import AnamnesisError
 from anamnesis.web import bridge
-from anamnesis.web.context import Web, checked_form, web_of
+from anamnesis.web.context import Report, Web, checked_form, web_of
 from anamnesis.web.html import Markup, html, note_url
 
 
@@ -49,7 +54,8 @@ def _details(data: dict[str, Any]) -> Markup:
 
 def _report(title: str, ok: bool, summary: str, data: dict[str, Any], sections: Markup | str = "") -> Markup:
     return html(
-        """<header class="page-head"><h1>{title}</h1></header>
+        """<header class="page-head"><h1>{title}</h1>
+<p class="lede">This report stays here: reloading the page does not run it again.</p></header>
 <div class="alert {cls}" id="action-result">{summary}</div>
 {sections}{details}
 <p><a class="btn ghost" href="/">Back to the overview</a></p>""",
@@ -146,22 +152,38 @@ def _reindex(web: Web) -> tuple[bool, str, dict[str, Any]]:
     return True, summary, data
 
 
-async def _run(request: Request, title: str, job: Any) -> Response:
+TITLES = {"sync": "Sync", "reindex": "Reindex"}
+
+
+async def _run(request: Request, kind: str, job: Any) -> Response:
     web = web_of(request)
     await checked_form(request)
     ok, summary, data = await run_in_threadpool(job, web)
     if "application/json" in request.headers.get("accept", ""):
         return JSONResponse({"ok": ok, "summary": summary, "result": data})
-    sections = sync_sections(data) if job is _sync and "outcome" in data else ""
-    body = _report(title, ok, summary, data, sections)
-    return await run_in_threadpool(lambda: web.render(request, title=title, body=body, active="overview"))
+    key = web.keep_report(Report(kind, ok, summary, data))
+    return RedirectResponse(f"/actions/report/{key}", status_code=303)
 
 
 async def sync_post(request: Request) -> Response:
-    """Run a sync now and show its report."""
-    return await _run(request, "Sync", _sync)
+    """Run a sync now, then show its report (after a redirect)."""
+    return await _run(request, "sync", _sync)
 
 
 async def reindex_post(request: Request) -> Response:
-    """Bring the index up to date with the files and show what changed."""
-    return await _run(request, "Reindex", _reindex)
+    """Bring the index up to date with the files, then show what changed (after a redirect)."""
+    return await _run(request, "reindex", _reindex)
+
+
+def report_page(request: Request) -> HTMLResponse:
+    """The report of a sync or reindex this dashboard ran (kept for the last few)."""
+    from starlette.exceptions import HTTPException
+
+    web = web_of(request)
+    report = web.reports.get(request.path_params["key"])
+    if report is None:
+        raise HTTPException(404)
+    title = TITLES.get(report.kind, report.kind)
+    sections = sync_sections(report.data) if report.kind == "sync" and "outcome" in report.data else ""
+    body = _report(title, report.ok, report.summary, report.data, sections)
+    return web.render(request, title=title, body=body, active="overview")

@@ -50,11 +50,34 @@ async def _core_error(request: Request, exc: Exception) -> Response:
         return HTMLResponse(body, status_code=status)
 
 
+HTTP_ERRORS = {
+    404: ("Not found", "There is no page at this address. The note may have been moved or deleted."),
+    405: ("Not allowed", "This address does not take that kind of request."),
+}
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """An HTTP error (unknown address, wrong method) as a page of the dashboard, with its layout."""
     assert isinstance(exc, HTTPException)
-    return HTMLResponse(
-        html("<h1>{c}</h1><p>{d}</p>", c=exc.status_code, d=exc.detail), status_code=exc.status_code
+    title, text = HTTP_ERRORS.get(exc.status_code, ("That did not work", str(exc.detail)))
+    body = html(
+        '<header class="page-head"><h1>{t}</h1><p class="lede">{code} · <code>{path}</code></p></header>'
+        '<div class="alert warn">{m}</div>'
+        '<p class="actions"><a class="btn" href="/">Overview</a><a class="btn ghost" href="/browse">Browse notes</a>'
+        '<a class="btn ghost" href="/search">Search</a></p>',
+        t=title,
+        code=exc.status_code,
+        path=request.url.path,
+        m=text,
     )
+    headers = getattr(exc, "headers", None)
+    try:
+        response: Response = web_of(request).render(request, title=title, body=body, status=exc.status_code)
+    except Exception:
+        response = HTMLResponse(body, status_code=exc.status_code)
+    if headers:
+        response.headers.update(headers)
+    return response
 
 
 def create_app(store: Store, *, token: str, host: str = "127.0.0.1", port: int = 0) -> Starlette:
@@ -71,14 +94,20 @@ def create_app(store: Store, *, token: str, host: str = "127.0.0.1", port: int =
         Route("/edit/{path:path}", edit.edit_post, methods=["POST"]),
         Route("/history/{path:path}", edit.history_page),
         Route("/restore/{path:path}", edit.restore_post, methods=["POST"]),
+        Route("/move/{path:path}", edit.move_page, methods=["GET"]),
+        Route("/move/{path:path}", edit.move_post, methods=["POST"]),
+        Route("/delete/{path:path}", edit.delete_post, methods=["POST"]),
         Route("/fleet", views.fleet),
         Route("/conflicts", conflicts.conflicts_page),
         Route("/conflicts/{path:path}", conflicts.resolve_page, methods=["GET"]),
         Route("/conflicts/{path:path}", conflicts.resolve_post, methods=["POST"]),
         Route("/map", views.memory_map),
         Route("/api/graph", views.graph_api),
+        Route("/api/titles", views.titles_api),
+        Route("/api/preview", edit.preview_api, methods=["POST"]),
         Route("/actions/sync", actions.sync_post, methods=["POST"]),
         Route("/actions/reindex", actions.reindex_post, methods=["POST"]),
+        Route("/actions/report/{key}", actions.report_page, methods=["GET"]),
         Route("/favicon.ico", lambda request: RedirectResponse("/static/favicon.svg", status_code=301)),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
     ]

@@ -9,9 +9,12 @@ lock; changes from other processes are caught by the core's `expected_text`.
 from __future__ import annotations
 
 import hmac
+import secrets
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -23,6 +26,7 @@ from anamnesis.web.html import Markup, page
 
 if TYPE_CHECKING:
     from anamnesis.index import Index
+    from anamnesis.links import LinkGraph
 
 REFRESH_EVERY = 3.0  # seconds between index refreshes triggered by page views
 MESSAGES = {
@@ -31,7 +35,20 @@ MESSAGES = {
     "unchanged": "Nothing changed.",
     "restored": "Restored the old version as a new commit.",
     "resolved": "Conflict resolved and committed.",
+    "deleted": "Note deleted and committed. Its text stays in the git history.",
+    "moved": "Moved and committed; links to it in other notes were updated.",
 }
+KEEP_REPORTS = 20  # sync / reindex reports kept for the page a POST redirects to
+
+
+@dataclass
+class Report:
+    """The outcome of a sync or reindex, shown by GET /actions/report/<key> after the POST."""
+
+    kind: str  # "sync" or "reindex"
+    ok: bool
+    summary: str
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 class CsrfError(AnamnesisError):
@@ -50,6 +67,10 @@ class Web:
         self._refresh_lock = threading.Lock()
         self._refreshed = 0.0
         self._machine: str | None = None
+        self._links: tuple[str, LinkGraph] | None = None
+        self._links_lock = threading.Lock()
+        self._graph: tuple[str, dict[str, Any]] | None = None
+        self.reports: OrderedDict[str, Report] = OrderedDict()
 
     @property
     def machine(self) -> str:
@@ -71,6 +92,38 @@ class Web:
             finally:
                 self._refresh_lock.release()
         return index
+
+    def link_graph(self, index: Index) -> LinkGraph:
+        """Every note's links, backlinks and links to no note, rebuilt when the index changed."""
+        from anamnesis.links import LinkGraph, NoteKey
+
+        key = index.generation()
+        with self._links_lock:
+            if self._links is not None and self._links[0] == key:
+                return self._links[1]
+            rows = index.conn.execute(
+                "SELECT n.path, n.id, n.title, f.body FROM notes n JOIN fts f ON f.rowid = n.rowid"
+            )
+            graph = LinkGraph((NoteKey(p, i or "", t or ""), b or "") for p, i, t, b in rows)
+            self._links = (key, graph)
+            return graph
+
+    def cached_graph(self, key: str, build: Any) -> dict[str, Any]:
+        """The memory map's data for index generation `key`, built once by `build()`."""
+        cached = self._graph
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        data: dict[str, Any] = build()
+        self._graph = (key, data)
+        return data
+
+    def keep_report(self, report: Report) -> str:
+        """Keep a sync/reindex outcome for the page the POST redirects to; its key."""
+        key = secrets.token_urlsafe(9)
+        self.reports[key] = report
+        while len(self.reports) > KEEP_REPORTS:
+            self.reports.popitem(last=False)
+        return key
 
     def conflict_count(self) -> int:
         with self.index(fresh=False) as index:

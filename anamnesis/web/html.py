@@ -45,9 +45,9 @@ def html(template: str, **values: object) -> Markup:
     return Markup(template.format(**safe))
 
 
-def note_url(path: str) -> str:
-    """The dashboard URL of a note."""
-    return "/note/" + quote(path, safe="/")
+def note_url(path: str, page: str = "note") -> str:
+    """The dashboard URL of a note (`page`: note, edit, history, move, delete, conflicts)."""
+    return f"/{page}/" + quote(path, safe="/")
 
 
 def url(path: str, **params: object) -> str:
@@ -75,6 +75,7 @@ ICONS = {
     "M12 18m-2 0a2 2 0 1 0 4 0a2 2 0 1 0-4 0M8 7l8 1M7 8l4 8M17 10l-4 6",
     "fleet": "M3 5h18v10H3zM8 19h8M12 15v4",
     "conflicts": "M12 3l9 16H3zM12 10v4M12 17v.5",
+    "menu": "M4 7h16M4 12h16M4 17h16",
 }
 
 
@@ -140,10 +141,15 @@ def page(
 </head>
 <body class="{body_cls}">
 <aside class="sidebar">
-  <a class="brand" href="/"><img src="/static/favicon.svg" alt="" width="22" height="22">Anamnesis</a>
-  <form class="side-search" action="/search" method="get" role="search">
-    <input type="search" name="q" placeholder="Search notes…" aria-label="Search notes" accesskey="k">
-  </form>
+  <input type="checkbox" id="nav-toggle" class="toggle-box" aria-label="Show the menu" aria-controls="side-menu">
+  <div class="side-top">
+    <a class="brand" href="/"><img src="/static/favicon.svg" alt="" width="22" height="22">Anamnesis</a>
+    <form class="side-search" action="/search" method="get" role="search">
+      <input type="search" name="q" placeholder="Search notes…" aria-label="Search notes" accesskey="k">
+    </form>
+    <label for="nav-toggle" class="menu-button" title="Menu">{menu_icon}<span>Menu</span>{menu_badge}</label>
+  </div>
+  <div class="side-menu" id="side-menu">
   <nav>{nav}</nav>
   <div class="side-foot">
     <div class="machine" title="this machine">{machine_icon}<span>{machine}</span></div>
@@ -153,6 +159,7 @@ def page(
       <form method="post" action="/actions/reindex" class="busy-on-submit">{csrf_field}
         <button type="submit" class="btn small ghost">Reindex</button></form>
     </div>
+  </div>
   </div>
 </aside>
 <main class="content">
@@ -168,6 +175,8 @@ def page(
         body_cls="wide" if wide else "",
         nav=nav,
         machine_icon=icon("fleet"),
+        menu_icon=icon("menu"),
+        menu_badge=html('<span class="badge warn">{n}</span>', n=conflicts) if conflicts else "",
         machine=machine,
         csrf_field=csrf_field(csrf),
         flash=flash_html,

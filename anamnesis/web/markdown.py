@@ -8,7 +8,7 @@ other notes (`[[wikilinks]]`, relative `.md` links) become dashboard links.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import nh3
@@ -59,6 +59,13 @@ def _render_wikilink(
     resolver: LinkResolver | None = env.get("resolver")
     path = resolver.wikilink(meta["target"]) if resolver else None
     if path is None:
+        create = env.get("create")
+        if create is not None:
+            return html(
+                '<a class="wikilink missing" href="{h}" title="no such note yet: create it">{l}</a>',
+                h=create(meta["target"]),
+                l=meta["label"],
+            )
         return html('<span class="wikilink missing" title="no such note">{l}</span>', l=meta["label"])
     return html('<a class="wikilink" href="{h}">{l}</a>', h=note_url(path), l=meta["label"])
 
@@ -104,9 +111,19 @@ def sanitize(fragment: str) -> Markup:
     )
 
 
-def render_markdown(body: str, *, source: str | None = None, resolver: LinkResolver | None = None) -> Markup:
-    """A note body as sanitized HTML; links to notes point into the dashboard."""
-    env: dict[str, Any] = {"source": source, "resolver": resolver}
+def render_markdown(
+    body: str,
+    *,
+    source: str | None = None,
+    resolver: LinkResolver | None = None,
+    create: Callable[[str], str] | None = None,
+) -> Markup:
+    """A note body as sanitized HTML; links to notes point into the dashboard.
+
+    `create(target)`, when given, is the address that creates the note a
+    wikilink names when there is no such note yet.
+    """
+    env: dict[str, Any] = {"source": source, "resolver": resolver, "create": create}
     return sanitize(_PARSER.render(body, env))
 
 

@@ -1,25 +1,42 @@
-"""Read-only pages: overview, browse, search, a note, the fleet, the memory map."""
+"""Read-only pages: overview, browse, search, a note, the fleet, the memory map, and their data.
+
+Note types are named as the files and the CLI name them (semantic,
+procedural, episodic, preference), with the CLI's plain words beside them
+where a type is picked or filtered.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 
 from anamnesis.index import Hit
-from anamnesis.links import LinkResolver, NoteKey
+from anamnesis.links import LinkGraph, Unresolved
 from anamnesis.notes import NOTE_TYPES
 from anamnesis.web import bridge
-from anamnesis.web.context import web_of
-from anamnesis.web.html import Markup, escape, html, join, note_url, tag_chips, url, when
+from anamnesis.web.context import text_sha, web_of
+from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url, tag_chips, url, when
 from anamnesis.web.markdown import render_markdown
 
-TYPE_LABELS = {"semantic": "fact", "procedural": "how-to", "episodic": "session", "preference": "preference"}
-BROWSE_LIMIT = 500
+if TYPE_CHECKING:
+    from anamnesis.index import Index
+    from anamnesis.notes import Note
+
+# One name per type on every surface: the value in the files and `anamnesis new -t`; the gloss is
+# the CLI's help text for it.
+TYPE_LABELS = {t: t for t in NOTE_TYPES}
+TYPE_GLOSS = {
+    "semantic": "facts, decisions",
+    "procedural": "how-tos",
+    "episodic": "what happened",
+    "preference": "global rules",
+}
+PAGE_SIZE = 100  # notes per browse page
 
 
 def strip_machine(message: str, machine: str) -> str:
@@ -33,11 +50,18 @@ def short_message(message: str, machine: str) -> str:
     return re.sub(r"\S+/([^/\s]+\.md)\b", r"\1", strip_machine(message, machine))
 
 
+def type_label(kind: str) -> str:
+    """A type with its plain words: "semantic (facts, decisions)"."""
+    gloss = TYPE_GLOSS.get(kind)
+    return f"{kind} ({gloss})" if gloss else kind
+
+
 def type_chip(kind: str) -> Markup:
     return html(
-        '<a class="chip type type-{k}" href="{u}">{label}</a>',
+        '<a class="chip type type-{k}" href="{u}" title="{g}">{label}</a>',
         k=kind,
         u=url("/browse", type=kind),
+        g=type_label(kind),
         label=TYPE_LABELS.get(kind, kind),
     )
 
@@ -52,12 +76,49 @@ def conflict_badge(conflicted: bool) -> Markup:
     return Markup('<span class="badge warn">conflict</span>') if conflicted else Markup("")
 
 
-def superseded_badge(hit: Hit) -> Markup:
-    """'superseded', naming the ids of the notes that replace this one."""
+Replacements = dict[str, tuple[str, str]]  # note id -> (path, title)
+
+
+def notes_by_id(index: Index, ids: Iterable[str]) -> Replacements:
+    """(path, title) of the notes with these ids (one per id, the most recently updated)."""
+    wanted = list(dict.fromkeys(i for i in ids if i))
+    found: Replacements = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for note_id, path, title in index.conn.execute(
+            f"SELECT id, path, title FROM notes WHERE id IN ({marks}) ORDER BY updated", chunk
+        ):
+            found[note_id] = (path, title or path)
+    return found
+
+
+def replacements_of(index: Index, hits: Iterable[Hit]) -> Replacements:
+    """The notes that replace any of `hits`, by id, for `superseded_badge`."""
+    return notes_by_id(index, (i for hit in hits for i in hit.superseded_by))
+
+
+def note_links(ids: Iterable[str], known: Replacements) -> Markup:
+    """Links to the notes with these ids (an id with no known note is shown as is)."""
+    return join(
+        (
+            html('<a href="{u}">{t}</a>', u=note_url(known[i][0]), t=known[i][1])
+            if i in known
+            else html("<code>{i}</code>", i=i)
+            for i in ids
+        ),
+        ", ",
+    )
+
+
+def superseded_badge(hit: Hit, replacements: Replacements | None = None) -> Markup:
+    """'superseded by …', linking the notes that replace this one."""
     if not hit.superseded_by:
         return Markup("")
     return html(
-        '<span class="badge" title="replaced by {ids}">superseded</span>', ids=", ".join(hit.superseded_by)
+        '<span class="badge superseded" title="replaced by {ids}">superseded by {links}</span>',
+        ids=", ".join(hit.superseded_by),
+        links=note_links(hit.superseded_by, replacements or {}),
     )
 
 
@@ -66,7 +127,13 @@ def snippet_html(hit: Hit) -> Markup:
     return join(parts)
 
 
-def note_list(hits: Iterable[Hit], *, snippets: bool = False, empty: str = "No notes here yet.") -> Markup:
+def note_list(
+    hits: Iterable[Hit],
+    *,
+    snippets: bool = False,
+    empty: str = "No notes here yet.",
+    replacements: Replacements | None = None,
+) -> Markup:
     """Notes as a list of cards: title, chips, updated, and the search snippet if any."""
     items = []
     for hit in hits:
@@ -80,7 +147,7 @@ def note_list(hits: Iterable[Hit], *, snippets: bool = False, empty: str = "No n
 </li>""",
                 href=note_url(hit.path),
                 title=hit.title or hit.path,
-                badge=join([conflict_badge(hit.conflicted), superseded_badge(hit)]),
+                badge=join([conflict_badge(hit.conflicted), superseded_badge(hit, replacements)]),
                 snippet=snippet,
                 type=type_chip(hit.type),
                 project=project_chip(hit.project),
@@ -144,8 +211,8 @@ def sync_card(store: Any) -> Markup:
     ]
     peers_html = (
         html(
-            '<table class="table"><thead><tr><th>Peer</th><th>URL</th><th>Kind</th><th>Last success</th>'
-            "<th>Last error</th></tr></thead><tbody>{r}</tbody></table>",
+            '<div class="table-scroll"><table class="table"><thead><tr><th>Peer</th><th>URL</th><th>Kind</th>'
+            "<th>Last success</th><th>Last error</th></tr></thead><tbody>{r}</tbody></table></div>",
             r=peer_rows,
         )
         if peer_rows
@@ -166,6 +233,7 @@ def overview(request: Request) -> HTMLResponse:
         recent = index.recent(limit=8)
         conflicted = index.conflicted()
         tags = index.tags()[:24]
+        replacements = replacements_of(index, recent + conflicted[:5])
     commits = history.commits(web.store, limit=8)
     by_project = sorted(counts["by_project"].items(), key=lambda kv: -kv[1])[:12]
     project_rows = [
@@ -180,7 +248,7 @@ def overview(request: Request) -> HTMLResponse:
         )
         for name, n in by_project
     ]
-    type_rows = [(TYPE_LABELS.get(t, t), n, url("/browse", type=t)) for t, n in counts["by_type"].items()]
+    type_rows = [(t, n, url("/browse", type=t)) for t, n in counts["by_type"].items()]
     stats = html(
         """<div class="stats">
 <a class="stat" href="/browse"><span class="stat-n">{notes}</span><span class="stat-l">notes</span></a>
@@ -205,7 +273,7 @@ def overview(request: Request) -> HTMLResponse:
         for c in commits
     ]
     conflict_html = (
-        note_list(conflicted[:5])
+        note_list(conflicted[:5], replacements=replacements)
         if conflicted
         else Markup('<p class="muted ok">No conflicts. Every note is clean.</p>')
     )
@@ -238,7 +306,7 @@ def overview(request: Request) -> HTMLResponse:
             )
             for t, n in tags
         ],
-        recent=note_list(recent),
+        recent=note_list(recent, replacements=replacements),
         activity=activity or [Markup('<li class="muted">No commits yet.</li>')],
         sync=sync_card(web.store),
         conflicts=conflict_html,
@@ -260,22 +328,79 @@ def _facet(title: str, items: list[tuple[str, int, str, bool]]) -> Markup:
     return html('<section class="facet"><h3>{t}</h3><ul>{lis}</ul></section>', t=title, lis=lis)
 
 
+def _page_number(value: str | None) -> int:
+    try:
+        return max(1, int(value or 1))
+    except ValueError:
+        return 1
+
+
+def browse_page(
+    index: Index,
+    *,
+    project: str | None,
+    kind: str | None,
+    tag: str | None,
+    only_global: bool,
+    page: int,
+    size: int = PAGE_SIZE,
+) -> tuple[list[Hit], int]:
+    """One page of notes matching the filters, newest first, and how many match in all."""
+    where, args = index.filter_sql(project, kind, tag, None, None)
+    if only_global:
+        where += " AND n.project IS NULL"
+    total = int(index.conn.execute(f"SELECT count(*) FROM notes n WHERE 1=1{where}", args).fetchone()[0])
+    rowids = [
+        int(r[0])
+        for r in index.conn.execute(
+            f"SELECT n.rowid FROM notes n WHERE 1=1{where} ORDER BY n.updated DESC, n.path LIMIT ? OFFSET ?",
+            [*args, size, (page - 1) * size],
+        )
+    ]
+    found = index.hits(rowids)
+    return [found[r] for r in rowids if r in found], total
+
+
+def pager(page: int, pages: int, link: Any) -> Markup:
+    """Newer / older page links around "page N of M" (`link(n)` is the address of page n)."""
+    if pages <= 1:
+        return Markup("")
+
+    def step(n: int, label: str, rel: str) -> Markup:
+        if n < 1 or n > pages or n == page:
+            return html('<span class="btn small ghost" aria-disabled="true">{l}</span>', l=label)
+        return html('<a class="btn small ghost" href="{u}" rel="{r}">{l}</a>', u=link(n), r=rel, l=label)
+
+    return html(
+        '<nav class="pager" aria-label="Pages">{first}{prev}<span class="pager-at">Page {page} of {pages}</span>'
+        "{next}{last}</nav>",
+        first=step(1, "« Newest", "first"),
+        prev=step(page - 1, "‹ Newer", "prev"),
+        page=page,
+        pages=pages,
+        next=step(page + 1, "Older ›", "next"),
+        last=step(pages, "Oldest »", "last"),
+    )
+
+
 def browse(request: Request) -> HTMLResponse:
-    """Notes filtered by project, type and tag, newest first."""
+    """Notes filtered by project, type and tag, newest first, a page at a time."""
     web = web_of(request)
     q = request.query_params
     project = q.get("project") or None
     kind = q.get("type") or None
     tag = q.get("tag") or None
     only_global = q.get("scope") == "global"
+    page = _page_number(q.get("page"))
     with web.index() as index:
         counts = index.counts()
         tags = index.tags()[:40]
-        hits = index.list_notes(
-            project=project, type=kind, tag=tag, limit=None if only_global else BROWSE_LIMIT
+        hits, total = browse_page(
+            index, project=project, kind=kind, tag=tag, only_global=only_global, page=page
         )
-    if only_global:
-        hits = [h for h in hits if not h.project][:BROWSE_LIMIT]
+        replacements = replacements_of(index, hits)
+    pages = max(1, -(-total // PAGE_SIZE))
+    scope = "global" if only_global else None
     projects = [
         (
             name,
@@ -293,48 +418,55 @@ def browse(request: Request) -> HTMLResponse:
     ]
     types = [
         (
-            TYPE_LABELS.get(t, t),
+            type_label(t),
             counts["by_type"].get(t, 0),
-            url("/browse", project=project, type=t, tag=tag),
+            url("/browse", project=project, scope=scope, type=t, tag=tag),
             t == kind,
         )
         for t in NOTE_TYPES
     ]
-    tag_items = [(f"#{t}", n, url("/browse", project=project, type=kind, tag=t), t == tag) for t, n in tags]
+    tag_items = [
+        (f"#{t}", n, url("/browse", project=project, scope=scope, type=kind, tag=t), t == tag) for t, n in tags
+    ]
     filters = [
         f
         for f in (
             project and f"project {project}",
             only_global and "global notes",
-            kind and TYPE_LABELS.get(kind, kind),
+            kind,
             tag and f"#{tag}",
         )
         if f
     ]
     heading = "All notes" if not filters else "Notes: " + ", ".join(str(f) for f in filters)
     clear = Markup('<a class="btn small ghost" href="/browse">Clear filters</a>') if filters else ""
-    more = (
-        html(
-            '<p class="muted">Showing the {n} most recent; narrow the filters to see others.</p>',
-            n=BROWSE_LIMIT,
-        )
-        if len(hits) >= BROWSE_LIMIT
-        else ""
+    first = (page - 1) * PAGE_SIZE + 1
+    shown = (
+        html("{a}–{b} of {n}", a=f"{first:,}", b=f"{first + len(hits) - 1:,}", n=f"{total:,}")
+        if hits
+        else html("0 of {n}", n=f"{total:,}")
     )
+
+    def link(n: int) -> str:
+        return url("/browse", project=project, scope=scope, type=kind, tag=tag, page=n if n > 1 else None)
+
+    nav = pager(page, pages, link)
     body = html(
-        """<header class="page-head"><h1>{heading}</h1><p class="lede">{n} shown {clear}</p></header>
+        """<header class="page-head"><h1>{heading}</h1><p class="lede"><span id="shown">{shown}</span> {clear}</p></header>
 <div class="with-facets">
+  <input type="checkbox" id="facet-toggle" class="toggle-box" aria-label="Show the filters">
+  <label for="facet-toggle" class="btn small ghost facet-button">Filters</label>
   <aside class="facets">{projects}{types}{tags}</aside>
-  <section>{list}{more}</section>
+  <section class="listing">{nav}{list}{nav}</section>
 </div>""",
         heading=heading,
-        n=len(hits),
+        shown=shown,
         clear=clear,
         projects=_facet("Projects", projects),
         types=_facet("Types", types),
         tags=_facet("Tags", tag_items),
-        list=note_list(hits, empty="No notes match these filters."),
-        more=more,
+        list=note_list(hits, empty="No notes match these filters.", replacements=replacements),
+        nav=nav,
     )
     return web.render(request, title="Browse", body=body, active="browse")
 
@@ -364,8 +496,9 @@ def search(request: Request) -> HTMLResponse:
     with web.index() as index:
         counts = index.counts()
         hits = run_search(index, query, project=project, type=kind, tag=tag, limit=50) if query else []
+        replacements = replacements_of(index, hits)
     projects = [("", "All projects")] + [(p, p) for p in sorted(counts["by_project"]) if p != "(global)"]
-    types = [("", "All types")] + [(t, TYPE_LABELS[t]) for t in NOTE_TYPES]
+    types = [("", "All types")] + [(t, type_label(t)) for t in NOTE_TYPES]
     if not query:
         results = Markup(
             '<p class="muted">Type words to search titles, tags and bodies. '
@@ -377,7 +510,9 @@ def search(request: Request) -> HTMLResponse:
             n=len(hits),
             s="" if len(hits) == 1 else "s",
             q=query,
-            list=note_list(hits, snippets=True, empty="Nothing matches. Try fewer or other words."),
+            list=note_list(
+                hits, snippets=True, empty="Nothing matches. Try fewer or other words.", replacements=replacements
+            ),
         )
     body = html(
         """<header class="page-head"><h1>Search</h1></header>
@@ -398,10 +533,111 @@ def search(request: Request) -> HTMLResponse:
     return web.render(request, title=f"Search: {query}" if query else "Search", body=body, active="search")
 
 
-def link_resolver(web_index: Any) -> LinkResolver:
-    """A resolver over every indexed note (for links in rendered bodies)."""
-    hits = web_index.list_notes(limit=None)
-    return LinkResolver(NoteKey(h.path, h.id, h.title) for h in hits)
+def create_url(source: Note, missing: Unresolved | str) -> str:
+    """The new-note form, filled in to answer a link from `source` that names no note yet."""
+    import posixpath
+
+    if isinstance(missing, str):
+        missing = Unresolved(missing, "wikilink")
+    at = None
+    if missing.kind == "markdown":
+        from urllib.parse import unquote
+
+        at = posixpath.normpath(posixpath.join(posixpath.dirname(source.path), unquote(missing.target)))
+    return url(
+        "/new",
+        title=missing.title,
+        type=source.type if source.type != "preference" else None,
+        project=source.project,
+        at=at,
+        linked_from=source.path,
+    )
+
+
+def _note_row(graph: LinkGraph, path: str) -> Markup:
+    key = graph.notes.get(path)
+    return html(
+        '<li><a href="{u}">{t}</a> <code class="path">{p}</code></li>',
+        u=note_url(path),
+        t=(key.title if key else "") or path,
+        p=path,
+    )
+
+
+def links_section(note: Note, graph: LinkGraph) -> Markup:
+    """Linked from (backlinks), links to, and links to notes not written yet (with a create button)."""
+    back = sorted(graph.backlinks_of(note.path), key=lambda p: (graph.notes[p].title.lower(), p))
+    out = sorted(graph.links_of(note.path), key=lambda p: (graph.notes[p].title.lower(), p))
+    missing = graph.unresolved_of(note.path)
+    back_html = (
+        html('<ul class="plain link-list">{i}</ul>', i=[_note_row(graph, p) for p in back])
+        if back
+        else Markup('<p class="muted">No note links here yet.</p>')
+    )
+    out_html = (
+        html('<ul class="plain link-list">{i}</ul>', i=[_note_row(graph, p) for p in out])
+        if out
+        else Markup('<p class="muted">This note links to no other note.</p>')
+    )
+    missing_html = (
+        html(
+            '<section class="card links missing-links" id="not-written"><h2>Not written yet <small class="muted">{n}</small></h2>'
+            '<p class="muted">Links in this note to notes that do not exist. Create one and the link works.</p>'
+            '<ul class="plain link-list">{i}</ul></section>',
+            n=len(missing),
+            i=[
+                html(
+                    '<li><span class="wikilink missing">{t}</span> <a class="btn small" href="{u}">Create “{title}”</a></li>',
+                    t=m.target,
+                    u=create_url(note, m),
+                    title=m.title,
+                )
+                for m in missing
+            ],
+        )
+        if missing
+        else ""
+    )
+    return html(
+        """<div class="grid two link-cards">
+<section class="card links" id="backlinks"><h2>Linked from <small class="muted">{nb}</small></h2>{back}</section>
+<section class="card links" id="outlinks"><h2>Links to <small class="muted">{no}</small></h2>{out}</section>
+</div>{missing}""",
+        nb=len(back),
+        no=len(out),
+        back=back_html,
+        out=out_html,
+        missing=missing_html,
+    )
+
+
+def hit_of(index: Index, path: str) -> Hit | None:
+    """The index's row for the note at `path` (with who supersedes it), or None."""
+    row = index.conn.execute("SELECT rowid FROM notes WHERE path = ?", (path,)).fetchone()
+    return index.hits([row[0]]).get(row[0]) if row else None
+
+
+def supersession_banner(hit: Hit | None, known: Replacements) -> Markup:
+    """"Superseded by …" (with links) and "Supersedes …" for a note page."""
+    if hit is None:
+        return Markup("")
+    parts = []
+    if hit.superseded_by:
+        parts.append(
+            html(
+                '<div class="alert warn superseded-banner" id="superseded"><strong>Superseded.</strong> '
+                "What holds now is in {links}. Search ranks this note below it.</div>",
+                links=note_links(hit.superseded_by, known),
+            )
+        )
+    if hit.supersedes:
+        parts.append(
+            html(
+                '<p class="supersedes muted" id="supersedes">Supersedes {links}.</p>',
+                links=note_links(hit.supersedes, known),
+            )
+        )
+    return join(parts)
 
 
 def _front_matter_table(meta: dict[str, Any]) -> Markup:
@@ -421,27 +657,149 @@ def _front_matter_table(meta: dict[str, Any]) -> Markup:
     return html('<table class="kv">{rows}</table>', rows=rows)
 
 
+def conflict_view(web: Any, note: Note, base: str) -> Markup:
+    """A conflicted note's body: the text both sides agree on as markdown, and each conflict as
+    its versions side by side, labelled by machine, with the buttons that keep one or all.
+
+    The blocks come from `conflicts.parse_blocks`; the buttons post to the resolve page, which
+    resolves through `conflicts.resolve_note` as `anamnesis resolve` does.
+    """
+    from anamnesis.conflicts import KEEP_PREFIX, Block, Stray, label_names, parse_blocks
+
+    graph_resolver = None
+    with web.index(fresh=False) as index:
+        graph_resolver = web.link_graph(index).resolver
+    me = web.machine
+
+    def render(text: str) -> Markup:
+        return render_markdown(text, source=note.path, resolver=graph_resolver)
+
+    action = note_url(note.path, "conflicts")
+
+    def keep_button(keep: str, label: str, ghost: bool = False) -> Markup:
+        return html(
+            """<form method="post" action="{a}" class="inline" data-confirm="{q}">{csrf}
+<input type="hidden" name="base" value="{b}"><input type="hidden" name="action" value="{k}">
+<button class="btn small{g}" type="submit">{l}</button></form>""",
+            a=action,
+            q=f"{label}? The other text stays in the note's history.",
+            csrf=csrf_field(web.csrf),
+            b=base,
+            k=keep,
+            g=" ghost" if ghost else "",
+            l=label,
+        )
+
+    pieces = parse_blocks(note.body)
+    blocks = [p for p in pieces if isinstance(p, Block)]
+    machines = list(dict.fromkeys(name for b in blocks for name in b.machines))
+    out: list[Markup] = []
+    plain: list[str] = []
+
+    def flush() -> None:
+        if plain:
+            out.append(html('<div class="markdown">{r}</div>', r=render("".join(plain))))
+            plain.clear()
+
+    for number, piece in enumerate(pieces):
+        if isinstance(piece, Stray):
+            flush()
+            out.append(
+                html(
+                    '<pre class="raw stray" title="a conflict marker outside a complete block">{t}</pre>',
+                    t=piece,
+                )
+            )
+        elif isinstance(piece, Block):
+            flush()
+            sides = []
+            for section in piece.sections:
+                names = label_names(section.label) or [section.label or "unnamed"]
+                who = join((html("<code>{n}</code>", n=n) for n in names), " + ")
+                mine = Markup(' <span class="badge">this machine</span>') if me in names else ""
+                text = section.text
+                shown = (
+                    html('<pre class="raw">{t}</pre>', t=text)
+                    if piece.front_matter
+                    else html('<div class="markdown">{r}</div>', r=render(text))
+                    if text.strip()
+                    else Markup('<p class="muted empty">(removed this text)</p>')
+                )
+                sides.append(
+                    html(
+                        """<section class="conflict-side" data-label="{label}"><h3>{who}{mine}</h3>{shown}
+{keep}</section>""",
+                        label=section.label,
+                        who=who,
+                        mine=mine,
+                        shown=shown,
+                        keep=keep_button(KEEP_PREFIX + section.label, f"Keep {section.label}'s version"),
+                    )
+                )
+            where = "front matter" if piece.front_matter else f"line {piece.line}" if piece.line else ""
+            out.append(
+                html(
+                    """<div class="conflict-block" id="conflict-{n}"><div class="conflict-head"><strong>Conflict</strong>
+<span>{count} versions{where}</span></div><div class="conflict-sides">{sides}</div></div>""",
+                    n=number,
+                    count=len(piece.sections),
+                    where=f" · {where}" if where else "",
+                    sides=sides,
+                )
+            )
+        else:
+            plain.append(piece)
+    flush()
+    every = (
+        " Keeping a machine's version keeps it in every conflict of this note." if len(blocks) > 1 else ""
+    )
+    head = html(
+        """<div class="alert warn conflict-banner" id="conflict-banner"><strong>Unresolved sync conflict.</strong>
+<span>{machines} changed the same lines; each version is shown below, labelled by machine.{every}</span></div>
+<div class="conflict-actions">{all}<a class="btn small ghost" href="{edit}">Compare and edit by hand</a></div>""",
+        machines=join((html("<code>{m}</code>", m=m) for m in machines), " and ")
+        if machines
+        else Markup("Two machines"),
+        every=every,
+        all=keep_button("both", "Keep all versions" if len(machines) > 2 else "Keep both", ghost=True),
+        edit=action,
+    )
+    return html('<div class="conflicted-body">{h}{b}</div>', h=head, b=join(out))
+
+
 def note_page(request: Request) -> HTMLResponse:
-    """One note: rendered body, its front matter, links to edit and history."""
+    """One note: its body, links both ways, supersession, and what can be done with it."""
+    from anamnesis.history import working_text
     from anamnesis.store import load_note
 
     web = web_of(request)
     relpath = request.path_params["path"]
     note = load_note(web.store, relpath)
     with web.index(fresh=False) as index:
-        resolver = link_resolver(index)
-    rendered = render_markdown(note.body, source=note.path, resolver=resolver)
-    banner = ""
+        graph = web.link_graph(index)
+        hit = hit_of(index, note.path)
+        known = notes_by_id(index, [*(hit.superseded_by if hit else []), *(hit.supersedes if hit else [])])
+    base = text_sha(working_text(web.store, relpath))
     if note.conflicted:
-        banner = html(
-            '<div class="alert warn"><strong>This note has an unresolved sync conflict.</strong> '
-            'Both versions are kept in it between conflict markers. <a class="btn small" href="{u}">Resolve it</a></div>',
-            u="/conflicts/" + note_url(note.path)[len("/note/") :],
+        rendered = conflict_view(web, note, base)
+    else:
+        rendered = html(
+            '<div class="markdown">{r}</div>',
+            r=render_markdown(
+                note.body, source=note.path, resolver=graph.resolver, create=lambda t: create_url(note, t)
+            ),
         )
     problems = (
         html('<div class="alert"><strong>Problems:</strong> {p}</div>', p="; ".join(note.problems))
-        if note.problems
+        if note.problems and not note.conflicted
         else ""
+    )
+    delete = html(
+        """<form method="post" action="{a}" class="inline" data-confirm="Delete this note? The deletion is committed; its text stays in the git history.">{csrf}
+<input type="hidden" name="base" value="{b}"><button class="btn ghost danger" type="submit">Delete</button></form>""",
+        a=note_url(note.path, "delete"),
+        csrf=csrf_field(web.csrf),
+        b=base,
     )
     body = html(
         """<article class="note">
@@ -449,13 +807,17 @@ def note_page(request: Request) -> HTMLResponse:
   <div class="crumbs">{project} {type} <code class="path">{path}</code></div>
   <h1>{title}</h1>
   <div class="note-meta">{tags}<span class="spacer"></span>updated {updated} on <code>{machine}</code></div>
-  <div class="actions">
+  <div class="actions note-actions">
     <a class="btn" href="{edit}">Edit</a>
     <a class="btn ghost" href="{hist}">History</a>
+    <a class="btn ghost" href="{move}">Move / rename</a>
+    <a class="btn ghost" href="{map}">Map around it</a>
+    {delete}
   </div>
 </header>
-{banner}{problems}
-<div class="markdown">{rendered}</div>
+{supersession}{problems}
+{rendered}
+{links}
 <details class="card front-matter"><summary>Front matter</summary>{meta}</details>
 </article>""",
         project=project_chip(note.project),
@@ -465,11 +827,15 @@ def note_page(request: Request) -> HTMLResponse:
         tags=tag_chips(note.tags),
         updated=when(note.updated),
         machine=note.machine or "?",
-        edit="/edit/" + note_url(note.path)[len("/note/") :],
-        hist="/history/" + note_url(note.path)[len("/note/") :],
-        banner=banner,
+        edit=note_url(note.path, "edit"),
+        hist=note_url(note.path, "history"),
+        move=note_url(note.path, "move"),
+        map=url("/map", note=note.path),
+        delete=delete,
+        supersession=supersession_banner(hit, known),
         problems=problems,
         rendered=rendered,
+        links=links_section(note, graph),
         meta=_front_matter_table(note.metadata()),
     )
     return web.render(request, title=note.title, body=body, active="browse")
@@ -510,10 +876,10 @@ def fleet(request: Request) -> HTMLResponse:
 <p class="lede">Every machine that has written to this memory, read from the git history (commits are
 authored <code>anamnesis@&lt;machine&gt;</code>). This machine's last sync and peers come from its own
 sync log and settings; for the others, from their sync commits.</p></header>
-<section class="card"><table class="table">
+<section class="card"><div class="table-scroll"><table class="table">
 <thead><tr><th>Machine</th><th class="num">Commits</th><th>First seen</th><th>Last write</th><th>Last sync</th>
 <th>Peers</th><th>Last change</th></tr></thead>
-<tbody>{rows}</tbody></table></section>
+<tbody>{rows}</tbody></table></div></section>
 <section class="card"><h2>This machine's sync</h2>{sync}</section>""",
         rows=rows or [Markup('<tr><td colspan="7" class="muted">No commits yet.</td></tr>')],
         sync=sync_card(web.store),
@@ -522,38 +888,89 @@ sync log and settings; for the others, from their sync commits.</p></header>
 
 
 def memory_map(request: Request) -> HTMLResponse:
-    """The page that draws the memory map (the data comes from /api/graph)."""
+    """The page that draws the memory map, or the map around one note (`?note=PATH`);
+    the data comes from /api/graph."""
+    from anamnesis.store import load_note
+
     web = web_of(request)
-    body = Markup(
+    around = request.query_params.get("note") or ""
+    if around:
+        note = load_note(web.store, around)
+        heading = html(
+            '<h1>Around <a href="{u}">{t}</a></h1><a class="btn small ghost" href="/map">Whole map</a>',
+            u=note_url(note.path),
+            t=note.title,
+        )
+        key = html(
+            '<ul class="map-key" aria-label="Line styles"><li><span class="k-line link"></span>links</li>'
+            '<li><span class="k-line tag"></span>shares tags</li></ul>'
+        )
+        title = f"Map around {note.title}"
+    else:
+        heading, key, title = Markup("<h1>Memory map</h1>"), Markup(""), "Memory map"
+    body = html(
         """<div class="map-wrap">
 <header class="map-bar">
-  <h1>Memory map</h1>
-  <input type="search" id="map-filter" placeholder="Highlight notes…" aria-label="Highlight notes">
+  {heading}
+  <div class="map-find">
+    <input type="search" id="map-find" placeholder="Find a note…" aria-label="Find a note on the map"
+      autocomplete="off" aria-controls="map-results" aria-autocomplete="list">
+    <ul id="map-results" class="suggest" role="listbox" aria-label="Notes found" hidden></ul>
+  </div>
   <div class="map-tools">
     <button class="btn small ghost" id="map-zoom-in" type="button" aria-label="Zoom in">+</button>
     <button class="btn small ghost" id="map-zoom-out" type="button" aria-label="Zoom out">−</button>
     <button class="btn small ghost" id="map-fit" type="button">Fit</button>
+    <button class="btn small ghost" id="map-legend-toggle" type="button" aria-pressed="true"
+      aria-controls="map-legend">Legend</button>
   </div>
+  {key}
   <span class="muted" id="map-stats">Loading…</span>
 </header>
-<div class="map-stage"><canvas id="map" aria-label="Memory map: notes as dots, links as lines"></canvas>
+<div class="map-stage"><canvas id="map" data-note="{around}" aria-label="Memory map: notes as dots, links as lines"></canvas>
 <div id="map-tip" class="map-tip" hidden></div>
 <ul id="map-legend" class="map-legend"></ul></div>
-</div>"""
+</div>""",
+        heading=heading,
+        key=key,
+        around=around,
     )
-    return web.render(
-        request, title="Memory map", body=body, active="map", scripts=("/static/map.js",), wide=True
-    )
+    return web.render(request, title=title, body=body, active="map", scripts=("/static/map.js",), wide=True)
 
 
 def graph_api(request: Request) -> JSONResponse:
-    """Nodes and edges of the memory map, as JSON."""
-    from anamnesis.web.graph import build_graph
+    """Nodes and edges of the memory map (or of one note's neighbourhood, `?note=PATH`), as JSON."""
+    from anamnesis.web.graph import build_graph, neighbourhood
 
     web = web_of(request)
+    around = request.query_params.get("note") or ""
     with web.index() as index:
-        hits = index.list_notes(limit=None)
-    return JSONResponse(build_graph(web.store, hits))
+        graph = web.link_graph(index)
+        if around:
+            return JSONResponse(neighbourhood(index.list_notes(limit=None), graph, around))
+        data = web.cached_graph(
+            index.generation(), lambda: build_graph(web.store, index.list_notes(limit=None), graph)
+        )
+    return JSONResponse(data)
+
+
+def titles_api(request: Request) -> JSONResponse:
+    """Notes whose title matches `q` (words at the start first), for `[[` completion in the editor."""
+    web = web_of(request)
+    typed = " ".join(request.query_params.get("q", "").split())[:100]
+    like = typed.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    with web.index(fresh=False) as index:
+        rows = index.conn.execute(
+            "SELECT id, title, path, project FROM notes WHERE title LIKE ? ESCAPE '\\'"
+            " ORDER BY title LIKE ? ESCAPE '\\' DESC, updated DESC LIMIT 8",
+            (f"%{like}%", f"{like}%"),
+        ).fetchall()
+    return JSONResponse(
+        [
+            {"id": note_id or "", "title": title or path, "path": path, "project": project or "global"}
+            for note_id, title, path, project in rows
+        ]
+    )
 
 
 def _homely(path: Path | str) -> str:

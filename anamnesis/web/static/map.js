@@ -1,6 +1,9 @@
 // Anamnesis memory map: notes as dots grouped by project, links and shared tags as lines.
 // Plain canvas, a small force layout (grid-bucketed repulsion, springs, pull to the project's centre),
-// zoom with the wheel or the buttons, drag to pan, click a dot to open its note.
+// zoom with the wheel or the buttons, drag to pan, click a dot to open its note. Labels are placed
+// most important first and one that would overlap a placed label is left out. With a note
+// (canvas data-note) it draws that note's neighbourhood: its links and backlinks on an inner ring,
+// notes sharing its tags on an outer one.
 "use strict";
 
 (() => {
@@ -10,6 +13,8 @@
   const ITERATIONS = 140;   // force steps (the initial sunflower layout is already even)
   const LINK = 0;
   const GLOBAL = "(global)";
+  const LABEL_ZOOM = 1.4;   // node labels from this zoom on (always around one note)
+  const ROLE_NAMES = ["this note", "links to", "linked from", "links both ways", "shares tags"];
 
   const canvas = document.getElementById("map");
   if (!canvas) return;
@@ -17,7 +22,10 @@
   const tip = document.getElementById("map-tip");
   const stats = document.getElementById("map-stats");
   const legend = document.getElementById("map-legend");
-  const filterBox = document.getElementById("map-filter");
+  const findBox = document.getElementById("map-find");
+  const results = document.getElementById("map-results");
+  const legendToggle = document.getElementById("map-legend-toggle");
+  const around = canvas.dataset.note || "";
 
   const view = { k: 1, tx: 0, ty: 0, w: 0, h: 0, dpr: 1 };
   let nodes = [];      // {path, title, group, type, conflicted, x, y, r, deg}
@@ -26,6 +34,9 @@
   let hover = -1;
   let matches = null;  // Set of node indexes matching the filter, or null
   let colors = {};
+  let focus = -1;      // the centre of a neighbourhood, or the note found with the search box
+  let byPriority = []; // node indexes, most important label first
+  let placedLabels = []; // the labels of the last frame: {x, y, w, h, text}
 
   // Global notes are grey; projects take the other colours in turn.
   function colorIndex(g) {
@@ -79,6 +90,27 @@
       result[g] = group;
     }
     return result;
+  }
+
+  function radialLayout() {
+    // The centre in the middle, its links and backlinks on a ring, notes sharing tags outside.
+    const inner = [];
+    const outer = [];
+    nodes.forEach((node, i) => {
+      if (node.role === 0) { node.x = 0; node.y = 0; } else if (node.role === 4) outer.push(i); else inner.push(i);
+    });
+    const ring = (members, radius, turn) => {
+      members.forEach((i, n) => {
+        const angle = turn + (n / Math.max(members.length, 1)) * Math.PI * 2 - Math.PI / 2;
+        nodes[i].x = Math.cos(angle) * radius;
+        nodes[i].y = Math.sin(angle) * radius;
+      });
+    };
+    const r1 = Math.max(110, (inner.length * 34) / (Math.PI * 2));
+    const r2 = Math.max(r1 + 120, (outer.length * 30) / (Math.PI * 2));
+    ring(inner, r1, 0);
+    ring(outer, r2, Math.PI / Math.max(outer.length, 1));
+    for (const g of groups) { g.lx = 0; g.ly = 0; }
   }
 
   function layout() {
@@ -219,10 +251,12 @@
         ctx.lineTo(nodes[t].x, nodes[t].y);
       }
       ctx.strokeStyle = colors.edge;
-      ctx.globalAlpha = alpha;
-      ctx.lineWidth = width / Math.sqrt(k);
+      ctx.globalAlpha = around ? (kind === LINK ? 0.75 : 0.35) : alpha;
+      ctx.lineWidth = (around ? width * 1.4 : width) / Math.sqrt(k);
+      ctx.setLineDash(around && kind !== LINK ? [4 / k, 4 / k] : []);
       ctx.stroke();
     }
+    ctx.setLineDash([]);
     ctx.globalAlpha = 1;
     // Dots, batched per colour (and per faded state).
     for (let pass = 0; pass < 2; pass++) {
@@ -262,39 +296,102 @@
       ctx.lineWidth = 2 / k;
       ctx.stroke();
     }
-    // Labels in screen space so they keep their size.
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.textAlign = "center";
-    ctx.textBaseline = "bottom";
-    ctx.font = "600 12px system-ui, sans-serif";
-    for (let g = 0; g < groups.length; g++) {
-      const group = groups[g];
-      const x = group.lx * k + tx;
-      const y = group.ly * k + ty - 6;
-      if (x < -200 || x > view.w + 200 || y < -20 || y > view.h + 40) continue;
-      ctx.fillStyle = colors.bg;
-      ctx.globalAlpha = 0.75;
-      const label = group.name;
-      const w = ctx.measureText(label).width;
-      ctx.fillRect(x - w / 2 - 4, y - 15, w + 8, 17);
-      ctx.globalAlpha = 1;
-      ctx.fillStyle = group.color;
-      ctx.fillText(label, x, y);
+    // Found or centre note.
+    if (focus >= 0) {
+      const node = nodes[focus];
+      ctx.beginPath();
+      ctx.arc(node.x, node.y, node.r + 4, 0, Math.PI * 2);
+      ctx.strokeStyle = colors.text;
+      ctx.lineWidth = 2.5 / k;
+      ctx.stroke();
     }
-    if (k >= 1.4) {
-      ctx.font = "11px system-ui, sans-serif";
-      ctx.fillStyle = colors.text;
-      ctx.textBaseline = "top";
-      let drawn = 0;
-      for (let i = 0; i < nodes.length && drawn < 400; i++) {
-        const node = nodes[i];
-        const x = node.x * k + tx;
-        const y = node.y * k + ty;
-        if (x < 0 || y < 0 || x > view.w || y > view.h) continue;
-        if (matches !== null && !matches.has(i)) continue;
-        ctx.fillText(short(node.title), x, y + node.r * k + 2);
-        drawn++;
+    drawLabels();
+  }
+
+  // Labels in screen space so they keep their size; each is placed only where it overlaps no label
+  // placed before it (a grid of buckets keeps the test cheap with thousands of candidates).
+  function drawLabels() {
+    const { k, tx, ty, dpr } = view;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const CELL = 80;
+    const grid = new Map();
+    placedLabels = [];
+    const fits = (x, y, w, h) => {
+      const x0 = Math.floor(x / CELL), x1 = Math.floor((x + w) / CELL);
+      const y0 = Math.floor(y / CELL), y1 = Math.floor((y + h) / CELL);
+      for (let cx = x0; cx <= x1; cx++) {
+        for (let cy = y0; cy <= y1; cy++) {
+          const bucket = grid.get(cx * 65536 + cy);
+          if (!bucket) continue;
+          for (const b of bucket) {
+            if (x < b.x + b.w && b.x < x + w && y < b.y + b.h && b.y < y + h) return false;
+          }
+        }
       }
+      return true;
+    };
+    const place = (rect) => {
+      for (let cx = Math.floor(rect.x / CELL); cx <= Math.floor((rect.x + rect.w) / CELL); cx++) {
+        for (let cy = Math.floor(rect.y / CELL); cy <= Math.floor((rect.y + rect.h) / CELL); cy++) {
+          const key = cx * 65536 + cy;
+          let bucket = grid.get(key);
+          if (!bucket) { bucket = []; grid.set(key, bucket); }
+          bucket.push(rect);
+        }
+      }
+      placedLabels.push(rect);
+    };
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    // Project names first (not around one note: there the colours say it, and the legend).
+    if (!around) {
+      ctx.font = "600 12px system-ui, sans-serif";
+      for (const group of groups) {
+        const x = group.lx * k + tx;
+        const y = group.ly * k + ty - 14;
+        if (x < -200 || x > view.w + 200 || y < -20 || y > view.h + 40) continue;
+        const w = ctx.measureText(group.name).width + 8;
+        const rect = { x: x - w / 2, y: y - 9, w, h: 18, text: group.name, kind: "project" };
+        if (!fits(rect.x, rect.y, rect.w, rect.h)) continue;
+        place(rect);
+        ctx.fillStyle = colors.bg;
+        ctx.globalAlpha = 0.8;
+        ctx.fillRect(rect.x, rect.y, rect.w, rect.h);
+        ctx.globalAlpha = 1;
+        ctx.fillStyle = group.color;
+        ctx.fillText(group.name, x, y);
+      }
+    }
+    // Then notes, most important first: hovered, found, matches, then by number of lines.
+    const showAll = around || k >= LABEL_ZOOM;
+    const order = [];
+    if (hover >= 0) order.push(hover);
+    if (focus >= 0) order.push(focus);
+    if (matches !== null) for (const i of matches) order.push(i);
+    if (showAll) for (const i of byPriority) order.push(i);
+    ctx.font = "11.5px system-ui, sans-serif";
+    const done = new Set();
+    let tried = 0;
+    for (const i of order) {
+      if (done.has(i)) continue;
+      done.add(i);
+      if (matches !== null && !matches.has(i) && i !== hover && i !== focus) continue;
+      const node = nodes[i];
+      const x = node.x * k + tx;
+      const y = node.y * k + ty + node.r * k + 9;
+      if (x < -40 || y < -10 || x > view.w + 40 || y > view.h + 10) continue;
+      if (++tried > 3000) break;
+      const text = short(node.title);
+      const w = ctx.measureText(text).width + 6;
+      const rect = { x: x - w / 2, y: y - 8, w, h: 16, text, kind: "note" };
+      if (!fits(rect.x, rect.y, rect.w, rect.h)) continue;
+      place(rect);
+      ctx.fillStyle = colors.bg;
+      ctx.globalAlpha = 0.72;
+      ctx.fillRect(rect.x, rect.y, rect.w, rect.h);
+      ctx.globalAlpha = 1;
+      ctx.fillStyle = i === focus || i === hover ? colors.text : colors.muted;
+      ctx.fillText(text, x, y);
     }
   }
 
@@ -346,11 +443,76 @@
     const title = document.createElement("strong");
     title.textContent = node.title;
     const where = document.createElement("small");
-    where.textContent = groups[node.group].name + " · " + node.type + (node.conflicted ? " · conflict" : "");
+    const role = node.role !== undefined ? " · " + ROLE_NAMES[node.role] : "";
+    where.textContent = groups[node.group].name + " · " + node.type + (node.conflicted ? " · conflict" : "") + role;
     tip.append(title, where);
     tip.hidden = false;
-    tip.style.left = Math.min(sx + 14, view.w - 330) + "px";
+    tip.style.left = Math.max(4, Math.min(sx + 14, view.w - 240)) + "px";
     tip.style.top = (sy + 14) + "px";
+  }
+
+  // Centre the map on a note and mark it (the search box, and anamnesisMap.centreOn for tests).
+  function centreOn(i) {
+    if (i < 0 || i >= nodes.length) return;
+    focus = i;
+    const node = nodes[i];
+    view.k = Math.max(view.k, around ? view.k : 2.4);
+    view.tx = view.w / 2 - node.x * view.k;
+    view.ty = view.h / 2 - node.y * view.k;
+    redraw();
+  }
+
+  function findMatches(text) {
+    const words = text.trim().toLowerCase().split(/\s+/).filter(Boolean);
+    if (!words.length) return null;
+    const found = [];
+    nodes.forEach((node, i) => {
+      const hay = (node.title + " " + node.path + " " + groups[node.group].name).toLowerCase();
+      if (words.every((w) => hay.includes(w))) found.push(i);
+    });
+    // Titles that start with the words first, then shorter titles.
+    const first = words.join(" ");
+    found.sort((a, b) => {
+      const sa = nodes[a].title.toLowerCase().startsWith(first) ? 0 : 1;
+      const sb = nodes[b].title.toLowerCase().startsWith(first) ? 0 : 1;
+      return sa - sb || nodes[a].title.length - nodes[b].title.length;
+    });
+    return found;
+  }
+
+  let listed = [];
+  let picked = 0;
+  function showResults() {
+    results.textContent = "";
+    listed.slice(0, 8).forEach((i, n) => {
+      const item = document.createElement("li");
+      item.setAttribute("role", "option");
+      item.id = "map-result-" + n;
+      item.setAttribute("aria-selected", n === picked ? "true" : "false");
+      item.textContent = nodes[i].title;
+      const where = document.createElement("small");
+      where.textContent = groups[nodes[i].group].name;
+      item.append(where);
+      item.addEventListener("mousedown", (event) => { event.preventDefault(); pick(n); });
+      results.append(item);
+    });
+    results.hidden = listed.length === 0;
+  }
+
+  function pick(n) {
+    const i = listed[n];
+    if (i === undefined) return;
+    results.hidden = true;
+    findBox.value = nodes[i].title;
+    matches = null;
+    centreOn(i);
+  }
+
+  function setLegend(shown, remember) {
+    legend.hidden = !shown || !groups.length;
+    legendToggle.setAttribute("aria-pressed", shown ? "true" : "false");
+    if (!remember) return;
+    try { localStorage.setItem("anamnesis.map.legend", shown ? "1" : "0"); } catch (error) { /* private mode */ }
   }
 
   function bind() {
@@ -399,16 +561,30 @@
     document.getElementById("map-zoom-in").addEventListener("click", () => zoomAt(1.4, view.w / 2, view.h / 2));
     document.getElementById("map-zoom-out").addEventListener("click", () => zoomAt(1 / 1.4, view.w / 2, view.h / 2));
     document.getElementById("map-fit").addEventListener("click", () => { fit(); redraw(); });
-    filterBox.addEventListener("input", () => {
-      const words = filterBox.value.trim().toLowerCase().split(/\s+/).filter(Boolean);
-      if (!words.length) { matches = null; redraw(); return; }
-      matches = new Set();
-      nodes.forEach((node, i) => {
-        const hay = (node.title + " " + node.path + " " + groups[node.group].name).toLowerCase();
-        if (words.every((w) => hay.includes(w))) matches.add(i);
-      });
+    legendToggle.addEventListener("click", () => setLegend(legend.hidden, true));
+    findBox.addEventListener("input", () => {
+      const found = findMatches(findBox.value);
+      matches = found === null ? null : new Set(found);
+      listed = found || [];
+      picked = 0;
+      showResults();
       redraw();
     });
+    findBox.addEventListener("keydown", (event) => {
+      if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+        if (!listed.length) return;
+        event.preventDefault();
+        const shown = Math.min(listed.length, 8);
+        picked = (picked + (event.key === "ArrowDown" ? 1 : shown - 1)) % shown;
+        showResults();
+      } else if (event.key === "Enter") {
+        event.preventDefault();
+        pick(picked);
+      } else if (event.key === "Escape") {
+        results.hidden = true;
+      }
+    });
+    findBox.addEventListener("blur", () => setTimeout(() => { results.hidden = true; }, 150));
     new ResizeObserver(() => { resize(); redraw(); }).observe(canvas);
     window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => { readColors(); redraw(); });
   }
@@ -424,35 +600,47 @@
       item.append(swatch, label);
       legend.append(item);
     });
-    if (!data.projects.length) legend.hidden = true;
+    let stored = null;
+    try { stored = localStorage.getItem("anamnesis.map.legend"); } catch (error) { /* private mode */ }
+    const narrow = window.matchMedia("(max-width: 760px)").matches;
+    setLegend(stored === null ? !narrow : stored === "1", false);
   }
 
   // ---- start ----------------------------------------------------------------------------
 
   async function start() {
     readColors();
-    const response = await fetch("/api/graph", { headers: { accept: "application/json" }, credentials: "same-origin" });
+    const address = around ? "/api/graph?note=" + encodeURIComponent(around) : "/api/graph";
+    const response = await fetch(address, { headers: { accept: "application/json" }, credentials: "same-origin" });
     if (!response.ok) { stats.textContent = "Could not load the map (" + response.status + ")."; return; }
     const data = await response.json();
     const degree = new Array(data.nodes.length).fill(0);
     for (const [a, b] of data.edges) { degree[a]++; degree[b]++; }
-    nodes = data.nodes.map(([path, title, group, type, conflicted], i) => ({
-      path, title, group, type, conflicted: conflicted === 1, x: 0, y: 0,
-      r: 4 + Math.min(5, Math.sqrt(degree[i])),
+    nodes = data.nodes.map(([path, title, group, type, conflicted, role], i) => ({
+      path, title, group, type, conflicted: conflicted === 1, x: 0, y: 0, role,
+      r: role === 0 ? 10 : 4 + Math.min(5, Math.sqrt(degree[i])),
     }));
     edges = data.edges;
-    groups = data.projects.map((name) => ({ name }));
+    groups = data.projects.map((name) => ({ name, n: 0 }));
+    for (const node of nodes) groups[node.group].n += 1;
     groups.forEach((group, g) => { group.ci = colorIndex(g); group.color = PALETTE[group.ci]; });
+    byPriority = nodes.map((node, i) => i).sort((a, b) => degree[b] - degree[a] || a - b);
     const t0 = performance.now();
-    layout();
+    if (around) radialLayout(); else layout();
     const layoutMs = performance.now() - t0;
     resize();
     fit();
+    if (around && data.focus !== null && data.focus !== undefined) focus = data.focus;
     draw();
     const renderMs = performance.now();
     fillLegend(data);
     const c = data.counts;
-    stats.textContent = c.nodes + " notes · " + c.links + " links · " + c.tag_edges + " shared-tag lines";
+    const count = (n, one, many) => n + " " + (n === 1 ? one : many);
+    stats.textContent = around
+      ? count(c.nodes - 1, "note", "notes") + " around it · " + count(c.links, "link", "links") + " · "
+        + c.tag_edges + " sharing tags"
+      : count(c.nodes, "note", "notes") + " · " + count(c.links, "link", "links") + " · "
+        + count(c.tag_edges, "shared-tag line", "shared-tag lines");
     bind();
     window.anamnesisMap = {
       ready: true,
@@ -460,6 +648,10 @@
       edges: edges.length,
       layoutMs,
       renderMs, // since navigation start: page, data, layout and first full draw
+      labels: () => placedLabels.map((r) => ({ x: r.x, y: r.y, w: r.w, h: r.h, text: r.text, kind: r.kind })),
+      roles: () => Object.fromEntries(nodes.map((n) => [n.path, n.role])),
+      focusPath: () => (focus >= 0 ? nodes[focus].path : null),
+      view: () => ({ k: view.k, w: view.w, h: view.h }),
       screenPoint(path) {
         const node = nodes.find((n) => n.path === path);
         if (!node) return null;
@@ -474,6 +666,7 @@
         view.ty = view.h / 2 - node.y * k;
         draw();
       },
+      redrawNow() { draw(); },
     };
     document.documentElement.dataset.mapReady = "1";
   }
