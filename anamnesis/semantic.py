@@ -347,7 +347,7 @@ def start_background_update(store: Store) -> bool:
         store.log_dir.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             subprocess.Popen(
-                [sys.executable, "-m", "anamnesis", "semantic", "update", "--quiet"],
+                [sys.executable, "-P", "-m", "anamnesis", "semantic", "update", "--quiet"],  # -P: never the cwd on sys.path
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,

@@ -47,7 +47,7 @@ def _fill(store: Store) -> dict[str, str]:
     return {title: create_note(store, type=t, title=title, body=body).path for t, title, body in NOTES}
 
 
-def test_hybrid_finds_a_paraphrase_that_keyword_search_misses(store: Store, model_dir: Path) -> None:  # noqa: F811
+def test_hybrid_finds_a_paraphrase_that_keyword_search_misses(store: Store, model_dir: Path) -> None:
     paths = _fill(store)
     enable(store, model_dir)
     assert update_vectors(store) == len(NOTES)
@@ -63,7 +63,7 @@ def test_hybrid_finds_a_paraphrase_that_keyword_search_misses(store: Store, mode
 
 def test_only_changed_notes_are_embedded_again_and_a_new_model_re_embeds(
     store: Store,
-    model_dir: Path,  # noqa: F811
+    model_dir: Path,
     tmp_path: Path,
 ) -> None:
     paths = _fill(store)
@@ -87,7 +87,7 @@ def test_only_changed_notes_are_embedded_again_and_a_new_model_re_embeds(
     assert info["fingerprint"] != engine.fingerprint and info["pending"] == len(NOTES)
 
 
-def test_a_missing_model_is_keyword_search_said_once(store: Store, model_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_a_missing_model_is_keyword_search_said_once(store: Store, model_dir: Path, tmp_path: Path) -> None:
     paths = _fill(store)
     with pytest.raises(SemanticError, match=r"model\.safetensors|missing|no model"):
         enable(store, tmp_path / "empty")
@@ -102,7 +102,7 @@ def test_a_missing_model_is_keyword_search_said_once(store: Store, model_dir: Pa
         assert search(index, "certbot")[0].path == paths["Rotating TLS certificates"]
 
 
-def test_cli_enable_status_search_reindex_disable(run_cli: RunCli, home: Path, model_dir: Path) -> None:  # noqa: F811
+def test_cli_enable_status_search_reindex_disable(run_cli: RunCli, home: Path, model_dir: Path) -> None:
     run_cli("init", "--local-only")
     for kind, title, body in NOTES:
         run_cli("new", title, "-t", kind, "--body", body)
@@ -134,7 +134,7 @@ def test_enable_refuses_a_folder_without_a_model(run_cli: RunCli, tmp_path: Path
     assert json.loads(run_cli("semantic", "status", "--json").stdout)["enabled"] is False
 
 
-def test_new_notes_are_embedded_in_the_background(run_cli: RunCli, model_dir: Path) -> None:  # noqa: F811
+def test_new_notes_are_embedded_in_the_background(run_cli: RunCli, model_dir: Path) -> None:
     run_cli("init", "--local-only")
     run_cli("semantic", "enable", "--model-dir", str(model_dir))
     started = time.monotonic()

@@ -28,7 +28,7 @@ def no_git_leftovers(machine: Machine) -> None:
     assert machine.git("status", "--porcelain") == ""
 
 
-def test_round_trip_through_a_hub_updates_the_index(fleet: Fleet) -> None:  # noqa: F811
+def test_round_trip_through_a_hub_updates_the_index(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -46,7 +46,7 @@ def test_round_trip_through_a_hub_updates_the_index(fleet: Fleet) -> None:  # no
     no_git_leftovers(b)
 
 
-def test_hand_edits_deletes_and_local_commits_all_travel(fleet: Fleet) -> None:  # noqa: F811
+def test_hand_edits_deletes_and_local_commits_all_travel(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -68,7 +68,7 @@ def test_hand_edits_deletes_and_local_commits_all_travel(fleet: Fleet) -> None: 
     assert a.tree() == b.tree()
 
 
-def test_same_line_conflict_is_recorded_committed_and_propagated(fleet: Fleet) -> None:  # noqa: F811
+def test_same_line_conflict_is_recorded_committed_and_propagated(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -101,7 +101,7 @@ def test_same_line_conflict_is_recorded_committed_and_propagated(fleet: Fleet) -
         assert index.conflicted() == []
 
 
-def test_edit_beats_delete_in_both_directions(fleet: Fleet) -> None:  # noqa: F811
+def test_edit_beats_delete_in_both_directions(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -126,7 +126,7 @@ def test_edit_beats_delete_in_both_directions(fleet: Fleet) -> None:  # noqa: F8
     assert a.tree() == b.tree()
 
 
-def test_a_note_moved_by_hand_on_one_machine_and_edited_on_another_is_one_note(fleet: Fleet) -> None:  # noqa: F811
+def test_a_note_moved_by_hand_on_one_machine_and_edited_on_another_is_one_note(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -157,7 +157,7 @@ def test_a_note_moved_by_hand_on_one_machine_and_edited_on_another_is_one_note(f
         no_git_leftovers(m)
 
 
-def test_both_adding_the_same_path_keeps_both_versions(fleet: Fleet) -> None:  # noqa: F811
+def test_both_adding_the_same_path_keeps_both_versions(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -171,7 +171,7 @@ def test_both_adding_the_same_path_keeps_both_versions(fleet: Fleet) -> None:  #
     assert "from a" in text and "from b" in text
 
 
-def test_a_note_about_conflict_markers_merges_cleanly_without_a_conflict(fleet: Fleet) -> None:  # noqa: F811
+def test_a_note_about_conflict_markers_merges_cleanly_without_a_conflict(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -191,7 +191,7 @@ def test_a_note_about_conflict_markers_merges_cleanly_without_a_conflict(fleet: 
     assert "line a from a" in merged and "line d from b" in merged and "<<<<<<< HEAD\nmine\n" in merged
 
 
-def test_mesh_of_three_without_a_hub_converges(fleet: Fleet) -> None:  # noqa: F811
+def test_mesh_of_three_without_a_hub_converges(fleet: Fleet) -> None:
     names = ("a", "b", "c")
     machines = {n: fleet.machine(n) for n in names}
     for n, m in machines.items():
@@ -218,7 +218,7 @@ def test_mesh_of_three_without_a_hub_converges(fleet: Fleet) -> None:  # noqa: F
     assert "edited on b" in machines["a"].read(notes["a"].path)
 
 
-def test_unreachable_peer_still_commits_locally_and_next_sync_pushes(fleet: Fleet) -> None:  # noqa: F811
+def test_unreachable_peer_still_commits_locally_and_next_sync_pushes(fleet: Fleet) -> None:
     hub = fleet.hub()
     away = hub.with_name("away.git")
     a = fleet.machine("a", {"hub": fleet.url(hub)})
@@ -241,7 +241,7 @@ def test_unreachable_peer_still_commits_locally_and_next_sync_pushes(fleet: Flee
     assert peer.last_ok and peer.last_error  # the failure is remembered, and so is the success after it
 
 
-def test_a_peer_pointed_at_a_new_repo_gets_everything_pushed(fleet: Fleet) -> None:  # noqa: F811
+def test_a_peer_pointed_at_a_new_repo_gets_everything_pushed(fleet: Fleet) -> None:
     old_hub, new_hub = fleet.hub("old"), fleet.hub("new")
     a = fleet.machine("a", {"hub": fleet.url(old_hub)})
     note = create_note(a.store, type="semantic", title="Everywhere", body="moved hubs\n")
@@ -257,7 +257,7 @@ def test_a_peer_pointed_at_a_new_repo_gets_everything_pushed(fleet: Fleet) -> No
     assert a.git("rev-parse", "HEAD") == head  # nothing was rewritten
 
 
-def test_push_rejected_because_the_hub_moved_on_is_retried_in_the_same_sync(fleet: Fleet) -> None:  # noqa: F811
+def test_push_rejected_because_the_hub_moved_on_is_retried_in_the_same_sync(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     c = fleet.machine("c", {"hub": fleet.url(hub)})
@@ -292,7 +292,7 @@ def test_push_rejected_because_the_hub_moved_on_is_retried_in_the_same_sync(flee
     hook.unlink()
 
 
-def test_join_new_machine_takes_history_and_one_with_notes_merges(fleet: Fleet) -> None:  # noqa: F811
+def test_join_new_machine_takes_history_and_one_with_notes_merges(fleet: Fleet) -> None:
     from anamnesis.sync import join
 
     hub = fleet.hub()
@@ -313,7 +313,7 @@ def test_join_new_machine_takes_history_and_one_with_notes_merges(fleet: Fleet) 
     assert (a.memory / mine.path).exists()
 
 
-def test_init_with_peer_joins_from_the_command_line(fleet: Fleet, tmp_path: Path) -> None:  # noqa: F811
+def test_init_with_peer_joins_from_the_command_line(fleet: Fleet, tmp_path: Path) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     note = create_note(a.store, type="semantic", title="Shared", body="shared text\n")
@@ -327,7 +327,7 @@ def test_init_with_peer_joins_from_the_command_line(fleet: Fleet, tmp_path: Path
     assert not (newcomer.memory / "settings.json").exists()
 
 
-def test_init_with_a_mistyped_peer_fails_and_does_not_keep_it(fleet: Fleet, tmp_path: Path) -> None:  # noqa: F811
+def test_init_with_a_mistyped_peer_fails_and_does_not_keep_it(fleet: Fleet, tmp_path: Path) -> None:
     hub = fleet.hub()
     newcomer = Machine("new", tmp_path / "new")
     proc = newcomer.cli("init", "--peer", str(fleet.root / "hubb.git"), "--no-schedule", "--no-claude")
@@ -339,7 +339,7 @@ def test_init_with_a_mistyped_peer_fails_and_does_not_keep_it(fleet: Fleet, tmp_
     assert newcomer.cli("sync").returncode == 0
 
 
-def test_repo_left_mid_rebase_by_hand_is_refused_with_instructions(fleet: Fleet) -> None:  # noqa: F811
+def test_repo_left_mid_rebase_by_hand_is_refused_with_instructions(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     note = create_note(a.store, type="semantic", title="N", body="base\n")
@@ -363,7 +363,7 @@ def test_repo_left_mid_rebase_by_hand_is_refused_with_instructions(fleet: Fleet)
     assert a.cli("sync").returncode == 0
 
 
-def test_eight_concurrent_syncs_on_one_store_all_succeed(fleet: Fleet) -> None:  # noqa: F811
+def test_eight_concurrent_syncs_on_one_store_all_succeed(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     for i in range(8):
@@ -377,7 +377,7 @@ def test_eight_concurrent_syncs_on_one_store_all_succeed(fleet: Fleet) -> None: 
     assert all(f"global/facts/n{i}.md" in hub_files for i in range(8))
 
 
-def test_stale_index_lock_is_removed_only_when_no_git_process_owns_it(fleet: Fleet) -> None:  # noqa: F811
+def test_stale_index_lock_is_removed_only_when_no_git_process_owns_it(fleet: Fleet) -> None:
     a = fleet.machine("a")
     lock = a.memory / ".git" / "index.lock"
     lock.write_text("")
@@ -400,7 +400,7 @@ def test_stale_index_lock_is_removed_only_when_no_git_process_owns_it(fleet: Fle
     assert not lock.exists()
 
 
-def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -> None:  # noqa: F811
+def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -> None:
     from anamnesis.recovery import CHECKOUT_MARKER, write_marker
 
     a = fleet.machine("a")
@@ -434,7 +434,7 @@ def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -
     no_git_leftovers(a)
 
 
-def test_sync_log_feeds_status_and_peers_list(fleet: Fleet) -> None:  # noqa: F811
+def test_sync_log_feeds_status_and_peers_list(fleet: Fleet) -> None:
     from anamnesis.sync import last_sync_summary
 
     hub = fleet.hub()
@@ -457,7 +457,7 @@ def test_sync_log_feeds_status_and_peers_list(fleet: Fleet) -> None:  # noqa: F8
     assert log.exists() and not str(log).startswith(str(a.memory))
 
 
-def test_settings_and_peers_never_enter_memory(fleet: Fleet) -> None:  # noqa: F811
+def test_settings_and_peers_never_enter_memory(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     a.sync()

@@ -11,7 +11,7 @@ from anamnesis.search import search as search_notes
 from anamnesis.store import create_note, update_note
 
 
-def test_round_trip_through_a_hub_over_ssh(ssh_fleet: Fleet) -> None:  # noqa: F811
+def test_round_trip_through_a_hub_over_ssh(ssh_fleet: Fleet) -> None:
     hub = ssh_fleet.hub()
     url = ssh_fleet.url(hub, via="ssh")
     assert url.startswith("fleet-ssh:/")  # the scp-like form a Tailscale peer uses
@@ -32,7 +32,7 @@ def test_round_trip_through_a_hub_over_ssh(ssh_fleet: Fleet) -> None:  # noqa: F
     assert "edited on b" in a.read(note.path)
 
 
-def test_mesh_with_ssh_and_path_peers_converges(ssh_fleet: Fleet) -> None:  # noqa: F811
+def test_mesh_with_ssh_and_path_peers_converges(ssh_fleet: Fleet) -> None:
     a = ssh_fleet.machine("a")
     b = ssh_fleet.machine("b")
     c = ssh_fleet.machine("c")
@@ -51,7 +51,7 @@ def test_mesh_with_ssh_and_path_peers_converges(ssh_fleet: Fleet) -> None:  # no
             assert (m.memory / note.path).exists()
 
 
-def test_unreachable_ssh_peer_is_skipped_with_exit_11(ssh_fleet: Fleet, sshd: SshServer) -> None:  # noqa: F811
+def test_unreachable_ssh_peer_is_skipped_with_exit_11(ssh_fleet: Fleet, sshd: SshServer) -> None:
     hub = ssh_fleet.hub()
     a = ssh_fleet.machine("a", {"hub": ssh_fleet.url(hub)})
     config = sshd.client_config.read_text().replace(f"Port {sshd.port}", "Port 1")
