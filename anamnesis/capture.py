@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.errors import AnamnesisError
 from anamnesis.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
-from anamnesis.redact import redact
+from anamnesis.redact import redact, redact_field
 from anamnesis.text import trim
 from anamnesis.transcript import SessionSummary, summarize
 
@@ -80,11 +81,17 @@ def _code(text: str) -> str:
 
 
 def session_title(summary: SessionSummary, project: str) -> str:
-    """A one-line title: the first thing asked, or the project and date."""
+    """A one-line title: the first thing asked, or the project and date.
+
+    The whole prompt is redacted before its first line is taken (a key's BEGIN
+    line may be further down), and the line again as a field: the title becomes
+    the file name and the commit subject.
+    """
     if summary.prompts:
-        first = summary.prompts[0].strip().splitlines()[0] if summary.prompts[0].strip() else ""
+        lines = redact(summary.prompts[0]).strip().splitlines()
+        first = redact_field(lines[0]).strip() if lines else ""
         if first:
-            return _one_line(redact(first), 90)
+            return _one_line(first, 90)
     day = (summary.started or now_iso())[:10]
     return f"Session in {project.rsplit('/', 1)[-1]} on {day}"
 
@@ -106,7 +113,7 @@ def render_body(summary: SessionSummary, project: str) -> str:
         out += ["", "## Files touched", ""]
         items = list(summary.files.items())
         for path, actions in items[:MAX_FILES]:
-            out.append(f"- {_code(redact(_relative(path, summary.cwd)))} ({', '.join(actions)})")
+            out.append(f"- {_code(redact_field(_relative(path, summary.cwd)))} ({', '.join(actions)})")
         if len(items) > MAX_FILES:
             out.append(f"- … and {len(items) - MAX_FILES} more files")
     if summary.commands:
@@ -125,7 +132,7 @@ def render_body(summary: SessionSummary, project: str) -> str:
     out += ["", "## Session", ""]
     where = f"project {_code(project)}"
     if summary.branch:
-        where += f", branch {_code(summary.branch)}"
+        where += f", branch {_code(redact_field(summary.branch))}"
     out.append(f"- {where}")
     counts = f"{_plural(len(summary.prompts), 'prompt')}, {_plural(summary.tool_calls, 'tool call')}"
     if summary.compactions:
@@ -153,6 +160,10 @@ def _find_existing(store: Store, note_id: str, project: str) -> str | None:
     return found[0] if found else None
 
 
+QUEUE_DIR = "spool"
+QUEUE_PREFIX = "session-note-"
+
+
 def capture(
     store: Store,
     transcript_path: str | Path,
@@ -162,11 +173,17 @@ def capture(
     event: str = "SessionEnd",
     lock_timeout: float = LOCK_TIMEOUT,
 ) -> CaptureResult:
-    """Write or update the session's note from its transcript; skip trivial sessions."""
-    from anamnesis.lock import store_lock
+    """Write or update the session's note from its transcript; skip trivial sessions.
+
+    When memory/ is left mid-rebase or on another branch, a hook's capture is
+    queued (state/spool/session-note-<id>.json, action "queued") and written
+    by the next capture once the repo is back on main (`flush_queued`); a capture
+    asked for by hand (`event="manual"`) is refused like sync (exit 12).
+    """
     from anamnesis.project import project_key
-    from anamnesis.settings import load_settings, machine_id
-    from anamnesis.store import load_note, save_note
+    from anamnesis.recovery import SyncRefused
+    from anamnesis.settings import load_settings
+    from anamnesis.store import require_writable, write_lock
 
     settings = load_settings(store)
     if not settings.get("capture", {}).get("enabled", True):
@@ -179,47 +196,119 @@ def capture(
         return CaptureResult(None, "skipped", "trivial session (nothing done, nothing said)")
     summary.cwd = summary.cwd or cwd
     project = project_key(summary.cwd) if summary.cwd else "unknown"
-    note_id = session_note_id(key_id)
-    title = session_title(summary, project)
-    body = redact(render_body(summary, project))
-    files = [redact(_relative(p, summary.cwd)) for p in list(summary.files)[:MAX_FILES]]
     extra: dict[str, Any] = {"session_id": key_id, "agent": "claude-code"}
     if summary.branch:
-        extra["branch"] = redact(summary.branch)
+        extra["branch"] = redact_field(summary.branch)
+    files = [redact_field(_relative(p, summary.cwd)) for p in list(summary.files)[:MAX_FILES]]
     if files:
         extra["files"] = files
-    with store_lock(store, f"capture {event}", timeout=lock_timeout):
-        existing = _find_existing(store, note_id, project)
-        machine = machine_id(store)
-        if existing:
-            note = load_note(store, existing)
-            if (
-                note.title == title
-                and note.body.strip() == body.strip()
-                and note.extra.get("files") == extra.get("files")
-            ):
-                return CaptureResult(existing, "unchanged")
-            note.title, note.body, note.updated, note.machine = title, body, now_iso(), machine
-            note.extra.update(extra)
-            save_note(store, note, message=f"{machine}: update session note {existing} ({event})")
-            return CaptureResult(existing, "updated")
-        stamp = now_iso()
-        started = (
-            summary.started[:19] + "Z" if re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", summary.started) else ""
-        )
-        note = Note(
-            path=note_relpath("episodic", title, note_id, project),
-            id=note_id,
-            type="episodic",
-            title=title,
-            body=body,
-            project=project,
-            tags=list(TAGS),
-            created=started or stamp,
-            updated=stamp,
-            machine=machine,
-            source="claude-code",
-            extra=extra,
-        )
-        save_note(store, note, message=f"{machine}: session note {note.path} ({event})")
-        return CaptureResult(note.path, "created")
+    stamped = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", summary.started)
+    started = summary.started[:19] + "Z" if stamped else ""
+    session: dict[str, Any] = {
+        "note_id": session_note_id(key_id),
+        "project": project,
+        "title": session_title(summary, project),
+        "body": redact(render_body(summary, project)),
+        "extra": extra,
+        "started": started,
+        "captured": now_iso(),
+    }
+    with write_lock(store, f"capture {event}", timeout=lock_timeout):
+        try:
+            require_writable(store)
+        except SyncRefused as exc:
+            if event == "manual":
+                raise
+            queued = _queue(store, session)
+            waits = f"the session note waits in {queued} and is written once that is done"
+            return CaptureResult(None, "queued", f"{exc} — {waits}")
+        _queue_path(store, session["note_id"]).unlink(missing_ok=True)  # this capture is newer
+        flush_queued(store)
+        return _write_session(store, session, event)
+
+
+def _queue_path(store: Store, note_id: str) -> Path:
+    return store.state_dir / QUEUE_DIR / f"{QUEUE_PREFIX}{note_id}.json"
+
+
+def _queue(store: Store, session: dict[str, Any]) -> Path:
+    """Keep a session note that cannot be written now (already redacted), for `flush_queued`."""
+    import json
+
+    from anamnesis.fsutil import atomic_write_text
+
+    path = _queue_path(store, str(session["note_id"]))
+    atomic_write_text(path, json.dumps(session) + "\n", mode=0o600)  # ASCII: a lone surrogate survives
+    return path
+
+
+def queued_notes(store: Store) -> list[Path]:
+    """Session notes captured while the repo could not be written, oldest first."""
+    folder = store.state_dir / QUEUE_DIR
+    try:
+        found = [p for p in folder.iterdir() if p.name.startswith(QUEUE_PREFIX) and p.suffix == ".json"]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.stat().st_mtime if p.exists() else 0.0)
+
+
+def flush_queued(store: Store) -> list[CaptureResult]:
+    """Write the session notes queued while the repo was mid-rebase or on another branch.
+
+    Call it under the store lock once `store.require_writable` passed (capture
+    does; sync may). A queued note that fails to write stays queued.
+    """
+    import json
+
+    done: list[CaptureResult] = []
+    for path in queued_notes(store):
+        try:
+            session = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(session, dict) or not isinstance(session.get("note_id"), str):
+                raise ValueError("not a queued session note")
+        except (OSError, ValueError):
+            path.replace(path.with_suffix(".unreadable"))
+            continue
+        try:
+            done.append(_write_session(store, session, "queued"))
+        except AnamnesisError:
+            break  # it stays queued (a full disk, say); the capture at hand still gets its try
+        path.unlink(missing_ok=True)
+    return done
+
+
+def _write_session(store: Store, session: dict[str, Any], event: str) -> CaptureResult:
+    """Create the session's note, or update the one an earlier capture wrote (under the lock)."""
+    from anamnesis.settings import writer_machine_id
+    from anamnesis.store import load_note, save_note
+
+    note_id, project = str(session["note_id"]), str(session["project"])
+    title, body, extra = str(session["title"]), str(session["body"]), dict(session["extra"])
+    existing = _find_existing(store, note_id, project)
+    machine = writer_machine_id(store)
+    if existing:
+        note = load_note(store, existing)
+        same_files = note.extra.get("files") == extra.get("files")
+        if note.title == title and note.body.strip() == body.strip() and same_files:
+            return CaptureResult(existing, "unchanged")
+        note.title, note.body, note.updated, note.machine = title, body, now_iso(), machine
+        note.extra.update(extra)
+        save_note(store, note, message=f"{machine}: update session note {existing} ({event})")
+        return CaptureResult(existing, "updated")
+    stamp = now_iso()
+    note = Note(
+        path=note_relpath("episodic", title, note_id, project),
+        id=note_id,
+        type="episodic",
+        title=title,
+        body=body,
+        project=project,
+        tags=list(TAGS),
+        created=str(session.get("started") or "") or str(session.get("captured") or "") or stamp,
+        updated=stamp,
+        machine=machine,
+        source="claude-code",
+        extra=extra,
+    )
+    save_note(store, note, message=f"{machine}: session note {note.path} ({event})")
+    return CaptureResult(note.path, "created")

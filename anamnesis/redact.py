@@ -1,171 +1,925 @@
 """Secret redaction: nothing captured from a session reaches git unredacted.
 
 Notes travel to every machine the user owns and live in git history forever,
-so a captured session passes through `redact` before it is written. The
-rules err on the side of redacting: a false positive costs a few characters
-of a note, a false negative leaks a credential.
+so a captured session passes through `redact` before it is written, and every
+field derived from it (title, file name, tags, branch, touched paths, commit
+message, log lines) through the stricter `redact_field`. The rules err on the
+side of redacting: a false positive costs a few characters of a note, a false
+negative leaks a credential.
+
+Three layers, each built to fail safe:
+
+1. Shaped credentials, recognised anywhere by their provider prefix or
+   structure (the kinds secret scanners such as detect-secrets and gitleaks
+   look for, written here from the token formats): a length *range* rather
+   than an exact length, and the whole run of token characters after the
+   prefix is taken, so a token a few characters longer or shorter, or with a
+   new character in it, is still caught whole. Private keys with or without
+   their `-----BEGIN` line, and DER key material by its first bytes.
+2. Context: the value given to a secret-ish name (`password=`, `"token": …`,
+   `--api-key …`, `export X_SECRET=…`, `Secret Access Key: …`), headers
+   (`Authorization:`, cookies), passwords in URLs and on command lines,
+   `.netrc`, `.npmrc`, docker `auths`, query parameters such as `sig=`.
+3. Entropy: a random-looking string of 16+ characters within a few words of
+   a secret-ish word (key, token, secret, password, auth, credential, api,
+   bearer, private …), and any random-looking string of 32+ characters
+   mixing upper case, lower case and digits. `redact_field` lowers that bar
+   to 20 characters of any two of them, hex included.
+
+What survives on purpose: git SHAs (up to 12, and 40 hex), 64-hex digests
+(`sha256:…` image digests too: they name public content), UUIDs, note ids,
+base64 of ordinary text (unless a secret word sits next to it), paths, URLs
+without credentials, version numbers, long identifiers.
+
+Notes written by an agent or by hand through the store's API (the MCP
+`write`/`update` tools, `anamnesis new`) are redacted, not refused, by
+`redact_note_fields`: the secret is replaced by a visible `[REDACTED:kind]`
+mark and the rest of the note is kept, so a note is never lost to a false
+positive and never carries the secret into git.
+
+Every pattern is linear in the length of the text: no unbounded run is
+followed by something that can fail and retry from each position (runs are
+possessive or bounded, lookbehinds pin where a match may start), the context
+rules look around a keyword within a fixed window, and a rule only runs on
+text that holds one of its literal needles.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import math
 import re
-from collections.abc import Callable
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple, overload
 
 MASK = "[REDACTED]"
+MAX_TITLE = 200  # the store's limit on a title
+_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
-# Words that make a key name secret-ish ("DB_PASSWORD", "aws_secret_access_key", "apiKey").
-_SECRET_WORD = (
-    r"pass(?:word|wd|phrase)?|pwd|secret|token|apikey|"
-    r"(?:api|access|account|shared[_-]?access|master|private|signing|encryption|session|auth)[_-]?key|"
-    r"client[_-]?secret|credentials?|auth[_-]?(?:token|secret)|sharedaccesssignature|dsn|salt|cookie|"
-    r"_auth(?=\s*[:=])"
+
+def _mark(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+class _Lazy:
+    """A regular expression compiled on first use: a hook that logs one line pays for a few
+    patterns, not for all of them."""
+
+    __slots__ = ("_compiled", "flags", "source")
+
+    def __init__(self, source: str, flags: int = 0) -> None:
+        self.source, self.flags = source, flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.source, self.flags)
+        return self._compiled
+
+    def sub(self, repl: str | Callable[[re.Match[str]], str], text: str) -> str:
+        return self.pattern.sub(repl, text)
+
+    def match(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.pattern.match(text, pos, endpos)
+
+    def fullmatch(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.pattern.fullmatch(text, pos, endpos)
+
+    def search(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | None:
+        return self.pattern.search(text, pos, endpos)
+
+    def finditer(self, text: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
+        return self.pattern.finditer(text, pos, endpos)
+
+    def findall(self, text: str) -> list[str]:
+        return self.pattern.findall(text)
+
+
+# ---------------------------------------------------------------------------
+# What "random-looking" means
+
+_SEGMENT = _Lazy(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_VOWEL = _Lazy("[aeiouyAEIOUY]")
+_UUID = _Lazy(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_HEX = _Lazy(r"[0-9a-fA-F]+")
+_DIGEST_BEFORE = _Lazy(
+    r"(?i)(?:sha\d{0,3}|md5|blake\d*|xxh\d*|crc\d*)[:\-]$"
+    r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com) $"
 )
-# Bounded on both sides: an unbounded run made redaction quadratic on long dotted or dashed text.
-_KEY_NAME = rf"[A-Za-z0-9_.\-]{{0,60}}(?:{_SECRET_WORD})[A-Za-z0-9_.\-]{{0,60}}"
-_SECRET_HINT = re.compile(rf"(?i){_SECRET_WORD}")
-# Values that are references to a secret rather than the secret itself.
-_NOT_A_SECRET = re.compile(
-    r"^(?:\$|%\(|\{\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|None$|null$|nil$|"
-    r"true$|false$|\*+$|x+$|\.\.\.$|\d{1,5}$|''$|\"\"$)",
+_DIGEST = _Lazy(r"(?i)(?:sha\d{1,3}|md5)[:\-][A-Za-z0-9+/=]+")
+_PATHISH = _Lazy(r"^(?:\.{0,2}/|~/)|\.[A-Za-z]{1,5}$")
+
+
+def _entropy(text: str) -> float:
+    """Shannon entropy of `text` in bits per character."""
+    if not text:
+        return 0.0
+    total = len(text)
+    return -sum(n / total * math.log2(n / total) for n in Counter(text).values())
+
+
+def _wordy(text: str) -> bool:
+    """True when `text` reads as words (an identifier, a path, a slug), not as random characters.
+
+    Split at case changes, digits and punctuation, words give letter segments
+    of three letters or more on average and at most two groups of digits;
+    random base62/base64 gives segments of one or two letters with digits all
+    through.
+    """
+    segments = _SEGMENT.findall(text)
+    letters = [s for s in segments if not s[0].isdigit()]
+    if not letters or len(segments) - len(letters) > 2:
+        return False
+    average = sum(len(s) for s in letters) / len(letters)
+    if average >= 3.0:
+        return True
+    # Short words ("getIdOfX") still have vowels in nearly every segment.
+    return average >= 2.4 and sum(1 for s in letters if _VOWEL.search(s)) >= 0.8 * len(letters)
+
+
+def _decodes_to_text(blob: str) -> bool:
+    """True when `blob` is base64 of ordinary printable text rather than of binary key material."""
+    data = re.sub(r"[^A-Za-z0-9+/_\-]", "", blob)
+    if len(data) < 16:
+        return False
+    data = data.replace("-", "+").replace("_", "/")
+    data = data[: len(data) - len(data) % 4]
+    try:
+        decoded = base64.b64decode(data, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return False
+    printable = sum(1 for c in decoded if c.isprintable() or c in "\t\r\n")
+    return bool(decoded) and printable >= 0.97 * len(decoded)
+
+
+def looks_random(token: str, *, min_len: int = 16, classes: int = 2) -> bool:
+    """Could `token` be a generated secret: long, with `classes` or more of upper/lower/digit,
+    not made of words, and of high enough entropy?"""
+    if len(token) < min_len:
+        return False
+    lower = any(c.islower() for c in token)
+    upper = any(c.isupper() for c in token)
+    digit = any(c.isdigit() for c in token)
+    if lower + upper + digit < classes or not (lower or upper) or _wordy(token):
+        return False
+    core = re.sub(r"[^A-Za-z0-9]", "", token)
+    if _HEX.fullmatch(core):
+        return _entropy(core) >= 3.0
+    return _entropy(token) >= (3.3 if len(token) < 20 else 3.5)
+
+
+def _exempt(token: str, before: str) -> bool:
+    """Look-alikes that must survive: digests, git SHAs, UUIDs."""
+    if _DIGEST_BEFORE.search(before) or _UUID.fullmatch(token) or _DIGEST.fullmatch(token):
+        return True
+    return bool(_HEX.fullmatch(token)) and (len(token) <= 12 or len(token) in (40, 64))
+
+
+# ---------------------------------------------------------------------------
+# Layer 1: shaped credentials
+
+_Check = Callable[[re.Match[str]], bool]
+
+
+class _Rule(NamedTuple):
+    kind: str
+    needles: tuple[str, ...]  # lower-case literals; the rule runs only when one is in the text
+    pattern: _Lazy
+    check: _Check | None
+
+
+def _body_not_wordy(skip: int) -> _Check:
+    """The part of a match after its first `skip` characters holds a digit or does not read as words."""
+
+    def check(match: re.Match[str]) -> bool:
+        body = match.group(0)[skip:]
+        return any(c.isdigit() for c in body) or not _wordy(body)
+
+    return check
+
+
+def _not_wordy(match: re.Match[str]) -> bool:
+    return not _wordy(match.group(0))
+
+
+_L = r"(?<![A-Za-z0-9])"  # a token starts after a non-alphanumeric (an underscore or dash is fine)
+_B64_LINE_SEP = r"(?:\\r)?(?:\\n)?[ \t\"',+]*\r?\n[ \t\"'>#*+]*|(?:\\r)?\\n"
+# First bytes of DER private keys, in base64: PKCS#1 RSA, PKCS#8 (RSA, EC, Ed25519/X25519,
+# encrypted), SEC1 EC, OpenSSH ("openssh-key-v1").
+_DER_START = (
+    r"(?:MII[A-Za-z0-9+/]{3}IBAAK|MII[A-Za-z0-9+/]{3}IBADAN|MII[A-Za-z0-9+/]{2}DBOBgkqhkiG9w0BBQ0w"
+    r"|MIG[A-Za-z0-9+/]AgEAMBMGByqGSM49|MHcCAQEE|MIGkAgEBBD|MC4CAQAwBQYDK2V[wx]|b3BlbnNzaC1rZXktdjE)"
+)
+_PEM_SEP = r"(?:(?:[ \t]*(?:\r?\n|(?:\\r)?\\n))++[ \t]*|[ \t]+)"
+
+# (kind, needles, pattern, check): whole-match replacements for credentials with a recognisable
+# shape. Needles are lower-case literals separated by "|" ("" = always run).
+_SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
+    # Private keys: a PEM block (also JSON-escaped, one-lined or cut short), PuTTY, DER key material.
+    (
+        "private-key",
+        "putty-user-key-file-",
+        r"PuTTY-User-Key-File-\d+:[^\n]*(?:\r?\n[ \t]*+(?:[A-Z][A-Za-z0-9\-]*:[^\n]*|[A-Za-z0-9+/=]++))*+",
+        None,
+    ),
+    ("private-key", "private-lines:", r"Private-Lines:[ \t]*\d+(?:\s*+[A-Za-z0-9+/=]{4,}+)++", None),
+    (
+        "private-key",
+        "begin",
+        r"(?<!-)-{3,}+[ \t]?BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?[ \t]?-{3,}+"
+        rf"(?:{_PEM_SEP}(?:[A-Z][A-Za-z\-]*:[^\n\\]*|[A-Za-z0-9+/=]++))*+"
+        r"(?:(?:[ \t]*(?:\r?\n|(?:\\r)?\\n))*+[ \t]*-{3,}+[ \t]?END [A-Z0-9 ]*-{3,}+)?",
+        None,
+    ),
+    (
+        "private-key",
+        "mii|mig|mhccaqee|mc4caqaw|b3blbnnzac1rzxktdje",
+        rf"(?<![A-Za-z0-9+/]){_DER_START}[A-Za-z0-9+/=]{{8,}}+"
+        rf"(?:(?:{_B64_LINE_SEP})[A-Za-z0-9+/]{{4,}}+={{0,2}})*+",
+        None,
+    ),
+    ("age-secret-key", "age-secret-key-1", r"AGE-SECRET-KEY-1[0-9A-Za-z]{20,}+", None),
+    ("base64-pem", "ls0tls1crudjt", rf"{_L}LS0tLS1CRUdJT[A-Za-z0-9+/=]{{20,}}+", None),
+    # Cloud providers.
+    (
+        "aws-access-key",
+        "akia|asia|abia|acca|agpa|aida|aipa|akpa|anpa|anva|apka|aroa|asca",
+        rf"{_L}(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|AKPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{{12,}}+",
+        None,
+    ),
+    (
+        "aws-session-token",
+        "fwogzxivyxdz|iqojb3jpz2lu",
+        rf"{_L}(?:FwoGZXIvYXdz|IQoJb3JpZ2lu)[A-Za-z0-9+/=]{{20,}}+",
+        None,
+    ),
+    ("google-api-key", "aiza", rf"{_L}AIza[A-Za-z0-9_\-]{{25,}}+", None),
+    ("google-oauth-secret", "gocspx-", rf"{_L}GOCSPX-[A-Za-z0-9_\-]{{16,}}+", None),
+    ("google-oauth-token", "ya29.", rf"{_L}ya29\.[A-Za-z0-9_\-.]{{16,}}+", None),
+    ("google-refresh-token", "1//0", r"(?<![A-Za-z0-9/:])1//0[A-Za-z0-9_\-]{20,}+", None),
+    ("azure-ad-secret", "q~", r"(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{1,8}Q~[A-Za-z0-9_~.\-]{24,}+", None),
+    ("azure-devops-pat", "azdo", rf"{_L}[A-Za-z0-9]{{40,}}AZDO[A-Za-z0-9]{{4,}}+", None),
+    ("digitalocean-token", "_v1_", rf"{_L}do[opr]_v1_[A-Za-z0-9]{{32,}}+", None),
+    ("alibaba-key", "ltai", rf"{_L}LTAI[A-Za-z0-9]{{12,}}+", None),
+    ("tencent-key", "akid", rf"{_L}AKID[A-Za-z0-9]{{24,}}+", None),
+    ("yandex-key", "aqvn", rf"{_L}AQVN[A-Za-z0-9_\-]{{30,}}+", None),
+    ("heroku-key", "hrku-", rf"{_L}HRKU-[A-Za-z0-9_\-]{{20,}}+", None),
+    (
+        "flyio-token",
+        "fo1_|fm1|fm2",
+        rf"{_L}(?:fo1_[A-Za-z0-9_\-]{{30,}}+|fm[12][ar]?_[A-Za-z0-9+/=_\-]{{30,}}+)",
+        None,
+    ),
+    ("render-key", "rnd_", rf"{_L}rnd_[A-Za-z0-9]{{24,}}+", None),
+    ("netlify-token", "nfp_|nfc_", rf"{_L}nf[pc]_[A-Za-z0-9]{{30,}}+", None),
+    ("supabase-token", "sbp_|sb_secret_", rf"{_L}(?:sbp_|sb_secret_)[A-Za-z0-9_\-]{{24,}}+", None),
+    ("planetscale-token", "pscale_", rf"{_L}pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_\-.]{{30,}}+", None),
+    ("terraform-token", ".atlasv1.", rf"{_L}[A-Za-z0-9]{{10,20}}\.atlasv1\.[A-Za-z0-9_\-=]{{30,}}+", None),
+    ("pulumi-token", "pul-", rf"{_L}pul-[a-f0-9]{{30,}}+", None),
+    ("tailscale-key", "tskey-", rf"{_L}tskey-[a-z]+-[A-Za-z0-9\-]{{16,}}+", None),
+    ("databricks-token", "dapi", rf"{_L}dapi[a-f0-9]{{28,}}+(?:-\d)?", None),
+    ("dynatrace-token", "dt0", rf"{_L}dt0[a-z]\d\d\.[A-Za-z0-9]{{20,}}\.[A-Za-z0-9]{{40,}}+", None),
+    # Code hosting, CI, package registries, secret stores.
+    (
+        "github-token",
+        "gh|github_pat_",
+        rf"{_L}(?:gh[pousr]_[A-Za-z0-9_]{{20,}}+|github_pat_[A-Za-z0-9_]{{20,}}+)",
+        None,
+    ),
+    (
+        "gitlab-token",
+        "gl|gr1348941",
+        rf"{_L}(?:gl(?:pat|dt|ptt|rt|cbt|ft|imt|soat|agent|oas|ffct|wt|cs)-[A-Za-z0-9_\-.]{{16,}}+"
+        r"|GR1348941[A-Za-z0-9_\-]{16,}+)",
+        None,
+    ),
+    ("atlassian-token", "atatt|atctt|atbb", rf"{_L}AT(?:ATT|CTT|BB)[A-Za-z0-9_\-=+/]{{20,}}+", None),
+    ("npm-token", "npm_", rf"{_L}npm_[A-Za-z0-9]{{20,}}+", None),
+    ("pypi-token", "pypi-", rf"{_L}pypi-[A-Za-z0-9_\-]{{24,}}+", _body_not_wordy(5)),
+    ("rubygems-key", "rubygems_", rf"{_L}rubygems_[a-f0-9]{{32,}}+", None),
+    ("clojars-token", "clojars_", rf"{_L}CLOJARS_[a-z0-9]{{32,}}+", None),
+    ("nuget-key", "oy2", rf"{_L}oy2[a-z0-9]{{40,}}+", None),
+    (
+        "artifactory-key",
+        "akcp|cmvmdgtuojaxoj",
+        rf"{_L}(?:AKCp[A-Za-z0-9]{{50,}}+|cmVmdGtuOjAxOj[A-Za-z0-9+/=]{{30,}}+)",
+        None,
+    ),
+    ("docker-hub-token", "dckr_", rf"{_L}dckr_(?:pat|oat)_[A-Za-z0-9_\-]{{20,}}+", None),
+    ("buildkite-token", "bk", rf"{_L}bk[a-z]{{2}}_[A-Za-z0-9]{{30,}}+", None),
+    ("circleci-token", "ccipat_|ccirut_", rf"{_L}CCI(?:PAT|RUT)_[A-Za-z0-9_]{{24,}}+", None),
+    ("sonar-token", "sq", rf"{_L}sq[upa]_[A-Za-z0-9]{{30,}}+", None),
+    ("postman-key", "pmak-", rf"{_L}PMAK-[A-Za-z0-9\-]{{30,}}+", None),
+    ("vault-token", "hvs.|hvb.|hvr.", rf"{_L}hv[sbr]\.[A-Za-z0-9_\-]{{20,}}+", None),
+    ("doppler-token", "dp.", rf"{_L}dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{{20,}}+", None),
+    # AI and data services.
+    ("anthropic-key", "sk-ant-", rf"{_L}sk-ant-[A-Za-z0-9_\-]{{16,}}+", None),
+    ("openai-key", "sk-", r"(?<![A-Za-z0-9\-])sk-(?!ant-)[A-Za-z0-9_\-]{16,}+", _body_not_wordy(3)),
+    ("huggingface-token", "hf_|api_org_", rf"{_L}(?:hf_|api_org_)[A-Za-z0-9]{{20,}}+", None),
+    ("replicate-token", "r8_", rf"{_L}r8_[A-Za-z0-9]{{30,}}+", None),
+    ("groq-key", "gsk_", rf"{_L}gsk_[A-Za-z0-9]{{40,}}+", None),
+    ("xai-key", "xai-", rf"{_L}xai-[A-Za-z0-9]{{40,}}+", None),
+    ("perplexity-key", "pplx-", rf"{_L}pplx-[A-Za-z0-9]{{32,}}+", None),
+    ("langsmith-key", "lsv2_", rf"{_L}lsv2_[a-z]{{2}}_[A-Za-z0-9_]{{24,}}+", None),
+    ("pinecone-key", "pcsk_", rf"{_L}pcsk_[A-Za-z0-9_]{{30,}}+", None),
+    # Chat, mail, payments and other services.
+    ("slack-token", "xox|xapp-", rf"{_L}(?:xox[a-z](?:\.xox[a-z])?|xapp)-[A-Za-z0-9\-]{{10,}}+", None),
+    (
+        "slack-webhook",
+        "hooks.slack.com",
+        r"(?i)hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+",
+        None,
+    ),
+    ("discord-webhook", "/api/webhooks/", r"(?i)discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+", None),
+    (
+        "teams-webhook",
+        "webhook",
+        r"(?i)(?:\.webhook\.office\.com/webhookb2|outlook\.office(?:365)?\.com/webhook)/[A-Za-z0-9@/_\-]+",
+        None,
+    ),
+    (
+        "discord-bot-token",
+        ".",
+        rf"{_L}[MNO][A-Za-z0-9_\-]{{20,30}}\.[A-Za-z0-9_\-]{{5,8}}\.[A-Za-z0-9_\-]{{25,45}}+",
+        _not_wordy,
+    ),
+    ("telegram-bot-token", ":", r"(?<![0-9])\d{6,12}:[A-Za-z0-9_\-]{30,}+", _body_not_wordy(6)),
+    ("stripe-key", "_live_|_test_|_prod_", rf"{_L}(?:sk|rk|pk)_(?:live|test|prod)_[A-Za-z0-9]{{10,}}+", None),
+    ("stripe-webhook-secret", "whsec_", rf"{_L}whsec_[A-Za-z0-9+/=]{{16,}}+", None),
+    (
+        "square-token",
+        "sq0|eaaa",
+        rf"{_L}(?:sq0(?:atp|csp|idp)-[A-Za-z0-9_\-]{{16,}}+|EAAA[A-Za-z0-9_\-+/]{{40,}}+)",
+        None,
+    ),
+    ("facebook-token", "eaa", rf"{_L}EAA[A-Za-z0-9]{{30,}}+", _body_not_wordy(3)),
+    ("twitter-bearer", "aaaaaaaaaaaaaaaaaaaa", rf"{_L}A{{20,24}}[A-Za-z0-9%]{{30,}}+", None),
+    ("sendgrid-key", "sg.", rf"{_L}SG\.[A-Za-z0-9_\-]{{12,}}\.[A-Za-z0-9_\-]{{12,}}+", None),
+    ("mailgun-key", "key-", rf"{_L}key-[A-Za-z0-9]{{24,}}+", _body_not_wordy(4)),
+    ("mailchimp-key", "-us", rf"{_L}[0-9a-f]{{28,40}}-us\d{{1,2}}(?![0-9])", None),
+    ("twilio-key", "sk|ac", rf"{_L}(?:SK|AC)[0-9a-fA-F]{{28,40}}+(?![A-Za-z0-9])", None),
+    ("new-relic-key", "nr", rf"{_L}NR(?:AK|AA|II|JS|IQ|RA|SP|UA)-[A-Za-z0-9_\-]{{15,}}+", None),
+    ("sentry-token", "sntr", rf"{_L}sntry[a-z]?_[A-Za-z0-9+/=_\-]{{20,}}+", None),
+    ("linear-key", "lin_", rf"{_L}lin_(?:api|oauth)_[A-Za-z0-9]{{20,}}+", None),
+    ("notion-token", "secret_|ntn_", rf"{_L}(?:secret_|ntn_)[A-Za-z0-9]{{30,}}+", None),
+    ("shopify-token", "shp", rf"{_L}shp(?:at|ss|ca|pa|tka)_[A-Za-z0-9]{{20,}}+", None),
+    ("figma-token", "fig", rf"{_L}fig[dou]_[A-Za-z0-9_\-]{{30,}}+", None),
+    ("airtable-token", "pat", rf"{_L}pat[A-Za-z0-9]{{10,20}}\.[a-f0-9]{{40,}}+", None),
+    ("contentful-token", "cfpat-", rf"{_L}CFPAT-[A-Za-z0-9_\-]{{30,}}+", None),
+    ("hubspot-token", "pat-", rf"{_L}pat-(?:na|eu|ap)\d-[0-9a-f]{{8}}-[0-9a-f\-]{{27,}}+", None),
+    (
+        "launchdarkly-key",
+        "sdk-|api-|mob-",
+        r"(?<![A-Za-z0-9\-])(?:sdk|api|mob)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        None,
+    ),
+    ("flutterwave-key", "flw", rf"{_L}FLW(?:SECK|PUBK)(?:_TEST)?-[A-Za-z0-9]{{20,}}+(?:-X)?", None),
+    ("razorpay-key", "rzp_", rf"{_L}rzp_(?:live|test)_[A-Za-z0-9]{{12,}}+", None),
+    ("shippo-token", "shippo_", rf"{_L}shippo_(?:live|test)_[A-Za-z0-9]{{30,}}+", None),
+    (
+        "braintree-token",
+        "access_token$",
+        r"access_token\$(?:production|sandbox)\$[a-z0-9]{12,}\$[a-f0-9]{24,}+",
+        None,
+    ),
+    ("mapbox-token", ".eyj", rf"{_L}[ps]k\.eyJ[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}+", None),
+    # Structure only.
+    (
+        "jwt",
+        "eyj",
+        rf"{_L}eyJ[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}+(?:\.[A-Za-z0-9_\-]*+){{0,3}}",
+        None,
+    ),
+]
+_SHAPED: list[_Rule] = [
+    _Rule(kind, tuple(needles.split("|")) if needles else (), _Lazy(pattern), check)
+    for kind, needles, pattern, check in _SHAPED_SPECS
+]
+
+# Three or more lines of base64 (a PEM body whose BEGIN line is elsewhere: `tail -n +2 key.pem`,
+# a heredoc, a JSON string with \n escapes); the last line may be short.
+_BARE_BODY = _Lazy(
+    rf"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{{40,100}}+={{0,2}}"
+    rf"(?:(?:{_B64_LINE_SEP})[A-Za-z0-9+/]{{40,100}}+={{0,2}}){{2,}}+"
+    rf"(?:(?:{_B64_LINE_SEP})[A-Za-z0-9+/]{{1,100}}+={{0,2}})?(?![A-Za-z0-9+/=])"
+)
+
+
+def _bare_body(match: re.Match[str]) -> str:
+    if _decodes_to_text(match.group(0)):
+        return match.group(0)  # base64 of a text file, not key material
+    return _mark("private-key")
+
+
+def _apply(rule: _Rule, text: str) -> str:
+    mark = _mark(rule.kind)
+    check = rule.check
+    if check is None:
+        return rule.pattern.sub(mark, text)
+    return rule.pattern.sub(lambda m: mark if check(m) else m.group(0), text)
+
+
+def _shaped(text: str) -> str:
+    low = text.translate(_LOWER)
+    for rule in _SHAPED:
+        if rule.needles and not any(needle in low for needle in rule.needles):
+            continue
+        redacted = _apply(rule, text)
+        if redacted != text:
+            text, low = redacted, redacted.translate(_LOWER)
+    return _BARE_BODY.sub(_bare_body, text)
+
+
+# ---------------------------------------------------------------------------
+# Layer 2: context
+
+# Values that are references to a secret, placeholders or structure rather than the secret itself.
+_NOT_A_SECRET = _Lazy(
+    r"^(?:\$|%\(|%[A-Z_]+%$|\{\{|\$\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|ENV\[|"
+    r"None$|null$|nil$|undefined$|true$|false$|yes$|no$|on$|off$|required$|optional$|"
+    r"\*+$|x+$|X+$|\.\.\.|…|\d{1,5}$|[\[{(]|''$|\"\"$)",
     re.I,
 )
 
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END \1-----|\Z)", re.S
+# Literals that start the search for a secret-ish name; _NAME_WORD then decides.
+_NAME_ANCHORS = (
+    "pass", "pwd", "secret", "token", "key", "cred", "auth", "dsn", "salt", "cookie", "sig", "bearer",
+    "conn",
+)  # fmt: skip
+# Secret-ish words in a name, matched where an anchor was found: a name holding one makes its
+# value a secret. "key" counts only after one of _KEY_PREFIXES ("api_key", "accessKey", "SSH_KEY").
+_NAME_WORD = _Lazy(
+    r"(?i:pass(?:word|wd|phrase|code)|(?<![a-z])pass(?![a-z])|pwd(?![a-z])|secret|"
+    r"token(?!i[sz]|s?[_\-]?(?:count|limit|usage|type|ize)|s\b)|credential|creds(?![a-z])|"
+    r"(?<![a-z])auth(?![a-z])|dsn(?![a-z])|salt(?![a-z])|cookie|signature|(?<![a-z])sig(?![a-z])|"
+    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?)"
+    r"|(?<=[a-z])Auth(?![a-z])"
+)
+_KEY_PREFIXES = (
+    "api", "access", "account", "master", "private", "signing", "encryption", "session", "client", "app",
+    "license", "consumer", "storage", "service", "admin", "deploy", "ssh", "gpg", "pgp", "webhook",
+    "shared", "auth", "sas", "secret",
+)  # fmt: skip
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+# An unquoted value ends at white space, a quote, a bracket, or a separator that starts the next
+# `name=` (a password may well hold & ; or ,).
+_BARE_VALUE = r"(?:[^\s\"'`,;&|(){}\[\]<>\\]|[&;,](?![ \t]*[A-Za-z_][\w.\-]*[ \t]*=)){1,2000}+"
+_VALUE = (
+    r"(?:(?:[fFbBrRuU]{1,2}(?=[\"']))?"
+    r"(?:\\(?P<eq>[\"'])(?P<evalue>(?:[^\"'\\\n]|\\[^\"'\n]){1,2000}+)\\(?P=eq)"
+    r"|\"(?P<dvalue>(?:[^\"\\\n]|\\.){1,2000}+)\""
+    r"|'(?P<svalue>[^'\n]{1,2000}+)'"
+    r"|`(?P<bvalue>[^`\n]{1,2000}+)`"
+    rf"|(?P<value>{_BARE_VALUE})))"
+)
+# After a name: a closing quote, at most two more words ("Secret Access Key"), a separator
+# (`>` for <password>…</password>), a value.
+_ASSIGN = _Lazy(
+    r"(?P<close>\\?[\"'])?"
+    r"(?P<more>(?:[ \t]+[A-Za-z][A-Za-z0-9_\-]{0,20}){0,2})"
+    r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|->)[ \t]+|>)" + _VALUE
+)
+# After a command-line flag (`--password VALUE`, `--token=VALUE`).
+_FLAG_ASSIGN = _Lazy(r"(?P<more>)(?P<sep>=|[ \t]+)" + _VALUE)
+_VALUE_GROUPS = ("evalue", "dvalue", "svalue", "bvalue", "value")
+_LOOSE_SEPARATORS = (":", "is", "was", "are", "->")
+_CODE_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "dsn", "cookie", "sig", "session")
+
+
+# Names about a secret rather than holding one: its lifetime, where it lives, its type.
+_NOT_SECRET_NAME = _Lazy(
+    r"(?i)[_\-.](?:ttl|url|uri|file|path|dir|name|expiry|expires(?:_at|_in)?|length|len|size|count|limit|"
+    r"timeout|type|header|endpoint|region|format|policy|version|prefix|field|column|var|env|at|"
+    r"required|enabled|rotation|hint|label|help|sock|socket)$"
+)
+_INTERPOLATION = _Lazy(
+    r"\{[A-Za-z_][\w.\[\]'\"]*(?:\([^)]*\))?(?:![rsa])?(?::[^{}]*)?\}|\$\{[^}]*\}|%\([a-z_]+\)s"
 )
 
-# (kind, pattern): whole-match replacements for credentials with a recognisable shape.
-_SHAPED: list[tuple[str, re.Pattern[str]]] = [
-    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[0-9A-Z]{16}\b")),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("google-oauth-token", re.compile(r"\bya29\.[0-9A-Za-z_\-]{20,}")),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})\b")),
-    ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
-    ("slack-token", re.compile(r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}")),
-    ("slack-webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+")),
-    ("stripe-key", re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b")),
-    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
-    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
-    ("pypi-token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{40,}")),
-    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
-    ("sendgrid-key", re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}")),
-    ("twilio-key", re.compile(r"\bSK[0-9a-f]{32}\b")),
-    ("digitalocean-token", re.compile(r"\bdo[pro]_v1_[a-f0-9]{64}\b")),
-    ("azure-sas", re.compile(r"(?<=[?&])sig=[A-Za-z0-9%+/=]{20,}")),
-    (
-        "url-signature",
-        re.compile(r"(?i)(?<=[?&])(?:x-amz-signature|x-goog-signature|signature)=[A-Za-z0-9%+/=_\-]{16,}"),
-    ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-]
 
-# "Authorization: Bearer abc", {'Authorization': 'Basic abc'}, "-H 'X-Api-Key: abc'", "Bearer abc..." anywhere.
-_AUTH_HEADER = re.compile(
-    r"(?i)\b((?:proxy-)?authorization\\?['\"]?\s*:\s*\\?['\"]?(?:bearer|basic|token|digest|bot)?\s*)([^\s'\"\\]+)"
-)
-_BEARER = re.compile(r"(?i)\b(bearer\s+)([A-Za-z0-9._~+/=\-]{16,})")
-_HEADER_KEY = re.compile(rf"(?i)\b(x-[a-z\-]*(?:{_SECRET_WORD})[a-z\-]*\s*:\s*)([^\s'\"]+)")
+def _plain_word(value: str) -> bool:
+    return bool(re.fullmatch(r"[a-z]{1,11}|[A-Z][a-z]{1,10}", value))
 
-# scheme://user:password@host — keep the user and host, drop the password.
-_URL_PASSWORD = re.compile(r"\b([a-z][a-z0-9+.\-]{0,30}://[^/\s:@'\"]*:)([^@\s/'\"]+)(@)", re.I)
 
-# key = value, key: value, "key": "value" (also JSON-escaped: \"key\": \"value\"), --password value,
-# export KEY=value (.env lines).
-_KEY_VALUE = re.compile(
-    rf"(?i)(?P<key>(?P<q>[\"']?)\b{_KEY_NAME}\\?(?P=q))"
-    r"(?P<sep>\s*(?:=>|:=|[:=])\s*)"
-    r"(?:(?P<esc>\\?)(?P<vq>[\"'`])(?P<qvalue>(?:[^\"'`\n\\]|\\[^\"'`\n])+)(?P=esc)(?P=vq)"
-    r"|(?P<value>[^\s\"'`,;&|)}\]\\]+))"
+def _is_code(value: str, name: str, after: str) -> bool:
+    """An unquoted value that is code: a call, an attribute, a variable named like the key."""
+    if after[:1] in ("(", "[") and re.fullmatch(r"[A-Za-z_][\w.]*", value):
+        return True
+    if re.fullmatch(r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+|[A-Za-z_]+(?:\.[A-Za-z_]+)+", value):
+        return True  # attribute access: config.db.password, signal.Signals
+    if re.fullmatch(r"(?:self|this|cls|args|opts|options|config|cfg|settings|params)\.\w+", value):
+        return True
+    if not any(c.isdigit() for c in value) and re.fullmatch(r"[A-Za-z_]+", value):
+        squashed, key = value.lower().replace("_", ""), name.lower()
+        if any(word in squashed and word in key for word in _CODE_WORDS):
+            return True  # password=password, token=access_token
+        # A variable in a call or a literal: session_id=key_id, {"token": refresh_token}.
+        return (
+            after[:1] in (",", ")", "}")
+            and re.fullmatch(r"[a-z_]+|[a-z]+(?:[A-Z][a-z]+)+", value) is not None
+        )
+    return False
+
+
+def _name_words(text: str) -> list[tuple[int, int]]:
+    """Spans of the secret-ish words of `text` in order, found from literal anchors (fast on big texts)."""
+    low = text.translate(_LOWER)
+    starts: set[int] = set()
+    for anchor in _NAME_ANCHORS:
+        at = low.find(anchor)
+        while at >= 0:
+            starts.add(at)
+            at = low.find(anchor, at + 1)
+    found: list[tuple[int, int]] = []
+    reach = -1
+    for at in sorted(starts):
+        if at < reach:
+            continue
+        if low.startswith("key", at):
+            before = low[max(0, at - 16) : at]
+            before = before[:-1] if before.endswith(("_", "-", ".", " ")) else before
+            after = text[at + 3 : at + 4]
+            if before.endswith(_KEY_PREFIXES) and not ("a" <= after <= "z"):
+                found.append((at, at + 3))
+                reach = at + 3
+            continue
+        word = _NAME_WORD.match(text, at)
+        if word:
+            found.append(word.span())
+            reach = word.end()
+    return found
+
+
+def _not_secret_value(value: str, *, bare: bool, name: str, loose: bool, after: str) -> bool:
+    """Is the value given to a secret-ish name a reference, a placeholder, code or prose?"""
+    if len(value) <= 3 or _NOT_A_SECRET.match(value) or "[REDACTED" in value:
+        return True
+    if _INTERPOLATION.search(value):
+        return True  # f"Bearer {token}", "${DB_PASSWORD}" inside a string
+    if value.startswith(("/", "~/", "./")) and _path_like(value):
+        return True  # a file holding the secret, not the secret
+    if not bare:
+        return False
+    if _is_code(value, name, after):
+        return True
+    return loose and _plain_word(value)
+
+
+def _assignments(text: str) -> str:
+    """Mask the value given to every secret-ish name: key=value, key: value, "key": "value",
+    --key value, key is value. Anchored on the secret word, so each is looked at once."""
+    spans: list[tuple[int, int]] = []
+    done = -1
+    size = len(text)
+    for word_start, word_end in _name_words(text):
+        if word_start < done:
+            continue
+        start, floor = word_start, max(0, word_start - 60)
+        while start > floor and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        end, ceiling = word_end, min(size, word_end + 60)
+        while end < ceiling and text[end] in _NAME_CHARS:
+            end += 1
+        done = end
+        while end > word_end and text[end - 1] in ".-":  # "the password." is not part of a name
+            end -= 1
+        name = text[start:end]
+        if _NOT_SECRET_NAME.search(name):
+            continue  # token_ttl, password_reset_url, SECRET_KEY_FILE: about a secret, not one
+        flag = name.startswith("-") and (start == 0 or text[start - 1] in " \t\n\"'=")
+        match = (_FLAG_ASSIGN if flag else _ASSIGN).match(text, end)
+        if not match:
+            continue
+        sep = match.group("sep")
+        if sep == ">" and text[start - 1 : start] != "<":
+            continue
+        group = next(g for g in _VALUE_GROUPS if match.group(g) is not None)
+        value_start, value_end = match.span(group)
+        if group == "value":  # sentence punctuation after a bare value is not part of it
+            while value_end > value_start and text[value_end - 1] in ",.;:":
+                value_end -= 1
+        value = text[value_start:value_end]
+        after = text[value_end : value_end + 1]
+        if "\n" in sep and (value.endswith(":") or after not in ("", "\n", "\r")):
+            continue  # the next line is a key of its own (YAML), or code: not this name's value
+        sep = sep.strip()
+        loose = sep in _LOOSE_SEPARATORS or bool(match.group("more"))
+        if value.startswith("-") and (flag or loose):
+            continue  # the next flag, not a value
+        bare = group == "value"
+        if not bare and sep in ("is", "was", "are", "->") and _plain_word(value):
+            continue
+        if _not_secret_value(value, bare=bare, name=name, loose=loose, after=after):
+            continue
+        spans.append((value_start, value_end))
+        done = match.end()
+    return _replace_spans(text, spans, MASK)
+
+
+def _replace_spans(text: str, spans: Iterable[tuple[int, int]], mask: str) -> str:
+    out: list[str] = []
+    last = 0
+    for start, end in sorted(spans):
+        if start < last:
+            continue
+        out.append(text[last:start])
+        out.append(mask)
+        last = end
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
+
+
+# "Authorization: Bearer abc", {'Authorization': 'Basic abc'}, "Authorization:token abc".
+_AUTH_HEADER = _Lazy(
+    r"(?i)\b((?:proxy-)?authorization\\?['\"]?\s*[:=]\s*\\?['\"]?"
+    r"(?:(?:bearer|basic|token|digest|bot|negotiate|ntlm|apikey|sso-key|dpop|hmac|aws4-hmac-sha256)\s+)?)"
+    r"(?!(?:bearer|basic|token|digest)\b)([^\s'\"\\`]{6,}+)"
 )
-# A token-looking blob (20+ base64/hex characters, letters and digits) under any name ending in "key".
-_KEY_BLOB = re.compile(
-    r"(?i)(?P<lead>\b[A-Za-z0-9_.\-]{0,60}key\\?[\"']?\s*(?:=>|:=|[:=])\s*\\?[\"']?)"
-    r"(?P<value>[A-Za-z0-9+/_\-]{20,}={0,2})(?![A-Za-z0-9+/=_\-])"
+_BEARER = _Lazy(r"(?i)\b((?:bearer|token)\s+)([A-Za-z0-9._~+/=\-]{16,}+)")
+_COOKIE = _Lazy(r"(?i)\b((?:set-)?cookie\s*:\s*)([A-Za-z0-9_\-.%]+=[^\r\n'\"\\]*)")
+_CURL_COOKIE = _Lazy(
+    r"(?P<lead>\bcurl\b[^\n|;&]*?\s(?:-b|--cookie)(?:\s+|=))(?P<q>['\"]?)(?P<value>[^\s'\"]+)"
 )
+# scheme://user:password@host — keep the user and host, drop the password (which may hold @ and /).
+_URL_PASSWORD = _Lazy(
+    r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]{0,30}://[^\s:/@'\"<>`]{0,200}:)"
+    r"(?!\d{1,5}(?:[/?#]|$|\s))([^\s'\"<>`]{1,300})(@(?=[A-Za-z0-9\[._\-]))"
+)
+# scheme://TOKEN@host: a token as the user name (Sentry DSNs, git remotes with a token).
+_URL_TOKEN_USER = _Lazy(r"(?<=://)([A-Za-z0-9_\-.~%]{16,200})(?=@[A-Za-z0-9\[._\-])")
+# ?token=…&sig=… query parameters named like secrets.
+_QUERY_SECRET = _Lazy(
+    r"(?i)(?<=[?&;])((?:access_token|refresh_token|id_token|auth_token|token|api[_\-]?key|apikey|key|"
+    r"secret|client_secret|password|passwd|pwd|auth|sig|signature|code|session|sessionid|"
+    r"x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature|x-goog-credential)=)"
+    r"([^&\s#'\"<>`]{8,})"
+)
+_WEAK_QUERY_NAMES = {"key=", "code=", "session=", "auth="}
 # curl -u user:password, --user, --proxy-user: keep the user, drop the password.
-_USER_FLAG = re.compile(
+_USER_FLAG = _Lazy(
     r"(?<![\w-])(?P<lead>(?:-u|-U|--user|--proxy-user)(?:\s+|=)[\"']?[^\s:'\"@/]+:)(?P<value>[^\s'\"]+)"
 )
 # mysql -pPASSWORD (attached), docker/podman/helm/az login -p PASSWORD, sshpass -p PASSWORD,
-# and .netrc lines (machine HOST login USER password PASSWORD).
-_SHORT_PASSWORD = re.compile(
+# and .netrc lines (machine HOST login USER password PASSWORD, also over several lines).
+_SHORT_PASSWORD = _Lazy(
     r"(?P<lead>\b(?:mysql\w*|mariadb\w*)\b[^\n|;&]*?\s-p"
-    r"|\b(?:(?:docker|podman|buildah|skopeo|oras|az|helm(?:\s+registry)?)\s+login|sshpass)\b[^\n|;&]*?\s-p\s+"
-    r"|\blogin\s+\S+\s+password\s+)"
-    r"(?P<value>[^\s'\"]+)"
+    r"|\b(?:(?:docker|podman|buildah|skopeo|oras|nerdctl|az|helm(?:\s+registry)?)\s+login|sshpass)\b"
+    r"[^\n|;&]*?\s-p\s+"
+    r"|(?<!\S)login[ \t]+\S+\s+password[ \t]+)"
+    r"(?P<q>['\"]?)(?P<value>[^\s'\"]+)"
 )
-_FLAG_VALUE = re.compile(
-    rf"(?i)(?<![\w-])(?P<flag>--?{_KEY_NAME}(?:\s+|=))(?P<vq>[\"']?)(?P<value>[^\s\"']+)"
-)
-_ENV_LINE = re.compile(
-    r"(?m)^(?P<lead>\s*(?:export\s+)?[A-Z][A-Z0-9_]*"
+_ENV_LINE = _Lazy(
+    r"(?m)^(?P<lead>[ \t]*(?:export\s+|set\s+|setx\s+|\$env:)?[A-Z][A-Z0-9_]*"
     r"(?:KEY|SECRET|TOKEN|PASS|PASSWORD|PWD|AUTH|CREDENTIALS?|PRIVATE|SALT|DSN|COOKIE|SESSION)"
-    r"[A-Z0-9_]*\s*=\s*)(?P<value>.+?)\s*$"
+    r"[A-Z0-9_]*[ \t]*=[ \t]*)(?P<value>[^\n]+?)[ \t]*$"
 )
-
-
-def _key_value(match: re.Match[str]) -> str:
-    group = "qvalue" if match.group("vq") else "value"
-    if _NOT_A_SECRET.match(match.group(group)):
-        return match.group(0)
-    start, end = match.span(group)
-    whole, base = match.group(0), match.start()
-    return whole[: start - base] + MASK + whole[end - base :]
+# docker config.json auths, npm/yarn configs: "auth": "dXNlcjpwYXNz", "identitytoken": "…".
+_JSON_AUTH = _Lazy(
+    r"(?i)(\\?[\"'](?:auth|identitytoken|registrytoken|npmAuthToken|npmAuthIdent)\\?[\"']\s*:\s*\\?[\"'])"
+    r"([^\"'\\\s]{6,})"
+)
 
 
 def _lead_value(match: re.Match[str]) -> str:
     value = match.group("value")
     if _NOT_A_SECRET.match(value) or value.startswith("-"):
         return match.group(0)
-    return f"{match.group('lead')}{MASK}"
+    quote = match.groupdict().get("q") or ""
+    return f"{match.group('lead')}{quote}{MASK}"
 
 
-def _key_blob(match: re.Match[str]) -> str:
-    value = match.group("value")
-    if not (re.search(r"\d", value) and re.search(r"[A-Za-z]", value)):
-        return match.group(0)
-    return f"{match.group('lead')}{MASK}"
-
-
-def _flag_value(match: re.Match[str]) -> str:
-    value = match.group("value")
-    if _NOT_A_SECRET.match(value) or value.startswith("-"):
-        return match.group(0)
-    return f"{match.group('flag')}{match.group('vq')}{MASK}"
+_STRONG_ENV_NAME = _Lazy(
+    r"SECRET|TOKEN|PASS|PWD|CREDENTIAL|AUTH|DSN|COOKIE|SALT|PRIVATE_?KEY|API_?KEY|ACCESS_?KEY"
+)
 
 
 def _env_line(match: re.Match[str]) -> str:
-    value = match.group("value").strip("'\"")
-    if not value or _NOT_A_SECRET.match(value) or MASK in value:
+    lead = match.group("lead")
+    name = lead.split("=")[0].split()[-1]
+    value = re.split(r"[ \t]+#", match.group("value"))[0].strip().strip("'\"")
+    if not value or _NOT_A_SECRET.match(value) or "[REDACTED" in value or _NOT_SECRET_NAME.search(name):
         return match.group(0)
-    return f"{match.group('lead')}{MASK}"
+    if _INTERPOLATION.search(value) or (
+        not _STRONG_ENV_NAME.search(name) and not looks_random(value, min_len=12)
+    ):
+        return match.group(0)  # SETTINGS_KEY = "semantic", SORT_KEY=name
+    return f"{lead}{MASK}"
 
 
-def _kind(kind: str) -> Callable[[re.Match[str]], str]:
-    return lambda _m: f"[REDACTED:{kind}]"
+def _query_secret(match: re.Match[str]) -> str:
+    name, value = match.group(1), match.group(2)
+    if _NOT_A_SECRET.match(value) or "[REDACTED" in value:
+        return match.group(0)
+    if name.lower() in _WEAK_QUERY_NAMES and not looks_random(value, min_len=12):
+        return match.group(0)
+    return f"{name}{MASK}"
+
+
+def _url_password(match: re.Match[str]) -> str:
+    if _NOT_A_SECRET.match(match.group(2)) or "[REDACTED" in match.group(0):
+        return match.group(0)  # postgres://app:${DB_PASSWORD}@db, or redacted already
+    return f"{match.group(1)}{MASK}{match.group(3)}"
+
+
+def _url_token_user(match: re.Match[str]) -> str:
+    user = match.group(1)
+    return _mark("url-credential") if looks_random(user) else user
+
+
+def _bearer(match: re.Match[str]) -> str:
+    return match.group(0) if _wordy(match.group(2)) else f"{match.group(1)}{MASK}"
+
+
+# (needles, pattern, replacement) in the order they run, after the shaped credentials.
+_CONTEXT: list[tuple[tuple[str, ...], _Lazy, Callable[[re.Match[str]], str]]] = [
+    (("://",), _URL_PASSWORD, _url_password),
+    (("://",), _URL_TOKEN_USER, _url_token_user),
+    (("=",), _QUERY_SECRET, _query_secret),
+    (
+        ("authorization",),
+        _AUTH_HEADER,
+        lambda m: m.group(0) if _NOT_A_SECRET.match(m.group(2)) else f"{m.group(1)}{MASK}",
+    ),
+    (("cookie",), _COOKIE, lambda m: f"{m.group(1)}{MASK}"),
+    (("curl",), _CURL_COOKIE, _lead_value),
+    (("bearer", "token"), _BEARER, _bearer),
+    (("auth", "token"), _JSON_AUTH, lambda m: f"{m.group(1)}{MASK}"),
+    (("=",), _ENV_LINE, _env_line),
+    (("-u", "--user", "--proxy-user"), _USER_FLAG, _lead_value),
+    (("mysql", "mariadb", "login", "sshpass"), _SHORT_PASSWORD, _lead_value),
+]
+
+
+def _context(text: str) -> str:
+    for needles, pattern, replace in _CONTEXT:
+        low = text.translate(_LOWER)
+        if any(needle in low for needle in needles):
+            text = pattern.sub(replace, text)
+    return _assignments(text)
+
+
+# ---------------------------------------------------------------------------
+# Layer 3: entropy
+
+_CANDIDATE = _Lazy(r"(?<![A-Za-z0-9+/=_\-.~%])[A-Za-z0-9+/_\-.~%]{16,}+={0,2}")
+_NEAR_WORD = _Lazy(
+    r"(?i:key|token|secret|passw|pwd|auth|credential|(?<![a-z])api|api(?![a-z])|bearer|private|"
+    r"signature|cookie|session|dsn|cert)"
+)
+_GAP = _Lazy(r"[^A-Za-z0-9]*+(?:[A-Za-z][A-Za-z0-9_\-]*+[^A-Za-z0-9]++){0,5}+")
+_ASSIGN_GAP = _Lazy(r"[^A-Za-z0-9\n]*?(?:[:=]|\bis|\bwas)[^A-Za-z0-9\n]*")
+NEAR_WINDOW = 48  # how far (characters) a secret word may sit from the token it vouches for
+NEAR_MIN = 16  # shortest token the near-a-secret-word rule takes
+SAMPLE = 4096  # a longer token (a blob) is judged on its first characters
+_SEGMENT_OF_PATH = _Lazy(r"(?P<name>[^/]+?)(?:\.[A-Za-z0-9]{1,5})?(?=/|$)")
+
+
+def _slug_like(token: str) -> bool:
+    """A name joined from words and short ids (`fix-the-pool-7k2m9q4x1c.md`, `all-MiniLM-L6-v2`,
+    `orders-api-7d9f8b6c5d-x2k4p`): a slug, a model, a pod, not a token."""
+    parts = [p for p in re.split(r"[\-_./~]", token) if p]
+    if len(parts) < 2:
+        return False
+    return all(
+        len(p) <= 4
+        or p.isdigit()
+        or _wordy(p)
+        or (len(p) <= 12 and re.fullmatch(r"[a-z0-9]+|[A-Z0-9]+", p) is not None)
+        for p in parts
+    )
+
+
+def _path_like(token: str) -> bool:
+    """A file path or dotted name (`src/auth/tokens.py`, `com.acme.auth.TokenService`)."""
+    if len(token) > 1024 or ("/" not in token and "." not in token):
+        return False
+    if not _PATHISH.search(token) and token.count("/") < 2 and token.count(".") < 2:
+        return False
+    parts = [p for p in re.split(r"[/.~]", token) if p]
+    plain = sum(1 for p in parts if _wordy(p) or re.fullmatch(r"[a-z0-9_\-]{1,12}", p))
+    return plain >= 0.6 * len(parts)
+
+
+def _near_secret_word(text: str, start: int, end: int, *, assigned: bool = False) -> bool:
+    """Is a secret-ish word within five words before or after text[start:end]?
+    (`assigned`: directly before it, as in `key: …`, `token = …`, `api key is …`.)"""
+    before = text[max(0, start - NEAR_WINDOW) : start]
+    last = None
+    for found in _NEAR_WORD.finditer(before):
+        last = found
+    if last is not None:
+        gap_pattern = _ASSIGN_GAP if assigned else _GAP
+        if gap_pattern.fullmatch(before, last.end()):
+            return True
+    if assigned:
+        return False
+    after = text[end : end + NEAR_WINDOW]
+    first = _NEAR_WORD.search(after)
+    return first is not None and bool(_GAP.fullmatch(after, 0, first.start()))
+
+
+def _random_token(text: str, start: int, end: int, bare_min: int, bare_classes: int, bare_hex: bool) -> bool:
+    """Should text[start:end] (a token, or one segment of a path) go?"""
+    token = text[start:end]
+    if len(token) < NEAR_MIN:
+        return False
+    sample = token[:SAMPLE]
+    if _exempt(token, text[max(0, start - 40) : start]):
+        # A git SHA or digest survives, unless it is what a secret word is set to.
+        return _HEX.fullmatch(token) is not None and _near_secret_word(text, start, end, assigned=True)
+    if _slug_like(token):
+        return False
+    if _decodes_to_text(sample):  # base64 of ordinary text: only next to a secret word
+        return looks_random(sample) and _near_secret_word(text, start, end)
+    if len(token) >= bare_min and (
+        looks_random(sample, min_len=bare_min, classes=bare_classes)
+        or (bare_hex and _HEX.fullmatch(sample) is not None and _entropy(sample) >= 3.0)
+    ):
+        return True
+    return looks_random(sample) and _near_secret_word(text, start, end)
+
+
+def _entropy_pass(text: str, *, bare_min: int, bare_classes: int, bare_hex: bool) -> str:
+    """Mask random-looking tokens: near a secret word from NEAR_MIN characters, anywhere from
+    `bare_min` characters with `bare_classes` of upper/lower/digit (`bare_hex`: hex runs too).
+    A path is judged segment by segment (`keys/<token>.json` loses only the token)."""
+    spans: list[tuple[int, int]] = []
+    for match in _CANDIDATE.finditer(text):
+        start = match.start()
+        token = match.group(0).rstrip(".-~%")
+        end = start + len(token)
+        if len(token) < NEAR_MIN or text[max(0, start - 10) : start] == "[REDACTED:":
+            continue
+        if not _path_like(token):
+            if _random_token(text, start, end, bare_min, bare_classes, bare_hex):
+                spans.append((start, end))
+            continue
+        for segment in _SEGMENT_OF_PATH.finditer(token):
+            seg_start, seg_end = start + segment.start(), start + segment.end("name")
+            if _random_token(text, seg_start, seg_end, bare_min, bare_classes, bare_hex):
+                spans.append((seg_start, seg_end))
+    return _replace_spans(text, spans, _mark("high-entropy"))
+
+
+# ---------------------------------------------------------------------------
+# Entry points
 
 
 def redact(text: str) -> str:
     """`text` with every credential we can recognise replaced by a [REDACTED] mark."""
     if not text:
         return text
-    text = _PRIVATE_KEY.sub(_kind("private-key"), text)
-    for kind, pattern in _SHAPED:
-        text = pattern.sub(_kind(kind), text)
-    text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}{MASK}{m.group(3)}", text)
-    text = _AUTH_HEADER.sub(lambda m: f"{m.group(1)}{MASK}", text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)}{MASK}", text)
-    text = _HEADER_KEY.sub(lambda m: f"{m.group(1)}{MASK}", text)
-    text = _ENV_LINE.sub(_env_line, text)
-    text = _USER_FLAG.sub(_lead_value, text)
-    text = _SHORT_PASSWORD.sub(_lead_value, text)
-    if _SECRET_HINT.search(text):  # the two costliest patterns, only where a secret-ish name occurs
-        text = _FLAG_VALUE.sub(_flag_value, text)
-        text = _KEY_VALUE.sub(_key_value, text)
-    if re.search("(?i)key", text):
-        text = _KEY_BLOB.sub(_key_blob, text)
-    return text
+    text = _context(_shaped(text))
+    return _entropy_pass(text, bare_min=32, bare_classes=3, bare_hex=False)
+
+
+def redact_field(text: str) -> str:
+    """`redact`, then stricter: any random-looking run of 20+ characters (hex too) goes as well.
+
+    For what is derived from a session and shown outside a note's body, or
+    is hard to scrub once written: titles (and so file names and commit
+    subjects), tags, branch names, touched paths, commit messages, log lines.
+    """
+    if not text:
+        return text
+    return _entropy_pass(redact(text), bare_min=20, bare_classes=2, bare_hex=True)
+
+
+@overload
+def redact_note_fields(title: str, body: str, tags: Iterable[str] = ()) -> tuple[str, str, list[str]]: ...
+
+
+@overload
+def redact_note_fields(
+    title: str | None, body: str | None, tags: Iterable[str] | None = None
+) -> tuple[str | None, str | None, list[str] | None]: ...
+
+
+def redact_note_fields(
+    title: str | None, body: str | None, tags: Iterable[str] | None = None
+) -> tuple[str | None, str | None, list[str] | None]:
+    """A note's title, body and tags as they may be stored, for every writer of notes (the MCP
+    `write`/`update` tools, `anamnesis new`): call it before the file name is made from the title.
+
+    The title goes through `redact_field` (it becomes the file name and the
+    commit subject) and stays within the store's title limit; the body through
+    `redact`; a tag holding a secret becomes `redacted`. A field given as None
+    stays None (an update that leaves it alone).
+    """
+    new_title = None
+    if title is not None:
+        new_title = redact_field(title)
+        if len(new_title) > MAX_TITLE:
+            new_title = new_title[: MAX_TITLE - 1].rstrip() + "…"
+    new_body = redact(body) if body is not None else None
+    new_tags = None if tags is None else [tag if redact_field(tag) == tag else "redacted" for tag in tags]
+    return new_title, new_body, new_tags
 
 
 def count_redactions(text: str) -> int:

@@ -524,6 +524,9 @@ def create_note(
         raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
     if not body.strip():
         raise UsageError("empty body; nothing was written")
+    from anamnesis.redact import redact_note_fields
+
+    title, body, tags = redact_note_fields(title, body, tags)  # secrets never reach a file name or git
     machine = check_writable(store)
     replaced = resolve_supersedes(store, supersedes)
     note_id = new_id()
@@ -567,6 +570,9 @@ def update_note(
     """
     if body is not None and not body.strip():
         raise UsageError("empty body; nothing was written (to delete a note, delete it)")
+    from anamnesis.redact import redact_note_fields
+
+    title, body, tags = redact_note_fields(title, body, tags)
     with write_lock(store, "update note"):
         machine = require_writable(store)
         note = read_note(store, ref)

@@ -1,11 +1,27 @@
-"""Secret redaction: every kind of credential is masked; ordinary text is left alone."""
+"""Secret redaction: every kind of credential is masked; ordinary text is left alone.
+
+The corpus (tests/data/secrets) holds fake credentials of over a hundred kinds,
+each in three lengths and many contexts, and look-alikes that must survive.
+"""
 
 from __future__ import annotations
 
-import pytest
-from transcripts import SECRETS
+import time
+from collections import defaultdict
+from pathlib import Path
 
-from anamnesis.redact import count_redactions, redact
+import pytest
+from data.secrets import corpus
+from transcripts import SECRETS, typical
+
+from anamnesis.redact import count_redactions, redact, redact_field, redact_note_fields
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = corpus.secret_variants()
+BY_KIND: dict[str, list[corpus.Variant]] = defaultdict(list)
+for _variant in VARIANTS:
+    BY_KIND[_variant.kind].append(_variant)
+LOOKALIKES = corpus.lookalikes()
 
 
 @pytest.mark.parametrize(("kind", "text", "secret"), SECRETS, ids=[s[0] for s in SECRETS])
@@ -72,3 +88,150 @@ def test_long_runs_of_name_characters_do_not_stall_redaction(filler: str) -> Non
     text = filler * (60_000 // len(filler)) + " password=Hunter2Hunter2 --token abcdef0123456789"
     out = redact(text)
     assert "Hunter2Hunter2" not in out and "abcdef0123456789" not in out
+
+
+# ---------------------------------------------------------------------------
+# The corpus
+
+
+def test_the_corpus_is_big_and_varied() -> None:
+    assert len(BY_KIND) >= 40
+    assert len(VARIANTS) >= 40 * 3 * 4
+    fixed = {str(spec["kind"]) for spec in corpus.kinds() if spec.get("fixed_length")}
+    for kind, variants in BY_KIND.items():
+        lengths = {len(v.secret) for v in variants}
+        assert len(lengths) >= 2 or kind in fixed, f"{kind}: one length only"
+    assert len({v.secret for v in VARIANTS}) > len(VARIANTS) // 20
+
+
+@pytest.mark.parametrize("kind", sorted(BY_KIND))
+def test_every_variant_of_every_kind_is_redacted(kind: str) -> None:
+    failures = []
+    for variant in BY_KIND[kind]:
+        for redactor in (redact, redact_field):
+            out = redactor(variant.text)
+            leaked = corpus.leaks(variant.secret, out)
+            if leaked or count_redactions(out) < 1:
+                failures.append(
+                    f"{redactor.__name__} [{variant.context}] {variant.text[:80]!r} -> {out[:120]!r}"
+                )
+    assert not failures, f"{len(failures)} of {2 * len(BY_KIND[kind])} leaked:\n" + "\n".join(failures[:10])
+
+
+def test_all_kinds_at_once_in_one_text() -> None:
+    blob = "\n\n".join(v.text for v in VARIANTS[::3])
+    out = redact(blob)
+    leaked = {v.kind for v in VARIANTS[::3] if corpus.leaks(v.secret, out)}
+    assert not leaked
+
+
+@pytest.mark.parametrize("lookalike", LOOKALIKES, ids=[f"{x.name}-{i % 3}" for i, x in enumerate(LOOKALIKES)])
+def test_lookalikes_survive(lookalike: corpus.Lookalike) -> None:
+    assert redact(lookalike.text) == lookalike.text
+    if lookalike.fields:
+        assert redact_field(lookalike.text) == lookalike.text
+
+
+def test_corpus_redaction_is_stable() -> None:
+    for variant in VARIANTS[::7]:
+        once = redact(variant.text)
+        assert redact(once) == once, variant.kind
+        field = redact_field(variant.text)
+        assert redact_field(field) == field, variant.kind
+
+
+# ---------------------------------------------------------------------------
+# Precision: how often ordinary text is redacted
+
+
+def _ordinary_texts() -> dict[str, str]:
+    texts = {"tests/data/secrets/ordinary.md": corpus.ordinary_text()}
+    for path in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
+        texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    for path in sorted((ROOT / "anamnesis").rglob("*.py")):
+        if path.name != "redact.py":  # its comments spell out credential shapes on purpose
+            texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
+    session = typical()
+    session.prompt("Now rotate the API keys and check the token refresh path")
+    session.bash("git log --oneline -3 && kubectl get pods -n orders", "3 pods Running")
+    texts["transcripts.typical"] = session.text()
+    return texts
+
+
+def false_positives() -> tuple[int, int, list[str]]:
+    """(redactions made, non-empty lines looked at, the lines) over ordinary text."""
+    made, lines, where = 0, 0, []
+    for name, text in _ordinary_texts().items():
+        lines += sum(1 for line in text.splitlines() if line.strip())
+        for before, after in zip(text.splitlines(), redact(text).splitlines(), strict=False):
+            extra = count_redactions(after) - count_redactions(before)
+            if extra > 0:
+                made += extra
+                where.append(f"{name}: {before.strip()[:100]}")
+    return made, lines, where
+
+
+def test_false_positive_rate_on_ordinary_text() -> None:
+    made, lines, where = false_positives()
+    rate = made / lines
+    print(f"\nfalse positives: {made} redactions in {lines} lines of ordinary text ({rate:.3%})")
+    print("\n".join(where))
+    assert rate < 0.001, "\n".join(where)
+
+
+# ---------------------------------------------------------------------------
+# Derived fields
+
+
+def test_note_fields_are_redacted_for_any_writer() -> None:
+    token = "npm_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx"
+    title, body, tags = redact_note_fields(
+        f"{token} for the release", f"publish with\n\n    {token}\n", ["release", token]
+    )
+    assert token not in title and title.startswith("[REDACTED:npm-token]")
+    assert token not in body and "[REDACTED:npm-token]" in body
+    assert tags == ["release", "redacted"]
+    assert redact_note_fields(None, None) == (None, None, None)
+    long_title, _b, _t = redact_note_fields(("x " * 120) + token, "b")
+    assert long_title is not None and len(long_title) <= 200 and token not in long_title
+
+
+def test_a_field_is_stricter_than_a_body() -> None:
+    bare = "Zx81Kq0Wm3Np5Rt7Vy9Bc2Df"  # 24 random characters, no prefix, no secret word
+    assert redact(f"rotate {bare} today") == f"rotate {bare} today"
+    assert bare not in redact_field(f"rotate {bare} today")
+
+
+def test_a_pem_body_without_its_begin_line_is_redacted() -> None:
+    body = next(v for v in BY_KIND["bare-pem-body"] if v.context.startswith("1:"))
+    out = redact(body.text)
+    assert body.secret not in out and "$ echo done" in out and "[REDACTED:private-key]" in out
+
+
+def test_base64_of_ordinary_text_survives_but_not_next_to_a_secret_word() -> None:
+    blob = "VGhlIGRlcGxveSBmaW5pc2hlZCB3aXRob3V0IGVycm9ycw=="
+    assert redact(f"echo {blob} | base64 -d") == f"echo {blob} | base64 -d"
+    assert blob not in redact(f"the api key is {blob}")
+
+
+# ---------------------------------------------------------------------------
+# Linear time on big inputs
+
+_FILLERS = [
+    "a.", "-", "a.b-c_", "A", "aB3", "ab1/", "\n", " ", "=", "MII", "eyJa.", "sk-", "Q~",
+    "-----BEGIN PRIVATE KEY-----\n", "PuTTY-User-Key-File-2: ", "Private-Lines: 3\n", "key ", "api key ",
+    "token: ", "password=", "--password ", "x://a:", "://a@", "Authorization: ", "Bearer ", "cookie: a=",
+    "AAAAAAAAAAAAAAAAAAAAAAAA", "0123456789:", "\"auth\": \"", "export A_TOKEN=", "mysql -p", "login a password ",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaAZDO", "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6\n",
+]  # fmt: skip
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("filler", _FILLERS)
+def test_a_megabyte_of_anything_is_redacted_in_linear_time(filler: str) -> None:
+    text = filler * (1_000_000 // len(filler)) + " password=Hunter2Hunter2 --token abcdef0123456789"
+    started = time.perf_counter()
+    out = redact_field(text)
+    elapsed = time.perf_counter() - started
+    assert "Hunter2Hunter2" not in out and "abcdef0123456789" not in out
+    assert elapsed < 30, f"{elapsed:.1f} s for 1 MB of {filler!r}"
