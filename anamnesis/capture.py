@@ -3,7 +3,8 @@
 SessionEnd and PreCompact both call `capture`; the note's id is derived from
 the session id, so the second call finds and updates the note the first one
 wrote instead of adding another. The note says what was asked, which files
-were touched, which commands ran and how it ended. Everything in it passes
+were touched, which commands ran, how it ended, and what was decided and
+left open (`digest`). Everything in it passes
 through `redact` first, and memory our own hooks injected is never copied
 back (attachment lines are skipped, and our marked block is stripped).
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.digest import digest
 from anamnesis.errors import AnamnesisError
 from anamnesis.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
 from anamnesis.redact import redact, redact_field
@@ -37,6 +39,8 @@ MAX_OUTCOME = 2000
 MIN_CHAT_CHARS = 20  # a tool-less session whose prompts add up to less than this is trivial
 LOCK_TIMEOUT = 8.0  # SessionEnd gives us 15 s; past this the work is handed to a detached retry
 TAGS = ["session", "claude-code"]
+DECISIONS = "## Decisions"
+OPEN_ITEMS = "## Open items"
 
 
 @dataclass
@@ -129,6 +133,11 @@ def render_body(summary: SessionSummary, project: str) -> str:
             out.append(f"- (the last {MAX_COMMANDS} distinct commands of {len(summary.commands)})")
     if summary.outcome:
         out += ["", "## Outcome", "", trim(redact(summary.outcome), MAX_OUTCOME)]
+    found = digest(summary.texts, summary.todos, summary.results)
+    for heading, lines in ((DECISIONS, found.decisions), (OPEN_ITEMS, found.open_items)):
+        if lines:
+            out += ["", heading, ""]
+            out += [f"- {_one_line(redact(line), MAX_PROMPT_LINE)}" for line in lines]
     out += ["", "## Session", ""]
     where = f"project {_code(project)}"
     if summary.branch:

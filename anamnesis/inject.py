@@ -1,7 +1,8 @@
 """SessionStart context: what the agent should know before the first prompt.
 
 In order: the user's preferences (global rules), the notes that matter for
-this project, the latest session notes of this project, and a warning when
+this project, the latest session notes of this project (the latest one
+leading with its decisions and open items), and a warning when
 notes carry unresolved sync conflicts. Project notes are ranked by relevance
 to the project (its name, the files recent sessions touched, the branch) and
 by recency together. Everything fits a character budget (default 6,000,
@@ -204,7 +205,7 @@ def build_context(store: Store, cwd: str | Path, *, budget: int | None = None) -
     sections: list[tuple[str, list[Item]]] = [
         ("## Your preferences (follow these)", _items(preferences, bodies, False)),
         (f"## Notes for this project ({project})", _items(project_hits, bodies, True)),
-        ("## Recent sessions in this project", _items(sessions, bodies, True)),
+        ("## Recent sessions in this project", _items(sessions, bodies, True, lead=_DIGEST_SECTIONS)),
     ]
     if not any(items for _t, items in sections) and not conflicts:
         return "", []
@@ -247,12 +248,37 @@ def build_context(store: Store, cwd: str | Path, *, budget: int | None = None) -
     return text, shown
 
 
-def _items(hits: list[Hit], bodies: dict[str, tuple[str, dict[str, Any]]], with_date: bool) -> list[Item]:
+_DIGEST_SECTIONS = ("## Decisions", "## Open items")
+
+
+def lead_with(body: str, headings: tuple[str, ...]) -> str:
+    """`body` with its `## ` sections named in `headings` moved to the front (in that order),
+    so that what a trimmed body still shows is them."""
+    parts = re.split(r"(?m)^(?=## )", body)
+    picked = [next((p for p in parts if p.split("\n", 1)[0].strip() == h), "") for h in headings]
+    picked = [p for p in picked if p]
+    if not picked:
+        return body
+    rest = [p for p in parts if p not in picked]
+    return "\n\n".join(p.strip() for p in picked + rest if p.strip())
+
+
+def _items(
+    hits: list[Hit],
+    bodies: dict[str, tuple[str, dict[str, Any]]],
+    with_date: bool,
+    *,
+    lead: tuple[str, ...] = (),
+) -> list[Item]:
+    """Items for `hits` in order; the first one shown (the latest session note, for sessions)
+    leads with its `lead` sections."""
     items: list[Item] = []
     for hit in hits:
         if hit.path not in bodies:
             continue
         body = re.sub(r"\n{3,}", "\n\n", bodies[hit.path][0]).strip()
+        if lead and not items:
+            body = lead_with(body, lead)
         flag = " ⚠ conflicted" if hit.conflicted else ""
         date = f", {_age(hit.updated)}" if with_date else ""
         head = f"### {hit.title} ({hit.type}{date}{flag}) — `{hit.path}`"

@@ -1,0 +1,250 @@
+"""Decisions and open items of a session: extraction, capture into the note, and SessionStart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import cli_env
+from transcripts import SECRETS, Transcript
+
+from anamnesis.capture import render_body
+from anamnesis.digest import MAX_DECISIONS, MAX_ITEM, MAX_OPEN, digest, failing_at_end, statements
+from anamnesis.inject import build_context, lead_with
+from anamnesis.paths import Store
+from anamnesis.store import load_note
+from anamnesis.transcript import summarize
+
+COMPACT_SUMMARY = """This session is being continued from a previous conversation that ran out of context. \
+The conversation is summarized below:
+Analysis:
+The user asked for the export job to stop timing out.
+
+Summary:
+1. Primary Request and Intent:
+   Make the nightly export finish within the 10 minute window.
+3. Errors and fixes:
+   - The root cause was an N+1 query in the invoice loader.
+6. All user messages:
+   - "please make the export fast"
+7. Pending Tasks:
+   - Backfill the exports that failed last week
+   - Tell the billing team about the new schedule
+8. Current Work:
+   Rewriting the invoice loader to batch its queries.
+9. Optional Next Step:
+   Benchmark the loader against the staging database.
+"""
+
+
+def _kinds(text: str, kind: str) -> list[str]:
+    return [line for k, line in statements(text) if k == kind]
+
+
+def test_decision_cues_in_prose_and_bullets() -> None:
+    text = (
+        "I looked at the pool. We decided to keep asyncpg instead of switching drivers. Tests pass.\n\n"
+        "- Going with a bounded queue for the workers\n"
+        "- Renamed a variable\n"
+        "The fix is to retry once on a stale connection."
+    )
+    assert _kinds(text, "decision") == [
+        "We decided to keep asyncpg instead of switching drivers.",
+        "Going with a bounded queue for the workers",
+        "The fix is to retry once on a stale connection.",
+    ]
+    assert _kinds(text, "open") == []
+
+
+def test_open_items_from_boxes_todos_and_next_step_lists() -> None:
+    text = (
+        "Done for now.\n\n"
+        "**Next steps:**\n"
+        "1. Wire the metrics exporter\n"
+        "2. Document the `pool_size` setting\n\n"
+        "The remaining tests pass and lint is clean.\n"
+        "- [ ] Bump the version\n"
+        "- [x] Fix the lint warnings\n"
+        "TODO: drop the debug flag before release\n"
+        "The migration has not yet been run on staging.\n"
+        "```python\n# TODO: this one is code, not a task\n```\n"
+    )
+    assert _kinds(text, "open") == [
+        "Wire the metrics exporter",
+        "Document the `pool_size` setting",
+        "Bump the version",
+        "TODO: drop the debug flag before release",
+        "The migration has not yet been run on staging.",
+    ]
+
+
+def test_compaction_summary_sections() -> None:
+    assert _kinds(COMPACT_SUMMARY, "decision") == ["The root cause was an N+1 query in the invoice loader."]
+    assert _kinds(COMPACT_SUMMARY, "open") == [
+        "Backfill the exports that failed last week",
+        "Tell the billing team about the new schedule",
+        "Benchmark the loader against the staging database.",
+    ]
+
+
+def test_deduplicated_bounded_one_line_latest_first() -> None:
+    texts = [f"We decided to use option {n} for part {n}." for n in range(20)]
+    texts += ["We DECIDED to use option 19 for part 19!", "Next step: " + "deploy the thing " * 40]
+    texts += ["- [ ] Write the docs", "- [ ] write the docs."]
+    found = digest(texts)
+    assert len(found.decisions) == MAX_DECISIONS
+    assert found.decisions[-1] == "We DECIDED to use option 19 for part 19!"  # one of the two, the later
+    assert found.decisions[-2] == "We decided to use option 18 for part 18."
+    assert found.decisions[0] == "We decided to use option 12 for part 12."  # the latest ones are kept
+    assert len(found.open_items) == 2 and found.open_items[-1] == "write the docs."
+    assert all(len(line) <= MAX_ITEM and "\n" not in line for line in found.decisions + found.open_items)
+    many = digest([f"- [ ] task number {n}" for n in range(30)])
+    assert len(many.open_items) == MAX_OPEN
+
+
+def test_plan_and_failing_commands_lead_the_open_items() -> None:
+    todos = [("Write tests", "completed"), ("Ship the release", "in_progress"), ("Announce it", "pending")]
+    results = [("pytest -q", True), ("grep -rn foo src", True), ("ls", False)]
+    found = digest(["Next step: update the changelog."], todos, results)
+    assert found.open_items == [
+        "`pytest -q` still fails at the end of the session",
+        "Ship the release (in progress)",
+        "Announce it",
+        "Next step: update the changelog.",
+    ]
+
+
+def test_failing_at_end_needs_the_latest_run_to_fail() -> None:
+    assert failing_at_end([("pytest -q", True), ("ruff check .", False), ("pytest -q", False)]) == []
+    assert failing_at_end([("cd app && pytest", True), ("git status", False)]) == ["cd app && pytest"]
+    assert failing_at_end([("rg TODO", True), ("test -f x", True)]) == []
+    older = [("make build", True)] + [(f"echo {n}", False) for n in range(12)]
+    assert failing_at_end(older) == []  # long before the end: not what the session ended on
+
+
+def test_lead_with_moves_the_sections_first() -> None:
+    body = "## Ask\n\nDo it\n\n## Outcome\n\nDone.\n\n## Decisions\n\n- a\n\n## Open items\n\n- b\n\n## Session\n\n- x"
+    moved = lead_with(body, ("## Decisions", "## Open items"))
+    assert moved.index("## Decisions") < moved.index("## Open items") < moved.index("## Ask")
+    assert sorted(moved.split("\n")) == sorted(body.split("\n"))  # nothing lost, nothing added
+    assert lead_with("## Ask\n\nx", ("## Decisions",)) == "## Ask\n\nx"
+
+
+def _failed_bash(t: Transcript, command: str, output: str) -> None:
+    t.bash(command, f"Exit code 1\n{output}")
+    t.lines[-1]["message"]["content"][0]["is_error"] = True
+
+
+def _session(cwd: str, session_id: str = "digest-sess") -> Transcript:
+    """A realistic session: a plan, a decision mid-way, /compact with its summary, a failing test at the end."""
+    t = Transcript(session_id, cwd=cwd, branch="perf/export")
+    t.prompt("The nightly export times out, make it finish within 10 minutes")
+    t.tool(
+        "TodoWrite",
+        {
+            "todos": [
+                {"content": "Profile the export job", "status": "completed", "activeForm": "Profiling"},
+                {"content": "Batch the invoice queries", "status": "in_progress", "activeForm": "Batching"},
+                {"content": "Add a regression test for the export time", "status": "pending", "activeForm": "x"},
+            ]
+        },
+        "Todos have been modified successfully.",
+    )
+    t.bash("python -m cProfile export.py", "ncalls tottime ...")
+    t.say(
+        "The profile shows 40,000 single-row queries. We'll use one batched query per 500 invoices "
+        f"instead of a query per invoice. {SECRETS[0][1]} is not needed for this."
+    )
+    t.edit_file(f"{cwd}/export/loader.py", "for i in ids:", "for chunk in batches(ids, 500):")
+    t.prompt("<command-name>/compact</command-name>\n<command-message>compact</command-message>")
+    t.compact(COMPACT_SUMMARY)
+    t.say("Continuing with the loader rewrite.")
+    for n in range(30):  # a long session: many prompts and files, so the note body is far over the budget
+        t.prompt(f"Now look at module {n}: " + "check how it reads invoices and whether it batches. " * 3)
+        t.edit_file(f"{cwd}/export/module_{n}.py", "a", "b")
+    _failed_bash(t, "pytest -q tests/test_export.py", "FAILED tests/test_export.py::test_totals - assert 3 == 4")
+    t.say(
+        "I batched the loader, but `test_totals` fails: the totals are off by one invoice.\n\n"
+        + "The loader now reads invoices in chunks of 500 and keeps the order of the ids. " * 25
+    )
+    return t
+
+
+def _hook(home: Path, event: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "anamnesis.hooks", event],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=cli_env(home),
+        timeout=60,
+    )
+
+
+def test_summarize_keeps_compaction_summary_plan_and_command_results(tmp_path: Path) -> None:
+    s = summarize(_session("/home/dev/exporter").write(tmp_path / "t.jsonl"))
+    assert any("Pending Tasks" in text for text in s.texts)
+    assert s.prompts[0].startswith("The nightly export")  # the summary is still not a prompt
+    assert ("Batch the invoice queries", "in_progress") in s.todos
+    assert s.results[-1] == ("pytest -q tests/test_export.py", True)
+    assert ("python -m cProfile export.py", False) in s.results
+
+
+def test_note_and_session_start_carry_decisions_and_open_items(store: Store, tmp_path: Path) -> None:
+    project_dir = tmp_path / "exporter"
+    project_dir.mkdir()
+    transcript = _session(str(project_dir)).write(tmp_path / "t.jsonl")
+    end = _hook(
+        store.home,
+        "session-end",
+        {
+            "session_id": "digest-sess",
+            "transcript_path": str(transcript),
+            "cwd": str(project_dir),
+            "reason": "prompt_input_exit",
+        },
+    )
+    assert (end.returncode, end.stdout) == (0, "")
+    [path] = [p for p in store.memory.rglob("*.md") if "sessions" in p.parts]
+    body = load_note(store, str(path.relative_to(store.memory))).body
+    decisions = body.split("## Decisions\n", 1)[1].split("\n## ", 1)[0]
+    open_items = body.split("## Open items\n", 1)[1].split("\n## ", 1)[0]
+    assert "We'll use one batched query per 500 invoices instead of a query per invoice." in decisions
+    assert "The root cause was an N+1 query in the invoice loader." in decisions
+    assert SECRETS[0][2] not in body  # redacted like every other section
+    for item in (
+        "`pytest -q tests/test_export.py` still fails at the end of the session",
+        "Batch the invoice queries (in progress)",
+        "Add a regression test for the export time",
+        "Backfill the exports that failed last week",
+        "Benchmark the loader against the staging database.",
+    ):
+        assert item in open_items
+    assert "Profile the export job" not in open_items  # done in the plan
+
+    # The project is resumed: SessionStart shows the latest session's decisions and open items,
+    # even though its whole body is far bigger than the budget.
+    assert len(body) > 7000
+    start = _hook(
+        store.home,
+        "session-start",
+        {"session_id": "next", "cwd": str(project_dir), "source": "resume", "transcript_path": "/x"},
+    )
+    assert start.returncode == 0
+    context = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "## Recent sessions in this project" in context
+    assert "The root cause was an N+1 query" in context
+    assert "`pytest -q tests/test_export.py` still fails" in context
+    assert "Batch the invoice queries (in progress)" in context
+    text, _shown = build_context(store, project_dir, budget=1500)
+    assert "## Decisions" in text and "## Open items" in text
+    assert text.index("## Decisions") < text.index("## Ask")
+
+
+def test_render_body_leaves_the_sections_out_when_nothing_was_found(tmp_path: Path) -> None:
+    t = Transcript("plain").prompt("What does the loader do?").say("It reads invoices in batches.")
+    body = render_body(summarize(t.write(tmp_path / "t.jsonl")), "p")
+    assert "## Decisions" not in body and "## Open items" not in body
