@@ -176,7 +176,7 @@ class SemanticRanker:
         self.engine = engine
 
     def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
-        return self.engine.similar(index, query.raw, filters, pool)
+        return self.engine.similarity(index, query.raw, filters, pool)
 
 
 class HybridRanker:

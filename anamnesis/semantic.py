@@ -190,10 +190,6 @@ class SemanticEngine:
                 out[rowid] = float(cosines[position])
         return out
 
-    def similar(self, index: Index, text: str, filters: Filters, pool: int) -> dict[int, float]:
-        """The `pool` notes most similar to `text`."""
-        return self.similarity(index, text, filters, pool)
-
     def embed_notes(self, texts: list[str]) -> bytes:
         """Vectors of these note texts as consecutive float16 rows."""
         import numpy as np

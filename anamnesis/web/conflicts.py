@@ -16,7 +16,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from anamnesis.errors import AnamnesisError, NoteNotFound, UsageError
 from anamnesis.notes import has_conflict_markers, split_front_matter
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
-from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url
+from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url, resolve_form
 
 KEEP = ("ours", "theirs", "both")
 
@@ -120,18 +120,7 @@ def resolve_page(
     action = "/conflicts/" + _suffix(relpath)
 
     def keep_form(keep: str, label: str, ghost: bool = False) -> Markup:
-        return html(
-            """<form method="post" action="{a}" class="inline" data-confirm="{q}">{csrf}
-<input type="hidden" name="base" value="{base}"><input type="hidden" name="action" value="{k}">
-<button class="btn{g}" type="submit">{label}</button></form>""",
-            a=action,
-            q=f"{label}? The other text stays in the note's history.",
-            csrf=csrf_field(web.csrf),
-            base=base,
-            k=keep,
-            g=" ghost" if ghost else "",
-            label=label,
-        )
+        return resolve_form(action, web.csrf, base, keep, label, ghost=ghost)
 
     def side(label: str) -> Markup:
         names = label_names(label)

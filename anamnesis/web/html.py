@@ -195,3 +195,22 @@ def when(stamp: str) -> Markup:
         return Markup('<span class="muted">—</span>')
     short = stamp.replace("T", " ")[:16]
     return html('<time datetime="{s}" title="{s}">{short}</time>', s=stamp, short=short)
+
+
+def resolve_form(
+    action: str, csrf: str, base: str, keep: str, label: str, *, ghost: bool = False, small: bool = False
+) -> Markup:
+    """A one-button form that settles a conflict by keeping `keep` (the note page and the resolve page)."""
+    return html(
+        """<form method="post" action="{a}" class="inline" data-confirm="{q}">{csrf}
+<input type="hidden" name="base" value="{b}"><input type="hidden" name="action" value="{k}">
+<button class="btn{size}{g}" type="submit">{l}</button></form>""",
+        a=action,
+        q=f"{label}? The other text stays in the note's history.",
+        csrf=csrf_field(csrf),
+        b=base,
+        k=keep,
+        size=" small" if small else "",
+        g=" ghost" if ghost else "",
+        l=label,
+    )

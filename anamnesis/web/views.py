@@ -20,7 +20,18 @@ from anamnesis.links import LinkGraph, Unresolved
 from anamnesis.notes import NOTE_TYPES
 from anamnesis.web import bridge
 from anamnesis.web.context import text_sha, web_of
-from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url, tag_chips, url, when
+from anamnesis.web.html import (
+    Markup,
+    csrf_field,
+    escape,
+    html,
+    join,
+    note_url,
+    resolve_form,
+    tag_chips,
+    url,
+    when,
+)
 from anamnesis.web.markdown import render_markdown
 
 if TYPE_CHECKING:
@@ -677,18 +688,7 @@ def conflict_view(web: Any, note: Note, base: str) -> Markup:
     action = note_url(note.path, "conflicts")
 
     def keep_button(keep: str, label: str, ghost: bool = False) -> Markup:
-        return html(
-            """<form method="post" action="{a}" class="inline" data-confirm="{q}">{csrf}
-<input type="hidden" name="base" value="{b}"><input type="hidden" name="action" value="{k}">
-<button class="btn small{g}" type="submit">{l}</button></form>""",
-            a=action,
-            q=f"{label}? The other text stays in the note's history.",
-            csrf=csrf_field(web.csrf),
-            b=base,
-            k=keep,
-            g=" ghost" if ghost else "",
-            l=label,
-        )
+        return resolve_form(action, web.csrf, base, keep, label, ghost=ghost, small=True)
 
     pieces = parse_blocks(note.body)
     blocks = [p for p in pieces if isinstance(p, Block)]
