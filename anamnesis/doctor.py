@@ -6,12 +6,24 @@ import errno
 import os
 import re
 import stat
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.capture import queued_notes
 from anamnesis.errors import AnamnesisError
+from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes
+from anamnesis.git import git_processes_in, lock_files
+from anamnesis.index import open_index
 from anamnesis.paths import Store
+from anamnesis.peers import peer_problems
+from anamnesis.recovery import wedged
+from anamnesis.settings import load_settings
+from anamnesis.store import check_home
+from anamnesis.supersede import SIMILAR_TYPES, Components, read_links, similar_pairs
+from anamnesis.synclog import log_path, recent
 
 if TYPE_CHECKING:
     from anamnesis.index import Index
@@ -24,8 +36,6 @@ _LEFTOVER = re.compile(r"^\..+\.[A-Za-z0-9_]{8}(\.undo)?\.tmp$")  # what fsutil 
 
 
 def _older_than(path: str, seconds: float) -> bool:
-    import time
-
     try:
         return time.time() - os.lstat(path).st_mtime > seconds
     except OSError:
@@ -68,8 +78,6 @@ def run_checks(store: Store) -> list[Finding]:
     An ANAMNESIS_HOME that is a file (or inside one) is an error, not a
     finding: `init` could not fix it.
     """
-    from anamnesis.store import check_home
-
     check_home(store)
     findings: list[Finding] = []
     if not store.exists():
@@ -80,13 +88,11 @@ def run_checks(store: Store) -> list[Finding]:
         findings.append(
             Finding(str(store.settings_path), f"mode is {mode:o}; it should be 600", f"chmod 600 {store.settings_path}")
         )
-    from anamnesis.settings import load_settings
 
     try:
         load_settings(store)
     except Exception as exc:
         findings.append(Finding(str(store.settings_path), str(exc), "fix the JSON by hand"))
-    from anamnesis.recovery import git_processes_in, lock_files, wedged
 
     reason = wedged(store)
     if reason:
@@ -135,8 +141,6 @@ def run_checks(store: Store) -> list[Finding]:
 def _write_problem(folder: Path) -> str | None:
     """Why nothing can be written in `folder`, found by writing there (access bits lie to root
     and know nothing of a read-only mount); None when a file can be made."""
-    import tempfile
-
     try:
         fd, probe = tempfile.mkstemp(prefix=".anamnesis-probe-", suffix=".tmp", dir=folder)
     except OSError as exc:
@@ -152,8 +156,6 @@ def _write_problem(folder: Path) -> str | None:
 
 def _writable_findings(store: Store) -> list[Finding]:
     """A read-only memory/ (or home, git folder, state folder), and a disk about to be full."""
-    from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes
-
     findings: list[Finding] = []
     for folder in (store.memory, store.memory / ".git", store.home, store.state_dir):
         if not folder.is_dir():
@@ -181,8 +183,6 @@ def _writable_findings(store: Store) -> list[Finding]:
 
 def _sync_findings(store: Store) -> list[Finding]:
     """The last sync failed (conflicts and unreachable peers are normal outcomes, not failures)."""
-    from anamnesis.synclog import log_path, recent
-
     entries = recent(store, limit=1)
     if not entries:
         return []
@@ -209,40 +209,13 @@ def _sync_findings(store: Store) -> list[Finding]:
 def _peer_findings(store: Store) -> list[Finding]:
     """Peers no sync has reached for a day or more (a laptop asleep for a night is normal)."""
     try:
-        from anamnesis.peers import peer_problems
-    except ImportError:  # an older peers module: fall back to its per-peer state
-        return _peer_findings_from_state(store)
-    try:
         return [Finding(p.where, p.problem, p.fix) for p in peer_problems(store)]
     except AnamnesisError:
         return []  # a broken settings.json is reported on its own
 
 
-def _peer_findings_from_state(store: Store) -> list[Finding]:
-    import datetime as dt
-
-    from anamnesis.peers import list_peers
-
-    try:
-        peers = list_peers(store)
-    except AnamnesisError:
-        return []
-    day_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return [
-        Finding(
-            f"peer {peer.name} ({peer.url})",
-            f"unreachable since {peer.last_ok or 'it was added'}: {peer.last_error}",
-            f"check that it is on and reachable, then `anamnesis sync --peer {peer.name}`",
-        )
-        for peer in peers
-        if peer.last_error_at and peer.last_error_at > peer.last_ok and (peer.last_ok or "") < day_ago
-    ]
-
-
 def _queue_findings(store: Store) -> list[Finding]:
     """Session notes captured while memory/ could not be written, still waiting."""
-    from anamnesis.capture import queued_notes
-
     waiting = queued_notes(store)
     if not waiting:
         return []
@@ -257,8 +230,6 @@ def _queue_findings(store: Store) -> list[Finding]:
 
 
 def _index_findings(store: Store) -> list[Finding]:
-    from anamnesis.index import open_index
-
     findings: list[Finding] = []
     try:
         index = open_index(store)
@@ -317,8 +288,6 @@ def supersession_findings(store: Store, index: Index) -> list[Finding]:
     (directly or through other notes), and their titles share most of their
     words. Likely the newer one corrects the older.
     """
-    from anamnesis.supersede import SIMILAR_TYPES, Components, read_links, similar_pairs
-
     hits = [h for h in index.list_notes(limit=None) if h.path]
     ids = {h.id for h in hits}
     links = read_links(store, [h.path for h in hits])

@@ -37,6 +37,10 @@ class OutsideStore(AnamnesisError):
     exit_code = 2
 
 
+class NoteChanged(AnamnesisError):
+    """The note changed on disk (or was deleted) since the caller read it; nothing was written."""
+
+
 class LockTimeout(AnamnesisError):
     """Another process held the store lock for longer than we were willing to wait."""
 
@@ -53,3 +57,11 @@ class DiskFull(AnamnesisError):
     """The disk (or the quota) holding the store ran out of space; the message says what was kept."""
 
     exit_code = 8
+
+
+class IndexLocked(LockTimeout):
+    """Another process held the search index (SQLite busy or locked) for longer than we waited."""
+
+
+class IndexCorrupt(AnamnesisError):
+    """The search index file is damaged; `anamnesis reindex` rebuilds it from the notes."""

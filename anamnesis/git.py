@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anamnesis.errors import AnamnesisError, GitError
+from anamnesis.errors import AnamnesisError, GitError, LockTimeout
 
 CONNECT_TIMEOUT = 5
 ALIVE_INTERVAL = 5
@@ -353,6 +354,106 @@ def run_git_bytes(
     return _run(repo, args, input, False, check, timeout, env)
 
 
+# -- git processes and stale lock files ---------------------------------------------
+
+_LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
+
+
+def lock_files(repo: Path) -> list[Path]:
+    """Git lock files present in `repo` (index.lock, HEAD.lock, ref locks...)."""
+    git_dir = repo / ".git"
+    found = [git_dir / name for name in _LOCK_NAMES if (git_dir / name).exists()]
+    refs = git_dir / "refs"
+    if refs.is_dir():
+        found.extend(refs.rglob("*.lock"))
+    return found
+
+
+def git_processes_in(repo: Path) -> list[int]:
+    """Pids of git processes (other than us) working in `repo`, found via /proc or ps/lsof."""
+    target = str(repo.resolve())
+    if Path("/proc/self").is_dir():
+        return _proc_git_processes(target)
+    return _ps_git_processes(target)
+
+
+def _inside(path: str, target: str) -> bool:
+    return path == target or path.startswith(target + "/")
+
+
+def _proc_git_processes(target: str) -> list[int]:
+    found: list[int] = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        base = f"/proc/{entry.name}"
+        try:
+            with open(f"{base}/stat", "rb") as handle:
+                stat = handle.read()
+            comm = stat[stat.index(b"(") + 1 : stat.rindex(b")")]
+            state = stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
+            if not comm.startswith(b"git") or state in (b"Z", b"X"):
+                continue
+            cwd = os.readlink(f"{base}/cwd")
+            with open(f"{base}/cmdline", "rb") as handle:
+                cmdline = handle.read().decode("utf-8", "replace").split("\0")
+        except (OSError, ValueError):
+            continue
+        if _inside(cwd, target) or any(_inside(arg, target) for arg in cmdline):
+            found.append(int(entry.name))
+    return found
+
+
+def _ps_git_processes(target: str) -> list[int]:
+    try:
+        out = subprocess.run(["ps", "-Ao", "pid=,comm="], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    pids = [int(p) for p, _, comm in (line.strip().partition(" ") for line in out.splitlines())
+            if p.isdigit() and Path(comm.strip()).name.startswith("git") and int(p) != os.getpid()]
+    if not pids or shutil.which("lsof") is None:
+        return pids  # cannot tell where they work: assume they may be ours
+    found: list[int] = []
+    for pid in pids:
+        try:
+            out = subprocess.run(
+                ["lsof", "-a", "-p", str(pid), "-d", "cwd", "-Fn"], capture_output=True, text=True, timeout=10
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            found.append(pid)
+            continue
+        if any(_inside(line[1:], target) for line in out.splitlines() if line.startswith("n")):
+            found.append(pid)
+    return found
+
+
+def settle_git(repo: Path, timeout: float = 30.0) -> list[str]:
+    """Wait for git processes left in `repo`, then remove lock files nobody owns; what was removed.
+
+    A git killed mid-write (a sync hit by SIGKILL) leaves its lock file behind,
+    and every later git in the repo fails until it is gone.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        busy = git_processes_in(repo)
+        if not busy:
+            break
+        if time.monotonic() >= deadline:
+            raise LockTimeout(
+                f"git process {', '.join(map(str, busy))} is still working in {repo}; try again when it is done"
+            )
+        time.sleep(0.05)
+    removed: list[str] = []
+    for lock in lock_files(repo):
+        try:
+            lock.unlink()
+            removed.append(str(lock.relative_to(repo)))
+        except FileNotFoundError:
+            pass
+    return removed
+
+
 # -- what went wrong, in ssh's (or git's) own words, and what to do ---------------------------
 
 
@@ -378,12 +479,23 @@ _BOILERPLATE = (
 )
 _LOCK_RE = re.compile(r"Unable to create '([^']+\.lock)': File exists")
 _LOCKED_REF_RE = re.compile(r"cannot lock ref '([^']+)'")
+SCP_URL = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:]+):(?P<path>.*)$")
+
+
+def is_local_url(url: str) -> bool:
+    """Whether a git URL names a path on this machine (not ssh, not a URL scheme)."""
+    if url.startswith("file://"):
+        return True
+    if "://" in url:
+        return False
+    if url.startswith(("/", "./", "../", "~")) or url in (".", ".."):
+        return True
+    match = SCP_URL.match(url)
+    return match is None or "/" in url.split(":", 1)[0]
 
 
 def ssh_target(url: str) -> tuple[str, str]:
     """(`[-p PORT ]user@host`, path) of an ssh URL, ('', '') for anything else."""
-    from anamnesis.peers import is_local_url
-
     if is_local_url(url):
         return "", ""
     match = re.match(r"^(?:ssh|git\+ssh|ssh\+git)://(?:([^@/]+)@)?(\[[^\]]+\]|[^:/]+)(?::(\d+))?(/.*)?$", url)

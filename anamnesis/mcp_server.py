@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from mcp_types import ToolAnnotations
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
+    from anamnesis.refresh import PeriodicRefresh
 
 MAX_QUERY = 2000
 MAX_LIMIT = 100
@@ -91,13 +91,15 @@ def _check_text(name: str, value: str | None, limit: int, *, required: bool = Fa
 
 
 def _check_type(kind: str | None) -> str | None:
-    from anamnesis.notes import NOTE_TYPES
+    from anamnesis.errors import UsageError
+    from anamnesis.notes import check_type
 
     if kind is None or kind == "":
         return None
-    if kind not in NOTE_TYPES:
-        raise ToolError(f"unknown type {kind!r}; use one of {', '.join(NOTE_TYPES)}")
-    return kind
+    try:
+        return check_type(kind)
+    except UsageError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _check_tags(tags: list[str] | None) -> list[str] | None:
@@ -105,13 +107,13 @@ def _check_tags(tags: list[str] | None) -> list[str] | None:
         return None
     if len(tags) > MAX_TAGS:
         raise ToolError(f"at most {MAX_TAGS} tags")
-    out: list[str] = []
+    from anamnesis.notes import normalize_tags
+
     for tag in tags:
-        tag = (_check_text("tag", tag, MAX_TAG) or "").strip().lstrip("#")
-        if not tag or any(c.isspace() for c in tag) or "," in tag:
-            raise ToolError(f"invalid tag {tag!r}: one word, no spaces or commas")
-        out.append(tag.lower())
-    return out
+        word = (_check_text("tag", tag, MAX_TAG) or "").strip().lstrip("#")
+        if not word or any(c.isspace() for c in word) or "," in word:
+            raise ToolError(f"invalid tag {word!r}: one word, no spaces or commas")
+    return normalize_tags(tags)
 
 
 def _check_refs(refs: list[str] | None) -> list[str] | None:
@@ -148,21 +150,17 @@ class MemoryTools:
     def __init__(self, store: Store, cwd: str | None = None) -> None:
         self.store = store
         self.cwd = cwd or os.getcwd()
-        self._refreshed = 0.0
+        self._refresh: PeriodicRefresh | None = None
         self._project: str | bool | None = False  # False: not looked up yet
 
     def _fresh_index(self) -> Any:
-        from anamnesis.index import open_index
+        # lazy: the server answers `initialize` before the index code is loaded
+        from anamnesis.refresh import PeriodicRefresh
 
         self.store.require()
-        index = open_index(self.store)
-        if time.monotonic() - self._refreshed > REFRESH_EVERY:
-            if index.refresh().changed:
-                from anamnesis.semantic import start_background_update
-
-                start_background_update(self.store)
-            self._refreshed = time.monotonic()
-        return index
+        if self._refresh is None:
+            self._refresh = PeriodicRefresh(self.store, REFRESH_EVERY, vectors=True)
+        return self._refresh.open()
 
     def current_project(self) -> str | None:
         """The project of the folder the client started us in (None outside any project)."""
@@ -271,6 +269,7 @@ class MemoryTools:
         always global). The note belongs to the current project unless `project` names another
         or global_note is true. supersedes: notes this one replaces (paths or ids, as search
         returns them) when it corrects or updates them; search then ranks the old ones lower."""
+        from anamnesis.notes import GLOBAL_TYPES
         from anamnesis.store import create_note
 
         with _tool_errors():
@@ -279,7 +278,7 @@ class MemoryTools:
             kind = _check_type(type) or "semantic"
             key = (
                 None
-                if global_note or kind == "preference"
+                if global_note or kind in GLOBAL_TYPES
                 else (_check_project(project) or self.current_project())
             )
             self.store.require()
@@ -358,7 +357,8 @@ class MemoryTools:
         with _tool_errors():
             self.store.require()
             result = sync(self.store, lock_timeout=SYNC_LOCK_TIMEOUT)
-            self._refreshed = 0.0
+            if self._refresh is not None:
+                self._refresh.expire()
             return result.to_dict()
 
     def register(self, server: MCPServer[Any]) -> None:

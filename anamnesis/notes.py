@@ -12,13 +12,12 @@ import datetime as dt
 import re
 import secrets
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-import frontmatter
-import frontmatter.default_handlers
-import yaml
+from anamnesis.errors import UsageError
 
 NOTE_TYPES = ("semantic", "procedural", "episodic", "preference")
 # Folder names a person browsing memory/ will understand, one per type.
@@ -29,6 +28,7 @@ TYPE_FOLDERS = {
     "preference": "preferences",
 }
 FOLDER_TYPES = {folder: kind for kind, folder in TYPE_FOLDERS.items()}
+GLOBAL_TYPES = ("preference",)  # the user's standing rules hold in every project: never tied to one
 GLOBAL_DIR = "global"
 PROJECTS_DIR = "projects"
 FIELD_ORDER = (
@@ -75,7 +75,8 @@ def project_folder(project: str) -> str:
 def note_relpath(kind: str, title: str, note_id: str, project: str | None) -> str:
     """Where a new note goes, relative to memory/: readable and collision-free."""
     folder = TYPE_FOLDERS[kind]
-    base = GLOBAL_DIR if not project or kind == "preference" else f"{PROJECTS_DIR}/{project_folder(project)}"
+    project = note_project(kind, project)
+    base = GLOBAL_DIR if project is None else f"{PROJECTS_DIR}/{project_folder(project)}"
     return f"{base}/{folder}/{slugify(title)}-{note_id}.md"
 
 
@@ -143,6 +144,8 @@ def has_conflict_markers(text: str) -> bool:
 
 def render_note(note: Note) -> str:
     """The file text of a note: YAML front matter, a blank line, the body."""
+    import frontmatter  # only writers need it: reading and searching start without it
+
     post = frontmatter.Post(note.body.rstrip("\n") + "\n", **note.metadata())
     return frontmatter.dumps(post, sort_keys=False, allow_unicode=True, width=1000) + "\n"
 
@@ -157,12 +160,34 @@ def _as_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _as_tags(value: Any) -> list[str]:
+def check_type(kind: str) -> str:
+    """`kind` if it is a note type; else a UsageError naming the types (every adapter checks through this)."""
+    if kind not in NOTE_TYPES:
+        raise UsageError(f"unknown type {kind!r}; use one of {', '.join(NOTE_TYPES)}")
+    return kind
+
+
+def note_project(kind: str, project: str | None) -> str | None:
+    """The project a new note of type `kind` belongs to: none for global types (preferences), whatever
+    the caller asked; else the key stripped (a blank one stays blank, for `validate` to refuse)."""
+    if kind in GLOBAL_TYPES or not project:
+        return None
+    return project.strip()
+
+
+def normalize_tags(value: Any) -> list[str]:
+    """Tags as stored: lower case, without a leading '#', no empties or repeats, in order.
+
+    A string is split at commas and white space (`"a, b"` is two tags); the
+    items of a list (or any other collection but a mapping) are kept whole.
+    The one rule for tags from front matter, the CLI, MCP, the web and
+    importers.
+    """
     if value is None:
         return []
     if isinstance(value, str):
         items = re.split(r"[,\s]+", value)
-    elif isinstance(value, (list, tuple)):
+    elif isinstance(value, Iterable) and not isinstance(value, (Mapping, bytes)):
         items = [str(v) for v in value if v is not None]
     else:
         items = [str(value)]
@@ -224,9 +249,15 @@ def _title_from(body: str, path: str) -> str:
     return stem.replace("-", " ").replace("_", " ").strip() or stem
 
 
+_PATH_ID_RE = re.compile(r"-([0-9a-z]{10})\.md$")
+
+
 def _facts_from_path(path: str) -> tuple[str | None, str | None, str | None]:
     """(project folder, type, id) that the path implies, where it implies them."""
-    parts = PurePosixPath(path).parts
+    if path.startswith("/"):
+        parts: tuple[str, ...] | list[str] = PurePosixPath(path).parts
+    else:  # what PurePosixPath(path).parts gives for a relative path, at a tenth of its cost
+        parts = [part for part in path.split("/") if part and part != "."]
     project = None
     kind = None
     if len(parts) >= 3 and parts[0] == PROJECTS_DIR:
@@ -234,15 +265,18 @@ def _facts_from_path(path: str) -> tuple[str | None, str | None, str | None]:
     for part in parts[:-1]:
         if part in FOLDER_TYPES:
             kind = FOLDER_TYPES[part]
-    match = re.search(r"-([0-9a-z]{10})\.md$", parts[-1]) if parts else None
+    match = _PATH_ID_RE.search(parts[-1]) if parts else None
     return project, kind, match.group(1) if match else None
+
+
+_FRONT_MATTER_RE = re.compile(r"^---[ \t]*\r?\n(.*?)(?:^|\r?\n)---[ \t]*(?:\r?\n|$)", re.S | re.M)
 
 
 def split_front_matter(text: str) -> tuple[str | None, str]:
     """(front matter text or None, body) — a cheap split, no YAML parsing."""
     if not text.startswith("---"):
         return None, text
-    match = re.match(r"^---[ \t]*\r?\n(.*?)(?:^|\r?\n)---[ \t]*(?:\r?\n|$)", text, re.S | re.M)
+    match = _FRONT_MATTER_RE.match(text)
     if not match:
         return None, text
     return match.group(1), text[match.end() :]
@@ -252,33 +286,66 @@ _FAST_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?\Z")
 _FAST_ITEM = re.compile(r"- (.+)\Z")
 _PLAIN_UNSAFE = re.compile(r"""^[-?:,\[\]{}#&*!|>'"%@`\s]|: | #|\s$""")
 _STR_TAG = "tag:yaml.org,2002:str"
-_RESOLVER = yaml.resolver.Resolver()
+# plain scalars YAML reads as something else, built here by YAML's own constructors
+_SCALAR_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "null", "timestamp")
+)
+_NEEDS_YAML = object()  # _fast_scalar's answer when only the full parser can tell
+_yaml_parts: tuple[Any, Any, Any] | None = None
 
 
-def _fast_scalar(raw: str) -> str | None:
-    """A YAML scalar that is certainly a string, decoded; None if YAML rules are needed."""
+def _yaml() -> tuple[Any, Any, Any]:
+    """YAML's resolver, safe constructor and scalar node class, loaded on the first note parsed
+    (not at import: a search that finds the index current never parses a note)."""
+    global _yaml_parts
+    if _yaml_parts is None:
+        import yaml
+
+        resolver = yaml.resolver.Resolver()  # type: ignore[no-untyped-call]
+        _yaml_parts = (resolver, yaml.constructor.SafeConstructor(), yaml.ScalarNode)  # type: ignore[no-untyped-call]
+        if None not in resolver.yaml_implicit_resolvers and not resolver.yaml_path_resolvers:
+            _STRING_FIRST.update(chr(c) for c in range(32, 127) if chr(c) not in resolver.yaml_implicit_resolvers)
+    return _yaml_parts
+
+
+# First characters of plain scalars YAML certainly reads as strings (no implicit resolver starts
+# with them); empty if some resolver could match any first character.
+_STRING_FIRST: set[str] = set()
+
+
+def _fast_scalar(raw: str) -> Any:
+    """A plain or single-quoted YAML scalar, decoded as YAML decodes it; _NEEDS_YAML otherwise."""
     if len(raw) >= 2 and raw[0] == "'" and raw[-1] == "'":
         inner = raw[1:-1]
         if "'" in inner.replace("''", ""):
-            return None
+            return _NEEDS_YAML
         return inner.replace("''", "'")
     if not raw or _PLAIN_UNSAFE.search(raw):
-        return None
-    if _RESOLVER.resolve(yaml.ScalarNode, raw, (True, False)) != _STR_TAG:  # type: ignore[no-untyped-call]
-        return None
-    return raw
+        return _NEEDS_YAML
+    if raw[0] in _STRING_FIRST:  # YAML's resolver would only say "a string" after more work
+        return raw
+    resolver, constructor, scalar_node = _yaml()  # (the first call also fills _STRING_FIRST)
+    if raw[0] in _STRING_FIRST:
+        return raw
+    tag = resolver.resolve(scalar_node, raw, (True, False))
+    if tag == _STR_TAG:
+        return raw
+    if tag in _SCALAR_TAGS:  # a number, a boolean, a date: YAML's own constructor, so nothing differs
+        return constructor.yaml_constructors[tag](constructor, scalar_node(tag, raw))
+    return _NEEDS_YAML
 
 
 def fast_front_matter(fm_text: str) -> dict[str, Any] | None:
     """Parse the simple front matter Anamnesis writes without the YAML machinery.
 
-    Accepts only `key: string` lines and `key:` followed by `- string` items;
+    Accepts only `key: scalar` lines and `key:` followed by `- scalar` items
+    (plain or single-quoted scalars: strings, numbers, booleans, dates);
     anything else returns None and the caller uses the full YAML parser, so
     results never differ from YAML's. Indexing 10,000 notes spends most of
     its time here otherwise.
     """
     meta: dict[str, Any] = {}
-    current: list[str] | None = None
+    current: list[Any] | None = None
     block_keys: list[str] = []
     if "\t" in fm_text:
         return None
@@ -287,7 +354,7 @@ def fast_front_matter(fm_text: str) -> dict[str, Any] | None:
             continue
         if line.startswith("- ") and current is not None:
             value = _fast_scalar(line[2:])
-            if value is None:
+            if value is _NEEDS_YAML:
                 return None
             current.append(value)
             continue
@@ -306,7 +373,7 @@ def fast_front_matter(fm_text: str) -> dict[str, Any] | None:
             meta[key], current = [], None
             continue
         value = _fast_scalar(raw)
-        if value is None:
+        if value is _NEEDS_YAML:
             return None
         meta[key], current = value, None
     for key in block_keys:
@@ -326,9 +393,10 @@ def parse_note(text: str, path: str) -> Note:
     elif fm_text is not None and "\r" not in fm_text and (fast := fast_front_matter(fm_text)) is not None:
         meta = fast
     elif fm_text is not None:
+        import yaml
+
         try:
-            handler = frontmatter.default_handlers.YAMLHandler()
-            loaded = handler.load(fm_text)
+            loaded = yaml.load(fm_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 2})" if mark is not None else ""
@@ -384,7 +452,7 @@ def parse_note(text: str, path: str) -> Note:
         title=title,
         body=body.lstrip("\n"),
         project=_as_text(project_value) or None,
-        tags=_as_tags(tags_value),
+        tags=normalize_tags(tags_value),
         created=_as_text(meta.get("created")),
         updated=_as_text(meta.get("updated") or meta.get("created")),
         machine=_as_text(meta.get("machine")),

@@ -9,18 +9,50 @@ bare hub or another machine's store) lives in state/peers.json.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
+import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis import refs
+from anamnesis.errors import AnamnesisError, GitError, UsageError
 from anamnesis.fsutil import atomic_write_text
+from anamnesis.git import (
+    SCP_URL,
+    GitTimeout,
+    explain,
+    git_processes_in,
+    is_local_url,
+    run_git,
+    ssh_target,
+    user_ssh_command,
+)
+from anamnesis.lock import store_lock
 from anamnesis.paths import Store
+from anamnesis.settings import load_settings, save_settings
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_SCP_RE = re.compile(r"^(?:[^@/:]+@)?(?P<host>[^/:]+):(?P<path>.*)$")
+
+
+PeerKind = Literal["", "hub", "machine"]
+"""hub: a bare repo, we push to its main; machine: another machine's store, we push to an incoming ref
+there; '': not known yet."""
+_KINDS: tuple[PeerKind, ...] = ("", "hub", "machine")
+
+
+class PeerState(TypedDict, total=False):
+    """What syncs learnt about one peer (state/peers.json); every key may be missing."""
+
+    kind: PeerKind
+    last_ok: str
+    last_error: str  # the reason, then what to do
+    last_hint: str
+    last_error_at: str
+    failing_since: str  # the first failure since the last success
 
 
 class PeerNotFound(AnamnesisError):
@@ -35,7 +67,7 @@ class Peer:
 
     name: str
     url: str
-    kind: str = ""  # "hub" (bare: we push to its main) or "machine" (we push to an incoming ref)
+    kind: PeerKind = ""
     last_ok: str = ""
     last_error: str = ""  # the reason, then what to do (`last_hint`)
     last_error_at: str = ""
@@ -53,18 +85,6 @@ class Peer:
             "failing_since": self.failing_since or None,
             "hint": self.last_hint or None,
         }
-
-
-def is_local_url(url: str) -> bool:
-    """Whether a git URL names a path on this machine (not ssh, not a URL scheme)."""
-    if url.startswith("file://"):
-        return True
-    if "://" in url:
-        return False
-    if url.startswith(("/", "./", "../", "~")) or url in (".", ".."):
-        return True
-    match = _SCP_RE.match(url)
-    return match is None or "/" in url.split(":", 1)[0]
 
 
 def normalize_url(url: str) -> str:
@@ -87,7 +107,7 @@ def name_from_url(url: str) -> str:
         host = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1].split(":")[0]
         candidate = host.split(".")[0]
     else:
-        match = _SCP_RE.match(url)
+        match = SCP_URL.match(url)
         candidate = (match.group("host") if match else url).split(".")[0]
     candidate = re.sub(r"[^A-Za-z0-9._-]+", "-", candidate).strip("-.")
     return candidate[:63] or "peer"
@@ -104,7 +124,7 @@ def _state_path(store: Store) -> Path:
     return store.state_dir / "peers.json"
 
 
-def load_state(store: Store) -> dict[str, dict[str, str]]:
+def load_state(store: Store) -> dict[str, PeerState]:
     """What sync learnt per peer; an unreadable file is treated as empty (it is only a cache)."""
     try:
         data = json.loads(_state_path(store).read_text(encoding="utf-8"))
@@ -113,15 +133,13 @@ def load_state(store: Store) -> dict[str, dict[str, str]]:
     return data if isinstance(data, dict) else {}
 
 
-def save_state(store: Store, state: dict[str, dict[str, str]]) -> None:
+def save_state(store: Store, state: dict[str, PeerState]) -> None:
     """Write the per-peer state atomically."""
     atomic_write_text(_state_path(store), json.dumps(state, indent=2, sort_keys=True) + "\n", mode=0o600)
 
 
 def list_peers(store: Store) -> list[Peer]:
     """Configured peers, sorted by name, with what the last syncs learnt."""
-    from anamnesis.settings import load_settings
-
     config = load_settings(store).get("peers") or {}
     state = load_state(store)
     peers: list[Peer] = []
@@ -133,7 +151,7 @@ def list_peers(store: Store) -> list[Peer]:
             Peer(
                 name=name,
                 url=url,
-                kind=info.get("kind", ""),
+                kind=next((k for k in _KINDS if k == info.get("kind")), ""),
                 last_ok=info.get("last_ok", ""),
                 last_error=info.get("last_error", ""),
                 last_error_at=info.get("last_error_at", ""),
@@ -154,9 +172,6 @@ def get_peer(store: Store, name: str) -> Peer:
 
 def add_peer(store: Store, name: str, url: str) -> tuple[Peer, bool]:
     """Add (or re-point) a peer; (peer, changed). Refuses the store's own repo."""
-    from anamnesis.lock import store_lock
-    from anamnesis.settings import load_settings, save_settings
-
     check_name(name)
     url = normalize_url(url)
     local = is_local_url(url) and not url.startswith("file://")
@@ -182,9 +197,6 @@ def add_peer(store: Store, name: str, url: str) -> tuple[Peer, bool]:
 
 def remove_peer(store: Store, name: str) -> Peer:
     """Forget a peer (what was already synced stays; nothing is deleted anywhere)."""
-    from anamnesis.lock import store_lock
-    from anamnesis.settings import load_settings, save_settings
-
     peer = get_peer(store, name)
     with store_lock(store, "peers"):
         settings = load_settings(store)
@@ -206,28 +218,23 @@ def retire_refs(store: Store, name: str) -> None:
     already has everything and skip the push. They move to
     refs/anamnesis/retired/..., where they still mark that history as shared.
     """
-    import time
-
-    from anamnesis.git import run_git
-
     if not (store.memory / ".git").exists():
         return
     out = run_git(
         store.memory, "for-each-ref", "--format=%(objectname) %(refname)",
-        f"refs/anamnesis/peers/{name}/", f"refs/anamnesis/pushed/{name}", check=False,
+        refs.peer_branches(name), refs.pushed(name), check=False,
     ).stdout
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     commands = ""
     for line in out.splitlines():
         oid, _, ref = line.partition(" ")
-        if ref == f"refs/anamnesis/pushed/{name}" or ref.startswith(f"refs/anamnesis/peers/{name}/"):
-            kept = f"refs/anamnesis/retired/{name}-{stamp}/{ref.removeprefix('refs/anamnesis/')}"
-            commands += f"update {kept} {oid}\ndelete {ref} {oid}\n"
+        if ref == refs.pushed(name) or ref.startswith(refs.peer_branches(name)):
+            commands += f"update {refs.retired(name, stamp, ref)} {oid}\ndelete {ref} {oid}\n"
     if commands:
         run_git(store.memory, "update-ref", "--stdin", input=commands)
 
 
-def record(store: Store, updates: dict[str, dict[str, str]]) -> None:
+def record(store: Store, updates: dict[str, PeerState]) -> None:
     """Merge what one sync learnt (kind, last_ok, last_error...) into the per-peer state.
 
     Also keeps `failing_since`: the first failure after the last success,
@@ -237,8 +244,7 @@ def record(store: Store, updates: dict[str, dict[str, str]]) -> None:
         return
     state = load_state(store)
     for name, info in updates.items():
-        entry = dict(state.get(name, {}))
-        entry.update({k: v for k, v in info.items() if v is not None})
+        entry: PeerState = {**state.get(name, {}), **info}
         if info.get("last_ok"):
             entry.pop("failing_since", None)
         elif info.get("last_error_at") and not entry.get("failing_since"):
@@ -252,9 +258,6 @@ def probe(url: str, timeout: float = 20.0, repo: Path | None = None) -> str | No
 
     `repo` (the store's memory/) is where git reads core.sshCommand from.
     """
-    from anamnesis.errors import GitError
-    from anamnesis.git import GitTimeout, explain, run_git, user_ssh_command
-
     url = normalize_url(url)
     where = repo if repo is not None and repo.is_dir() else Path.cwd()
     try:
@@ -288,15 +291,29 @@ class StalePeer:
 
     def describe(self) -> str:
         """One line: which peer, since when, why."""
-        from anamnesis.synclog import ago
-
         was = f"last synced {self.last_ok}" if self.last_ok else "never synced"
         return f"{self.name}: unreachable since {ago(self.since)}, {was} — {self.last_error}"
 
 
-def _age(stamp: str) -> float | None:
-    import datetime as dt
+def ago(stamp: str) -> str:
+    """An ISO time stamp followed by how long ago it was: `2025-03-02T10:15:00Z (3 h ago)`."""
+    try:
+        when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    seconds = int((dt.datetime.now(dt.UTC) - when).total_seconds())
+    if seconds < 90:
+        text = f"{max(seconds, 0)} s ago"
+    elif seconds < 5400:
+        text = f"{seconds // 60} min ago"
+    elif seconds < 172800:
+        text = f"{seconds // 3600} h ago"
+    else:
+        text = f"{seconds // 86400} days ago"
+    return f"{stamp} ({text})"
 
+
+def _age(stamp: str) -> float | None:
     try:
         when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
@@ -342,11 +359,6 @@ def _duration(seconds: float) -> str:
 
 def lock_hint(url: str, lock: str) -> str:
     """What to do about `lock`, a lock file in the peer at `url` that made a push fail."""
-    import shlex
-    import time
-
-    from anamnesis.git import ssh_target
-
     git_dir = _local_git_dir(url)
     if git_dir is None:
         target = ssh_target(url)[0] or "the peer"
@@ -354,8 +366,6 @@ def lock_hint(url: str, lock: str) -> str:
             f"if no git is working on {target.split(' ')[-1]} now, the file was left by a git that was killed: "
             f"remove it with `ssh {target} rm {shlex.quote(lock)}`, then run `anamnesis sync`"
         )
-    from anamnesis.recovery import git_processes_in
-
     repo = git_dir.parent if git_dir.name == ".git" else git_dir
     try:
         age = time.time() - Path(lock).stat().st_mtime
@@ -377,8 +387,6 @@ def lock_hint(url: str, lock: str) -> str:
 
 def peer_lock_files(store: Store) -> list[tuple[Peer, Path, float]]:
     """(peer, lock file, age in seconds) of ref lock files in peers on local paths (a hub on a disk...)."""
-    import time
-
     found = []
     for peer in list_peers(store):
         git_dir = _local_git_dir(peer.url)
@@ -413,11 +421,6 @@ def peer_problems(store: Store, older_than: float = DAY) -> list[PeerProblem]:
       is older than a few minutes with no git process working there: every
       push to that peer fails until it is removed.
     """
-    import shlex
-
-    from anamnesis.recovery import git_processes_in
-    from anamnesis.synclog import ago
-
     problems = []
     for stale in stale_peers(store, older_than):
         reason = stale.last_error.removesuffix(f" — {stale.hint}") if stale.hint else stale.last_error

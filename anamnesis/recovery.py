@@ -13,8 +13,9 @@ can tell them apart from a person's own work:
   holding the old version, the new one, nothing, or an empty or cut-short
   new version (git died writing it) is what git left, and is finished; only
   content git's checkout cannot produce is an edit made here, and is kept.
-  Writers do the same before they commit (`finish_interrupted`), so a
-  half-moved tree is never committed as edits;
+  Writers do the same before they write (`prepare`, through
+  `store.require_writable`), so a half-moved tree is never committed as
+  edits;
 - a rebase, merge, cherry-pick, revert or bisect in progress is never ours
   (sync never starts one), so sync refuses and says how to get out of it.
 """
@@ -24,21 +25,23 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from anamnesis.errors import AnamnesisError, LockTimeout
+from anamnesis import refs
+from anamnesis.errors import AnamnesisError
 from anamnesis.fsutil import atomic_write_bytes, atomic_write_text
-from anamnesis.git import run_git, run_git_bytes
+from anamnesis.git import lock_files, run_git, run_git_bytes, settle_git
+from anamnesis.index import open_index
+from anamnesis.merge import Side, merge_texts
 from anamnesis.paths import Store
+from anamnesis.repo import changed_paths
 
 CHECKOUT_MARKER = "sync-checkout.json"
 RUNNING_MARKER = "sync-running.json"
-_LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
 
 
 class SyncRefused(AnamnesisError):
@@ -66,108 +69,13 @@ def wedged(store: Store) -> str | None:
                 f"{how}, then run `anamnesis sync` again (nothing was changed)"
             )
     branch = run_git(repo, "symbolic-ref", "-q", "HEAD", check=False).stdout.strip()
-    if branch != "refs/heads/main":
+    if branch != refs.MAIN:
         now = branch.removeprefix("refs/heads/") or "a detached HEAD"
         return (
             f"{repo} has {now} checked out, but notes live on branch main; "
             f"run `{where} checkout main` (commit or stash your work first), then `anamnesis sync` again"
         )
     return None
-
-
-# -- git processes and stale lock files ---------------------------------------------
-
-
-def lock_files(repo: Path) -> list[Path]:
-    """Git lock files present in `repo` (index.lock, HEAD.lock, ref locks...)."""
-    git_dir = repo / ".git"
-    found = [git_dir / name for name in _LOCK_NAMES if (git_dir / name).exists()]
-    refs = git_dir / "refs"
-    if refs.is_dir():
-        found.extend(refs.rglob("*.lock"))
-    return found
-
-
-def git_processes_in(repo: Path) -> list[int]:
-    """Pids of git processes (other than us) working in `repo`, found via /proc or ps/lsof."""
-    target = str(repo.resolve())
-    if Path("/proc/self").is_dir():
-        return _proc_git_processes(target)
-    return _ps_git_processes(target)
-
-
-def _inside(path: str, target: str) -> bool:
-    return path == target or path.startswith(target + "/")
-
-
-def _proc_git_processes(target: str) -> list[int]:
-    found: list[int] = []
-    me = os.getpid()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        base = f"/proc/{entry.name}"
-        try:
-            with open(f"{base}/stat", "rb") as handle:
-                stat = handle.read()
-            comm = stat[stat.index(b"(") + 1 : stat.rindex(b")")]
-            state = stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
-            if not comm.startswith(b"git") or state in (b"Z", b"X"):
-                continue
-            cwd = os.readlink(f"{base}/cwd")
-            with open(f"{base}/cmdline", "rb") as handle:
-                cmdline = handle.read().decode("utf-8", "replace").split("\0")
-        except (OSError, ValueError):
-            continue
-        if _inside(cwd, target) or any(_inside(arg, target) for arg in cmdline):
-            found.append(int(entry.name))
-    return found
-
-
-def _ps_git_processes(target: str) -> list[int]:
-    try:
-        out = subprocess.run(["ps", "-Ao", "pid=,comm="], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    pids = [int(p) for p, _, comm in (line.strip().partition(" ") for line in out.splitlines())
-            if p.isdigit() and Path(comm.strip()).name.startswith("git") and int(p) != os.getpid()]
-    if not pids or shutil.which("lsof") is None:
-        return pids  # cannot tell where they work: assume they may be ours
-    found: list[int] = []
-    for pid in pids:
-        try:
-            out = subprocess.run(
-                ["lsof", "-a", "-p", str(pid), "-d", "cwd", "-Fn"], capture_output=True, text=True, timeout=10
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
-            found.append(pid)
-            continue
-        if any(_inside(line[1:], target) for line in out.splitlines() if line.startswith("n")):
-            found.append(pid)
-    return found
-
-
-def settle_git(store: Store, timeout: float = 30.0) -> list[str]:
-    """Wait for git processes left in memory/, then remove lock files nobody owns; what was removed."""
-    repo = store.memory
-    deadline = time.monotonic() + timeout
-    while True:
-        busy = git_processes_in(repo)
-        if not busy:
-            break
-        if time.monotonic() >= deadline:
-            raise LockTimeout(
-                f"git process {', '.join(map(str, busy))} is still working in {repo}; try again when it is done"
-            )
-        time.sleep(0.05)
-    removed: list[str] = []
-    for lock in lock_files(repo):
-        try:
-            lock.unlink()
-            removed.append(str(lock.relative_to(repo)))
-        except FileNotFoundError:
-            pass
-    return removed
 
 
 # -- markers: a sync in progress, a checkout in progress ------------------------------
@@ -236,7 +144,7 @@ def finish_checkout(store: Store, conflicts: list[str] | None = None) -> str | N
             conflicts.extend(p for p in conflicted if p not in conflicts)
         if moving:
             # Files first, then the branch: killed in between, the marker makes the next run redo it.
-            run_git(repo, "update-ref", "-m", "anamnesis sync: finish interrupted checkout", "refs/heads/main", target, orig)
+            run_git(repo, "update-ref", "-m", "anamnesis sync: finish interrupted checkout", refs.MAIN, target, orig)
             if run_git(repo, "read-tree", "-m", orig, target, check=False).returncode != 0:
                 run_git(repo, "read-tree", target)
             note = f"finished an interrupted sync: moved to {target[:10]} ({fixed} files brought up to date)"
@@ -250,18 +158,6 @@ def finish_checkout(store: Store, conflicts: list[str] | None = None) -> str | N
         _reindex(store, paths)
     clear_marker(store, CHECKOUT_MARKER)
     return note
-
-
-def finish_interrupted(store: Store) -> str | None:
-    """For writers, before they commit: finish a checkout a killed sync left half done (cheap when none was).
-
-    Without it, a commit made first would carry the half-moved files (an
-    emptied note among them) as edits made here. The caller holds the store lock.
-    """
-    if read_marker(store, CHECKOUT_MARKER) is None:
-        return None
-    settle_git(store)
-    return finish_checkout(store)
 
 
 def checkout_started(store: Store) -> bool:
@@ -287,7 +183,6 @@ def _reindex(store: Store, paths: list[str]) -> None:
     """The moved notes' index rows, now: writers do not run sync's index update."""
     if not paths:
         return
-    from anamnesis.index import open_index
 
     with open_index(store) as index:
         index.refresh(paths)
@@ -298,6 +193,9 @@ def _reindex(store: Store, paths: list[str]) -> None:
 
 CLOCK_SLACK_NS = 2_000_000_000
 _LINK, _FILE, _SUBMODULE = "120000", "100644", "160000"
+
+
+FileKind = Literal["", "new", "old", "missing", "cut", "edited"]  # "": not surveyed yet
 
 
 @dataclass
@@ -322,7 +220,7 @@ class FileState:
     was: tuple[str, str] | None
     want: tuple[str, str] | None
     disk: tuple[str, str] | None
-    state: str = ""
+    state: FileKind = ""
     order: int = -1  # the position in which git's checkout writes it (-1: it only removes it)
 
 
@@ -336,8 +234,6 @@ def _kind(mode: str) -> str:
 
 def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileState]:
     """What each path the checkout from `orig` to `target` had to write is now (see FileState)."""
-    from anamnesis.repo import changed_paths
-
     paths = changed_paths(repo, orig, target)
     if not paths:
         return []
@@ -457,8 +353,6 @@ def _settle_files(
     is; otherwise both sides are kept with markers. An edit of a note the
     target deletes, or any edit while the move is undone, is kept as it is.
     """
-    from anamnesis.conflicts import Side, merge_texts
-
     files = survey(repo, orig, target, since)
     if not files:
         return [], 0, []
@@ -574,7 +468,7 @@ def prepare(store: Store, conflicts: list[str] | None = None) -> list[str]:
     moving = read_marker(store, CHECKOUT_MARKER)
     if previous is not None or moving is not None or lock_files(store.memory):
         # A git the killed sync started may still be at work (it survives its parent): wait for it first.
-        removed = settle_git(store)
+        removed = settle_git(store.memory)
         if removed:
             notes.append(f"removed stale git lock files: {', '.join(removed)}")
     for stale in store.state_dir.glob("merge-index-*"):

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from anamnesis.errors import GitError
-from anamnesis.git import git_out, run_git
+from anamnesis.fsutil import atomic_write_text
+from anamnesis.git import git_out, lock_files, run_git, settle_git
 from anamnesis.paths import Store
 
 BRANCH = "main"
@@ -28,8 +29,6 @@ def init_repo(store: Store, machine: str) -> bool:
     repo.mkdir(parents=True, exist_ok=True)
     run_git(repo, "init", "-q", "-b", BRANCH)
     configure_repo(store, machine)
-    from anamnesis.fsutil import atomic_write_text
-
     atomic_write_text(repo / ".gitattributes", GITATTRIBUTES)
     atomic_write_text(repo / ".gitignore", GITIGNORE)
     run_git(repo, "add", "-A")
@@ -60,11 +59,13 @@ LITERAL = "--literal-pathspecs"  # a note named "[draft].md" is that file, not a
 
 
 def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
-    """Stage exactly `paths` (added, changed or deleted) and commit; None if nothing changed."""
-    from anamnesis.recovery import finish_interrupted
+    """Stage exactly `paths` (added, changed or deleted) and commit; None if nothing changed.
 
+    The caller holds the store lock and began with `store.require_writable`,
+    which finished any working-tree move a killed sync left half done, so the
+    half-moved files are never committed as edits made here.
+    """
     repo = store.memory
-    finish_interrupted(store)  # never commit on top of a working tree a killed sync left half moved
     gone = [p for p in paths if not os.path.lexists(repo / p)]
     if gone:  # drop paths neither on disk nor known to git (a note deleted before it was ever committed)
         known = set(git_out(repo, LITERAL, "ls-files", "-z", "--", *gone).split("\0"))
@@ -76,11 +77,9 @@ def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
     except GitError:
         # A git killed mid-write (a sync hit by SIGKILL) may have left its lock file
         # behind: clear it if no git process owns it, then try once more.
-        from anamnesis.recovery import lock_files, settle_git
-
         if not lock_files(repo):
             raise
-        settle_git(store)
+        settle_git(repo)
         run_git(repo, LITERAL, "add", "-A", "--", *paths)
     if not run_git(repo, LITERAL, "diff", "--cached", "--quiet", "--", *paths, check=False).returncode:
         return None
@@ -90,10 +89,7 @@ def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
 
 def commit_all(store: Store, message: str) -> str | None:
     """Stage everything in the working tree and commit; None if nothing changed."""
-    from anamnesis.recovery import finish_interrupted
-
     repo = store.memory
-    finish_interrupted(store)  # a half-moved tree is not an edit
     run_git(repo, "add", "-A")
     if not run_git(repo, "diff", "--cached", "--quiet", check=False).returncode:
         return None

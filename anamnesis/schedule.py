@@ -24,11 +24,14 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, Literal
 from xml.sax.saxutils import escape
 
 from anamnesis.errors import UsageError
+from anamnesis.fsutil import atomic_write_text
 from anamnesis.paths import Store
+from anamnesis.resources import read_template
+from anamnesis.synclog import status_summary
 
 DEFAULT_EVERY = "5m"
 MIN_SECONDS = 30
@@ -65,7 +68,10 @@ def interval_text(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def platform_kind() -> str:
+Scheduler = Literal["systemd", "launchd"]
+
+
+def platform_kind() -> Scheduler:
     """'launchd' on macOS, 'systemd' elsewhere."""
     return "launchd" if sys.platform == "darwin" else "systemd"
 
@@ -135,7 +141,7 @@ def _systemd_environment(env: dict[str, str]) -> str:
 class Plan:
     """The files to write and the commands that activate them."""
 
-    kind: str
+    kind: Scheduler
     name: str
     interval: int
     files: dict[Path, str] = field(default_factory=dict)
@@ -154,8 +160,6 @@ class Plan:
 
 def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watch: bool = False) -> Plan:
     """Render the unit files for this store (nothing is written); `watch`: the watch service instead."""
-    from anamnesis.resources import read_template
-
     seconds = parse_interval(every)
     kind = kind or platform_kind()
     if watch:
@@ -169,7 +173,7 @@ def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watc
             "interval_text": interval_text(seconds),
             "service_name": f"{name}.service",
         }
-        result = Plan(kind, name, seconds)
+        result = Plan("systemd", name, seconds)
         result.files[folder / f"{name}.service"] = Template(
             read_template("anamnesis-sync.service")
         ).substitute(values)
@@ -201,8 +205,6 @@ def _launchd_plan(
     store: Store, label: str, template: str, argv: list[str], log_name: str, seconds: int
 ) -> Plan:
     """A LaunchAgent plist from `template`, loaded into the user's GUI domain."""
-    from anamnesis.resources import read_template
-
     target = launchd_dir() / f"{label}.plist"
     values = {
         "label": escape(label),
@@ -267,8 +269,6 @@ def install(
 
     The timer and the watch service replace each other: installing one removes the other.
     """
-    from anamnesis.fsutil import atomic_write_text
-
     store.require()
     rendered = plan(store, every, kind, watch=watch)
     outcome = Outcome()
@@ -312,8 +312,6 @@ def remove(store: Store, *, activate: bool = True, kind: str | None = None) -> O
 
 def status(store: Store, kind: str | None = None) -> dict[str, Any]:
     """Installed? active? how often? and the last sync from the log."""
-    from anamnesis.synclog import status_summary
-
     rendered = plan(store, DEFAULT_EVERY, kind)
     files = {str(path): path.exists() for path in rendered.files}
     info: dict[str, Any] = {
@@ -388,12 +386,10 @@ def watch_command(seconds: int) -> list[str]:
 
 def watch_plan(store: Store, seconds: int, kind: str) -> Plan:
     """A systemd user service (Restart=on-failure) or a LaunchAgent (KeepAlive) that runs `anamnesis watch`."""
-    from anamnesis.resources import read_template
-
     if kind == "systemd":
         name = f"anamnesis-watch{_suffix(store)}"
         values = _systemd_values(store, watch_command(seconds))
-        result = Plan(kind, name, seconds)
+        result = Plan("systemd", name, seconds)
         result.files[systemd_dir() / f"{name}.service"] = Template(
             read_template("anamnesis-watch.service")
         ).substitute(values)

@@ -16,14 +16,24 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path, PurePosixPath
 
-from anamnesis.errors import AnamnesisError, DiskFull, LockTimeout, NoteNotFound, OutsideStore, UsageError
+from anamnesis.errors import (
+    AnamnesisError,
+    DiskFull,
+    LockTimeout,
+    NoteChanged,
+    NoteNotFound,
+    OutsideStore,
+    UsageError,
+)
 from anamnesis.fsutil import atomic_write_bytes, free_bytes, human_bytes, is_out_of_space
 from anamnesis.lock import store_lock
 from anamnesis.notes import (
-    NOTE_TYPES,
     Note,
+    check_type,
     is_note_id,
     new_id,
+    normalize_tags,
+    note_project,
     note_relpath,
     now_iso,
     parse_note,
@@ -238,8 +248,7 @@ def resolve_supersedes(store: Store, refs: Iterable[str]) -> list[str]:
 
 def validate(note: Note) -> None:
     """Refuse notes the store would be unable to round-trip."""
-    if note.type not in NOTE_TYPES:
-        raise UsageError(f"unknown type {note.type!r}; use one of {', '.join(NOTE_TYPES)}")
+    check_type(note.type)
     if not note.title.strip():
         raise UsageError("a note needs a title")
     if len(note.title) > MAX_TITLE:
@@ -285,7 +294,7 @@ def save_note(
         if expected_text is not None:
             current = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
             if current != expected_text:
-                raise AnamnesisError(f"{note.path} changed on disk since it was read; reload and try again")
+                raise NoteChanged(f"{note.path} changed on disk since it was read; reload and try again")
         if not note.machine:
             note.machine = machine
         write_unit(
@@ -520,8 +529,7 @@ def create_note(
     An empty body is refused, as are a repo left mid-rebase or on another
     branch and a broken settings.json (see `check_writable`).
     """
-    if type not in NOTE_TYPES:
-        raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
+    check_type(type)
     if not body.strip():
         raise UsageError("empty body; nothing was written")
     from anamnesis.redact import redact_note_fields
@@ -537,8 +545,8 @@ def create_note(
         type=type,
         title=title.strip(),
         body=body,
-        project=project.strip() if project and type != "preference" else None,
-        tags=[t.strip().lstrip("#").lower() for t in tags if t.strip()],
+        project=note_project(type, project),
+        tags=normalize_tags(tags),
         created=stamp,
         updated=stamp,
         machine=machine,
@@ -587,7 +595,7 @@ def update_note(
         if body is not None:
             note.body = body
         if tags is not None:
-            note.tags = [t.strip().lstrip("#").lower() for t in tags if t.strip()]
+            note.tags = normalize_tags(tags)
         if type is not None:
             note.type = type
         note.updated = now_iso()
@@ -643,7 +651,7 @@ def save_edited_text(store: Store, relpath: str, data: bytes, *, expected: bytes
                 current = None
             if current != expected:
                 gone = "was deleted" if current is None else "changed on disk"
-                raise AnamnesisError(f"{relpath} {gone} while you were editing it; nothing was overwritten")
+                raise NoteChanged(f"{relpath} {gone} while you were editing it; nothing was overwritten")
         stamped = stamp_updated(text)
         out = data if stamped == text else stamped.encode("utf-8")
         write_unit(store, relpath, out, f"{machine}: edit {relpath}")
@@ -719,12 +727,12 @@ def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
             rewritten = rewrite_links(other, key.path, resolver, old_key, new)
             if rewritten != other:
                 changes[key.path] = rewritten.encode("utf-8", "surrogateescape")
-        _write_units(store, changes, f"{machine}: move {old} to {new}", old)
+        write_units(store, changes, f"{machine}: move {old} to {new}", old)
     note.path = new
     return MovedNote(note, old, sorted(p for p in changes if p not in (old, new)))
 
 
-def _write_units(store: Store, changes: dict[str, bytes | None], message: str, what: str) -> None:
+def write_units(store: Store, changes: dict[str, bytes | None], message: str, what: str) -> None:
     """`write_unit` for several files in one commit: every file written (None deletes), indexed
     and committed, or every file put back as it was. Called under the store lock."""
     from anamnesis import repo

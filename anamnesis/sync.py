@@ -21,25 +21,47 @@ and `watch`. Under the store lock it:
 7. updates the index from the paths that changed between the old and new HEAD.
 
 What was fetched from or pushed to anyone is "published" (every ref under
-refs/anamnesis/ marks it) and is never rewritten.
+refs/anamnesis/ marks it; their names are in `refs`) and is never rewritten.
+
+Fetching and pushing (steps 3 and 6) go through the peer's `Transport`
+(`transport.py`: git for every URL today); this module decides what to
+integrate, when to push again, and what a peer's answer means for the report.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from anamnesis import peers as peers_mod
+from anamnesis import recovery, refs, synclog
+from anamnesis.capture import flush_queued
 from anamnesis.errors import AnamnesisError, GitError
-from anamnesis.git import Failure, GitTimeout, explain, git_out, run_git, run_git_bytes, user_ssh_command
+from anamnesis.git import Failure, git_out, run_git, run_git_bytes
+from anamnesis.index import open_index
 from anamnesis.lock import store_lock
 from anamnesis.notes import now_iso
 from anamnesis.paths import Store
-from anamnesis.peers import Peer
+from anamnesis.peers import (
+    Peer,
+    PeerKind,
+    PeerNotFound,
+    PeerState,
+    add_peer,
+    get_peer,
+    list_peers,
+    name_from_url,
+    remove_peer,
+)
 from anamnesis.recovery import SyncRefused
+from anamnesis.repo import changed_paths
+from anamnesis.semantic import start_background_update
+from anamnesis.settings import machine_id
+from anamnesis.transport import FetchFailed, transport_for
+from anamnesis.treemerge import TreeMerger, private_index
 
 __all__ = [
     "EXIT_CONFLICT",
@@ -50,8 +72,6 @@ __all__ = [
     "SyncRefused",
     "SyncResult",
     "join",
-    "last_sync_summary",
-    "status_summary",
     "sync",
 ]
 
@@ -59,11 +79,11 @@ EXIT_SYNCED = 0
 EXIT_CONFLICT = 10
 EXIT_UNREACHABLE = 11
 EXIT_REFUSED = SyncRefused.exit_code  # 12
-BRANCH_REF = "refs/heads/main"
-PUBLISHED_GLOB = "--glob=refs/anamnesis/*"
 MAX_PUSH_ATTEMPTS = 5
 LOCK_RETRIES = 3  # pushes tried against a locked ref before reporting the lock file
-FETCH_TIMEOUT = 120.0
+
+PeerStatus = Literal["synced", "up to date", "unreachable", "rejected", "skipped"]
+Outcome = Literal["synced", "conflict recorded", "some peers unreachable"]
 
 
 @dataclass
@@ -72,7 +92,7 @@ class PeerReport:
 
     name: str
     url: str = ""
-    status: str = "skipped"  # synced | up to date | unreachable | rejected | skipped
+    status: PeerStatus = "skipped"
     detail: str = ""  # the reason, then what to do: one line for people and the log
     received: int = 0
     sent: int = 0
@@ -124,10 +144,10 @@ class SyncResult:
         return EXIT_SYNCED
 
     @property
-    def outcome(self) -> str:
-        return {EXIT_CONFLICT: "conflict recorded", EXIT_UNREACHABLE: "some peers unreachable"}.get(
-            self.exit_code, "synced"
-        )
+    def outcome(self) -> Outcome:
+        if self.conflicts:
+            return "conflict recorded"
+        return "some peers unreachable" if self.unreachable else "synced"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -153,14 +173,16 @@ class _Sync:
     """The state of one sync run (under the store lock)."""
 
     def __init__(self, store: Store, result: SyncResult) -> None:
-        from anamnesis.treemerge import TreeMerger, private_index
-
         self.store = store
         self.repo = store.memory
         self.result = result
         self.machine = result.machine
         self.merger = TreeMerger(self.repo, private_index(store.state_dir))
-        self.peer_updates: dict[str, dict[str, str]] = {}
+        self.peer_updates: dict[str, PeerState] = {}
+
+    def _kind(self, peer: Peer) -> PeerKind:
+        """What this sync (or an earlier one) learnt the peer is: a hub, a machine's store, or ''."""
+        return self.peer_updates.get(peer.name, {}).get("kind") or peer.kind
 
     # -- git helpers ----------------------------------------------------------------
 
@@ -199,33 +221,16 @@ class _Sync:
     # -- step 3: fetch ----------------------------------------------------------------
 
     def fetch(self, peer: Peer, report: PeerReport) -> str | None:
-        """Fetch a peer's branches; its main, or None (empty peer).
+        """Fetch a peer's branches through its transport; its main, or None (empty peer).
 
-        Raises GitError if unreachable, with ssh's (or git's) own reason and
-        what to do, which also go into `report`. The fetch is bounded in time
-        (git.network_timeout) and stopped with its ssh when the bound passes.
+        Raises FetchFailed if unreachable, with ssh's (or git's) own reason
+        and what to do, which also go into `report`.
         """
         try:
-            proc = run_git(
-                self.repo,
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-auto-gc",
-                peer.url,
-                f"+refs/heads/*:refs/anamnesis/peers/{peer.name}/*",
-                timeout=FETCH_TIMEOUT,
-                check=False,
-            )
-        except GitTimeout as exc:
-            failure = explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc))
-        else:
-            if proc.returncode == 0:
-                return self.ref(f"refs/anamnesis/peers/{peer.name}/main")
-            failure = explain(proc.stderr or proc.stdout, peer.url, user_ssh_command(self.repo))
-        report.reason, report.hint = failure.reason, failure.hint
-        raise GitError(f"git fetch failed: {failure.text}")
+            return transport_for(self.repo, peer).fetch(peer)
+        except FetchFailed as exc:
+            report.reason, report.hint = exc.failure.reason, exc.failure.hint
+            raise
 
     # -- step 4: integrate --------------------------------------------------------------
 
@@ -257,7 +262,9 @@ class _Sync:
         They can when they form one straight line whose base is already in
         `tip`'s history: then `tip` plus them replayed is exactly pull --rebase.
         """
-        out = git_out(self.repo, "rev-list", "--reverse", "--topo-order", "--parents", head, "--not", tip, PUBLISHED_GLOB)
+        out = git_out(
+            self.repo, "rev-list", "--reverse", "--topo-order", "--parents", head, "--not", tip, refs.PUBLISHED_GLOB
+        )
         rows = [line.split() for line in out.splitlines() if line]
         if not rows or any(len(row) != 2 for row in rows):
             return None
@@ -288,8 +295,6 @@ class _Sync:
         not reached. A git that failed after it began writing (a full disk)
         is finished the same way at once, never committed as edits.
         """
-        from anamnesis import recovery
-
         if old == new:
             return True
         recovery.start_checkout(self.store, old, new)
@@ -327,46 +332,38 @@ class _Sync:
         retried like a peer that moved on: the report names the file and
         what to do about it.
         """
+        transport = transport_for(self.repo, peer)
         locked = 0
         for _attempt in range(MAX_PUSH_ATTEMPTS):
             head = self.head()
-            tip = self.ref(f"refs/anamnesis/peers/{peer.name}/main")
-            kind = self.peer_updates.get(peer.name, {}).get("kind") or peer.kind
-            pushed = self.ref(f"refs/anamnesis/pushed/{peer.name}")
+            tip = self.ref(refs.peer_main(peer.name))
+            kind = self._kind(peer)
+            pushed = self.ref(refs.pushed(peer.name))
             if (tip and self.is_ancestor(head, tip)) or (kind == "machine" and pushed == head):
                 return  # the peer has everything already
-            target = f"refs/anamnesis/incoming/{_ref_name(self.machine)}" if kind == "machine" else BRANCH_REF
             sent = self.count(head, "--not", *[r for r in (tip, pushed) if r])
-            status, reason = self._push_ref(peer, target)
+            outcome = transport.push(peer, kind, self.machine, head)
+            status, reason = outcome.status, outcome.failure
             if status == "ok":
-                self._pushed(peer, head, target, sent, report)
+                self._pushed(peer, head, outcome.to_main, sent, report)
                 return
             if status == "locked":
                 locked += 1
                 if locked < LOCK_RETRIES:  # another push holds it for a moment; a leftover stays
                     time.sleep(0.5 * locked)
                     continue
-                from anamnesis.peers import lock_hint
-
                 lock = reason.reason.rsplit(": ", 1)[-1].removesuffix(" exists")
-                self._unreachable(peer, report, Failure(reason.reason, lock_hint(peer.url, lock)), "rejected")
+                self._unreachable(peer, report, Failure(reason.reason, transport.lock_hint(peer, lock)), "rejected")
                 return
-            if status == "checked-out" and kind != "machine":
+            if status == "checked-out":
                 self.peer_updates.setdefault(peer.name, {})["kind"] = "machine"
                 continue  # a machine's store: push to its incoming ref instead
-            if status == "rejected" and kind == "machine":
-                # Our incoming ref there is not an ancestor (history rewritten by hand): a new ref, never force.
-                alt = f"refs/anamnesis/incoming/{_ref_name(self.machine)}-{head[:12]}"
-                status, reason = self._push_ref(peer, alt)
-                if status == "ok":
-                    self._pushed(peer, head, alt, sent, report)
-                    return
             if status == "rejected":
                 # The peer moved on since we fetched: fetch, integrate, try again.
                 try:
                     tip = self.fetch(peer, report)
                 except GitError as exc:
-                    self._unreachable(peer, report, _reason(str(exc)))
+                    self._unreachable(peer, report, _why(exc))
                     return
                 if tip:
                     self.integrate_all([(peer.name, tip, report)])
@@ -375,49 +372,16 @@ class _Sync:
             return
         self._unreachable(peer, report, f"push still rejected after {MAX_PUSH_ATTEMPTS} attempts", "rejected")
 
-    def _push_ref(self, peer: Peer, target: str) -> tuple[str, Failure]:
-        """Push main to `target` on the peer: (ok | checked-out | rejected | locked | refused | failed, why).
-
-        "locked": a ref there is locked (git's "cannot lock ref ... File
-        exists"); the reason names the lock file.
-        """
-        try:
-            proc = run_git(
-                self.repo, "push", "--porcelain", "--no-verify", peer.url, f"{BRANCH_REF}:{target}", check=False,
-                timeout=FETCH_TIMEOUT,
-            )
-        except GitTimeout as exc:
-            return "failed", explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc))
-        said = (proc.stderr or "") + "\n" + (proc.stdout or "")
-        for line in proc.stdout.splitlines():
-            parts = line.split("\t")
-            if len(parts) >= 3 and parts[1].endswith(f":{target}"):
-                flag, summary = parts[0], parts[2]
-                if flag in (" ", "*", "=", "+"):
-                    return "ok", Failure(summary)
-                if "checked out" in summary or "current branch" in summary:
-                    return "checked-out", Failure(summary)
-                failure = explain(said, peer.url)
-                if failure.reason.endswith(".lock exists"):
-                    return "locked", failure
-                if summary.startswith("[rejected]") or "cannot lock ref" in summary or "failed to update ref" in summary:
-                    return "rejected", Failure(summary)
-                return "refused", Failure(summary)
-        failure = explain(said, peer.url, user_ssh_command(self.repo))
-        if failure.reason.endswith(".lock exists"):
-            return "locked", failure
-        return "failed", failure if failure.reason else Failure(f"git push exited {proc.returncode}")
-
-    def _pushed(self, peer: Peer, head: str, target: str, sent: int, report: PeerReport) -> None:
-        run_git(self.repo, "update-ref", f"refs/anamnesis/pushed/{peer.name}", head)
-        if target == BRANCH_REF:
-            run_git(self.repo, "update-ref", f"refs/anamnesis/peers/{peer.name}/main", head)
+    def _pushed(self, peer: Peer, head: str, to_main: bool, sent: int, report: PeerReport) -> None:
+        run_git(self.repo, "update-ref", refs.pushed(peer.name), head)
+        if to_main:  # a hub: its main is ours now
+            run_git(self.repo, "update-ref", refs.peer_main(peer.name), head)
             self.peer_updates.setdefault(peer.name, {}).setdefault("kind", "hub")
         report.sent += sent
         self.result.sent += sent
 
     def _unreachable(
-        self, peer: Peer, report: PeerReport, detail: str | Failure, status: str = "unreachable"
+        self, peer: Peer, report: PeerReport, detail: str | Failure, status: PeerStatus = "unreachable"
     ) -> None:
         """Mark the peer skipped: the reason and hint (a fetch already put them in `report`) in the
         report, the log and the peer's state."""
@@ -444,13 +408,13 @@ class _Sync:
             try:
                 tip = self.fetch(peer, report)
             except GitError as exc:
-                self._unreachable(peer, report, _reason(str(exc)))
+                self._unreachable(peer, report, _why(exc))
                 continue
             reachable.append((peer, report))
             if tip:
                 sources.append((peer.name, tip, report))
         for ref, oid in self._incoming():
-            sources.append((ref.removeprefix("refs/anamnesis/"), oid, None))
+            sources.append((refs.short(ref), oid, None))
         sources.sort(key=lambda s: s[0])
         self.integrate_all(sources)
         for peer, report in reachable:
@@ -461,29 +425,19 @@ class _Sync:
                 self.peer_updates.setdefault(peer.name, {})["last_ok"] = now_iso()
 
     def _incoming(self) -> list[tuple[str, str]]:
-        out = git_out(self.repo, "for-each-ref", "--format=%(refname) %(objectname)", "refs/anamnesis/incoming/")
+        out = git_out(self.repo, "for-each-ref", "--format=%(refname) %(objectname)", refs.INCOMING)
         return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
 
 
-def _ref_name(machine: str) -> str:
-    """A machine id as one safe ref-name component."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", machine).strip("-") or "machine"
-
-
-def git_reason(output: str, url: str = "") -> str:
-    """The line of git's output that says what went wrong (ssh's own when ssh failed, never git's
-    "Could not read from remote repository"), then what to do about it when that is known."""
-    return explain(output, url).text
-
-
-def _reason(message: str) -> str:
-    """git's last words, without the 'git fetch ... failed:' prefix."""
-    return message.split(" failed: ", 1)[-1]
+def _why(exc: GitError) -> Failure | str:
+    """Why a peer could not be fetched: the transport's reason and hint, or, for another git
+    failure, git's last words without the 'git ... failed:' prefix."""
+    if isinstance(exc, FetchFailed):
+        return exc.failure
+    return str(exc).split(" failed: ", 1)[-1]
 
 
 def _select(store: Store, only: list[str] | None) -> list[Peer]:
-    from anamnesis.peers import get_peer, list_peers
-
     if only:
         return [get_peer(store, name) for name in only]
     return list_peers(store)
@@ -502,10 +456,6 @@ def sync(
     LockTimeout when another writer held the store too long, GitError for
     local git failures. Unreachable peers do not raise: they are in the result.
     """
-    from anamnesis import peers as peers_mod
-    from anamnesis import recovery
-    from anamnesis.settings import machine_id
-
     store.require()
     started = time.perf_counter()
     result = SyncResult(machine=machine_id(store), started=now_iso())
@@ -514,9 +464,8 @@ def sync(
         with store_lock(store, "sync", timeout=lock_timeout):
             killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
             result.repaired = recovery.prepare(store, result.conflicts)
-            from anamnesis.capture import flush_queued
-
             flush_queued(store)  # session notes captured while memory/ could not be written go in now
+            _mirror(store)  # mirrored sources (docs/import.md) go in before the commit; never fails the sync
             job = _Sync(store, result)
             result.head_before = job.head()
             base = _index_base(store, killed, result.head_before)
@@ -540,6 +489,18 @@ def sync(
     return result
 
 
+def _mirror(store: Store) -> None:
+    """Import what changed in the mirrored sources (`anamnesis import ... --mirror`); logs, never raises."""
+    try:
+        from anamnesis.importers import mirror_all
+
+        mirror_all(store)
+    except Exception as exc:  # an importer's bug must never cost a sync
+        import logging
+
+        logging.getLogger("anamnesis.importers").warning("mirroring failed: %s", exc)
+
+
 def _index_base(store: Store, killed: dict[str, str] | None, head: str) -> str | None:
     """Where index updates must start from: here, or where a killed sync started (None: unknown)."""
     if killed is None:
@@ -560,9 +521,6 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
     been moved or deleted by this sync). None (no record) falls back to a
     full size/mtime scan.
     """
-    from anamnesis.index import open_index
-    from anamnesis.repo import changed_paths
-
     paths = changed_paths(store.memory, result.head_before, result.head_after)
     result.changed = [p for p in paths if p.endswith(".md")]
     todo: list[str] | None = None
@@ -573,8 +531,6 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
         todo = list(dict.fromkeys([*earlier, *paths, *result.committed]))
         if not todo and store.index_path.exists():
             return
-    from anamnesis.semantic import start_background_update
-
     started = time.perf_counter()
     with open_index(store) as index:
         changed = index.refresh(todo).changed
@@ -584,9 +540,7 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
 
 
 def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
-    from anamnesis import synclog
-
-    entry: dict[str, Any] = {
+    entry: synclog.LogEntry = {
         "at": result.started,
         "machine": result.machine,
         "outcome": result.outcome if error is None else "failed",
@@ -608,20 +562,6 @@ def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
         pass  # a full disk must not turn a finished sync into a failure
 
 
-def last_sync_summary(store: Store) -> dict[str, Any]:
-    """Last sync and last error from this machine's sync log (see synclog)."""
-    from anamnesis.synclog import last_sync_summary as summary
-
-    return summary(store)
-
-
-def status_summary(store: Store) -> dict[str, object]:
-    """The lines `anamnesis status` shows about sync."""
-    from anamnesis.synclog import status_summary as summary
-
-    return summary(store)
-
-
 # -- joining an existing memory ---------------------------------------------------------
 
 
@@ -629,10 +569,6 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     """Make this store sync with `url`: a store with no notes takes the peer's history;
     one with notes merges them with the peer's, losing nothing. Then a normal sync.
     """
-    from anamnesis import recovery
-    from anamnesis.peers import PeerNotFound, add_peer, get_peer, name_from_url, remove_peer
-    from anamnesis.settings import machine_id
-
     store.require()
     name = name or name_from_url(url)
     try:
@@ -662,15 +598,14 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                         remove_peer(store, peer.name)
                     else:
                         add_peer(store, peer.name, previous)
-                raise AnamnesisError(f"cannot reach {url}: {_reason(str(exc))} (the peer was not saved)") from exc
+                why = _why(exc)
+                said = why.text if isinstance(why, Failure) else why
+                raise AnamnesisError(f"cannot reach {url}: {said} (the peer was not saved)") from exc
             head = job.head()
             if tip and not job.is_ancestor(tip, head) and not _has_own_files(store, head):
                 received = job.count(tip, f"^{head}")
                 if not job.checkout(head, tip):
                     raise AnamnesisError("memory/ changed while joining; run the command again")
-                from anamnesis.index import open_index
-                from anamnesis.repo import changed_paths
-
                 adopted = [p for p in changed_paths(store.memory, head, tip) if p.endswith(".md")]
                 with open_index(store) as index:
                     index.refresh()

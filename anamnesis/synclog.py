@@ -6,17 +6,50 @@ to sync.log.1 past a size limit.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from anamnesis.paths import Store
+from anamnesis.peers import DAY, ago, stale_peers
 
 LOG_NAME = "sync.log"
 MAX_BYTES = 512 * 1024
 _TAIL_BYTES = 64 * 1024
+
+
+class UnreachablePeer(TypedDict):
+    """A peer a sync could not reach, as the log keeps it."""
+
+    peer: str
+    detail: str
+
+
+class LogEntry(TypedDict, total=False):
+    """One line of the sync log (what `sync` writes; lines read back may lack any key)."""
+
+    at: str
+    machine: str
+    outcome: str  # SyncResult.outcome, or "failed"
+    exit_code: int
+    committed: int
+    received: int
+    sent: int
+    changed: int
+    conflicts: list[str]
+    unreachable: list[UnreachablePeer]
+    repaired: list[str]
+    seconds: float
+    error: str  # only when the sync raised
+
+
+class Summary(TypedDict):
+    """The newest entry, the newest that exited 0, the newest with an error or a skipped peer."""
+
+    last_sync: LogEntry | None
+    last_ok: LogEntry | None
+    last_error: LogEntry | None
 
 
 def log_path(store: Store) -> Path:
@@ -24,7 +57,7 @@ def log_path(store: Store) -> Path:
     return store.log_dir / LOG_NAME
 
 
-def append(store: Store, entry: dict[str, Any]) -> None:
+def append(store: Store, entry: LogEntry) -> None:
     """Add one entry (a line of JSON); rotate the file when it grows past MAX_BYTES."""
     path = log_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -41,7 +74,7 @@ def append(store: Store, entry: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def recent(store: Store, limit: int = 20) -> list[dict[str, Any]]:
+def recent(store: Store, limit: int = 20) -> list[LogEntry]:
     """The last `limit` entries, oldest first (unparseable lines are skipped)."""
     path = log_path(store)
     try:
@@ -51,39 +84,18 @@ def recent(store: Store, limit: int = 20) -> list[dict[str, Any]]:
             tail = handle.read().decode("utf-8", "replace")
     except OSError:
         return []
-    entries: list[dict[str, Any]] = []
+    entries: list[LogEntry] = []
     for line in tail.splitlines()[-limit:]:
         try:
             data = json.loads(line)
         except ValueError:
             continue
         if isinstance(data, dict):
-            entries.append(data)
+            entries.append(cast(LogEntry, data))
     return entries
 
 
-def ago(stamp: str) -> str:
-    """An ISO time stamp followed by how long ago it was: `2025-03-02T10:15:00Z (3 h ago)`."""
-    try:
-        when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return stamp
-    seconds = int((dt.datetime.now(dt.UTC) - when).total_seconds())
-    if seconds < 90:
-        text = f"{max(seconds, 0)} s ago"
-    elif seconds < 5400:
-        text = f"{seconds // 60} min ago"
-    elif seconds < 172800:
-        text = f"{seconds // 3600} h ago"
-    else:
-        text = f"{seconds // 86400} days ago"
-    return f"{stamp} ({text})"
-
-
-_ago = ago
-
-
-def last_sync_summary(store: Store) -> dict[str, Any]:
+def last_sync_summary(store: Store) -> Summary:
     """The last sync and the last error from the log, for `status` and the dashboard.
 
     Keys: last_sync (the newest entry or None), last_ok (newest entry that
@@ -96,9 +108,9 @@ def last_sync_summary(store: Store) -> dict[str, Any]:
     return {"last_sync": last, "last_ok": last_ok, "last_error": last_error}
 
 
-def describe(entry: dict[str, Any]) -> str:
+def describe(entry: LogEntry) -> str:
     """One line for a log entry: when, outcome, what moved."""
-    parts = [_ago(str(entry.get("at", "")))]
+    parts = [ago(str(entry.get("at", "")))]
     if entry.get("error"):
         parts.append(f"failed: {entry['error']}")
     else:
@@ -127,7 +139,7 @@ def status_summary(store: Store) -> dict[str, object]:
         detail = err.get("error") or "; ".join(
             f"{u.get('peer')}: {u.get('detail')}" for u in err.get("unreachable", []) if isinstance(u, dict)
         )
-        out["last_error"] = f"{_ago(str(err.get('at', '')))} — {detail}"
+        out["last_error"] = f"{ago(str(err.get('at', '')))} — {detail}"
     stale = unreachable_line(store)
     if stale:
         out["unreachable"] = stale
@@ -136,8 +148,6 @@ def status_summary(store: Store) -> dict[str, object]:
 
 def unreachable_line(store: Store, older_than: float | None = None) -> str:
     """Peers that no sync has reached for over a day (or `older_than` seconds), with why; '' if none."""
-    from anamnesis.peers import DAY, stale_peers
-
     try:
         stale = stale_peers(store, DAY if older_than is None else older_than)
     except Exception:  # a broken settings.json is reported elsewhere; status must still show the rest

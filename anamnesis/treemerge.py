@@ -25,8 +25,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anamnesis.conflicts import Side, merge_texts
 from anamnesis.git import git_out, run_git, run_git_bytes
+from anamnesis.merge import Side, merge_texts
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 ZERO = "0" * 40

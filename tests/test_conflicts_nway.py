@@ -19,11 +19,11 @@ import time
 import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
-from anamnesis.conflicts import Block, Section, parse_blocks, render_sections, resolve_text
 from anamnesis.errors import UsageError
+from anamnesis.git import git_processes_in
 from anamnesis.index import open_index
+from anamnesis.merge import Block, Section, parse_blocks, render_sections, resolve_text
 from anamnesis.notes import has_conflict_markers, split_front_matter
-from anamnesis.recovery import git_processes_in
 from anamnesis.store import create_note, update_note
 
 MARKER = re.compile(r"^(<<<<<<<|=======|>>>>>>>|\|\|\|\|\|\|\|)( |$)", re.M)
@@ -448,6 +448,7 @@ def _not_wedged(m: Machine) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("kill-timing")  # kills timed against a measured sync: one at a time
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("topology", ["mesh", "hub"])
 @pytest.mark.parametrize("seed", NWAY_SEEDS)

@@ -30,9 +30,10 @@ from pathlib import Path
 import pytest
 from fleet import Fleet, Machine, fleet, power_cut  # noqa: F401
 
+from anamnesis.git import git_processes_in
 from anamnesis.index import open_index
 from anamnesis.notes import has_conflict_markers, parse_note
-from anamnesis.recovery import CHECKOUT_MARKER, git_processes_in
+from anamnesis.recovery import CHECKOUT_MARKER
 from anamnesis.store import create_note
 
 NOTES = 60
@@ -240,6 +241,7 @@ class PowerCuts:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("kill-timing")  # kills timed against a measured sync: one at a time
 @pytest.mark.timeout(1800)
 def test_power_cut_mid_checkout_never_loses_a_note(fleet: Fleet) -> None:
     world = PowerCuts(fleet, random.Random(int(os.environ.get("ANAMNESIS_POWER_CUT_SEED", "10"))))

@@ -435,7 +435,7 @@ def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -
 
 
 def test_sync_log_feeds_status_and_peers_list(fleet: Fleet) -> None:
-    from anamnesis.sync import last_sync_summary
+    from anamnesis.synclog import last_sync_summary
 
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})

@@ -11,12 +11,14 @@ import json
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from anamnesis.errors import AnamnesisError
+from anamnesis.index import open_index
 from anamnesis.web import bridge
-from anamnesis.web.context import Report, Web, checked_form, web_of
+from anamnesis.web.context import Action, Report, Web, checked_form, web_of
 from anamnesis.web.html import Markup, html, note_url
 
 
@@ -138,8 +140,6 @@ def _sync(web: Web) -> tuple[bool, str, dict[str, Any]]:
 
 
 def _reindex(web: Web) -> tuple[bool, str, dict[str, Any]]:
-    from anamnesis.index import open_index
-
     with web.write_lock, open_index(web.store) as index:
         report = index.refresh()
     data = report.to_dict()
@@ -152,10 +152,10 @@ def _reindex(web: Web) -> tuple[bool, str, dict[str, Any]]:
     return True, summary, data
 
 
-TITLES = {"sync": "Sync", "reindex": "Reindex"}
+TITLES: dict[Action, str] = {"sync": "Sync", "reindex": "Reindex"}
 
 
-async def _run(request: Request, kind: str, job: Any) -> Response:
+async def _run(request: Request, kind: Action, job: Any) -> Response:
     web = web_of(request)
     await checked_form(request)
     ok, summary, data = await run_in_threadpool(job, web)
@@ -177,8 +177,6 @@ async def reindex_post(request: Request) -> Response:
 
 def report_page(request: Request) -> HTMLResponse:
     """The report of a sync or reindex this dashboard ran (kept for the last few)."""
-    from starlette.exceptions import HTTPException
-
     web = web_of(request)
     report = web.reports.get(request.path_params["key"])
     if report is None:

@@ -12,7 +12,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from anamnesis.errors import AnamnesisError, NoteNotFound, OutsideStore, UsageError
+from anamnesis.errors import AnamnesisError, NoteChanged, NoteNotFound, OutsideStore, UsageError
 from anamnesis.paths import Store
 from anamnesis.web import actions, conflicts, edit, views
 from anamnesis.web.context import CsrfError, Web, web_of
@@ -30,7 +30,7 @@ def _status_for(exc: AnamnesisError) -> int:
         return 403
     if isinstance(exc, (OutsideStore, UsageError)):
         return 400
-    if "changed on disk" in str(exc):
+    if isinstance(exc, NoteChanged):
         return 409
     return 500
 

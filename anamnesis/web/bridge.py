@@ -11,35 +11,30 @@ from typing import Any
 
 from anamnesis.errors import AnamnesisError
 from anamnesis.paths import Store
+from anamnesis.peers import list_peers
+from anamnesis.sync import sync
+from anamnesis.synclog import LogEntry, Summary, describe, last_sync_summary
 
 
 def run_sync(store: Store) -> dict[str, Any]:
     """Run the same sync as `anamnesis sync`; its report as a dict (with `exit_code`, `outcome`)."""
-    from anamnesis.sync import sync
-
     return sync(store).to_dict()
 
 
-def last_sync(store: Store) -> dict[str, Any] | None:
+def last_sync(store: Store) -> Summary | None:
     """The sync log's summary: last_sync, last_ok, last_error entries (None if never synced)."""
-    from anamnesis.sync import last_sync_summary
-
     try:
         summary = last_sync_summary(store)
     except AnamnesisError as exc:
-        return {"last_error": {"error": str(exc)}}
+        return {"last_sync": None, "last_ok": None, "last_error": {"error": str(exc)}}
     return summary if any(summary.values()) else None
 
 
-def describe_entry(entry: dict[str, Any] | None) -> str:
+def describe_entry(entry: LogEntry | None) -> str:
     """One line for a sync log entry (the same words `anamnesis status` uses)."""
-    from anamnesis.synclog import describe
-
     return describe(entry) if entry else "never"
 
 
 def peers(store: Store) -> list[dict[str, Any]]:
     """Configured peers with what the last syncs learnt about each (name, url, kind, last_ok, last_error)."""
-    from anamnesis.peers import list_peers
-
     return [peer.to_dict() for peer in list_peers(store)]

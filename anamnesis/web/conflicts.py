@@ -13,8 +13,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from anamnesis.errors import AnamnesisError, NoteNotFound, UsageError
-from anamnesis.notes import has_conflict_markers, split_front_matter
+from anamnesis import conflicts
+from anamnesis.conflicts import list_conflicts
+from anamnesis.errors import AnamnesisError, NoteChanged, NoteNotFound, UsageError
+from anamnesis.history import working_text
+from anamnesis.lock import store_lock
+from anamnesis.merge import KEEP_PREFIX, Block, block_labels, label_names, parse_blocks
+from anamnesis.notes import has_conflict_markers, now_iso, parse_note, split_front_matter
+from anamnesis.settings import machine_id
+from anamnesis.store import safe_path, save_note
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url, resolve_form
 
@@ -27,8 +34,6 @@ def _suffix(path: str) -> str:
 
 def side_view(text: str, label: str) -> Markup:
     """The note's body as machine `label` wrote it, its version in each conflict highlighted."""
-    from anamnesis.conflicts import Block, parse_blocks
-
     _fm, body = split_front_matter(text)
     out = []
     for piece in parse_blocks(body):
@@ -49,8 +54,6 @@ def side_view(text: str, label: str) -> Markup:
 
 def conflicts_page(request: Request) -> HTMLResponse:
     """Every conflicted note (the list `anamnesis conflicts` prints), each with a link to resolve it."""
-    from anamnesis.conflicts import list_conflicts
-
     web = web_of(request)
     found = list_conflicts(web.store)
     if found:
@@ -95,11 +98,6 @@ def resolve_page(
     request: Request, edited: str | None = None, error: str = "", status: int = 200
 ) -> HTMLResponse:
     """Each machine's version of one conflicted note, with the ways out (`edited`: the user's text, kept on an error)."""
-    from anamnesis.conflicts import KEEP_PREFIX, block_labels, label_names
-    from anamnesis.history import working_text
-    from anamnesis.settings import machine_id
-    from anamnesis.store import safe_path
-
     web = web_of(request)
     relpath = request.path_params["path"]
     safe_path(web.store, relpath)
@@ -169,19 +167,12 @@ Keep one machine's version, keep them all (one after the other), or edit the tex
 
 def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | None) -> None:
     """Resolve as `anamnesis resolve` does (or save the edited text), unless the file changed meanwhile."""
-    from anamnesis import conflicts
-    from anamnesis.history import working_text
-    from anamnesis.lock import store_lock
-    from anamnesis.notes import now_iso, parse_note
-    from anamnesis.settings import machine_id
-    from anamnesis.store import save_note
-
-    if action not in (*KEEP, "edit") and not action.startswith(conflicts.KEEP_PREFIX):
+    if action not in (*KEEP, "edit") and not action.startswith(KEEP_PREFIX):
         raise UsageError(f"unknown resolution {action!r}")
     with web.write_lock, store_lock(web.store, "resolve"):
         current = working_text(web.store, relpath)
         if text_sha(current) != base:
-            raise AnamnesisError(f"{relpath} changed on disk since it was read; reload and try again")
+            raise NoteChanged(f"{relpath} changed on disk since it was read; reload and try again")
         if not has_conflict_markers(current):
             # Not a way to write arbitrary files: only a note that has a conflict is resolved here.
             raise UsageError(f"{relpath} has no conflict to resolve")
@@ -219,6 +210,6 @@ async def resolve_post(request: Request) -> Response:
             raise
         # Show the page again with the user's merge in the box: an error page would lose it
         # (pages are not cached, so Back does not bring the text back).
-        status = 409 if "changed on disk" in str(exc) else 400
+        status = 409 if isinstance(exc, NoteChanged) else 400
         return await run_in_threadpool(resolve_page, request, str(edited), str(exc), status)
     return RedirectResponse(note_url(relpath) + "?msg=resolved", status_code=303)

@@ -8,20 +8,23 @@ lock; changes from other processes are caught by the core's `expected_text`.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from anamnesis.errors import AnamnesisError
+from anamnesis.links import LinkGraph, NoteKey
 from anamnesis.paths import Store
+from anamnesis.refresh import PeriodicRefresh
+from anamnesis.settings import machine_id
 from anamnesis.web.html import Markup, page
 
 if TYPE_CHECKING:
@@ -41,11 +44,14 @@ MESSAGES = {
 KEEP_REPORTS = 20  # sync / reindex reports kept for the page a POST redirects to
 
 
+Action = Literal["sync", "reindex"]  # what the dashboard's buttons run
+
+
 @dataclass
 class Report:
     """The outcome of a sync or reindex, shown by GET /actions/report/<key> after the POST."""
 
-    kind: str  # "sync" or "reindex"
+    kind: Action
     ok: bool
     summary: str
     data: dict[str, Any] = field(default_factory=dict)
@@ -64,8 +70,7 @@ class Web:
         self.store = store
         self.csrf = csrf
         self.write_lock = threading.Lock()
-        self._refresh_lock = threading.Lock()
-        self._refreshed = 0.0
+        self._refresh = PeriodicRefresh(store, REFRESH_EVERY)
         self._machine: str | None = None
         self._links: tuple[str, LinkGraph] | None = None
         self._links_lock = threading.Lock()
@@ -75,28 +80,15 @@ class Web:
     @property
     def machine(self) -> str:
         if self._machine is None:
-            from anamnesis.settings import machine_id
-
             self._machine = machine_id(self.store)
         return self._machine
 
     def index(self, fresh: bool = True) -> Index:
         """The open index, brought up to date with hand edits every few seconds."""
-        from anamnesis.index import open_index
-
-        index = open_index(self.store)
-        if fresh and time.monotonic() - self._refreshed > REFRESH_EVERY and self._refresh_lock.acquire(False):
-            try:
-                index.refresh()
-                self._refreshed = time.monotonic()
-            finally:
-                self._refresh_lock.release()
-        return index
+        return self._refresh.open(fresh)
 
     def link_graph(self, index: Index) -> LinkGraph:
         """Every note's links, backlinks and links to no note, rebuilt when the index changed."""
-        from anamnesis.links import LinkGraph, NoteKey
-
         key = index.generation()
         with self._links_lock:
             if self._links is not None and self._links[0] == key:
@@ -178,6 +170,4 @@ async def checked_form(request: Request) -> FormData:
 
 def text_sha(text: str) -> str:
     """A short fingerprint of a note's text, to detect that it changed since a form was shown."""
-    import hashlib
-
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

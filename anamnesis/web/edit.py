@@ -9,12 +9,25 @@ disk since, the write is refused and the user sees both versions.
 
 from __future__ import annotations
 
+import os
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from anamnesis.errors import AnamnesisError, DiskFull, NoteNotFound, UsageError
-from anamnesis.notes import NOTE_TYPES, Note
+from anamnesis import history
+from anamnesis.errors import AnamnesisError, DiskFull, NoteChanged, NoteNotFound, UsageError
+from anamnesis.history import working_text
+from anamnesis.notes import NOTE_TYPES, Note, new_id, normalize_tags, note_project, now_iso
+from anamnesis.store import (
+    check_writable,
+    create_note,
+    delete_note,
+    load_note,
+    move_note,
+    safe_path,
+    save_note,
+)
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, html, join, note_url, when
 from anamnesis.web.markdown import render_markdown
@@ -40,10 +53,6 @@ def preview_html(web: Web, text: str, source: str | None = None) -> Markup:
     with web.index(fresh=False) as index:
         resolver = web.link_graph(index).resolver
     return render_markdown(text, source=source, resolver=resolver)
-
-
-def _tags_of(text: str) -> list[str]:
-    return [t for t in (part.strip().lstrip("#") for part in text.replace(",", " ").split()) if t]
 
 
 def _form(
@@ -126,8 +135,6 @@ def _known_projects(web: Web) -> list[str]:
 
 def _linked_from(web: Web, relpath: str) -> str:
     """A first line for a note made from a link in note `relpath`: a link back to it."""
-    from anamnesis.store import load_note
-
     try:
         source = load_note(web.store, relpath)
     except AnamnesisError:
@@ -160,11 +167,6 @@ def new_page(request: Request) -> HTMLResponse:
 
 def create_at(web: Web, at: str, *, kind: str, title: str, body: str, project: str | None, tags: list[str]) -> Note:
     """A new note at the path `at` (where a relative link expects it), saved through the core."""
-    import os
-
-    from anamnesis.notes import new_id, now_iso
-    from anamnesis.store import check_writable, safe_path, save_note
-
     relpath = at.strip().replace("\\", "/")
     if not relpath.lower().endswith(".md") or any(part.startswith(".") for part in relpath.split("/")):
         raise UsageError(f"{relpath} is not a note path (notes are .md files outside dot folders)")
@@ -180,8 +182,8 @@ def create_at(web: Web, at: str, *, kind: str, title: str, body: str, project: s
         type=kind,
         title=title.strip(),
         body=body,
-        project=project if kind != "preference" else None,
-        tags=[t.strip().lstrip("#").lower() for t in tags if t.strip()],
+        project=note_project(kind, project),
+        tags=normalize_tags(tags),
         created=stamp,
         updated=stamp,
         machine=machine,
@@ -192,14 +194,12 @@ def create_at(web: Web, at: str, *, kind: str, title: str, body: str, project: s
 
 async def new_post(request: Request) -> Response:
     """Create the note through the core and show it."""
-    from anamnesis.store import create_note
-
     web = web_of(request)
     form = await checked_form(request)
     title = str(form.get("title") or "").strip()
     kind = str(form.get("type") or "semantic")
     project = str(form.get("project") or "").strip() or None
-    tags = _tags_of(str(form.get("tags") or ""))
+    tags = normalize_tags(str(form.get("tags") or ""))
     text = str(form.get("body") or "").replace("\r\n", "\n")
     at = str(form.get("at") or "").strip()
 
@@ -241,9 +241,6 @@ async def new_post(request: Request) -> Response:
 
 
 def _read(web: Web, relpath: str) -> tuple[Note, str]:
-    from anamnesis.history import working_text
-    from anamnesis.store import load_note
-
     note = load_note(web.store, relpath)
     return note, working_text(web.store, relpath)
 
@@ -277,9 +274,6 @@ async def edit_post(request: Request) -> Response:
 
     Committed as "<machine>: edit <path>", the words `anamnesis edit` uses.
     """
-    from anamnesis.notes import now_iso
-    from anamnesis.store import check_writable, save_note
-
     web = web_of(request)
     relpath = request.path_params["path"]
     form = await checked_form(request)
@@ -293,11 +287,11 @@ async def edit_post(request: Request) -> Response:
         with web.write_lock:
             note, current = _read(web, relpath)
             if text_sha(current) != base:
-                raise AnamnesisError(f"{relpath} {STALE}")
+                raise NoteChanged(f"{relpath} {STALE}")
             if (note.title, note.type, note.tags, note.body.rstrip("\n")) == (
                 title.strip(),
                 kind,
-                _tags_of(tags_text),
+                normalize_tags(tags_text),
                 text.rstrip("\n"),
             ):
                 return "unchanged"
@@ -306,7 +300,7 @@ async def edit_post(request: Request) -> Response:
             machine = check_writable(web.store)
             note.title = title.strip()
             note.body = text
-            note.tags = [t.lower() for t in _tags_of(tags_text)]
+            note.tags = normalize_tags(tags_text)
             note.type = kind
             note.updated = now_iso()
             note.machine = machine
@@ -316,12 +310,10 @@ async def edit_post(request: Request) -> Response:
     try:
         outcome = await run_in_threadpool(save)
     except AnamnesisError as exc:
-        from anamnesis.history import working_text
-
         # Not `_read`: if the note was deleted meanwhile that raises again and the user's text is lost.
         current = await run_in_threadpool(working_text, web.store, relpath)
         gone = isinstance(exc, NoteNotFound)
-        stale = STALE in str(exc) or gone
+        stale = isinstance(exc, NoteChanged) or gone
         form_html = await run_in_threadpool(
             lambda: _form(
                 web,
@@ -391,8 +383,6 @@ MAX_DIFFS = 40
 
 def history_page(request: Request) -> HTMLResponse:
     """Every version of a note with what each changed, and a restore button per version."""
-    from anamnesis import history
-
     web = web_of(request)
     relpath = request.path_params["path"]
     note, current = _read(web, relpath)
@@ -455,8 +445,6 @@ commit: nothing is lost.</p></header>
 
 async def restore_post(request: Request) -> Response:
     """Restore an old version through `history.restore_version` (a new commit)."""
-    from anamnesis import history
-
     web = web_of(request)
     relpath = request.path_params["path"]
     form = await checked_form(request)
@@ -468,7 +456,7 @@ async def restore_post(request: Request) -> Response:
         with web.write_lock:
             _note, current = _read(web, relpath)
             if text_sha(current) != base:
-                raise AnamnesisError(f"{relpath} {STALE}; reload the history and try again")
+                raise NoteChanged(f"{relpath} {STALE}; reload the history and try again")
             history.restore_version(web.store, relpath, commit, expected_text=current)
 
     await run_in_threadpool(restore)
@@ -490,8 +478,6 @@ async def preview_api(request: Request) -> Response:
 
 async def delete_post(request: Request) -> Response:
     """Delete a note through `store.delete_note` (what `anamnesis rm` runs), unless it changed meanwhile."""
-    from anamnesis.store import delete_note
-
     web = web_of(request)
     relpath = request.path_params["path"]
     form = await checked_form(request)
@@ -501,7 +487,7 @@ async def delete_post(request: Request) -> Response:
         with web.write_lock:
             _note, current = _read(web, relpath)
             if text_sha(current) != base:
-                raise AnamnesisError(f"{relpath} {STALE}; reload the note and try again")
+                raise NoteChanged(f"{relpath} {STALE}; reload the note and try again")
             delete_note(web.store, relpath)
 
     await run_in_threadpool(delete)
@@ -565,8 +551,6 @@ def move_page(request: Request) -> HTMLResponse:
 
 async def move_post(request: Request) -> Response:
     """Move the note through `store.move_note` (id kept, links rewritten, one commit)."""
-    from anamnesis.store import move_note
-
     web = web_of(request)
     relpath = request.path_params["path"]
     form = await checked_form(request)
@@ -577,7 +561,7 @@ async def move_post(request: Request) -> Response:
         with web.write_lock:
             _note, current = _read(web, relpath)
             if text_sha(current) != base:
-                raise AnamnesisError(f"{relpath} {STALE}; reload and try again")
+                raise NoteChanged(f"{relpath} {STALE}; reload and try again")
             return move_note(web.store, relpath, new_path).note.path
 
     try:

@@ -7,7 +7,11 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import uvicorn
+
+from anamnesis.index import open_index
 from anamnesis.paths import Store
+from anamnesis.web.app import create_app
 from anamnesis.web.security import is_loopback
 
 
@@ -57,11 +61,6 @@ def serve(
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the dashboard until interrupted; `on_ready(url)` is called once it listens."""
-    import uvicorn
-
-    from anamnesis.index import open_index
-    from anamnesis.web.app import create_app
-
     store.require()
     with open_index(store) as index:
         index.refresh()

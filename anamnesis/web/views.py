@@ -7,19 +7,28 @@ where a type is picked or filtered.
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 
+from anamnesis import history
+from anamnesis.history import working_text
 from anamnesis.index import Hit
 from anamnesis.links import LinkGraph, Unresolved
-from anamnesis.notes import NOTE_TYPES
+from anamnesis.merge import KEEP_PREFIX, Block, Stray, label_names, parse_blocks
+from anamnesis.notes import GLOBAL_TYPES, NOTE_TYPES
+from anamnesis.search import search as run_search
+from anamnesis.store import load_note
 from anamnesis.web import bridge
 from anamnesis.web.context import text_sha, web_of
+from anamnesis.web.graph import build_graph, neighbourhood
 from anamnesis.web.html import (
     Markup,
     csrf_field,
@@ -199,13 +208,12 @@ def sync_card(store: Any) -> Markup:
     if summary is None:
         rows.append(Markup('<tr><td colspan="2" class="muted">This machine has not synced yet.</td></tr>'))
     else:
-        for key, label in (
-            ("last_sync", "Last sync"),
-            ("last_ok", "Last success"),
-            ("last_error", "Last problem"),
+        for entry, label, always in (
+            (summary["last_sync"], "Last sync", True),
+            (summary["last_ok"], "Last success", True),
+            (summary["last_error"], "Last problem", False),
         ):
-            entry = summary.get(key)
-            if entry or key != "last_error":
+            if entry or always:
                 rows.append(
                     html("<tr><th>{l}</th><td>{v}</td></tr>", l=label, v=bridge.describe_entry(entry))
                 )
@@ -236,8 +244,6 @@ def sync_card(store: Any) -> Markup:
 
 def overview(request: Request) -> HTMLResponse:
     """Counts, recent activity, sync state and open conflicts at a glance."""
-    from anamnesis import history
-
     web = web_of(request)
     with web.index() as index:
         counts = index.counts()
@@ -496,8 +502,6 @@ def _options(values: Iterable[tuple[str, str]], selected: str | None) -> Markup:
 
 def search(request: Request) -> HTMLResponse:
     """Search: the same ranking and snippets as `anamnesis search`."""
-    from anamnesis.search import search as run_search
-
     web = web_of(request)
     q = request.query_params
     query = q.get("q", "").strip()
@@ -546,19 +550,15 @@ def search(request: Request) -> HTMLResponse:
 
 def create_url(source: Note, missing: Unresolved | str) -> str:
     """The new-note form, filled in to answer a link from `source` that names no note yet."""
-    import posixpath
-
     if isinstance(missing, str):
         missing = Unresolved(missing, "wikilink")
     at = None
     if missing.kind == "markdown":
-        from urllib.parse import unquote
-
         at = posixpath.normpath(posixpath.join(posixpath.dirname(source.path), unquote(missing.target)))
     return url(
         "/new",
         title=missing.title,
-        type=source.type if source.type != "preference" else None,
+        type=source.type if source.type not in GLOBAL_TYPES else None,
         project=source.project,
         at=at,
         linked_from=source.path,
@@ -659,8 +659,6 @@ def _front_matter_table(meta: dict[str, Any]) -> Markup:
         elif key == "project":
             shown = project_chip(value)
         elif isinstance(value, (dict, list)):
-            import json
-
             shown = html("<code>{v}</code>", v=json.dumps(value, ensure_ascii=False, default=str))
         else:
             shown = str(value) if value not in (None, "") else "—"
@@ -675,8 +673,6 @@ def conflict_view(web: Any, note: Note, base: str) -> Markup:
     The blocks come from `conflicts.parse_blocks`; the buttons post to the resolve page, which
     resolves through `conflicts.resolve_note` as `anamnesis resolve` does.
     """
-    from anamnesis.conflicts import KEEP_PREFIX, Block, Stray, label_names, parse_blocks
-
     graph_resolver = None
     with web.index(fresh=False) as index:
         graph_resolver = web.link_graph(index).resolver
@@ -769,9 +765,6 @@ def conflict_view(web: Any, note: Note, base: str) -> Markup:
 
 def note_page(request: Request) -> HTMLResponse:
     """One note: its body, links both ways, supersession, and what can be done with it."""
-    from anamnesis.history import working_text
-    from anamnesis.store import load_note
-
     web = web_of(request)
     relpath = request.path_params["path"]
     note = load_note(web.store, relpath)
@@ -843,12 +836,11 @@ def note_page(request: Request) -> HTMLResponse:
 
 def fleet(request: Request) -> HTMLResponse:
     """Every machine that wrote to this memory, and this machine's peers and last sync."""
-    from anamnesis import history
-
     web = web_of(request)
     machines = history.machines(web.store)
-    summary = bridge.last_sync(web.store) or {}
-    own_sync = str((summary.get("last_sync") or {}).get("at") or "")
+    summary = bridge.last_sync(web.store)
+    last = summary["last_sync"] if summary else None
+    own_sync = str((last or {}).get("at") or "")
     own_peers = {str(p.get("name")) for p in bridge.peers(web.store)}
     rows = []
     for m in machines:
@@ -890,8 +882,6 @@ sync log and settings; for the others, from their sync commits.</p></header>
 def memory_map(request: Request) -> HTMLResponse:
     """The page that draws the memory map, or the map around one note (`?note=PATH`);
     the data comes from /api/graph."""
-    from anamnesis.store import load_note
-
     web = web_of(request)
     around = request.query_params.get("note") or ""
     if around:
@@ -940,8 +930,6 @@ def memory_map(request: Request) -> HTMLResponse:
 
 def graph_api(request: Request) -> JSONResponse:
     """Nodes and edges of the memory map (or of one note's neighbourhood, `?note=PATH`), as JSON."""
-    from anamnesis.web.graph import build_graph, neighbourhood
-
     web = web_of(request)
     around = request.query_params.get("note") or ""
     with web.index() as index:

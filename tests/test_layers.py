@@ -1,0 +1,97 @@
+"""The import contracts in pyproject.toml: adapters above core above base, and no import cycles.
+
+`lint-imports` (import-linter) checks them in CI; these tests run it on the
+package, and on a small package with a planted cycle and a planted upward
+import, both hidden inside functions, to show the checks catch what an
+import at the top of a module would make obvious.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = Path(sys.executable).parent / "lint-imports"
+
+TOY_CONFIG = """
+[importlinter]
+root_package = toy
+exclude_type_checking_imports = True
+
+[importlinter:contract:layers]
+name = toy layers
+type = layers
+containers = toy
+exhaustive = True
+layers =
+    cli
+    core_a : core_b
+    base
+
+[importlinter:contract:cycles]
+name = toy cycles
+type = acyclic_siblings
+ancestors = toy
+"""
+
+
+def _lint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(cwd))
+    return subprocess.run(
+        [str(LINT), "--no-cache", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def _toy(tmp_path: Path, files: dict[str, str]) -> Path:
+    package = tmp_path / "toy"
+    package.mkdir()
+    for name in ("__init__", "cli", "core_a", "core_b", "base"):
+        (package / f"{name}.py").write_text(files.get(name, ""), encoding="utf-8")
+    (tmp_path / ".importlinter").write_text(TOY_CONFIG, encoding="utf-8")
+    return tmp_path
+
+
+def test_the_package_keeps_its_layers_and_has_no_import_cycle() -> None:
+    proc = _lint(ROOT)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "Contracts: 2 kept, 0 broken." in proc.stdout
+
+
+def test_a_clean_toy_package_passes(tmp_path: Path) -> None:
+    root = _toy(tmp_path, {"cli": "from toy import core_a\n", "core_a": "from toy import base, core_b\n"})
+    proc = _lint(root)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_a_cycle_through_an_import_inside_a_function_is_caught(tmp_path: Path) -> None:
+    root = _toy(
+        tmp_path,
+        {"core_a": "from toy import core_b\n", "core_b": "def later():\n    from toy import core_a\n    return core_a\n"},
+    )
+    proc = _lint(root)
+    assert proc.returncode != 0
+    assert "toy cycles BROKEN" in proc.stdout
+    assert "toy layers KEPT" in proc.stdout  # siblings of one layer may import each other: only the cycle is wrong
+
+
+def test_base_importing_core_inside_a_function_is_caught(tmp_path: Path) -> None:
+    root = _toy(tmp_path, {"base": "def later():\n    from toy import core_a\n    return core_a\n"})
+    proc = _lint(root)
+    assert proc.returncode != 0
+    assert "toy layers BROKEN" in proc.stdout
+    assert "toy.base -> toy.core_a" in proc.stdout
+
+
+def test_type_checking_imports_are_no_cycle(tmp_path: Path) -> None:
+    root = _toy(
+        tmp_path,
+        {
+            "core_a": "from toy import core_b\n",
+            "core_b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from toy import core_a\n",
+        },
+    )
+    proc = _lint(root)
+    assert proc.returncode == 0, proc.stdout

@@ -1,0 +1,81 @@
+"""Rules every writer shares, each in one place: note types, tags, global preferences, stale writes,
+and the periodic index refresh of the long-running adapters."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from anamnesis.errors import AnamnesisError, NoteChanged, UsageError
+from anamnesis.notes import check_type, normalize_tags, note_project, note_relpath
+from anamnesis.paths import Store
+from anamnesis.refresh import PeriodicRefresh
+from anamnesis.store import create_note, save_edited_text, update_note
+
+
+def test_tags_are_lower_case_without_hash_or_repeats_in_order() -> None:
+    assert normalize_tags(["#Deploy", "deploy", " Ops ", "", None]) == ["deploy", "ops"]
+    assert normalize_tags("Deploy, #ops  db") == ["deploy", "ops", "db"]
+    assert normalize_tags(tag for tag in ("B", "a")) == ["b", "a"]  # any collection, not only lists
+    assert normalize_tags(None) == []
+
+
+def test_an_unknown_type_is_one_usage_error_naming_the_types() -> None:
+    assert check_type("procedural") == "procedural"
+    with pytest.raises(UsageError, match="unknown type 'fact'; use one of semantic, procedural"):
+        check_type("fact")
+
+
+def test_preferences_belong_to_no_project() -> None:
+    assert note_project("preference", "github.com/acme/api") is None
+    assert note_project("semantic", " github.com/acme/api ") == "github.com/acme/api"
+    assert note_project("semantic", None) is None
+    assert note_project("semantic", "  ") == ""  # refused when the note is validated, never made global
+    assert note_relpath("preference", "Be brief", "abc", "github.com/acme/api").startswith("global/preferences/")
+
+
+def test_the_store_applies_the_rules(store: Store) -> None:
+    note = create_note(
+        store, type="preference", title="British English", body="Always.", project="github.com/acme/api",
+        tags=["#Style", "style", "Writing"],
+    )
+    assert note.project is None and note.path.startswith("global/preferences/")
+    assert note.tags == ["style", "writing"]
+    changed = update_note(store, note.id, tags=(t for t in ("#Tone", "TONE")))
+    assert changed.tags == ["tone"]
+    with pytest.raises(UsageError):
+        create_note(store, type="fact", title="x", body="y")
+
+
+def test_a_stale_write_is_refused_by_class_and_nothing_is_lost(store: Store) -> None:
+    note = create_note(store, type="semantic", title="Pool size", body="40")
+    path = store.memory / note.path
+    seen = path.read_text(encoding="utf-8")
+    path.write_text(seen.replace("40", "60"), encoding="utf-8")  # someone else's edit
+    with pytest.raises(NoteChanged):
+        update_note(store, note.id, body="50", expected_text=seen)
+    with pytest.raises(NoteChanged, match="changed on disk"):
+        save_edited_text(store, note.path, seen.replace("40", "50").encode(), expected=seen.encode())
+    assert "60" in path.read_text(encoding="utf-8")
+    assert issubclass(NoteChanged, AnamnesisError)  # adapters still show it as one line
+
+
+def test_the_periodic_refresh_picks_up_hand_edits_once_its_period_passed(store: Store) -> None:
+    note = create_note(store, type="semantic", title="Cache", body="ttl 60")
+    refresher = PeriodicRefresh(store, every=0.5)
+    with refresher.open() as index:  # the first open always scans
+        assert index.find_ref(note.id) == [note.path]
+    hand = store.memory / "global" / "facts" / "typed-by-hand.md"
+    hand.write_text("---\ntitle: Typed by hand\n---\nbody\n", encoding="utf-8")
+    with refresher.open() as index:
+        assert index.find_ref("global/facts/typed-by-hand.md") == []  # within the period: no scan
+    time.sleep(0.6)
+    with refresher.open(fresh=False) as index:
+        assert index.find_ref("global/facts/typed-by-hand.md") == []  # not asked to be fresh
+    with refresher.open() as index:
+        assert index.find_ref("global/facts/typed-by-hand.md") == ["global/facts/typed-by-hand.md"]
+    hand.unlink()
+    refresher.expire()  # after a sync: the next open scans whatever the period says
+    with refresher.open() as index:
+        assert index.find_ref("global/facts/typed-by-hand.md") == []
