@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from anamnesis.index import Index
+    from anamnesis.catalog import Catalog
     from anamnesis.query import Query
     from anamnesis.semantic import SemanticEngine
 
@@ -50,9 +50,10 @@ class Filters:
     until: str | None = None
 
     def sql(self) -> tuple[str, list[Any]]:
-        from anamnesis.index import Index
+        """These filters as SQL over `notes n` (" AND ..." and its arguments)."""
+        from anamnesis.catalog import filter_sql
 
-        return Index.filter_sql(self.project, self.type, self.tag, self.since, self.until)
+        return filter_sql(self.project, self.type, self.tag, self.since, self.until)
 
 
 class Ranker(Protocol):
@@ -60,10 +61,10 @@ class Ranker(Protocol):
 
     name: str
 
-    def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]: ...
+    def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]: ...
 
 
-def _rowids(index: Index, match: str) -> set[int]:
+def _rowids(index: Catalog, match: str) -> set[int]:
     """Every note matching an FTS5 expression (faster than asking about a rowid list)."""
     return {r[0] for r in index.conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))}
 
@@ -80,7 +81,7 @@ class KeywordRanker:
     def __init__(self, require_all: bool = False) -> None:
         self.require_all = require_all
 
-    def bm25(self, index: Index, match: str, filters: Filters, pool: int) -> list[tuple[int, float]]:
+    def bm25(self, index: Catalog, match: str, filters: Filters, pool: int) -> list[tuple[int, float]]:
         """(rowid, BM25 score, higher better) of the best `pool` matches of an FTS5 expression."""
         where, args = filters.sql()
         w = WEIGHTS
@@ -93,10 +94,10 @@ class KeywordRanker:
         ).fetchall()
         return [(rowid, -float(score)) for rowid, score in rows]
 
-    def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
+    def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]:
         return {rowid: part.total for rowid, part in self.scores(index, query, filters, pool).items()}
 
-    def scores(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, KeywordScore]:
+    def scores(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, KeywordScore]:
         """The parts of each candidate's score (the hybrid ranker weighs them its own way)."""
         match = query.match_all() if self.require_all else query.match_any()
         if match is None:
@@ -105,7 +106,7 @@ class KeywordRanker:
         if not ranked:
             return {}
         best = max(score for _rowid, score in ranked) or 1.0
-        total = max(1, int(index.conn.execute("SELECT count(*) FROM notes").fetchone()[0]))
+        total = max(1, index.count_notes())
         weights: list[float] = []
         holders: list[set[int]] = []
         titled: list[set[int]] = []
@@ -175,7 +176,7 @@ class SemanticRanker:
     def __init__(self, engine: SemanticEngine) -> None:
         self.engine = engine
 
-    def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
+    def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]:
         return self.engine.similarity(index, query.raw, filters, pool)
 
 
@@ -198,7 +199,7 @@ class HybridRanker:
         self.semantic = semantic
         self.weight = weight
 
-    def rank(self, index: Index, query: Query, filters: Filters, pool: int) -> dict[int, float]:
+    def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]:
         parts = self.keyword.scores(index, query, filters, pool)
         lexical = {rowid: part.absolute for rowid, part in parts.items()}
         cosines = self.semantic.engine.similarity(index, query.raw, filters, pool, also=set(lexical))

@@ -19,11 +19,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+from anamnesis.catalog import reads
 from anamnesis.query import Query, parse_query, without_dash_exclusions
 from anamnesis.ranking import Filters, HybridRanker, KeywordRanker, Ranker, SemanticRanker
 
 if TYPE_CHECKING:
-    from anamnesis.index import Hit, Index
+    from anamnesis.catalog import Catalog, Hit
     from anamnesis.paths import Store
 
 NEAR_PROJECT_BOOST = 0.12  # relative to the best score: this project and global notes first
@@ -56,8 +57,9 @@ def default_ranker(store: Store, *, require_all: bool = False) -> Ranker:
     return HybridRanker(keyword, SemanticRanker(engine)) if engine is not None else keyword
 
 
+@reads  # a busy or damaged index is IndexLocked / IndexCorrupt, not SQLite's text
 def search(
-    index: Index,
+    index: Catalog,
     text: str,
     *,
     project: str | None = None,
@@ -121,7 +123,7 @@ def search(
     return ranked
 
 
-def _replacements(index: Index, old: Hit, known: dict[int, Hit], filters: Filters) -> dict[int, Hit]:
+def _replacements(index: Catalog, old: Hit, known: dict[int, Hit], filters: Filters) -> dict[int, Hit]:
     """The notes that supersede `old` and pass the filters, by rowid (those already found left out)."""
     marks = ",".join("?" * len(old.superseded_by))
     where, args = filters.sql()
@@ -149,8 +151,8 @@ def _replacements_first(hits: list[Hit]) -> list[Hit]:
     return out
 
 
-def _add_snippets(index: Index, query: Query, hits: dict[int, Hit]) -> None:
-    from anamnesis.index import MARK_END, MARK_START
+def _add_snippets(index: Catalog, query: Query, hits: dict[int, Hit]) -> None:
+    from anamnesis.catalog import MARK_END, MARK_START
 
     if not hits:
         return

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +31,7 @@ from anamnesis.errors import AnamnesisError
 if TYPE_CHECKING:
     import numpy
 
+    from anamnesis.catalog import Catalog
     from anamnesis.embed import Embedder
     from anamnesis.index import Index
     from anamnesis.paths import Store
@@ -139,7 +138,7 @@ class SemanticEngine:
                     raise SemanticError(str(exc)) from None
             return self._embedder
 
-    def vectors(self, index: Index) -> _Vectors:
+    def vectors(self, index: Catalog) -> _Vectors:
         """The up-to-date vectors of the index (notes whose text changed since are left out)."""
         import numpy as np
 
@@ -167,7 +166,7 @@ class SemanticEngine:
         return cached
 
     def similarity(
-        self, index: Index, text: str, filters: Filters, pool: int, also: set[int] | None = None
+        self, index: Catalog, text: str, filters: Filters, pool: int, also: set[int] | None = None
     ) -> dict[int, float]:
         """Cosine similarity of `text` to the `pool` closest notes passing `filters`, and to the
         notes in `also` (the keyword candidates a hybrid ranking fuses with)."""
@@ -338,19 +337,10 @@ def start_background_update(store: Store) -> bool:
         return False
     if embedding_running(store):
         return False
-    log = store.log_dir / "semantic.log"
+    from anamnesis.spawn import spawn_detached
+
     try:
-        store.log_dir.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            subprocess.Popen(
-                [sys.executable, "-P", "-m", "anamnesis", "semantic", "update", "--quiet"],  # -P: never the cwd on sys.path
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-                env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
-                close_fds=True,
-            )
+        spawn_detached(store, ["-m", "anamnesis", "semantic", "update", "--quiet"], "semantic.log")
     except OSError:
         return False
     return True

@@ -191,6 +191,7 @@ class Watcher:
         self.last_error = ""
         self.last_error_at: float | None = None
         self.peers_seen: dict[str, dict[str, Any]] = {}
+        self.watching_since: float | None = None  # the file watcher's start; readers of the index rely on it
 
     # -- life cycle -------------------------------------------------------------------
 
@@ -263,6 +264,17 @@ class Watcher:
             if len(self._changed) < 1000:
                 self._changed.add(relpath)
             self._cond.notify_all()
+        if not relpath.startswith(".git/"):
+            self._index_behind()
+
+    def _index_behind(self) -> None:
+        """Tell readers of the index that a file changed (see anamnesis.freshness)."""
+        from anamnesis.index import mark_behind
+
+        try:
+            mark_behind(self.store)
+        except OSError as exc:
+            log.warning("cannot mark the index behind: %s", exc)
 
     def sync_now(self, reason: str) -> None:
         """Sync as soon as the running sync (if any) is done, with no debounce and no skip."""
@@ -416,11 +428,15 @@ class Watcher:
             return False
         self._observer = observer
         self._watched_inode = (info.st_dev, info.st_ino)
+        self.watching_since = time.time()
         return True
 
     def _disarm_observer(self) -> None:
         observer, self._observer = self._observer, None
         self._watched_inode = None
+        if self.watching_since is not None:  # changes go unseen from here: readers scan again
+            self.watching_since = None
+            self._index_behind()
         if observer is not None:
             with contextlib.suppress(Exception):
                 observer.stop()
@@ -532,6 +548,10 @@ class Watcher:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + beat
                     self._write_heartbeat()
+                    from anamnesis.importers import mirror_changed
+
+                    if mirror_changed(self.store):  # a mirrored source changed: the sync imports it
+                        self.sync_now("a mirrored source changed (docs/import.md)")
             except Exception:
                 log.exception("housekeeping failed")
 
@@ -555,6 +575,7 @@ class Watcher:
             "announcing": self._announcer is not None,
             "head": self._announced_head,
             "peers_seen": self.peers_seen,
+            "watching": self.watching_since,
             "options": {"quiet": self.options.quiet, "interval": self.options.interval, "discovery": self.options.discovery},
         }
         try:
@@ -565,10 +586,8 @@ class Watcher:
 
 def _needs_a_person(exc: AnamnesisError) -> bool:
     """Errors no retry can fix (memory/ left mid-rebase, on another branch): wait for the user's next change."""
-    try:
-        from anamnesis.recovery import SyncRefused
-    except ImportError:
-        return False
+    from anamnesis.recovery import SyncRefused
+
     return isinstance(exc, SyncRefused)
 
 
@@ -609,12 +628,11 @@ def _snapshot(store: Store) -> _Snapshot | None:
 
 def _unintegrated_incoming(store: Store) -> bool:
     """Whether another machine pushed commits into this store (refs/anamnesis/incoming/*) not yet in HEAD."""
+    from anamnesis import refs
     from anamnesis.git import run_git
 
     try:
-        proc = run_git(
-            store.memory, "rev-list", "--count", "--glob=refs/anamnesis/incoming/*", "^HEAD", check=False, timeout=30
-        )
+        proc = run_git(store.memory, "rev-list", "--count", refs.INCOMING_GLOB, "^HEAD", check=False, timeout=30)
     except AnamnesisError:
         return True
     return proc.returncode != 0 or proc.stdout.strip() not in ("", "0")

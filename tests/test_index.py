@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from anamnesis.index import open_index
 from anamnesis.paths import Store
@@ -212,3 +215,207 @@ def test_a_file_name_that_is_not_utf8_is_reported_and_the_rest_indexed(store: St
         assert [h.path for h in search(index, "fineword")] == [good.path]
         assert index.refresh().changed == 0  # stable: not re-reported as new on every scan
         assert any("not valid UTF-8" in problem for _, problem in index.problems())
+
+
+# -- speed work of issue 12: one build, a parser that agrees with YAML, errors by class, watch --
+
+
+def test_a_new_index_is_built_once_by_reindex(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anamnesis.index as index_module
+    from anamnesis.index import Index
+
+    for i in range(12):
+        create_note(store, type="semantic", title=f"Note {i}", body=f"body {i} rebuildword")
+    store.index_path.unlink()
+    parsed: list[str] = []
+    real = index_module.parse_note
+
+    def counting(text: str, path: str) -> object:
+        parsed.append(path)
+        return real(text, path)
+
+    monkeypatch.setattr(index_module, "parse_note", counting)
+    with Index(store) as index:  # what `anamnesis reindex` opens: no index.db yet
+        assert index.rebuilt and index.empty
+        report = index.rebuild()
+        assert report.added == 12 and report.rebuilt
+        assert len(parsed) == 12  # every note parsed once, not once to fill and once to rebuild
+        parsed.clear()
+        assert index.rebuild().added == 12  # a rebuild of a filled index starts over, once
+        assert len(parsed) == 12
+        assert len(search(index, "rebuildword", limit=50)) == 12
+
+
+@pytest.mark.parametrize(
+    "front",
+    [
+        "priority: 3\npinned: true\nratio: 0.5\nnothing: null\ntilde: ~",
+        "count: 0x1F\nold: 0o17\nbig: 1_000\nneg: -4\nexp: 1e3\ninf: .inf\nnan_is: .nan",
+        "flag: yes\nother: Off\nupper: TRUE\nword: True story",
+        "created: 2026-11-26T09:14:03Z\nday: 2026-11-26\nspaced: 2026-11-26 09:14:03.5 +02:00",
+        "tags:\n- 42\n- true\n- kafka\n- 2026-01-02\nsupersedes:\n- 123\n- abc",
+        "title: 'It''s quoted: 3'\nid: 0012\nversion: 1.10\ntime: 12:30\nsexa: 190:20:30",
+        "title: No, really\nproject: github.com/acme/api\nempty:\nlist: []",
+    ],
+)
+def test_fast_front_matter_reads_what_yaml_reads(front: str) -> None:
+    import yaml
+
+    from anamnesis.notes import fast_front_matter
+
+    fast = fast_front_matter(front)
+    expected = yaml.safe_load(front)
+    if fast is None:  # handed to YAML itself: nothing can differ
+        return
+    assert fast == expected or repr(fast) == repr(expected)  # (a NaN is not equal to itself)
+
+
+def test_fast_front_matter_handles_numbers_and_booleans_itself() -> None:
+    """The fast path, not YAML, reads the scalars hand-written notes carry."""
+    from anamnesis.notes import fast_front_matter
+
+    assert fast_front_matter("id: abc\npriority: 3\npinned: true\nupdated: 2026-11-26") == {
+        "id": "abc",
+        "priority": 3,
+        "pinned": True,
+        "updated": __import__("datetime").date(2026, 11, 26),
+    }
+
+
+def test_reading_modules_start_without_yaml() -> None:
+    """`search` and `list` import the index and search but parse no note when nothing changed:
+    YAML and python-frontmatter (~30 ms) are not imported for them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, anamnesis.index, anamnesis.search, anamnesis.catalog;"
+        "print(sorted(m for m in ('yaml', 'frontmatter') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_camel_case_parts_go_to_the_code_column() -> None:
+    from anamnesis.index import code_words
+
+    text = "Use HttpClient and parseJSONData, not x2Y; IPAddress stays. Sentence Case is prose."
+    assert code_words(text).split("\n") == ["Http Client", "parse JSON Data", "x 2 Y"]
+    assert code_words("no identifiers here. None at all") == ""
+
+
+def test_a_busy_index_raises_index_locked(store: Store) -> None:
+    from anamnesis.errors import IndexLocked, LockTimeout
+
+    create_note(store, type="semantic", title="Busy", body="busy body")
+    holder = sqlite3.connect(str(store.index_path), isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        with open_index(store) as index:
+            index.conn.execute("PRAGMA busy_timeout=50")
+            with pytest.raises(IndexLocked) as caught:
+                index.refresh()
+            assert isinstance(caught.value, LockTimeout) and caught.value.exit_code == 5
+            assert "busy" in str(caught.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_a_damaged_index_raises_index_corrupt(store: Store) -> None:
+    from anamnesis.errors import IndexCorrupt
+
+    for i in range(40):
+        create_note(store, type="semantic", title=f"Damaged {i}", body="filler text " * 200)
+    with open_index(store) as index:
+        index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    probe = sqlite3.connect(str(store.index_path))
+    page_size = probe.execute("PRAGMA page_size").fetchone()[0]
+    root = probe.execute("SELECT rootpage FROM sqlite_master WHERE name = 'notes'").fetchone()[0]
+    probe.close()
+    with store.index_path.open("r+b") as handle:  # the notes table's root page only: meta stays readable
+        handle.seek((root - 1) * page_size)
+        handle.write(b"\xff" * page_size)
+    with pytest.raises(IndexCorrupt) as caught, open_index(store) as index:
+        index.list_notes(limit=None)
+        search(index, "filler")
+    assert "anamnesis reindex" in str(caught.value)
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_watch_vouches_for_the_index_only_while_it_sees_every_change(store: Store) -> None:
+    from anamnesis.freshness import catch_up, watch_vouches
+    from anamnesis.watch import Watcher, WatchOptions
+
+    note = create_note(store, type="semantic", title="Watched", body="first version")
+    with open_index(store) as index:
+        index.refresh()
+        assert not watch_vouches(index)  # no watch: every reader scans
+    before = write(store, "global/facts/before-watch.md", "---\ntitle: Before\n---\nbeforewatchword\n")
+    os.utime(before, (time.time() - 60, time.time() - 60))
+    watcher = Watcher(store, sync=lambda reason: None, options=WatchOptions(discovery=False, initial_sync=False, interval=3600))
+    watcher.start()
+    try:
+        with open_index(store) as index:
+            assert not watch_vouches(index)  # the last full scan is older than the watcher
+            assert catch_up(index).added == 1  # so it scans, and finds the edit made before watch ran
+            assert watch_vouches(index)
+            assert catch_up(index).changed == 0
+            # a hand edit while watch runs: watch sees it, the next reader scans and finds it
+            (store.memory / note.path).write_text((store.memory / note.path).read_text() + "\nhandeditword\n")
+            assert _wait_for(lambda: not watch_vouches(index))
+            assert catch_up(index).updated == 1
+            assert [h.path for h in search(index, "handeditword")] == [note.path]
+            # (an editor's save can be several events: one after the scan began means one more scan)
+            assert _wait_for(lambda: catch_up(index) is not None and watch_vouches(index))
+            added = write(store, "global/facts/new-by-hand.md", "---\ntitle: New\n---\nnewbyhandword\n")
+            assert _wait_for(lambda: not watch_vouches(index))
+            catch_up(index)
+            assert [h.path for h in search(index, "newbyhandword")] == ["global/facts/new-by-hand.md"]
+            added.unlink()
+            assert _wait_for(lambda: not watch_vouches(index))
+            assert catch_up(index).removed == 1
+    finally:
+        watcher.stop()
+    with open_index(store) as index:
+        index.refresh()
+        assert not watch_vouches(index)  # a stopped watch vouches for nothing
+
+
+def test_a_copied_heartbeat_vouches_for_nothing(store: Store) -> None:
+    """Watch must be this store's: a fresh heartbeat with a live pid but no watch lock held is not enough."""
+    import json
+
+    from anamnesis.freshness import watch_vouches
+
+    create_note(store, type="semantic", title="Lonely", body="text")
+    store.state_dir.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    beat = {"pid": os.getpid(), "started": now - 100, "beat": now, "stopped": False, "watching": now - 100}
+    (store.state_dir / "watch.json").write_text(json.dumps(beat))
+    with open_index(store) as index:
+        index.refresh()
+        assert not watch_vouches(index)
+
+
+def test_a_change_during_a_scan_keeps_the_index_marked_behind(store: Store) -> None:
+    from anamnesis.index import BEHIND_NAME, _clear_behind, mark_behind
+
+    store.state_dir.mkdir(parents=True, exist_ok=True)
+    marker = store.state_dir / BEHIND_NAME
+    mark_behind(store)
+    seen = marker.stat().st_size
+    mark_behind(store)  # a change the scan may have missed
+    _clear_behind(store, seen)
+    assert marker.exists()
+    _clear_behind(store, marker.stat().st_size)
+    assert not marker.exists()
+    assert [p.name for p in store.state_dir.iterdir() if p.name.startswith(BEHIND_NAME)] == []

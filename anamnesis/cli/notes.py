@@ -31,11 +31,10 @@ def _tags(values: list[str] | None) -> list[str]:
 
 
 def _check_type(kind: str | None) -> None:
-    from anamnesis.errors import UsageError
-    from anamnesis.notes import NOTE_TYPES
+    from anamnesis.notes import check_type
 
-    if kind is not None and kind not in NOTE_TYPES:
-        raise UsageError(f"unknown type {kind!r}; use one of {', '.join(NOTE_TYPES)}")
+    if kind is not None:
+        check_type(kind)
 
 
 def _project_option(project: str | None, here: bool, global_: bool = False, optional: bool = False) -> str | None:
@@ -105,12 +104,11 @@ def new(
       anamnesis new "Pool size is now 40" -b "Raised for Black Friday." --supersedes 7k2m
     """
     from anamnesis.errors import UsageError
-    from anamnesis.notes import NOTE_TYPES
+    from anamnesis.notes import GLOBAL_TYPES, check_type
     from anamnesis.store import check_writable, create_note, resolve_supersedes
 
     store = get_store()
-    if type not in NOTE_TYPES:
-        raise UsageError(f"unknown type {type!r}; use one of {', '.join(NOTE_TYPES)}")
+    check_type(type)
     check_writable(store)  # a repo left mid-rebase or a broken settings.json: say so before any typing
     replaced = resolve_supersedes(store, supersedes or [])  # a bad reference fails before any typing
     if body is None:
@@ -119,7 +117,7 @@ def new(
         body = _body_from_editor(type, title)
     if not body.strip():
         raise UsageError("empty body; nothing was written")
-    key = _project_option(project, here=not global_ and type != "preference", global_=global_, optional=True)
+    key = _project_option(project, here=not global_ and type not in GLOBAL_TYPES, global_=global_, optional=True)
     note = create_note(
         store, type=type, title=title, body=body, project=key, tags=_tags(tag), source="cli", supersedes=replaced
     )
@@ -157,24 +155,50 @@ def _body_from_editor(kind: str, title: str) -> str:
 
 
 def _hits_table(hits: list[Hit], with_snippet: bool) -> None:
-    out = console()
+    """Search results, three lines each; styled by rich in a terminal, plain text into a pipe
+    (an agent's shell, a script), where rich's start-up would be most of the command's time."""
+    import sys
+
+    lines: list[list[tuple[str, str]]] = []  # each line as (text, rich style) pieces
     if not hits:
-        out.print("[dim]no notes found[/dim]")
-        return
+        lines.append([("no notes found", "dim")])
     for hit in hits:
-        flag = " [red](conflict)[/red]" if hit.conflicted else ""
+        first = [(hit.title, "bold")]
+        if hit.conflicted:
+            first.append((" (conflict)", "red"))
         if hit.superseded_by:
-            flag += f" [yellow](superseded by {_escape(', '.join(hit.superseded_by))})[/yellow]"
-        where = hit.project or "global"
-        meta = _escape(f"{hit.type} · {where} · {hit.updated[:10]}")
-        out.print(f"[bold]{_escape(hit.title)}[/bold]{flag}  [dim]{meta}[/dim]")
-        out.print(f"  [cyan]{_escape(hit.path)}[/cyan]")
+            first.append((f" (superseded by {', '.join(hit.superseded_by)})", "yellow"))
+        first.append((f"  {hit.type} · {hit.project or 'global'} · {hit.updated[:10]}", "dim"))
+        lines.append(first)
+        lines.append([("  ", ""), (hit.path, "cyan")])
         if with_snippet and hit.snippet:
-            parts = "".join(
-                f"[bold yellow]{_escape(text)}[/bold yellow]" if hit_ else _escape(text)
-                for text, hit_ in hit.snippet_parts()
-            )
-            out.print("  " + " ".join(parts.split()))
+            parts = [(text, "bold yellow" if is_match else "") for text, is_match in hit.snippet_parts()]
+            flat = "".join(text for text, _ in parts)
+            lines.append([("  ", ""), *_squeezed(parts)] if flat.strip() else [("  ", "")])
+    if not sys.stdout.isatty():
+        sys.stdout.write("".join("".join(text for text, _ in line) + "\n" for line in lines))
+        return
+    out = console()
+    for line in lines:
+        out.print("".join(f"[{style}]{_escape(text)}[/{style}]" if style else _escape(text) for text, style in line))
+
+
+def _squeezed(parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Snippet pieces with every run of white space made one space, ends trimmed (matches keep their style)."""
+    out: list[tuple[str, str]] = []
+    pending_space = False
+    for text, style in parts:
+        words = text.split()
+        if not words:
+            pending_space = pending_space or bool(text)
+            continue
+        lead = text[0].isspace()
+        piece = " ".join(words)
+        if out and (pending_space or lead):
+            piece = " " + piece
+        out.append((piece, style))
+        pending_space = text[-1].isspace()
+    return out
 
 
 def _escape(text: str) -> str:
@@ -215,6 +239,7 @@ def search(
       anamnesis search 'redis NOT cluster' --json
       anamnesis search "connection pool" --all      only notes with every word
     """
+    from anamnesis.freshness import catch_up
     from anamnesis.index import open_index
     from anamnesis.project import detect_project
     from anamnesis.search import search as run_search
@@ -227,7 +252,7 @@ def search(
     except OSError:
         near = None
     with open_index(store) as index:
-        if index.refresh().changed:
+        if catch_up(index).changed:  # with `watch` running, no stat of every file
             start_background_update(store)
         hits = run_search(
             index,
@@ -289,12 +314,13 @@ def list_(
       anamnesis list -g postgres --since 2026-11-01 --until 2026-11-30
       anamnesis list --conflicts
     """
+    from anamnesis.freshness import catch_up
     from anamnesis.index import open_index
 
     store = get_store()
     _check_type(type)
     with open_index(store) as index:
-        index.refresh()
+        catch_up(index)
         hits = index.list_notes(
             project=_project_option(project, here),
             type=type,
