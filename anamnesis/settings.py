@@ -19,6 +19,18 @@ DEFAULTS: dict[str, Any] = {
     "inject_budget": 6000,
     "recall": {"enabled": True, "budget": 2000, "min_score": 2.0, "max_notes": 3},
     "capture": {"enabled": True},
+    "mirror": {"claude-auto-memory": []},  # folders whose Claude Code auto-memory `sync` imports first
+    # the opt-in model-written session summary (anamnesis/summarize_model.py): off unless enabled
+    "summary": {
+        "enabled": False,
+        "provider": "claude",
+        "model": "",
+        "claude_bin": "",
+        "base_url": "",
+        "key_env": "ANTHROPIC_API_KEY",
+        "key_file": "",
+        "timeout": 120,
+    },
 }
 
 

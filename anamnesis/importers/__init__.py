@@ -1,0 +1,213 @@
+"""`anamnesis import`: bring memory kept elsewhere into the store, idempotently.
+
+One module per source reads it into a `Plan` (see `plan.py`); `run_import`
+applies it as one commit. `mirror_all` is what `sync` runs first: it imports
+again from the sources a person asked to keep mirrored (Claude Code's
+auto-memory), so what Claude Code remembers on its own follows them to
+every machine. `mirror_changed` is the cheap check `watch` makes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from anamnesis.importers.plan import ImportReport, Plan, Progress
+from anamnesis.paths import Store
+
+SOURCES = ("anamnesis-memory", "claude-md", "claude-auto-memory", "markdown")
+MIRRORABLE = ("claude-auto-memory",)
+MIRROR_STATE = "import-mirror.json"
+TRIED = "#failed"  # state key suffix: the fingerprint a failed mirror last saw
+
+__all__ = ["SOURCES", "ImportReport", "Plan", "make_plan", "mirror_all", "mirror_changed", "run_import"]
+
+
+def make_plan(
+    store: Store, source: str, path: Path | None, *, project: str | None = None, tags: list[str] | None = None
+) -> Plan:
+    """What importing `source` from `path` would make (nothing is written)."""
+    from anamnesis.errors import UsageError
+    from anamnesis.importers import anamnesis_memory, claude_auto_memory, claude_md, markdown
+
+    if project is not None:
+        from anamnesis.project import check_project_key
+
+        project = check_project_key(project)
+    if source == "anamnesis-memory":
+        if path is None:
+            raise UsageError("give the folder of the anamnesis-memory 0.1.3 store (see docs/import.md)")
+        _not_this_store(store, path)
+        return anamnesis_memory.plan(path, project=project, tags=tags)
+    if source == "claude-md":
+        return claude_md.plan(path, project=project, tags=tags)
+    if source == "claude-auto-memory":
+        from anamnesis.settings import writer_machine_id
+
+        return claude_auto_memory.plan(path, machine=writer_machine_id(store), project=project, tags=tags)
+    if source == "markdown":
+        if path is not None:
+            _not_this_store(store, path)
+        return markdown.plan(path, project=project, tags=tags)
+    raise UsageError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
+
+
+def _not_this_store(store: Store, path: Path) -> None:
+    """Importing the store into itself would only make copies: refused."""
+    from anamnesis.errors import UsageError
+
+    here = path.resolve()
+    for own in (store.home.resolve(), store.memory.resolve()):
+        if here == own or own in here.parents:
+            raise UsageError(
+                f"{path} is this store ({store.home}); move an anamnesis-memory 0.1.3 store aside first"
+                " (see docs/import.md)"
+            )
+
+
+def run_import(
+    store: Store,
+    source: str,
+    path: Path | None,
+    *,
+    project: str | None = None,
+    tags: list[str] | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import `source` from `path`: plan it, then write what is new or changed as one commit."""
+    from anamnesis.importers.plan import apply
+
+    store.require()
+    plan = make_plan(store, source, path, project=project, tags=tags)
+    return apply(store, plan, dry_run=dry_run, progress=progress)
+
+
+# -- mirroring ----------------------------------------------------------------------------
+
+
+def mirrors(store: Store) -> dict[str, list[str]]:
+    """The sources kept mirrored on this machine: {source: [folders]} from settings.json."""
+    from anamnesis.settings import load_settings
+
+    value = load_settings(store).get("mirror") or {}
+    out: dict[str, list[str]] = {}
+    for source in MIRRORABLE:
+        folders = value.get(source) if isinstance(value, dict) else None
+        if isinstance(folders, list):
+            out[source] = [str(f) for f in folders if isinstance(f, str) and f]
+    return out
+
+
+def set_mirror(store: Store, source: str, folder: Path, on: bool) -> bool:
+    """Turn mirroring of `source` from `folder` on or off in settings.json; True if that changed it."""
+    from anamnesis.errors import UsageError
+    from anamnesis.settings import load_settings, save_settings
+
+    if source not in MIRRORABLE:
+        raise UsageError(f"only {', '.join(MIRRORABLE)} can be mirrored, not {source}")
+    settings = load_settings(store)
+    table = settings.get("mirror")
+    if not isinstance(table, dict):
+        table = {}
+    folders = [f for f in table.get(source, []) if isinstance(f, str)]
+    target = str(folder.absolute())
+    if (target in folders) == on:
+        return False
+    folders = [*folders, target] if on else [f for f in folders if f != target]
+    settings["mirror"] = {**table, source: folders}
+    save_settings(store, settings)
+    return True
+
+
+def _fingerprint(store: Store, source: str, folder: str) -> str:
+    """A hash of everything a mirrored source holds now (cheap: its folders are small)."""
+    from anamnesis.importers import claude_auto_memory
+    from anamnesis.importers.plan import digest
+
+    where = Path(folder)
+    target = where if claude_auto_memory.is_memory_dir(where) else claude_auto_memory.memory_dir(where)
+    parts = [str(target)]
+    if target.is_dir():
+        for file in sorted(target.rglob("*.md")):
+            try:
+                parts.append(f"{file.relative_to(target)}\0{digest(file.read_bytes())}")
+            except OSError:
+                parts.append(f"{file}\0unreadable")
+    return digest("\n".join(parts))
+
+
+def _state(store: Store) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads((store.state_dir / MIRROR_STATE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def mirror_changed(store: Store) -> bool:
+    """Whether a mirrored source changed since it was last imported (what `watch` checks); never raises."""
+    try:
+        table = mirrors(store)
+    except Exception:
+        return False
+    state = _state(store)
+    for source, folders in table.items():
+        for folder in folders:
+            name = f"{source}:{folder}"
+            try:
+                now = _fingerprint(store, source, folder)
+            except OSError:
+                continue
+            if now not in (state.get(name), state.get(name + TRIED)):  # a failed one is not retried every beat
+                return True
+    return False
+
+
+def mirror_all(store: Store) -> list[ImportReport]:
+    """Import again every mirrored source that changed since the last time; what `sync` runs first.
+
+    Never raises: a source that fails (its folder is gone, the disk is full)
+    is logged and the others go on, so the caller's sync never fails because
+    of it. A malformed file in a source is skipped as in any import.
+    """
+    import json
+    import logging
+
+    from anamnesis.fsutil import atomic_write_text
+
+    log = logging.getLogger("anamnesis.importers")
+    try:
+        table = mirrors(store)
+    except Exception as exc:  # a broken settings.json: sync says so itself
+        log.warning("mirroring skipped: %s", exc)
+        return []
+    state = _state(store)
+    reports: list[ImportReport] = []
+    tried = False
+    for source, folders in table.items():
+        for folder in folders:
+            name = f"{source}:{folder}"
+            fingerprint = ""
+            try:
+                fingerprint = _fingerprint(store, source, folder)
+                if state.get(name) == fingerprint:
+                    continue
+                report = run_import(store, source, Path(folder))
+            except Exception as exc:
+                log.warning("mirroring %s from %s failed: %s", source, folder, exc)
+                if fingerprint:
+                    state[name + TRIED] = fingerprint
+                    tried = True
+                continue
+            reports.append(report)
+            state[name] = fingerprint
+    if reports or tried:
+        try:
+            store.state_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(store.state_dir / MIRROR_STATE, json.dumps(state, indent=2, sort_keys=True) + "\n")
+        except OSError as exc:  # the next sync plans again and finds nothing new: no harm
+            log.warning("cannot record the mirror state: %s", exc)
+    return reports

@@ -1,0 +1,103 @@
+"""Importing a folder of markdown: an Obsidian vault, a notes folder, a docs tree.
+
+Every `.md` file outside dot folders (`.obsidian`, `.git`, `.trash`) becomes
+one note. Its front matter is kept: `title`, `type`, `project`, `tags`,
+`created` and `updated` fill the fields of the same name, every other field
+is kept as it is (an `id` of the source's own is kept as `source_id`: ids
+here are this store's). The title is, in order, the front matter's, the
+first `# ` heading, the file name. Wikilinks and links are kept as written.
+Other files (images, PDFs: attachments) are not copied, since memory/ is
+synced to every machine and holds text; each is reported as skipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from anamnesis.importers.plan import Item, Plan, Skip, digest, front_matter, iso_z, read_text, shown
+
+NAME = "markdown"
+CONSUMED = ("id", "type", "title", "project", "tags", "created", "updated", "machine", "source", "supersedes")
+
+
+def plan(path: Path | None, *, project: str | None = None, tags: list[str] | None = None) -> Plan:
+    """Notes from every markdown file under the folder `path`; `project` files the notes whose front
+    matter names no project, `tags` are added to every note."""
+    from anamnesis.errors import UsageError
+
+    if path is None:
+        raise UsageError("give the folder to import: anamnesis import markdown PATH")
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a folder; give the folder of markdown files to import")
+    root = path.absolute()
+    result = Plan(NAME, shown(root))
+    base = root.resolve().name or "notes"
+    for file in _files(root):
+        rel = file.relative_to(root).as_posix()
+        origin = shown(file)
+        if not file.name.lower().endswith(".md"):
+            result.skipped.append(Skip(origin, "attachment (not markdown): not copied; links to it are kept"))
+            continue
+        text = read_text(file, result, origin)
+        if text is None:
+            continue
+        item = _item(text, rel, origin, result)
+        if item is None:
+            continue
+        item.key = f"{NAME}:{base}/{rel}"
+        item.project = item.project or project
+        item.tags = [*item.tags, *(tags or [])]
+        result.add(item)
+    return result
+
+
+def _files(root: Path) -> list[Path]:
+    import os
+
+    out: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            full = Path(folder) / name
+            if not name.startswith(".") and not full.is_symlink():
+                out.append(full)
+    return out
+
+
+def _item(text: str, rel: str, origin: str, result: Plan) -> Item | None:
+    from anamnesis.errors import AnamnesisError
+    from anamnesis.notes import NOTE_TYPES, _title_from, normalize_tags
+    from anamnesis.project import check_project_key
+
+    parsed = front_matter(text, result, origin)
+    if parsed is None:
+        return None
+    meta, body = parsed
+    kind = str(meta.get("type") or "semantic").strip().lower()
+    extra = {k: v for k, v in meta.items() if k not in CONSUMED}
+    if kind not in NOTE_TYPES:
+        extra["source_type"] = meta.get("type")
+        kind = "semantic"
+    if meta.get("id") is not None:
+        extra["source_id"] = meta["id"]
+    project = None
+    if isinstance(meta.get("project"), str) and meta["project"].strip():
+        try:
+            project = check_project_key(meta["project"])
+        except AnamnesisError:
+            extra["source_project"] = meta["project"]
+    title = meta.get("title")
+    title_text = str(title).strip() if isinstance(title, (str, int, float)) else ""
+    return Item(
+        key="",
+        digest=digest(text),
+        type=kind,
+        title=title_text or _title_from(body, rel),
+        body=body.strip("\n") + "\n",
+        origin=origin,
+        project=project,
+        tags=normalize_tags(meta.get("tags")) if not isinstance(meta.get("tags"), dict) else [],
+        created=iso_z(meta.get("created")),
+        updated=iso_z(meta.get("updated")) or iso_z(meta.get("created")),
+        extra=extra,
+    )

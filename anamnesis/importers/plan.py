@@ -1,0 +1,368 @@
+"""What every importer shares: the plan of notes to make, and applying it idempotently.
+
+An importer reads its source and returns a `Plan`: one `Item` per note it
+would make, each with a stable `key` (which piece of which source it is) and
+a `digest` of the source text it came from, plus what it skipped and why.
+`apply` compares the plan with the notes already imported (found by the
+`import_key` field they carry, never by title), and writes only what is new
+or whose source changed, as one commit. Running it again changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anamnesis.paths import Store
+
+KEY_FIELD = "import_key"
+DIGEST_FIELD = "import_hash"
+SOURCE_PREFIX = "import:"
+
+Progress = Callable[[int, int], None]
+"""Told (done, total) as the plan is compared and written, for a progress bar."""
+
+
+def digest(data: bytes | str) -> str:
+    """A short content hash of source text: it changes when the source does."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def derived_id(key: str) -> str:
+    """A note id made from an import key: the same source piece gets the same id on every machine."""
+    from anamnesis.notes import _ID_ALPHABET
+
+    number = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") >> 14  # 50 bits
+    chars = []
+    for _ in range(10):
+        number, rest = divmod(number, 32)
+        chars.append(_ID_ALPHABET[rest])
+    return "".join(chars)
+
+
+@dataclass
+class Item:
+    """One note an importer would make from one piece of its source."""
+
+    key: str  # stable identity of the source piece, e.g. "claude-md:github.com/acme/api/CLAUDE.md#testing"
+    digest: str  # hash of the source text it came from
+    type: str
+    title: str
+    body: str
+    origin: str  # where it came from, for reports (a file, a file and a heading)
+    project: str | None = None
+    tags: list[str] = field(default_factory=list)
+    created: str = ""
+    updated: str = ""
+    machine: str = ""  # the machine that first wrote it, where the source says; else this one
+    note_id: str = ""  # the id to keep (an id another tool gave it); else derived from `key`
+    supersedes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Skip:
+    """A file or part of one that was not imported, and why."""
+
+    origin: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"origin": self.origin, "reason": self.reason}
+
+
+@dataclass
+class Plan:
+    """What an importer found: the notes to make and what it skipped."""
+
+    source: str  # the importer's name, e.g. "claude-md"
+    label: str  # what was read, short, for the commit message and the report
+    items: list[Item] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+
+    def add(self, item: Item) -> None:
+        """Add an item; a second item with the same key is reported as skipped, not doubled."""
+        if any(other.key == item.key for other in self.items):
+            self.skipped.append(Skip(item.origin, "the same source piece appears twice; the first is kept"))
+            return
+        self.items.append(item)
+
+
+@dataclass
+class Step:
+    """What `apply` does (or, with --print, would do) with one item."""
+
+    action: str  # "create", "update" or "unchanged"
+    path: str
+    item: Item
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "path": self.path,
+            "title": self.item.title,
+            "type": self.item.type,
+            "project": self.item.project,
+            "origin": self.item.origin,
+            "key": self.item.key,
+        }
+
+
+@dataclass
+class ImportReport:
+    """The outcome of one import: steps, skipped pieces and the commit (None: nothing written)."""
+
+    source: str
+    label: str
+    steps: list[Step] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    commit: str | None = None
+    dry_run: bool = False
+
+    def count(self, action: str) -> int:
+        return sum(1 for step in self.steps if step.action == action)
+
+    @property
+    def written(self) -> int:
+        """How many notes were (or would be) written."""
+        return self.count("create") + self.count("update")
+
+    def summary(self) -> str:
+        """One line: what was done."""
+        verb = "would import" if self.dry_run else "imported"
+        return (
+            f"{self.source}: {verb} {self.count('create')} new and {self.count('update')} updated notes,"
+            f" {self.count('unchanged')} unchanged, {len(self.skipped)} skipped (from {self.label})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "from": self.label,
+            "dry_run": self.dry_run,
+            "created": self.count("create"),
+            "updated": self.count("update"),
+            "unchanged": self.count("unchanged"),
+            "skipped": [skip.to_dict() for skip in self.skipped],
+            "commit": self.commit,
+            "notes": [step.to_dict() for step in self.steps],
+        }
+
+
+@dataclass
+class Imported:
+    """A note already in the store that an import made."""
+
+    path: str
+    digest: str
+
+
+def note_files(memory: Path) -> Iterator[str]:
+    """memory/-relative paths of every note file (no dot folders, no symlinks)."""
+    for folder, dirs, files in os.walk(memory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".md") and not name.startswith("."):
+                full = Path(folder) / name
+                if not full.is_symlink():
+                    yield full.relative_to(memory).as_posix()
+
+
+def imported_notes(store: Store) -> dict[str, Imported]:
+    """Every note an import made, by its import key (read from the files: the index keeps no extras)."""
+    from anamnesis.notes import parse_note, split_front_matter
+
+    found: dict[str, Imported] = {}
+    for relpath in note_files(store.memory):
+        try:
+            text = (store.memory / relpath).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        front, _ = split_front_matter(text.removeprefix("\ufeff"))
+        if front is None or KEY_FIELD not in front:
+            continue
+        note = parse_note(text, relpath)
+        key = note.extra.get(KEY_FIELD)
+        if isinstance(key, str) and key and key not in found:
+            found[key] = Imported(relpath, str(note.extra.get(DIGEST_FIELD) or ""))
+    return found
+
+
+def _redacted(item: Item) -> tuple[str, str, list[str], dict[str, Any]]:
+    """Title, body, tags and extra fields as they may be stored: redacted exactly as every writer does."""
+    from anamnesis.notes import normalize_tags
+    from anamnesis.redact import redact_field, redact_note_fields
+
+    title, body, tags = redact_note_fields(item.title.strip() or "untitled", item.body, item.tags)
+    extra = {k: redact_field(v) if isinstance(v, str) else v for k, v in item.extra.items()}
+    return " ".join(title.split()), body, normalize_tags(list(tags)), extra
+
+
+def _build(
+    store: Store, item: Item, source: str, existing: Imported | None, machine: str, now: str
+) -> tuple[str, bytes] | Skip:
+    """(path, file bytes) for an item, or why it cannot be written."""
+    from anamnesis.errors import AnamnesisError
+    from anamnesis.notes import Note, note_project, note_relpath, parse_note, render_note
+    from anamnesis.store import safe_path, validate
+
+    title, body, tags, extra = _redacted(item)
+    if not body.strip():
+        return Skip(item.origin, "empty: no text to keep")
+    project = note_project(item.type, item.project)
+    if existing is not None:
+        path = existing.path
+        old = parse_note(safe_path(store, path).read_text(encoding="utf-8", errors="replace"), path)
+        note = old
+        note.type, note.title, note.body, note.project, note.tags = item.type, title, body, project, tags
+        note.updated = item.updated or now
+        note.supersedes = list(item.supersedes) or note.supersedes
+        note.extra = {**note.extra, **extra}
+    else:
+        note_id = item.note_id or derived_id(item.key)
+        path = note_relpath(item.type, title, note_id, project)
+        if os.path.lexists(safe_path(store, path)):
+            return Skip(item.origin, f"{path} already exists and was not made by an import; it is left alone")
+        note = Note(
+            path=path,
+            id=note_id,
+            type=item.type,
+            title=title,
+            body=body,
+            project=project,
+            tags=tags,
+            created=item.created or now,
+            updated=item.updated or item.created or now,
+            machine=item.machine or machine,
+            source=SOURCE_PREFIX + source,
+            supersedes=[s for s in item.supersedes if s != note_id],
+            extra=dict(extra),
+        )
+    note.extra[KEY_FIELD] = item.key
+    note.extra[DIGEST_FIELD] = item.digest
+    try:
+        validate(note)
+    except AnamnesisError as exc:
+        return Skip(item.origin, str(exc))
+    return path, render_note(note).encode("utf-8")
+
+
+def apply(store: Store, plan: Plan, *, dry_run: bool = False, progress: Progress | None = None) -> ImportReport:
+    """Write the plan's new and changed notes as one commit; with `dry_run`, only say what would change.
+
+    Under the store lock and refused like every writer (a repo left
+    mid-rebase, a broken settings.json). A note whose source is unchanged
+    (same key, same digest) is not touched; one whose source changed is
+    rewritten in place (same path, same id). Nothing is ever deleted.
+    """
+    from contextlib import nullcontext
+
+    from anamnesis.notes import now_iso
+    from anamnesis.store import check_writable, require_writable, write_lock, write_units
+
+    report = ImportReport(plan.source, plan.label, skipped=list(plan.skipped), dry_run=dry_run)
+    machine = check_writable(store)
+    with nullcontext() if dry_run else write_lock(store, f"import {plan.source}"):
+        if not dry_run:
+            machine = require_writable(store)
+        existing = imported_notes(store)
+        now = now_iso()
+        changes: dict[str, bytes | None] = {}
+        total = len(plan.items)
+        for done, item in enumerate(plan.items, 1):
+            found = existing.get(item.key)
+            if found is not None and found.digest == item.digest:
+                report.steps.append(Step("unchanged", found.path, item))
+            else:
+                built = _build(store, item, plan.source, found, machine, now)
+                if isinstance(built, Skip):
+                    report.skipped.append(built)
+                elif built[0] in changes:
+                    report.skipped.append(Skip(item.origin, f"would be written to {built[0]} like another piece"))
+                else:
+                    changes[built[0]] = built[1]
+                    report.steps.append(Step("create" if found is None else "update", built[0], item))
+            if progress is not None:
+                progress(done, total)
+        if changes and not dry_run:
+            new, updated = report.count("create"), report.count("update")
+            message = f"{machine}: import {plan.source}: {new} new, {updated} updated notes from {plan.label}"
+            write_units(store, changes, message, f"import {plan.source}")
+            from anamnesis import repo
+
+            report.commit = repo.head(store.memory)
+    return report
+
+
+def shown(path: Path) -> str:
+    """A path as a person reads it: under the home folder as ~/..., else as it is."""
+    home = Path.home()
+    try:
+        return "~/" + path.relative_to(home).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def read_text(path: Path, plan: Plan, origin: str) -> str | None:
+    """A source file's text, or None with the reason in `plan.skipped` (unreadable, not UTF-8, binary)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        plan.skipped.append(Skip(origin, f"cannot be read: {exc.strerror or exc}"))
+        return None
+    if b"\0" in data:
+        plan.skipped.append(Skip(origin, "binary data (NUL bytes), not text"))
+        return None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        plan.skipped.append(Skip(origin, f"not UTF-8 text (byte {exc.start})"))
+        return None
+
+
+def front_matter(text: str, plan: Plan, origin: str) -> tuple[dict[str, Any], str] | None:
+    """A source file's front matter fields and body, or None with the reason in `plan.skipped`
+    (YAML that does not parse, fields that are not a mapping, a block never closed)."""
+    import yaml
+
+    from anamnesis.notes import split_front_matter
+
+    front, body = split_front_matter(text)
+    if front is None:
+        if text.startswith(("---\n", "---\r\n")):
+            plan.skipped.append(Skip(origin, "front matter is not closed by a '---' line"))
+            return None
+        return {}, body
+    try:
+        loaded = yaml.safe_load(front)
+    except yaml.YAMLError as exc:
+        plan.skipped.append(Skip(origin, f"front matter is not valid YAML: {str(exc).splitlines()[0]}"))
+        return None
+    if loaded is not None and not isinstance(loaded, dict):
+        plan.skipped.append(Skip(origin, "front matter is not a mapping of fields"))
+        return None
+    return {str(k): v for k, v in (loaded or {}).items()}, body
+
+
+def iso_z(value: Any) -> str:
+    """A date from a source's front matter as this store writes dates (2026-11-26T09:14:03Z); '' if none."""
+    import datetime as dt
+
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC)
+        return str(value.replace(tzinfo=None, microsecond=0).isoformat()) + "Z"
+    if isinstance(value, dt.date):
+        return str(value.isoformat())
+    if not isinstance(value, str) or not value.strip():
+        return ""
+    try:
+        parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    return iso_z(parsed)
