@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import RunCli
 
-from anamnesis.claude_setup import PERMISSION
+from anamnesis.agents.claude import PERMISSION
 
 USER_SETTINGS: dict[str, Any] = {
     "model": "opus",
@@ -305,7 +305,7 @@ def test_uninstall_keeps_a_permission_the_user_had(user_home: Path, run_cli: Run
 
 
 def test_a_new_interpreter_updates_hooks_in_place(user_home: Path, store: Any) -> None:
-    from anamnesis import claude_setup
+    from anamnesis.agents import claude as claude_setup
 
     settings, _ = _seed(user_home)
     claude_setup.install(store, python="/old/venv/bin/python")
@@ -459,7 +459,7 @@ def test_init_keeps_crlf_line_ends(user_home: Path, run_cli: RunCli) -> None:
 
 def test_init_rewrites_registrations_of_the_old_form(user_home: Path, run_cli: RunCli, home: Path) -> None:
     """Hooks and server registered by an older init (`python -m …`, no -P) are rewritten in place."""
-    from anamnesis import claude_setup
+    from anamnesis.agents import claude as claude_setup
 
     python = os.path.abspath(sys.executable)
     settings, claude_json = user_home / ".claude" / "settings.json", user_home / ".claude.json"

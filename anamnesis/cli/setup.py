@@ -7,14 +7,19 @@ own step below, and every step honours --print (plan only, write nothing).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from anamnesis.cli._common import console, get_store, print_json
 
+if TYPE_CHECKING:
+    from anamnesis.paths import Store
+
 
 def register(app: typer.Typer) -> None:
     app.command(rich_help_panel="Setup")(init)
+    app.command(rich_help_panel="Setup")(uninstall)
     app.command(rich_help_panel="Setup")(status)
     app.command(rich_help_panel="Setup")(doctor)
     app.command(rich_help_panel="Setup")(reindex)
@@ -23,12 +28,24 @@ def register(app: typer.Typer) -> None:
 
 def init(
     local_only: bool = typer.Option(
-        False, "--local-only", help="Only create the store on this machine: no peers, no Claude Code, no schedule."
+        False, "--local-only", help="Only create the store on this machine: no peers, no agents, no schedule."
     ),
     print_only: bool = typer.Option(False, "--print", help="Show what would be done and write nothing."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
     no_claude: bool = typer.Option(
         False, "--no-claude", help="Do not register the MCP server, hooks and permission with Claude Code."
+    ),
+    agent: list[str] = typer.Option(
+        None,
+        "--agent",
+        help="Set up only this agent (claude, codex, gemini, opencode; repeatable). Default: Claude Code "
+        "and every other one found installed.",
+    ),
+    instructions: bool = typer.Option(
+        None,
+        "--instructions/--no-instructions",
+        help="Add a short memory block to AGENTS.md / GEMINI.md of Codex, Gemini, OpenCode "
+        "(default: ask when a terminal is attached, else yes).",
     ),
     peer: str = typer.Option(
         None, "--peer", help="Join an existing memory: any git URL (user@host:.anamnesis/memory, a hub repo, a path)."
@@ -42,12 +59,14 @@ def init(
 
     Creates ~/.anamnesis (or $ANAMNESIS_HOME): the memory/ git repo, settings.json
     (mode 0600) and the search index; registers the MCP server, hooks and tool
-    permission with Claude Code (with a backup of each file it changes); joins
-    --peer (or offers machines found on the network); runs a first sync and
-    offers a sync timer.
+    permission with Claude Code, and the MCP server with Codex CLI, Gemini CLI
+    and OpenCode when they are installed (with a backup of each file it
+    changes; see docs/agents.md); joins --peer (or offers machines found on
+    the network); runs a first sync and offers a sync timer.
 
     Examples:
       anamnesis init --print                          show every change, write nothing
+      anamnesis init --agent codex                    only register with Codex CLI
       anamnesis init --peer me@desk.tailnet.ts.net:.anamnesis/memory
       anamnesis init --local-only                     just the store
     """
@@ -59,20 +78,34 @@ def init(
     done: list[str] = []
     if not store.exists():
         plan.append(f"create store at {store.home} (memory/ git repo, settings.json 0600, index.db)")
-    # -- Claude Code step: planned (and checked) before anything is written, applied after the store --
-    claude_step = None
-    if not (local_only or no_claude):
-        from anamnesis.cli.claude import ClaudeStep
+    # -- agents step (anamnesis/agents): planned (and checked) before anything is written, applied after the store --
+    agents_step = None
+    if not local_only:
+        from anamnesis.agents.registry import AgentsStep, chosen, lacking_instructions
 
-        claude_step = ClaudeStep(store, show_diff=print_only and not json_out)
-        plan.extend(claude_step.planned)
-    # -- end of the Claude Code step --
+        agents = chosen(agent, with_claude=not no_claude)
+        if instructions is None:
+            instructions = True
+            lacking = lacking_instructions(agents)
+            if lacking and not (print_only or json_out) and _interactive():
+                instructions = typer.confirm(
+                    "Add a short block to " + ", ".join(str(p) for p in lacking)
+                    + " telling those agents to search and write memory?",
+                    default=True,
+                )
+        agents_step = AgentsStep(store, agents, with_instructions=instructions)
+        if print_only and not json_out:
+            for line in agents_step.planned(with_diff=True):
+                print(line)
+        plan.extend(agents_step.planned())
+    # -- end of the agents step --
     # -- sync step (anamnesis/cli/sync.py): join --peer, first sync, offer the schedule --
     sync_step = None
     if not local_only:
         from anamnesis.cli.sync import InitSyncStep
+        from anamnesis.setup_plan import EVERY
 
-        sync_step = InitSyncStep(store, peer, peer_name, schedule, every="5m")
+        sync_step = InitSyncStep(store, peer, peer_name, schedule, every=EVERY)
         plan.extend(sync_step.planned)
     # -- end of the sync step --
     if print_only:
@@ -81,20 +114,73 @@ def init(
     from anamnesis.store import init_store
 
     done.extend(init_store(store))
-    if claude_step is not None:  # Claude Code step
-        done.extend(claude_step.apply())
+    if agents_step is not None:  # agents step
+        done.extend(agents_step.apply())
     # -- discovery step (anamnesis/cli/watch.py): offer the machines found on the LAN / tailnet --
     if not local_only and not peer:
-        import sys
-
         from anamnesis.cli.watch import init_discovery_step
 
-        interactive = sys.stdin.isatty() and sys.stdout.isatty() and not json_out
-        done.extend(init_discovery_step(store, interactive))
+        done.extend(init_discovery_step(store, _interactive() and not json_out))
     # -- end of the discovery step --
     if sync_step is not None:  # sync step
         done.extend(sync_step.apply())
     _report_init(done or [f"store at {store.home} is ready; nothing to change"], json_out, planned=False)
+
+
+def uninstall(
+    agent: list[str] = typer.Option(
+        None, "--agent", help="Only this agent (claude, codex, gemini, opencode; repeatable); keeps the sync timer."
+    ),
+    print_only: bool = typer.Option(False, "--print", help="Show what would be removed and change nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
+) -> None:
+    """Remove what `anamnesis init` added to your agents, and the sync timer.
+
+    The MCP server, Claude Code's hooks and permission, the memory block in
+    AGENTS.md / GEMINI.md: each file goes back to what it was.
+
+    Your notes and the store are left alone; delete ~/.anamnesis yourself if you want them gone.
+
+    Examples:
+      anamnesis uninstall --print                   show every change, write nothing
+      anamnesis uninstall --agent codex             only Codex CLI
+    """
+    from anamnesis.agents.registry import AGENTS, chosen, plan_removal, remove, titled
+
+    store = get_store(require=False)
+    agents = chosen(agent) if agent else list(AGENTS.values())
+    if print_only:
+        plans = plan_removal(store, agents)
+        if json_out:
+            print_json({"planned": titled(plans)})
+            return
+        for line in titled(plans, with_diff=True):
+            print(line)
+        return
+    done = remove(store, agents)
+    if not agent:
+        done.extend(_uninstall_schedule(store))
+    if json_out:
+        print_json({"done": done})
+        return
+    out = console()
+    for line in done or ["nothing of Anamnesis was registered with " + ", ".join(a.title for a in agents)]:
+        out.print(f"  • {line}", markup=False)
+
+
+def _uninstall_schedule(store: Store) -> list[str]:
+    """Remove the sync timer / LaunchAgent that init installed, if there is one."""
+    from anamnesis import schedule
+
+    outcome = schedule.remove(store)
+    done = [f"removed {path}" for path in outcome.removed]
+    return done + [note for note in outcome.notes if outcome.removed]
+
+
+def _interactive() -> bool:
+    import sys
+
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _report_init(lines: list[str], json_out: bool, planned: bool) -> None:
@@ -181,18 +267,11 @@ def _semantic_line(info: dict[str, object]) -> str:
     return f"on: {info['embedded']} of {info['notes']} notes embedded{running}"
 
 
-def _status_extras(store: object) -> list[dict[str, object]]:
+def _status_extras(store: Store) -> list[dict[str, object]]:
     """Lines other areas contribute to `status` (sync log, watch heartbeat), when present."""
-    extras: list[dict[str, object]] = []
-    for module_name, func_name in (("anamnesis.sync", "status_summary"), ("anamnesis.watch", "status_summary")):
-        try:
-            module = __import__(module_name, fromlist=[func_name])
-        except ModuleNotFoundError:
-            continue
-        func = getattr(module, func_name, None)
-        if func is not None:
-            extras.append(func(store))
-    return extras
+    from anamnesis import synclog, watch
+
+    return [synclog.status_summary(store), watch.status_summary(store)]
 
 
 def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:

@@ -183,8 +183,7 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     """List peers with their last successful sync and, for those failing now, since when, why, and what to do."""
     from rich.markup import escape
 
-    from anamnesis.peers import list_peers
-    from anamnesis.synclog import ago
+    from anamnesis.peers import ago, list_peers
 
     peers = list_peers(get_store())
     if json_out:
@@ -280,8 +279,9 @@ def resolve(
     and `anamnesis conflicts` show: --keep MACHINE keeps that one, --ours this
     machine's, --theirs the other of two, --both all of them.
     """
-    from anamnesis.conflicts import KEEP_PREFIX, resolve_note
+    from anamnesis.conflicts import resolve_note
     from anamnesis.errors import UsageError
+    from anamnesis.merge import KEEP_PREFIX
 
     chosen = [
         name
@@ -429,22 +429,16 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
 
 
 class InitSyncStep:
-    """`init`'s sync part: join a peer (--peer), first sync, offer the schedule."""
+    """`init`'s sync part: the prompt over anamnesis.setup_plan (join --peer, first sync, the timer)."""
 
     def __init__(self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str) -> None:
-        from anamnesis.peers import name_from_url, normalize_url
+        from anamnesis.setup_plan import plan_join
 
         self.store = store
-        self.peer = normalize_url(peer) if peer else None
-        self.peer_name = peer_name or (name_from_url(self.peer) if self.peer else None)
+        self.join = plan_join(peer, peer_name)
         self.schedule = schedule
         self.every = every
-        self.planned: list[str] = []
-        if self.peer:
-            self.planned.append(
-                f"join {self.peer} as peer {self.peer_name!r}: a store without notes takes its history, "
-                "one with notes merges them in"
-            )
+        self.planned: list[str] = [self.join.describe()] if self.join else []
         if schedule:
             self.planned.append(f"install a timer that runs `anamnesis sync` every {every}")
 
@@ -452,35 +446,15 @@ class InitSyncStep:
         """Do it; the lines for init's report."""
         import sys
 
-        from anamnesis.git import stop_on_signals
-        from anamnesis.peers import list_peers
-        from anamnesis.sync import join
-        from anamnesis.sync import sync as run_sync
+        from anamnesis import setup_plan
 
-        done: list[str] = []
-        if self.peer:
-            with stop_on_signals("init"):
-                result = join(self.store, self.peer, self.peer_name)
-            notes = len(result.changed)
-            done.append(
-                f"joined {self.peer} as peer {self.peer_name!r}: received {result.received} commits, "
-                f"{notes} note{'s' if notes != 1 else ''}; {result.outcome}"
-            )
-        elif list_peers(self.store):
-            with stop_on_signals("init"):
-                result = run_sync(self.store)
-            done.append(f"first sync: {result.outcome} (received {result.received}, sent {result.sent})")
-        wanted = self.schedule
-        if wanted is None and list_peers(self.store) and sys.stdin.isatty() and sys.stdout.isatty():
-            wanted = typer.confirm(f"Sync automatically every {self.every} (systemd user timer / LaunchAgent)?", default=True)
-        if wanted:
-            from anamnesis.schedule import install
-
-            outcome = install(self.store, self.every)
-            done.extend(f"wrote {path}" for path in outcome.written)
-            done.extend(outcome.notes)
-            if outcome.activated:
-                done.append(f"sync runs every {self.every}")
-        elif wanted is None and list_peers(self.store):
-            done.append("to sync automatically: `anamnesis schedule install` (every 5 min)")
+        done = setup_plan.first_sync(self.store, self.join)
+        interactive = sys.stdin.isatty() and sys.stdout.isatty()
+        choice = setup_plan.schedule_choice(self.store, self.schedule, interactive)
+        if choice == "ask":
+            choice = "install" if typer.confirm(setup_plan.schedule_question(self.every), default=True) else "skip"
+        if choice == "install":
+            done.extend(setup_plan.install_schedule(self.store, self.every))
+        elif choice == "hint":
+            done.append(setup_plan.schedule_hint())
         return done

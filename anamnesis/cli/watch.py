@@ -15,16 +15,12 @@ from anamnesis.cli._common import console, get_store, print_json
 if TYPE_CHECKING:
     from anamnesis.paths import Store
 
-INIT_DISCOVERY_SECONDS = 2.0
 
 
 def register(app: typer.Typer) -> None:
+    from anamnesis.cli.sync import peers_app
+
     app.command(rich_help_panel="Sync")(watch)
-    try:
-        from anamnesis.cli.sync import peers_app
-    except ImportError:  # the sync commands are not installed: offer discovery on its own
-        app.command("discover", rich_help_panel="Sync")(peers_discover)
-        return
     peers_app.command("discover")(peers_discover)
 
 
@@ -166,103 +162,46 @@ def _print_peer(out: Any, peer: dict[str, Any]) -> None:
 
 
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
-    """LAN peers and Tailscale candidates, each marked with the configured peer it already is."""
-    from anamnesis.discovery import discover, tailscale_candidates
-    from anamnesis.errors import AnamnesisError
+    """LAN peers and Tailscale candidates (see anamnesis.setup_plan)."""
+    from anamnesis.setup_plan import discovery_report as report
 
-    configured = _configured_urls(store)
-    try:
-        lan = [p.to_dict() for p in discover(store, seconds, any_store=any_store)]
-    except OSError as exc:
-        raise AnamnesisError(f"LAN discovery failed: {exc}") from exc
-    for peer in lan:
-        peer["configured_as"] = configured.get(peer["url"])
-    found = tailscale_candidates()
-    tailscale = None
-    if found is not None:
-        tailscale = []
-        for cand in found:
-            data = cand.to_dict()
-            data["configured_as"] = next(
-                (name for url, name in configured.items() if cand.name in url or (cand.hostname and f"{cand.hostname}:" in url)),
-                None,
-            )
-            tailscale.append(data)
-    return {"lan": lan, "tailscale": tailscale}
-
-
-def _configured_urls(store: Store) -> dict[str, str]:
-    try:
-        from anamnesis.peers import list_peers
-    except ImportError:
-        return {}
-    return {p.url: p.name for p in list_peers(store)}
+    return report(store, seconds, any_store)
 
 
 def init_discovery_step(
     store: Store,
     interactive: bool,
     confirm: Callable[[str, bool], bool] | None = None,
-    seconds: float = INIT_DISCOVERY_SECONDS,
+    seconds: float | None = None,
 ) -> list[str]:
-    """`init`'s discovery step: offer the machines found on the LAN (and tailnet) as peers.
+    """`init`'s discovery step: the prompts over anamnesis.setup_plan's offers.
 
     Only when no peer is configured yet. In a terminal (`interactive`) it
-    listens for a moment and asks: join another machine's memory (this
-    machine is new) or add a machine of this memory as a peer. Otherwise it
+    listens for a moment and asks about each machine found; otherwise it
     only says how to look. Returns the lines for init's report.
     """
+    from anamnesis import setup_plan
     from anamnesis.errors import AnamnesisError
 
-    if _configured_urls(store):
+    if not setup_plan.discovery_wanted(store):
         return []
     if not interactive:
-        return ["to find your other machines: `anamnesis peers discover` (they announce themselves while `anamnesis watch` runs)"]
+        return [setup_plan.DISCOVER_HINT]
     if confirm is None:
         confirm = _typer_confirm
+    seconds = setup_plan.DISCOVERY_SECONDS if seconds is None else seconds
     console(stderr=True).print(f"[dim]looking for your other machines on the LAN ({seconds:g} s)…[/dim]")
     try:
-        report = discovery_report(store, seconds, any_store=True)
+        report = setup_plan.discovery_report(store, seconds, any_store=True)
     except (AnamnesisError, OSError) as exc:
         return [f"LAN discovery skipped: {exc}"]
     done: list[str] = []
-    joined = False
-    for peer in report["lan"]:
-        url, machine = peer.get("url"), peer["machine_id"]
-        if not url or joined:
-            continue
-        name = _peer_name(machine, url)
-        if peer["same_store"]:
-            if confirm(f"Sync with {machine} ({url}), a machine of this memory?", True):
-                from anamnesis.peers import add_peer
-
-                add_peer(store, name, url)
-                done.append(f"added peer {name!r} → {url} (found on the LAN)")
-        elif confirm(f"Join the memory of {machine} ({url})? Your notes here, if any, are merged in.", False):
-            from anamnesis.sync import join
-
-            result = join(store, url, name)
-            joined = True
-            done.append(f"joined the memory of {machine} ({url}) as peer {name!r}: {result.outcome}")
-    if not report["lan"]:
-        done.append("no other machine of yours announced itself on the LAN (they do while `anamnesis watch` runs)")
-    for cand in report["tailscale"] or []:
-        if cand["same_user"] and not cand.get("configured_as"):
-            done.append(
-                f"tailnet machine {cand['name']} could be a peer: "
-                f"`anamnesis peers add {cand['hostname'] or 'NAME'} {cand['suggested_url']}`"
-            )
-    return done
-
-
-def _peer_name(machine: str, url: str) -> str:
-    from anamnesis.errors import UsageError
-    from anamnesis.peers import check_name, name_from_url
-
-    try:
-        return check_name(machine)
-    except UsageError:
-        return name_from_url(url)
+    for offer in setup_plan.peer_offers(report):
+        if confirm(offer.question, offer.default):
+            done.append(setup_plan.accept_offer(store, offer))
+            if offer.action == "join":
+                break  # this machine now belongs to that memory: offer no other
+    return done + setup_plan.discovery_notes(report)
 
 
 def _typer_confirm(question: str, default: bool) -> bool:

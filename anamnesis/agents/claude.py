@@ -1,4 +1,4 @@
-"""Registering Anamnesis with Claude Code, and removing exactly that again.
+"""Claude Code as an `Agent`: registering Anamnesis with it, and removing exactly that again.
 
 Three edits, each merged into what the user already has and each idempotent:
 
@@ -22,35 +22,48 @@ byte. A file that is not valid JSON is never touched: the whole step refuses,
 naming the file and the error. What init created (which containers did not
 exist before) is recorded in the store's state folder so that uninstall
 removes exactly that.
+
+Claude Code is always set up by `init` (unless --no-claude), whether or not
+it is installed yet: its config files are created when missing, and it picks
+them up when it is installed later. It gets no instructions block: its
+SessionStart hook injects the memory itself.
 """
 
 from __future__ import annotations
 
 import copy
-import difflib
-import glob
 import json
 import os
 import re
-import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis import jsonedit
-from anamnesis.errors import AnamnesisError
+from anamnesis.agents.base import Agent
+from anamnesis.agents.files import (
+    FILE_CREATED,
+    PYTHON_FLAGS,
+    SERVER_NAME,
+    FileChange,
+    apply,
+    backup_holding,
+    container,
+    custom_home,
+    dumps_json,
+    edited_json,
+    loads_json,
+    mcp_args,
+    mode_of,
+    python_path,
+    read_json,
+)
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
 
-SERVER_NAME = "anamnesis"
 PERMISSION = "mcp__anamnesis"
 HOOK_MODULE = "anamnesis.hooks"
-# -P: never put the working folder (the project Claude Code runs in) first on sys.path.
-PYTHON_FLAGS = ("-P",)
 MANIFEST = "claude-install.json"
-FILE_CREATED = "(file)"  # manifest marker: init created the file itself
 
 # event -> (matcher or None, hook argument, timeout seconds)
 HOOKS: dict[str, tuple[str | None, str, int]] = {
@@ -60,12 +73,6 @@ HOOKS: dict[str, tuple[str | None, str, int]] = {
     # SessionEnd hooks are killed after 1.5 s unless they set their own timeout.
     "SessionEnd": (None, "session-end", 15),
 }
-
-
-class ClaudeConfigError(AnamnesisError):
-    """A Claude Code config file we must edit is not something we can safely edit."""
-
-    exit_code = 7
 
 
 @dataclass
@@ -86,106 +93,9 @@ def claude_files() -> ClaudeFiles:
     return ClaudeFiles(home / ".claude.json", home / ".claude" / "settings.json")
 
 
-@dataclass
-class FileChange:
-    """One config file: its text before and after, and what the change means."""
-
-    path: Path
-    before: str | None  # None: the file does not exist yet
-    after: str
-    mode: int
-    what: list[str] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)  # containers the change adds (for uninstall)
-    remove: bool = False  # uninstall: the file was ours alone, delete it
-
-    def __post_init__(self) -> None:
-        if self.before is None:
-            self.created.insert(0, FILE_CREATED)
-
-    @property
-    def changed(self) -> bool:
-        if self.remove:
-            return self.before is not None
-        return self.before != self.after and (
-            self.before is None or _loads(self.before) != _loads(self.after)
-        )
-
-    def diff(self) -> str:
-        """A unified diff of the change, for --print."""
-        before = (self.before or "").splitlines(keepends=True)
-        after = self.after.splitlines(keepends=True)
-        label = str(self.path)
-        return "".join(
-            difflib.unified_diff(
-                before,
-                after,
-                fromfile=f"{label} (now)" if self.before is not None else "/dev/null",
-                tofile=f"{label} (after)",
-            )
-        )
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def _dumps(data: Any, like: str | None = None) -> str:
-    """JSON text, indented like the file it replaces (so a diff shows only what changed)."""
-    indent: int | str = 2
-    match = re.search(r"^([ \t]+)\S", like or "", re.M)
-    if match:
-        lead = match.group(1)
-        indent = lead if "\t" in lead else len(lead)
-    text = json.dumps(data, indent=indent, ensure_ascii=False)
-    # A lone surrogate (Claude Code's history can hold a prompt cut inside an emoji) stays escaped:
-    # it is valid JSON but cannot be written as UTF-8.
-    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
-
-
-def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
-    """(text, object) of a JSON config file; ({} when missing); refuses anything else."""
-    try:
-        text = path.read_bytes().decode("utf-8")  # as it is: no newline translation (CRLF stays)
-    except FileNotFoundError:
-        return None, {}
-    except OSError as exc:
-        raise ClaudeConfigError(f"cannot read {path}: {exc.strerror or exc}; nothing was changed") from exc
-    except UnicodeDecodeError:
-        raise ClaudeConfigError(
-            f"{path} is not UTF-8 text; fix or move it and run again — nothing was changed"
-        ) from None
-    if not text.strip():
-        return text, {}
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ClaudeConfigError(
-            f"{path} is not valid JSON ({exc}); fix or move it and run again — nothing was changed"
-        ) from None
-    if not isinstance(data, dict):
-        raise ClaudeConfigError(
-            f"{path} must hold a JSON object; fix or move it and run again — nothing was changed"
-        )
-    return text, data
-
-
 def _sh_quote(text: str) -> str:
     """Double-quote for the POSIX shell Claude Code runs hook commands with."""
     return '"' + re.sub(r'([\\"$`])', r"\\\1", text) + '"'
-
-
-def python_path() -> str:
-    """This interpreter's absolute path (not symlink-resolved: that would leave a venv)."""
-    return os.path.abspath(sys.executable)
-
-
-def _custom_home(store: Store) -> str | None:
-    """The store home when it is not the default one (hooks and server must be told)."""
-    default = (Path.home() / ".anamnesis").absolute()
-    return None if store.home.absolute() == default else str(store.home.absolute())
 
 
 def hook_command(python: str, argument: str, home: str | None = None) -> str:
@@ -204,7 +114,7 @@ def server_entry(python: str, home: str | None) -> dict[str, Any]:
     return {
         "type": "stdio",
         "command": python,
-        "args": [*PYTHON_FLAGS, "-m", "anamnesis", "mcp"],
+        "args": mcp_args(),
         "env": {"ANAMNESIS_HOME": home} if home else {},
     }
 
@@ -212,19 +122,6 @@ def server_entry(python: str, home: str | None) -> dict[str, Any]:
 def _hook_entry(python: str, event: str, home: str | None) -> dict[str, Any]:
     _matcher, argument, timeout = HOOKS[event]
     return {"type": "command", "command": hook_command(python, argument, home), "timeout": timeout}
-
-
-def _container(data: dict[str, Any], key: str, kind: type, path: Path, where: str) -> Any:
-    value = data.get(key)
-    if value is None:
-        value = kind()
-        data[key] = value
-    if not isinstance(value, kind):
-        raise ClaudeConfigError(
-            f"{path}: {where}{key!r} is a {type(value).__name__}, expected a JSON "
-            f"{'object' if kind is dict else 'array'}; fix it and run again — nothing was changed"
-        )
-    return value
 
 
 def merge_settings(
@@ -237,11 +134,11 @@ def merge_settings(
     """
     what: list[str] = []
     created = [k for k in ("hooks", "permissions") if k not in data]
-    hooks = _container(data, "hooks", dict, path, "")
+    hooks = container(data, "hooks", dict, path, "")
     for event, (matcher, _argument, _timeout) in HOOKS.items():
         if event not in hooks:
             created.append(f"hooks.{event}")
-        groups = _container(hooks, event, list, path, "hooks.")
+        groups = container(hooks, event, list, path, "hooks.")
         wanted = _hook_entry(python, event, home)
         found = False
         emptied: list[int] = []
@@ -274,10 +171,10 @@ def merge_settings(
             # first: in an indented file that adds lines without changing any (not even a comma)
             groups.insert(0, group_new)
             what.append(f"added the {event} hook")
-    permissions = _container(data, "permissions", dict, path, "")
+    permissions = container(data, "permissions", dict, path, "")
     if "allow" not in permissions:
         created.append("permissions.allow")
-    allow = _container(permissions, "allow", list, path, "permissions.")
+    allow = container(permissions, "allow", list, path, "permissions.")
     if PERMISSION not in allow:
         allow.insert(0, PERMISSION)
         what.append(f"allowed the memory tools ({PERMISSION})")
@@ -289,7 +186,7 @@ def merge_claude_json(
 ) -> tuple[list[str], list[str]]:
     """Put our MCP server into ~/.claude.json data in place; returns (what, containers created)."""
     created = [] if "mcpServers" in data else ["mcpServers"]
-    servers = _container(data, "mcpServers", dict, path, "")
+    servers = container(data, "mcpServers", dict, path, "")
     wanted = server_entry(python, home)
     if servers.get(SERVER_NAME) == wanted:
         return [], created
@@ -302,59 +199,20 @@ def merge_claude_json(
 def plan_install(store: Store, python: str | None = None) -> list[FileChange]:
     """The changes `anamnesis init` would make to Claude Code's config (nothing written)."""
     python = python or python_path()
-    home = _custom_home(store)
+    home = custom_home(store)
     files = claude_files()
     changes: list[FileChange] = []
-    text, data = _read_json(files.claude_json)
+    text, data = read_json(files.claude_json)
     new = copy.deepcopy(data)
     what, created = merge_claude_json(new, python, home, files.claude_json)
-    after = _edited(text, new) if what or text is None else text
+    after = edited_json(text, new) if what or text is None else text
     changes.append(FileChange(files.claude_json, text, after, 0o600, what, created))
-    text, data = _read_json(files.settings)
+    text, data = read_json(files.settings)
     new = copy.deepcopy(data)
     what, created = merge_settings(new, python, home, files.settings)
-    after = _edited(text, new) if what or text is None else text
-    changes.append(FileChange(files.settings, text, after, _mode_of(files.settings, 0o600), what, created))
+    after = edited_json(text, new) if what or text is None else text
+    changes.append(FileChange(files.settings, text, after, mode_of(files.settings, 0o600), what, created))
     return changes
-
-
-def _edited(text: str | None, new: dict[str, Any]) -> str:
-    """The file's text changed to hold `new`: only what differs is edited, every other byte is
-    kept; a new or blank file is written whole."""
-    if text is None or not text.strip():
-        return _dumps(new, text)
-    return jsonedit.edit(text, new, dump_whole=lambda data: _dumps(data, text))
-
-
-def _mode_of(path: Path, default: int) -> int:
-    try:
-        return path.stat().st_mode & 0o7777
-    except OSError:
-        return default
-
-
-def apply(changes: list[FileChange]) -> list[str]:
-    """Write the changed files (backup first, atomically, keeping modes); returns what was done."""
-    from anamnesis.fsutil import atomic_write_text
-
-    done: list[str] = []
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for change in changes:
-        if not change.changed:
-            continue
-        if change.remove:
-            change.path.unlink(missing_ok=True)
-            done.append(f"removed {change.path} (init had created it; nothing else was in it)")
-            continue
-        if change.before is not None:
-            backup = change.path.with_name(f"{change.path.name}.anamnesis-backup-{stamp}")
-            atomic_write_text(backup, change.before, mode=change.mode)
-            done.append(f"backed up {change.path} to {backup.name}")
-        # A linked file (dotfiles) is edited where the link points, not replaced by a copy.
-        target = change.path.resolve() if change.path.is_symlink() else change.path
-        atomic_write_text(target, change.after, mode=change.mode)
-        done.extend(f"{change.path}: {what}" for what in change.what)
-    return done
 
 
 def _manifest_path(store: Store) -> Path:
@@ -373,7 +231,7 @@ def install(store: Store, python: str | None = None) -> list[str]:
         if change.path == claude_files().settings and "permission_preexisted" not in manifest:
             manifest["permission_preexisted"] = not any(PERMISSION in w for w in change.what)
     done = apply(changes)
-    atomic_write_text(_manifest_path(store), _dumps(manifest), mode=0o600)
+    atomic_write_text(_manifest_path(store), dumps_json(manifest), mode=0o600)
     return done
 
 
@@ -398,7 +256,7 @@ def plan_uninstall(store: Store) -> list[FileChange]:
     created_by = manifest.get("created", {}) if isinstance(manifest.get("created"), dict) else {}
     changes: list[FileChange] = []
 
-    text, data = _read_json(files.claude_json)
+    text, data = read_json(files.claude_json)
     new = copy.deepcopy(data)
     what: list[str] = []
     servers = new.get("mcpServers")
@@ -410,7 +268,7 @@ def plan_uninstall(store: Store) -> list[FileChange]:
         _removal(files.claude_json, text, new, what, created_by.get(str(files.claude_json), []), 0o600)
     )
 
-    text, data = _read_json(files.settings)
+    text, data = read_json(files.settings)
     new = copy.deepcopy(data)
     what = []
     created = created_by.get(str(files.settings), [])
@@ -446,30 +304,17 @@ def plan_uninstall(store: Store) -> list[FileChange]:
         what.append(f"removed the permission {PERMISSION}")
         _prune(permissions, "allow", created, "permissions.allow")
         _prune(new, "permissions", created, "permissions")
-    changes.append(_removal(files.settings, text, new, what, created, _mode_of(files.settings, 0o600)))
+    changes.append(_removal(files.settings, text, new, what, created, mode_of(files.settings, 0o600)))
     return [c for c in changes if c.before is not None]
 
 
 def _removal(
     path: Path, text: str | None, new: dict[str, Any], what: list[str], created: list[str], mode: int
 ) -> FileChange:
-    after = (_backup_holding(path, new) or _edited(text, new)) if what else (text or "")
+    after = (backup_holding(path, lambda text: loads_json(text) == new) or edited_json(text, new)) if what else (text or "")
     change = FileChange(path, text, after, mode, what)
     change.remove = bool(what) and not new and FILE_CREATED in created
     return change
-
-
-def _backup_holding(path: Path, data: dict[str, Any]) -> str | None:
-    """The text of the newest backup of `path` whose content is exactly `data`: giving it back
-    keeps the user's own formatting byte for byte when nothing else changed since init."""
-    for backup in sorted(path.parent.glob(f"{glob.escape(path.name)}.anamnesis-backup-*"), reverse=True):
-        try:
-            text = backup.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if _loads(text) == data:
-            return text
-    return None
 
 
 def uninstall(store: Store) -> list[str]:
@@ -482,14 +327,29 @@ def uninstall(store: Store) -> list[str]:
     return done
 
 
-def describe(changes: list[FileChange], with_diff: bool = False) -> list[str]:
-    """Human lines for a plan: one per file, plus its diff when asked."""
-    lines: list[str] = []
-    for change in changes:
-        if not change.changed:
-            lines.append(f"{change.path}: already set up, no change")
-            continue
-        lines.append(f"{change.path}: " + "; ".join(change.what or ["rewrite"]))
-        if with_diff:
-            lines.append(change.diff().rstrip("\n"))
-    return lines
+class ClaudeCode(Agent):
+    """Anthropic's Claude Code."""
+
+    name = "claude"
+    title = "Claude Code"
+    binary = "claude"
+
+    def config_dir(self) -> Path:
+        config_dir = os.environ.get("CLAUDE_CONFIG_DIR")
+        return Path(config_dir).expanduser() if config_dir else Path.home() / ".claude"
+
+    def detect(self) -> bool:
+        """Always: hooks and server are registered ahead of a later install."""
+        return True
+
+    def plan_install(self, store: Store, python: str | None = None, with_instructions: bool = True) -> list[FileChange]:
+        return plan_install(store, python)
+
+    def plan_uninstall(self, store: Store) -> list[FileChange]:
+        return plan_uninstall(store)
+
+    def install(self, store: Store, python: str | None = None, with_instructions: bool = True) -> list[str]:
+        return install(store, python)
+
+    def uninstall(self, store: Store) -> list[str]:
+        return uninstall(store)

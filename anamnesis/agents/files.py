@@ -1,0 +1,243 @@
+"""Editing an agent's config files with care: plan, diff, backup, apply, give back.
+
+Every agent's set-up is a list of `FileChange`s computed before anything is
+written (a file we cannot safely edit stops the whole step), shown as a
+unified diff for `--print`, and applied with a timestamped backup beside each
+file it changes. Uninstall prefers the newest backup that holds exactly what
+the file should hold after removal, so a file nobody touched since `init`
+comes back byte for byte.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from anamnesis import jsonedit
+from anamnesis.errors import AnamnesisError
+
+if TYPE_CHECKING:
+    from anamnesis.paths import Store
+
+SERVER_NAME = "anamnesis"
+# -P: never put the working folder (the project the agent runs in) first on sys.path.
+PYTHON_FLAGS = ("-P",)
+FILE_CREATED = "(file)"  # manifest marker: init created the file itself
+
+
+class AgentConfigError(AnamnesisError):
+    """An agent's config file we must edit is not something we can safely edit."""
+
+    exit_code = 7
+
+
+def python_path() -> str:
+    """This interpreter's absolute path (not symlink-resolved: that would leave a venv)."""
+    return os.path.abspath(sys.executable)
+
+
+def mcp_args() -> list[str]:
+    """The arguments after the interpreter: the same fixed form for every agent."""
+    return [*PYTHON_FLAGS, "-m", "anamnesis", "mcp"]
+
+
+def custom_home(store: Store) -> str | None:
+    """The store home when it is not the default one (the server must be told)."""
+    default = (Path.home() / ".anamnesis").absolute()
+    return None if store.home.absolute() == default else str(store.home.absolute())
+
+
+def same_json(a: str, b: str) -> bool:
+    """Whether two JSON texts hold the same data (formatting aside)."""
+    return bool(loads_json(a) == loads_json(b))
+
+
+@dataclass
+class FileChange:
+    """One config file: its text before and after, and what the change means."""
+
+    path: Path
+    before: str | None  # None: the file does not exist yet
+    after: str
+    mode: int
+    what: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)  # containers the change adds (for uninstall)
+    remove: bool = False  # uninstall: the file was ours alone, delete it
+    same: Callable[[str, str], bool] | None = same_json  # texts that mean the same: no change
+
+    def __post_init__(self) -> None:
+        if self.before is None:
+            self.created.insert(0, FILE_CREATED)
+
+    @property
+    def changed(self) -> bool:
+        if self.remove:
+            return self.before is not None
+        if self.before == self.after:
+            return False
+        return self.before is None or self.same is None or not self.same(self.before, self.after)
+
+    def diff(self) -> str:
+        """A unified diff of the change, for --print."""
+        before = (self.before or "").splitlines(keepends=True)
+        after = [] if self.remove else self.after.splitlines(keepends=True)
+        label = str(self.path)
+        return "".join(
+            difflib.unified_diff(
+                before,
+                after,
+                fromfile=f"{label} (now)" if self.before is not None else "/dev/null",
+                tofile=f"{label} (after)" if not self.remove else "/dev/null",
+            )
+        )
+
+
+def loads_json(text: str) -> Any:
+    """Parsed JSON, or None when the text is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def dumps_json(data: Any, like: str | None = None) -> str:
+    """JSON text, indented like the file it replaces (so a diff shows only what changed)."""
+    indent: int | str = 2
+    match = re.search(r"^([ \t]+)\S", like or "", re.M)
+    if match:
+        lead = match.group(1)
+        indent = lead if "\t" in lead else len(lead)
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    # A lone surrogate (Claude Code's history can hold a prompt cut inside an emoji) stays escaped:
+    # it is valid JSON but cannot be written as UTF-8.
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+
+
+def read_text(path: Path) -> str | None:
+    """A config file's text as it is (no newline translation: CRLF stays); None when missing."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise AgentConfigError(f"cannot read {path}: {exc.strerror or exc}; nothing was changed") from exc
+    except UnicodeDecodeError:
+        raise AgentConfigError(
+            f"{path} is not UTF-8 text; fix or move it and run again — nothing was changed"
+        ) from None
+
+
+def read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """(text, object) of a JSON config file; ({} when missing); refuses anything else."""
+    text = read_text(path)
+    return text, parse_json(path, text)
+
+
+def parse_json(path: Path, text: str | None) -> dict[str, Any]:
+    """The object a JSON config text holds ({} for none or blank); refuses anything else."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise AgentConfigError(
+            f"{path} is not valid JSON ({exc}); fix or move it and run again — nothing was changed"
+        ) from None
+    if not isinstance(data, dict):
+        raise AgentConfigError(
+            f"{path} must hold a JSON object; fix or move it and run again — nothing was changed"
+        )
+    return data
+
+
+def container(data: dict[str, Any], key: str, kind: type, path: Path, where: str = "") -> Any:
+    """data[key], created empty when missing; refuses a value of another kind."""
+    value = data.get(key)
+    if value is None:
+        value = kind()
+        data[key] = value
+    if not isinstance(value, kind):
+        raise AgentConfigError(
+            f"{path}: {where}{key!r} is a {type(value).__name__}, expected a JSON "
+            f"{'object' if kind is dict else 'array'}; fix it and run again — nothing was changed"
+        )
+    return value
+
+
+def edited_json(text: str | None, new: dict[str, Any]) -> str:
+    """The file's text changed to hold `new`: only what differs is edited, every other byte is
+    kept; a new or blank file is written whole."""
+    if text is None or not text.strip():
+        return dumps_json(new, text)
+    return jsonedit.edit(text, new, dump_whole=lambda data: dumps_json(data, text))
+
+
+def mode_of(path: Path, default: int) -> int:
+    """A file's permission bits (kept when it is rewritten), or `default` for a new file."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return default
+
+
+def backup_holding(path: Path, matches: Callable[[str], bool]) -> str | None:
+    """The text of the newest backup of `path` that `matches`: giving it back keeps the
+    user's own formatting byte for byte when nothing else changed since init."""
+    for backup in sorted(path.parent.glob(f"{glob.escape(path.name)}.anamnesis-backup-*"), reverse=True):
+        try:
+            text = backup.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if matches(text):
+            return text
+    return None
+
+
+def apply(changes: list[FileChange]) -> list[str]:
+    """Write the changed files (backup first, atomically, keeping modes); returns what was done."""
+    from anamnesis.fsutil import atomic_write_text
+
+    done: list[str] = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for change in changes:
+        if not change.changed:
+            continue
+        if change.remove:
+            change.path.unlink(missing_ok=True)
+            done.append(f"removed {change.path} (init had created it; nothing else was in it)")
+            continue
+        if change.before is not None:
+            backup = change.path.with_name(f"{change.path.name}.anamnesis-backup-{stamp}")
+            number = 1
+            while backup.exists():  # two runs in one second: never overwrite an earlier backup
+                number += 1
+                backup = change.path.with_name(f"{change.path.name}.anamnesis-backup-{stamp}-{number}")
+            atomic_write_text(backup, change.before, mode=change.mode)
+            done.append(f"backed up {change.path} to {backup.name}")
+        # A linked file (dotfiles) is edited where the link points, not replaced by a copy.
+        target = change.path.resolve() if change.path.is_symlink() else change.path
+        atomic_write_text(target, change.after, mode=change.mode)
+        done.extend(f"{change.path}: {what}" for what in change.what)
+    return done
+
+
+def describe(changes: list[FileChange], with_diff: bool = False) -> list[str]:
+    """Human lines for a plan: one per file, plus its diff when asked."""
+    lines: list[str] = []
+    for change in changes:
+        if not change.changed:
+            lines.append(f"{change.path}: already set up, no change")
+            continue
+        lines.append(f"{change.path}: " + "; ".join(change.what or ["rewrite"]))
+        if with_diff:
+            lines.append(change.diff().rstrip("\n"))
+    return lines

@@ -1,0 +1,112 @@
+"""The registry of agents, and init's decisions about them.
+
+`AGENTS` maps each name `--agent` accepts to its `Agent`. `chosen` decides
+which agents an `init` sets up; `AgentsStep` plans them all before anything
+is written (one unsafe file stops init with nothing changed) and applies
+them once the store exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from anamnesis.agents.base import Agent
+from anamnesis.agents.claude import ClaudeCode
+from anamnesis.agents.codex import Codex
+from anamnesis.agents.files import FileChange, describe
+from anamnesis.agents.gemini import Gemini
+from anamnesis.agents.opencode import OpenCode
+from anamnesis.errors import AnamnesisError, UsageError
+
+if TYPE_CHECKING:
+    from anamnesis.paths import Store
+
+AGENTS: dict[str, Agent] = {agent.name: agent for agent in (ClaudeCode(), Codex(), Gemini(), OpenCode())}
+
+
+def get_agent(name: str) -> Agent:
+    """The agent called `name`; a one-line error naming the supported ones otherwise."""
+    agent = AGENTS.get(name.strip().lower())
+    if agent is None:
+        raise UsageError(f"unknown agent {name!r}; supported: {', '.join(AGENTS)}")
+    return agent
+
+
+def chosen(names: list[str] | None, with_claude: bool = True) -> list[Agent]:
+    """The agents init sets up: those named, else Claude Code plus every other one found installed."""
+    if names:
+        picked: list[Agent] = []
+        for name in names:
+            agent = get_agent(name)
+            if agent not in picked:
+                picked.append(agent)
+        return picked
+    return [agent for agent in AGENTS.values() if (with_claude or agent.name != "claude") and agent.detect()]
+
+
+class AgentsStep:
+    """init's agents step: plan every chosen agent's changes now, apply them later."""
+
+    def __init__(self, store: Store, agents: list[Agent], with_instructions: bool = True) -> None:
+        self.store = store
+        self.with_instructions = with_instructions
+        # planned before anything is written: raises AgentConfigError, nothing changed
+        self.plans: list[tuple[Agent, list[FileChange]]] = [
+            (agent, agent.plan_install(store, with_instructions=with_instructions)) for agent in agents
+        ]
+
+    def planned(self, with_diff: bool = False) -> list[str]:
+        """Lines for init's plan, per agent (with diffs for --print)."""
+        return titled(self.plans, with_diff)
+
+    def apply(self) -> list[str]:
+        """Write the changes (idempotent); the lines for init's report."""
+        done: list[str] = []
+        for agent, _changes in self.plans:
+            lines = agent.install(self.store, with_instructions=self.with_instructions)
+            done.extend(f"{agent.title}: {line}" for line in lines or ["already set up, nothing to change"])
+        return done
+
+
+def titled(plans: list[tuple[Agent, list[FileChange]]], with_diff: bool = False) -> list[str]:
+    """describe() of each agent's changes, each line naming the agent (a diff is left as it is)."""
+    return [
+        line if line.startswith("--- ") else f"{agent.title}: {line}"
+        for agent, changes in plans
+        for line in describe(changes, with_diff)
+    ]
+
+
+def plan_removal(store: Store, agents: list[Agent]) -> list[tuple[Agent, list[FileChange]]]:
+    """What uninstall would change, per agent (nothing written)."""
+    return [(agent, agent.plan_uninstall(store)) for agent in agents]
+
+
+def remove(store: Store, agents: list[Agent]) -> list[str]:
+    """Remove what init added to these agents; the lines for the report."""
+    plan_removal(store, agents)  # a file that cannot be safely edited stops it before anything is written
+    done: list[str] = []
+    for agent in agents:
+        done.extend(f"{agent.title}: {line}" for line in agent.uninstall(store))
+    return done
+
+
+
+def lacking_instructions(agents: list[Agent]) -> list[Path]:
+    """The instructions files of these agents that do not hold the memory block yet (init asks first)."""
+    from anamnesis.agents import instructions
+    from anamnesis.agents.base import McpFileAgent
+    from anamnesis.agents.files import read_text
+
+    lacking: list[Path] = []
+    for agent in agents:
+        path = agent.instructions_path() if isinstance(agent, McpFileAgent) else None
+        if path is not None:
+            try:
+                text = read_text(path)
+            except AnamnesisError:
+                text = None
+            if not instructions.present(text):
+                lacking.append(path)
+    return lacking

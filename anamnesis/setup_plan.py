@@ -1,0 +1,219 @@
+"""init's decisions about sync and peers, apart from the prompts (which stay in the CLI).
+
+`anamnesis init` joins `--peer` or runs a first sync, decides whether to
+install the sync timer (or ask, or only say how), and offers the machines
+found on the LAN: join another machine's memory (this one is new) or add a
+machine of this memory as a peer. Each decision is a function here that
+returns what to do or ask; the CLI asks the questions and prints the lines.
+(The agents' part of init lives in `anamnesis.agents.registry`.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from anamnesis.paths import Store
+
+EVERY = "5m"  # the sync timer init offers
+DISCOVERY_SECONDS = 2.0  # how long init listens for other machines
+
+
+@dataclass(frozen=True)
+class JoinPlan:
+    """A peer given to `init --peer`: its normalised URL and the name it will have."""
+
+    url: str
+    name: str
+
+    def describe(self) -> str:
+        return (
+            f"join {self.url} as peer {self.name!r}: a store without notes takes its history, "
+            "one with notes merges them in"
+        )
+
+
+def plan_join(peer: str | None, peer_name: str | None) -> JoinPlan | None:
+    """The join `--peer` asks for (None without one); the name defaults to the URL's host or folder."""
+    if not peer:
+        return None
+    from anamnesis.peers import name_from_url, normalize_url
+
+    url = normalize_url(peer)
+    return JoinPlan(url, peer_name or name_from_url(url))
+
+
+def first_sync(store: Store, join: JoinPlan | None) -> list[str]:
+    """Join the peer, or sync with the peers already configured (none: nothing); lines for the report."""
+    from anamnesis.git import stop_on_signals
+    from anamnesis.peers import list_peers
+    from anamnesis.sync import join as join_peer
+    from anamnesis.sync import sync
+
+    if join is not None:
+        with stop_on_signals("init"):
+            result = join_peer(store, join.url, join.name)
+        notes = len(result.changed)
+        return [
+            f"joined {join.url} as peer {join.name!r}: received {result.received} commits, "
+            f"{notes} note{'s' if notes != 1 else ''}; {result.outcome}"
+        ]
+    if not list_peers(store):
+        return []
+    with stop_on_signals("init"):
+        result = sync(store)
+    return [f"first sync: {result.outcome} (received {result.received}, sent {result.sent})"]
+
+
+ScheduleChoice = Literal["install", "ask", "hint", "skip"]
+
+
+def schedule_choice(store: Store, wanted: bool | None, interactive: bool) -> ScheduleChoice:
+    """Whether to install the sync timer: as asked; else ask in a terminal when there are peers;
+    else only say how (there are peers) or nothing (a machine on its own)."""
+    if wanted is not None:
+        return "install" if wanted else "skip"
+    from anamnesis.peers import list_peers
+
+    if not list_peers(store):
+        return "skip"
+    return "ask" if interactive else "hint"
+
+
+def schedule_question(every: str = EVERY) -> str:
+    """The question the CLI asks when `schedule_choice` says "ask"."""
+    return f"Sync automatically every {every} (systemd user timer / LaunchAgent)?"
+
+
+def schedule_hint() -> str:
+    """The line for the report when `schedule_choice` says "hint"."""
+    return "to sync automatically: `anamnesis schedule install` (every 5 min)"
+
+
+def install_schedule(store: Store, every: str = EVERY) -> list[str]:
+    """Install the sync timer; lines for the report."""
+    from anamnesis.schedule import install
+
+    outcome = install(store, every)
+    done = [f"wrote {path}" for path in outcome.written]
+    done.extend(outcome.notes)
+    if outcome.activated:
+        done.append(f"sync runs every {every}")
+    return done
+
+
+# -- discovery: the machines found on the LAN and the tailnet --
+
+
+def configured_urls(store: Store) -> dict[str, str]:
+    """The peers already configured, by URL."""
+    from anamnesis.peers import list_peers
+
+    return {p.url: p.name for p in list_peers(store)}
+
+
+def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
+    """LAN peers and Tailscale candidates, each marked with the configured peer it already is."""
+    from anamnesis.discovery import discover, tailscale_candidates
+    from anamnesis.errors import AnamnesisError
+
+    configured = configured_urls(store)
+    try:
+        lan = [p.to_dict() for p in discover(store, seconds, any_store=any_store)]
+    except OSError as exc:
+        raise AnamnesisError(f"LAN discovery failed: {exc}") from exc
+    for peer in lan:
+        peer["configured_as"] = configured.get(peer["url"])
+    found = tailscale_candidates()
+    tailscale = None
+    if found is not None:
+        tailscale = []
+        for cand in found:
+            data = cand.to_dict()
+            data["configured_as"] = next(
+                (name for url, name in configured.items() if cand.name in url or (cand.hostname and f"{cand.hostname}:" in url)),
+                None,
+            )
+            tailscale.append(data)
+    return {"lan": lan, "tailscale": tailscale}
+
+
+@dataclass(frozen=True)
+class PeerOffer:
+    """A machine found on the LAN that init offers: add it as a peer, or join its memory."""
+
+    action: Literal["add", "join"]  # add: a machine of this memory; join: another memory
+    machine: str
+    url: str
+    name: str
+
+    @property
+    def question(self) -> str:
+        if self.action == "add":
+            return f"Sync with {self.machine} ({self.url}), a machine of this memory?"
+        return f"Join the memory of {self.machine} ({self.url})? Your notes here, if any, are merged in."
+
+    @property
+    def default(self) -> bool:
+        """Adding a machine of the same memory is safe; merging into another memory is asked with no."""
+        return self.action == "add"
+
+
+def discovery_wanted(store: Store) -> bool:
+    """Whether init should look for other machines: only while no peer is configured."""
+    return not configured_urls(store)
+
+
+DISCOVER_HINT = (
+    "to find your other machines: `anamnesis peers discover` "
+    "(they announce themselves while `anamnesis watch` runs)"
+)
+
+
+def peer_offers(report: dict[str, Any]) -> list[PeerOffer]:
+    """The LAN machines to offer, in the order found (those without a URL cannot be offered)."""
+    offers: list[PeerOffer] = []
+    for peer in report["lan"]:
+        url, machine = peer.get("url"), peer["machine_id"]
+        if url:
+            action: Literal["add", "join"] = "add" if peer["same_store"] else "join"
+            offers.append(PeerOffer(action, machine, url, _peer_name(machine, url)))
+    return offers
+
+
+def accept_offer(store: Store, offer: PeerOffer) -> str:
+    """Do what an accepted offer says; the line for the report."""
+    if offer.action == "add":
+        from anamnesis.peers import add_peer
+
+        add_peer(store, offer.name, offer.url)
+        return f"added peer {offer.name!r} → {offer.url} (found on the LAN)"
+    from anamnesis.sync import join
+
+    result = join(store, offer.url, offer.name)
+    return f"joined the memory of {offer.machine} ({offer.url}) as peer {offer.name!r}: {result.outcome}"
+
+
+def discovery_notes(report: dict[str, Any]) -> list[str]:
+    """Lines for the report besides the offers: nobody found; tailnet machines that could be peers."""
+    notes: list[str] = []
+    if not report["lan"]:
+        notes.append("no other machine of yours announced itself on the LAN (they do while `anamnesis watch` runs)")
+    for cand in report["tailscale"] or []:
+        if cand["same_user"] and not cand.get("configured_as"):
+            notes.append(
+                f"tailnet machine {cand['name']} could be a peer: "
+                f"`anamnesis peers add {cand['hostname'] or 'NAME'} {cand['suggested_url']}`"
+            )
+    return notes
+
+
+def _peer_name(machine: str, url: str) -> str:
+    from anamnesis.errors import UsageError
+    from anamnesis.peers import check_name, name_from_url
+
+    try:
+        return check_name(machine)
+    except UsageError:
+        return name_from_url(url)
