@@ -169,6 +169,29 @@ def _find_existing(store: Store, note_id: str, project: str) -> str | None:
     return found[0] if found else None
 
 
+def transcript_problem(path: Path, unreadable: str = "") -> str | None:
+    """Why a transcript gives nothing to read (missing, not a regular file, not ours to read), or None.
+
+    `unreadable` is what `summarize` met (`SessionSummary.unreadable`): a file
+    that went away or became unreadable after it was looked at. A FIFO or a
+    device is never opened (it could block).
+    """
+    import stat
+
+    if unreadable:
+        return unreadable if unreadable == "does not exist" else f"cannot be read ({unreadable})"
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "is not a regular file"
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    return None
+
+
 QUEUE_DIR = "spool"
 QUEUE_PREFIX = "session-note-"
 
@@ -198,6 +221,9 @@ def capture(
     if not settings.get("capture", {}).get("enabled", True):
         return CaptureResult(None, "skipped", "capture is turned off in settings")
     summary = summarize(Path(transcript_path))
+    problem = transcript_problem(Path(transcript_path), summary.unreadable)
+    if problem:  # said as such: a transcript that could not be read is not a trivial session
+        return CaptureResult(None, "skipped", f"the transcript {transcript_path} {problem}")
     key_id = summary.session_id or session_id
     if not key_id:
         return CaptureResult(None, "skipped", "no session id")
@@ -296,7 +322,10 @@ def _write_session(store: Store, session: dict[str, Any], event: str) -> Capture
     existing = _find_existing(store, note_id, project)
     machine = writer_machine_id(store)
     if existing:
+        from anamnesis.summarize_model import split_section, with_section
+
         note = load_note(store, existing)
+        body = with_section(body, split_section(note.body)[1])  # a model-written summary stays until redone
         same_files = note.extra.get("files") == extra.get("files")
         if note.title == title and note.body.strip() == body.strip() and same_files:
             return CaptureResult(existing, "unchanged")

@@ -3,6 +3,11 @@
 python bench/bench_hooks.py              # 10,000-note store, 5 MB transcripts
 python bench/bench_hooks.py --runs 40
 python bench/bench_hooks.py --only mcp   # just the MCP server start (no store to build)
+python bench/bench_hooks.py --only summary   # SessionEnd with the model summary off and on
+
+SessionEnd is also timed with the opt-in model summary off and on, runs
+interleaved: on, it must only add the cost of starting the summary detached
+(the model's answer arrives later, untimed).
 
 Each hook figure is the wall time of the hook command exactly as `anamnesis
 init` registers it (run through `sh -c`, in the project folder), from start
@@ -65,7 +70,7 @@ def time_hook(
 
     The command is the one `anamnesis init` registers, run through a shell in the project
     folder with $CLAUDE_PROJECT_DIR set, as Claude Code runs it."""
-    from anamnesis.claude_setup import hook_command, python_path
+    from anamnesis.agents.claude import hook_command, python_path
 
     command = hook_command(python_path(), event, str(home))
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(cwd)}
@@ -109,7 +114,7 @@ def time_mcp_start(command: str, args: list[str], env: dict[str, str], cwd: Path
 
 def bench_mcp(home: Path, cwd: Path, runs: int) -> None:
     """The MCP server's start to `tools/list`, as registered, against the SDK's own floor."""
-    from anamnesis.claude_setup import python_path, server_entry
+    from anamnesis.agents.claude import python_path, server_entry
 
     entry = server_entry(python_path(), str(home))
     env = {**os.environ, **entry["env"]}
@@ -119,6 +124,74 @@ def bench_mcp(home: Path, cwd: Path, runs: int) -> None:
     ours = time_mcp_start(entry["command"], list(entry["args"]), env, cwd, runs)
     report("MCP start to tools/list: the SDK's one-tool server (floor)", floor)
     report(f"MCP start to tools/list: {' '.join(['python', *entry['args']])}", ours)
+
+
+def bench_summary(home: Path, folder: Path, repo: Path, runs: int, megabytes: float) -> None:
+    """SessionEnd with the opt-in model summary off and on, interleaved so both see the same load.
+
+    On, the "api" provider talks to a local Messages API stand-in that takes a
+    second to answer; the hook only starts the summary detached. After each
+    run with it on, the bench waits (untimed) for the summary to land, so the
+    detached work never overlaps a timed hook."""
+    from claude_standin import Reply, StandIn, text
+
+    from anamnesis import summarize_model
+    from anamnesis.paths import open_store
+
+    def slow_model(body: dict[str, object]) -> Reply:
+        time.sleep(1.0)
+        return text("**Done**\n- The handlers retry with backoff.")
+
+    store = open_store(home)
+    log = store.log_dir / "hooks.log"
+
+    def logged(words: str) -> int:
+        return log.read_text().count(words) if log.exists() else 0
+
+    standin = StandIn(slow_model).start()
+    os.environ["ANAMNESIS_BENCH_SUMMARY_KEY"] = "bench-not-a-key"  # the name is in settings, the value here
+    times: dict[bool, list[float]] = {False: [], True: []}
+    mb = 0.0
+    try:
+        for n in range(runs):
+            for on in (False, True):
+                if on:
+                    summarize_model.enable(
+                        store, "api", base_url=standin.url, key_env="ANAMNESIS_BENCH_SUMMARY_KEY"
+                    )
+                else:
+                    summarize_model.disable(store)
+                path = big_transcript(folder / f"summary-{n}-{on}.jsonl", repo, megabytes)
+                mb = path.stat().st_size / 1_000_000
+                payload: dict[str, object] = {
+                    "session_id": "x",
+                    "transcript_path": str(path),
+                    "cwd": str(repo),
+                }
+                done = logged("summary: ")
+                took, _ = time_hook(home, "session-end", [payload], 1, repo)
+                times[on] += took
+                deadline = time.monotonic() + 180
+                while on and logged("summary: ") == done:
+                    if time.monotonic() > deadline:
+                        raise SystemExit("a model summary never finished; see logs/hooks.log")
+                    time.sleep(0.2)
+    finally:
+        summarize_model.disable(store)
+        standin.stop()
+    for on in (False, True):
+        state = "on (started detached)" if on else "off (the default)"
+        report(
+            f"SessionEnd, {mb:.1f} MB, model summary {state}",
+            times[on],
+            f"target ≤ {TARGET_MS['session-end']} ms",
+        )
+    written = logged("summary: written")
+    print(
+        f"model summaries written later: {written}/{runs} ({len(standin.requests)} requests to the stand-in)"
+    )
+    if written != runs:
+        raise SystemExit("some model summaries were not written; see logs/hooks.log")
 
 
 def checkout(folder: Path) -> Path:
@@ -158,7 +231,11 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--transcript-mb", type=float, default=5.0)
-    parser.add_argument("--only", choices=["hooks", "mcp"], help="run only the hook or the MCP figures")
+    parser.add_argument(
+        "--only",
+        choices=["hooks", "mcp", "summary"],
+        help="run only the hook, the MCP or the model-summary figures",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="anamnesis-bench-hooks-") as tmp:
@@ -167,6 +244,10 @@ def main() -> None:
         if args.only == "mcp":
             build_store(home, 0)
             bench_mcp(home, checkout(folder), max(5, args.runs // 2))
+            return
+        if args.only == "summary":
+            build_store(home, args.notes)
+            bench_summary(home, folder, checkout(folder), max(5, args.runs // 2), args.transcript_mb)
             return
         started = time.perf_counter()
         build_store(home, args.notes)
@@ -197,7 +278,9 @@ def main() -> None:
             for source in ("startup", "resume", "clear", "compact")
         ]
         cold, _ = time_hook(home, "session-start", start_payloads, 1, repo)
-        print(f"(first SessionStart after building the store, cold caches: {cold[0] * 1000:.0f} ms; not counted)")
+        print(
+            f"(first SessionStart after building the store, cold caches: {cold[0] * 1000:.0f} ms; not counted)"
+        )
         times, outputs = time_hook(home, "session-start", start_payloads, args.runs, repo)
         size = len(json.loads(outputs[0])["hookSpecificOutput"]["additionalContext"]) if outputs[0] else 0
         report(
@@ -242,6 +325,7 @@ def main() -> None:
         print(f"session notes created: {created}/{2 * end_runs}; hook failures: {len(failed)}")
         if failed or created != 2 * end_runs:
             raise SystemExit("some hook runs did not do their job; see the log above")
+        bench_summary(home, folder, repo, end_runs, args.transcript_mb)
         if args.only != "hooks":
             bench_mcp(home, repo, max(5, args.runs // 2))
 

@@ -128,14 +128,16 @@ def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
 
 def capture_event(store: Store, data: dict[str, Any], event: str, lock_timeout: float | None = None) -> str:
     """Capture the session note; when the store is busy, hand the work to a detached retry."""
-    from anamnesis.capture import LOCK_TIMEOUT, capture
+    from pathlib import Path
+
+    from anamnesis.capture import LOCK_TIMEOUT, capture, transcript_problem
     from anamnesis.errors import LockTimeout
     from anamnesis.settings import load_settings
 
     transcript = data.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         return "no transcript_path"
-    problem = _transcript_problem(transcript)
+    problem = transcript_problem(Path(transcript))
     if problem:
         return f"skipped: the transcript {transcript} {problem}"
     try:
@@ -154,26 +156,16 @@ def capture_event(store: Store, data: dict[str, Any], event: str, lock_timeout: 
             raise
         retry = _spool_retry(store, data, event)
         return f"store busy: capture handed to a detached retry (pid {retry})"
+    started = ""
+    if result.action in ("created", "updated") and result.path:
+        from anamnesis.summarize_model import start_background
+
+        summary = start_background(store, result.path, transcript)  # off by default: one settings read
+        started = f"; model summary started (pid {summary})" if summary else ""
     if event == "SessionEnd" and result.action in ("created", "updated"):
         sync = spawn_sync(store)
-        return f"{result.action} {result.path}" + (f"; sync started (pid {sync})" if sync else "")
-    return f"{result.action} {result.path or ''} {result.reason}".strip()
-
-
-def _transcript_problem(path: str) -> str | None:
-    """Why the transcript cannot be read (it is missing, not a file, not ours to read), or None."""
-    import stat
-
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return "is not a regular file"
-        with open(path, "rb"):
-            pass
-    except FileNotFoundError:
-        return "does not exist"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or type(exc).__name__})"
-    return None
+        return f"{result.action} {result.path}" + (f"; sync started (pid {sync})" if sync else "") + started
+    return f"{result.action} {result.path or ''} {result.reason}".strip() + started
 
 
 def _lock_timeout(settings: dict[str, Any], default: float) -> float:
@@ -185,25 +177,10 @@ def _lock_timeout(settings: dict[str, Any], default: float) -> float:
 
 
 def _detached(store: Store, args: list[str]) -> int:
-    """Start `python -P ARGS` in its own session, output to a log, and do not wait for it.
+    """Start `python -P ARGS` detached (see `anamnesis.spawn`), output to logs/hooks-background.log."""
+    from anamnesis.spawn import spawn_detached
 
-    -P and the store as working folder: the project folder the hook runs in must not shadow
-    the package (a checkout of Anamnesis itself holds an `anamnesis/` directory)."""
-    import subprocess
-
-    store.log_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, ANAMNESIS_HOME=str(store.home))
-    with open(store.log_dir / "hooks-background.log", "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-P", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            close_fds=True,
-            env=env,
-            cwd=store.home,
-        ).pid
+    return spawn_detached(store, args, "hooks-background.log")
 
 
 def spawn_sync(store: Store) -> int | None:
