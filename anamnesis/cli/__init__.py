@@ -25,13 +25,30 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from anamnesis import version_text
+
+        print(version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_print_version, is_eager=True, help="Say which program this is, and exit."
+    ),
+) -> None:
+    """Memory for coding agents that follows you across your machines."""
+
+
 def _register_all() -> None:
     from anamnesis.cli import notes, semantic, setup
 
     setup.register(app)
     notes.register(app)
     semantic.register(app)
-    for name in ("sync", "claude", "watch", "web"):
+    for name in ("sync", "claude", "summary", "watch", "web", "importer"):
         try:
             module = __import__(f"anamnesis.cli.{name}", fromlist=["register"])
         except ModuleNotFoundError as exc:
@@ -46,6 +63,11 @@ _register_all()
 
 def main() -> None:
     """Run the CLI; user-facing errors become one line on stderr and an exit code."""
+    if sys.argv[1:] in (["--help"], ["-h"]):  # drawn without rich: see anamnesis.cli._help
+        from anamnesis.cli._help import render
+
+        sys.stdout.write(render(app))
+        sys.exit(0)
     from anamnesis.errors import AnamnesisError
 
     try:
@@ -74,17 +96,17 @@ def main() -> None:
         sqlite3 = sys.modules.get("sqlite3")
         if sqlite3 is None or not isinstance(exc, sqlite3.Error):
             raise
-        busy = "locked" in str(exc) or "busy" in str(exc)
-        full = "full" in str(exc) or "disk I/O" in str(exc)
-        hint = (
-            "another process holds it; try again"
-            if busy
-            else "is the disk full? free some space and try again"
-            if full
-            else "run `anamnesis reindex`"
-        )
+        # SQL run outside the index's own methods: told apart by SQLite's result code, as the index does
+        from anamnesis.catalog import index_error
+
+        mapped = index_error(exc)
+        if isinstance(mapped, AnamnesisError):
+            print(f"anamnesis: error: {mapped}", file=sys.stderr)
+            sys.exit(mapped.exit_code)
+        full = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in (10, 13)  # SQLITE_IOERR, SQLITE_FULL
+        hint = "is the disk full? free some space and try again" if full else "run `anamnesis reindex`"
         print(f"anamnesis: error: the search index failed: {exc} ({hint})", file=sys.stderr)
-        sys.exit(5 if busy else 8 if full else 1)
+        sys.exit(8 if full else 1)
     except KeyboardInterrupt:
         print("anamnesis: interrupted", file=sys.stderr)
         sys.exit(130)
