@@ -1,14 +1,14 @@
-"""Shared fixtures: a real store in a temp ANAMNESIS_HOME and the real CLI as a subprocess."""
+"""Shared fixtures: a real store in a temp ANAMNESIS_HOME and the real CLI (in-process or as a subprocess)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from procs import run_anamnesis
 
 from anamnesis.paths import Store
 
@@ -26,6 +26,8 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
     env["GIT_CONFIG_NOSYSTEM"] = "1"
     env["CLAUDE_CONFIG_DIR"] = str(home.parent / "claude-config")
     env["XDG_CONFIG_HOME"] = str(home.parent / "xdg-config")
+    env["CODEX_HOME"] = str(home.parent / "codex-home")  # other agents' config: never the real user's
+    env["GEMINI_CLI_HOME"] = str(home.parent / "gemini-home")
     env.pop("VISUAL", None)
     env.update(extra)
     return env
@@ -38,6 +40,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("ANAMNESIS_HOME", str(path))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    monkeypatch.setenv("GEMINI_CLI_HOME", str(tmp_path / "gemini-home"))
     return path
 
 
@@ -54,7 +58,8 @@ def store(home: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def run_cli(home: Path) -> RunCli:
-    """Run `python -m anamnesis ARGS` as a real process against `home` (or home=...)."""
+    """Run `anamnesis ARGS` against `home` (or home_dir=...): in this process through the CLI's own
+    `main`, or with `real_process=True` as `python -m anamnesis` (see procs.run_anamnesis)."""
 
     def run(
         *args: str,
@@ -63,15 +68,51 @@ def run_cli(home: Path) -> RunCli:
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 60,
+        real_process: bool = False,
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "anamnesis", *args],
+        return run_anamnesis(
+            args,
+            cli_env(home_dir or home, **(env or {})),
             input=input if input is not None else "",
-            capture_output=True,
-            text=True,
             cwd=cwd or ROOT,
-            env=cli_env(home_dir or home, **(env or {})),
             timeout=timeout,
+            real_process=real_process,
         )
 
     return run
+
+
+# Files whose tests run first, so that under xdist the longest ones do not start last and
+# leave one worker busy after the others are done (they wait on timers, sshd, mDNS, the disk).
+SLOW_FIRST = (
+    "test_sync_random.py",  # with the next two: the e2e "kill-timing" group, minutes on one worker
+    "test_conflicts_nway.py",
+    "test_power_cut.py",
+    "test_secrets_e2e.py",
+    "test_watch.py",
+    "test_discovery.py",
+    "test_ssh_errors.py",
+    "test_careful_writers.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow files first; and `xdist_group` marks honoured under `--dist loadgroup`.
+
+    pytest-xdist groups a test by appending `@group` to its node id, but it
+    writes the attribute pytest 8 kept the id in; pytest 9 keeps it in `_id`,
+    so without this the marks are ignored and a module-scoped fixture is
+    built once per worker instead of once.
+    """
+    rank = {name: number for number, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept otherwise
+    if getattr(config.option, "loadgroup", False) is not True:  # what xdist sets on workers for loadgroup
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        suffix = "@" + "_".join(sorted(names))
+        if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            item._id = NodeId.parse(item.nodeid + suffix)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import stop_process
+from procs import run_anamnesis, stop_process
 
 from anamnesis.paths import Store, open_store
 
@@ -225,22 +225,19 @@ class Machine:
         # Nothing a test runs may touch the real user's Claude Code or systemd configuration.
         env["CLAUDE_CONFIG_DIR"] = str(self.home.parent / f".{self.name}-claude")
         env["XDG_CONFIG_HOME"] = str(self.home.parent / f".{self.name}-config")
+        env["CODEX_HOME"] = str(self.home.parent / f".{self.name}-codex")  # nor other agents' config
+        env["GEMINI_CLI_HOME"] = str(self.home.parent / f".{self.name}-gemini")
         if self.ssh_command:
             env["GIT_SSH_COMMAND"] = self.ssh_command
         env.update(extra)
         return env
 
-    def cli(self, *args: str, timeout: float = 120, input: str = "") -> subprocess.CompletedProcess[str]:
-        """Run the real `anamnesis` command as this machine."""
-        return subprocess.run(
-            [sys.executable, "-m", "anamnesis", *args],
-            capture_output=True,
-            text=True,
-            env=self.env(),
-            cwd=ROOT,
-            timeout=timeout,
-            input=input,
-        )
+    def cli(
+        self, *args: str, timeout: float = 120, input: str = "", real_process: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the `anamnesis` command as this machine: its own `main` in this process, or with
+        `real_process=True` as `python -m anamnesis` (see procs.run_anamnesis)."""
+        return run_anamnesis(args, self.env(), input=input, cwd=ROOT, timeout=timeout, real_process=real_process)
 
     def spawn_sync(self, new_session: bool = False) -> subprocess.Popen[str]:
         """Start `anamnesis sync --json` without waiting (to kill it, or run many at once).

@@ -1,9 +1,14 @@
-"""Ending the processes a test started: politely first, by force if they do not listen."""
+"""Running `anamnesis` for a test (in this process, or as a real one) and ending the processes a test started."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -17,3 +22,134 @@ def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, grace: 
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_anamnesis(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    input: str = "",
+    cwd: Path | None = None,
+    timeout: float = 60,
+    real_process: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Run the `anamnesis` command with exactly the environment `env`, in this process or in a new one.
+
+    In-process (the default) calls the same `anamnesis.cli.main` a real
+    process runs, so parsing, error lines and exit codes come from the same
+    code; it only skips the interpreter start-up, which costs far more than
+    most commands. `real_process=True` starts `python -m anamnesis` instead,
+    for what only a process shows: start-up, `__main__`, locks held by
+    another process, signals, exit codes as a shell sees them. `timeout`
+    bounds a real process; in-process, the test's own timeout does.
+    """
+    if real_process:
+        return subprocess.run(
+            [sys.executable, "-m", "anamnesis", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            cwd=cwd or ROOT,
+            env=dict(env),
+            timeout=timeout,
+        )
+    from anamnesis import cli
+
+    return _run_in_process(cli.main, "anamnesis.__main__", list(args), env, input=input, cwd=cwd or ROOT)
+
+
+def run_hook_process(
+    event: str,
+    payload: str,
+    env: Mapping[str, str],
+    *,
+    cwd: Path | None = None,
+    timeout: float = 60,
+    real_process: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """Run one Claude Code hook event with `payload` on stdin, in this process or as a real one.
+
+    `real_process=True` runs `python -P -m anamnesis.hooks EVENT` exactly as
+    `anamnesis init` registers it; in-process calls the same `main` that
+    command runs, for tests about what a hook writes rather than how it starts.
+    """
+    if real_process:
+        return subprocess.run(
+            [sys.executable, "-P", "-m", "anamnesis.hooks", event],
+            input=payload,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=dict(env),
+            timeout=timeout,
+        )
+    from anamnesis.hooks.run import main
+
+    def hook() -> None:
+        sys.exit(main([event]))
+
+    return _run_in_process(hook, "anamnesis.hooks.__main__", [event], env, input=payload, cwd=cwd or Path.cwd())
+
+
+def _run_in_process(
+    entry: Callable[[], object],
+    main_module: str,
+    args: list[str],
+    env: Mapping[str, str],
+    *,
+    input: str,
+    cwd: Path,
+) -> subprocess.CompletedProcess[str]:
+    """Call `entry` as `python -m MAIN_MODULE ARGS` would run it: stdin, stdout, stderr, argv, cwd,
+    the environment and `__main__` (the parser names the program after it) swapped in for the call
+    and put back afterwards; SystemExit and uncaught errors become the exit code."""
+    import importlib.util
+    import types
+
+    from typer.testing import CliRunner
+
+    spec = importlib.util.find_spec(main_module)
+    assert spec is not None and spec.origin is not None, main_module
+    stand_in = types.ModuleType("__main__")
+    stand_in.__spec__ = spec
+    stand_in.__file__ = spec.origin
+    stand_in.__package__ = spec.parent
+    argv = [spec.origin, *args]
+
+    changes: dict[str, str | None] = {key: None for key in os.environ if key not in env}
+    changes.update({key: value for key, value in env.items() if os.environ.get(key) != value})
+    saved_argv, saved_cwd, saved_main = sys.argv, os.getcwd(), sys.modules["__main__"]
+    code: int = 0
+    with CliRunner().isolation(input=input, env=changes) as (out, err, _both):
+        sys.argv = list(argv)
+        sys.modules["__main__"] = stand_in
+        os.chdir(cwd)
+        try:
+            entry()
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        except Exception:  # what an uncaught exception does to a real process: a traceback, exit 1
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+        finally:
+            sys.argv = saved_argv
+            sys.modules["__main__"] = saved_main
+            os.chdir(saved_cwd)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        stdout = out.getvalue().decode("utf-8", errors="replace")
+        stderr = err.getvalue().decode("utf-8", errors="replace")
+    return subprocess.CompletedProcess(argv, code, stdout, stderr)
+
+
+def _exit_code(code: object) -> int:
+    """The process exit status `sys.exit(code)` would give."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)  # sys.exit("message") prints it and exits 1
+    return 1

@@ -1,4 +1,4 @@
-"""The CLI as a user runs it: real processes, real store, real git."""
+"""The CLI as a user runs it: its own `main` in-process (a real process where that matters), real store, real git."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def init(run_cli: RunCli) -> None:
 
 
 def test_help_lists_every_command(run_cli: RunCli) -> None:
-    result = run_cli("--help")
+    result = run_cli("--help", real_process=True)  # `python -m anamnesis` itself starts
     assert result.returncode == 0
     for command in (
         "init",
@@ -165,7 +165,7 @@ def test_a_hand_edit_in_crlf_with_a_bom_is_stamped_and_keeps_its_line_endings(st
 
 
 def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> None:
-    missing = run_cli("search", "x")
+    missing = run_cli("search", "x", real_process=True)  # the exit code and the one line as a shell sees them
     assert missing.returncode == 3 and "anamnesis init" in missing.stderr
     assert missing.stderr.count("\n") == 1 and "Traceback" not in missing.stderr
     init(run_cli)
@@ -331,3 +331,29 @@ def test_doctor_explains_a_rebase_left_by_hand(run_cli: RunCli, home: Path) -> N
     assert doctor.returncode == 1
     problems = " ".join(f["problem"] for f in json.loads(doctor.stdout)["findings"])
     assert "rebase --abort" in problems
+
+
+def test_the_in_process_runner_gives_what_a_real_process_gives(run_cli: RunCli, home: Path) -> None:
+    """Most CLI tests run `main` in-process (tests/procs.py): it must give the same exit codes and
+    the same text on stdout and stderr as `python -m anamnesis`, or those tests prove nothing."""
+
+    def same(*args: str) -> None:
+        inside, real = run_cli(*args), run_cli(*args, real_process=True)
+        assert (inside.returncode, inside.stdout, inside.stderr) == (real.returncode, real.stdout, real.stderr), args
+
+    same("search", "x")  # no store yet: exit 3
+    same("nosuch")  # a usage error from the parser: exit 2
+    same("--version")
+    init(run_cli)
+    made = run_cli("new", "Runner check", "-G", "--body", "same either way", "--json")
+    assert made.returncode == 0, made.stderr
+    note_id = json.loads(made.stdout)["id"]
+    for args in (
+        ("list", "--json"),
+        ("show", note_id),
+        ("show", "nope-nothing"),  # exit 4
+        ("search", "either", "--json"),
+        ("new", "T", "-t", "diary", "--body", "x"),  # a bad type: exit 2, nothing written
+        ("status", "--json"),
+    ):
+        same(*args)

@@ -46,6 +46,10 @@ def _cosine(a: Any, b: Any) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+# The session-scoped model is loaded once: the file runs on one xdist worker.
+pytestmark = pytest.mark.xdist_group("embed-model")
+
+
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     """The real model folder: ANAMNESIS_TEST_MODEL_DIR, else scripts/test-model into the cache."""

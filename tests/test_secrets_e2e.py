@@ -1,7 +1,8 @@
 """No secret of the corpus reaches anything a captured session leaves behind.
 
 One Claude Code session per kind of secret, run through the real hook
-(`python -m anamnesis.hooks session-end`, as Claude Code runs it): the first
+(`python -P -m anamnesis.hooks session-end`, as Claude Code runs it, for one
+session in ten; the same hook `main` in this process for the rest): the first
 prompt starts with a secret (so it would be the title, the file name and the
 commit subject), later prompts, Bash commands, the last reply, a Write's
 contents, tool outputs, file paths and the branch carry more of them. Then
@@ -18,7 +19,6 @@ import random
 import re
 import sqlite3
 import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from conftest import cli_env
 from data.secrets import corpus
+from procs import run_hook_process
 from transcripts import Transcript
 
 from anamnesis.capture import session_note_id
@@ -38,6 +39,10 @@ SHAPED = corpus.shaped_kinds()  # the value alone gives them away: tried in bran
 BRANCH_SAFE = re.compile(r"[A-Za-z0-9._/\-]{8,200}")
 PATH_SAFE = re.compile(r"[A-Za-z0-9._\-]{8,120}")
 PROMPTS, COMMANDS, OUTCOMES = 20, 30, 3  # what a session note shows of each (see capture.py)
+REAL_EVERY = 10  # one session in ten through a real hook process (see _hook)
+
+# One module-scoped store captures every session: its tests share one xdist worker, so it is built once.
+pytestmark = pytest.mark.xdist_group("secrets-corpus")
 
 
 @dataclass
@@ -96,7 +101,7 @@ def _session(kind: str, variants: list[corpus.Variant], project: Path, number: i
     return session
 
 
-def _hook(home: Path, session: Session, project: Path) -> subprocess.CompletedProcess[str]:
+def _hook(home: Path, session: Session, project: Path, number: int) -> subprocess.CompletedProcess[str]:
     payload = {
         "session_id": session.session_id,
         "transcript_path": str(session.transcript),
@@ -104,14 +109,10 @@ def _hook(home: Path, session: Session, project: Path) -> subprocess.CompletedPr
         "hook_event_name": "SessionEnd",
         "reason": "prompt_input_exit",
     }
-    return subprocess.run(
-        [sys.executable, "-m", "anamnesis.hooks", "session-end"],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        env=cli_env(home),
-        timeout=120,
-    )
+    # Every REAL_EVERY-th session goes through the hook process exactly as Claude Code starts it;
+    # the others through the same `main` in this process (what is written is the same; the start is not).
+    real = number % REAL_EVERY == 0
+    return run_hook_process("session-end", json.dumps(payload), cli_env(home), timeout=120, real_process=real)
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
     for number, kind in enumerate(sorted(by_kind)):
         session = _session(kind, by_kind[kind], project, number)
         before = log.stat().st_size if log.exists() else 0
-        proc = _hook(home, session, project)
+        proc = _hook(home, session, project, number)
         assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
         with open(log, encoding="utf-8") as handle:
             handle.seek(before)

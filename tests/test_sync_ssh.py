@@ -25,9 +25,9 @@ def test_round_trip_through_a_hub_over_ssh(ssh_fleet: Fleet) -> None:
         assert [h.path for h in search_notes(index, "sshd")] == [note.path]
     # The same, through the real command in its own process.
     update_note(b.store, note.id, body="carried by sshd, edited on b\n")
-    proc = b.cli("sync", "--json")
+    proc = b.cli("sync", "--json", real_process=True)
     assert proc.returncode == 0, proc.stderr
-    proc = a.cli("sync")
+    proc = a.cli("sync", real_process=True)
     assert proc.returncode == 0, proc.stderr
     assert "edited on b" in a.read(note.path)
 

@@ -40,7 +40,8 @@ from anamnesis.git import git_out
 from anamnesis.notes import has_conflict_markers
 from anamnesis.paths import Store
 
-pytestmark = pytest.mark.e2e
+# The module-scoped fleet, dashboard and browser are made once: the file runs on one xdist worker.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("web-daily")]
 LAPTOP_VIEW = {"width": 1280, "height": 800}
 PHONE_VIEW = {"width": 390, "height": 844}
 

@@ -36,7 +36,8 @@ from web_support import (
 from anamnesis.git import git_out
 from anamnesis.notes import has_conflict_markers
 
-pytestmark = pytest.mark.e2e
+# The module-scoped fleet, dashboard and browser are made once: the file runs on one xdist worker.
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("web-e2e")]
 VIEWPORT = {"width": 1280, "height": 800}
 
 

@@ -22,6 +22,9 @@ from anamnesis.paths import Store
 from anamnesis.web.security import allowed_hosts, csrf_for, is_loopback
 from anamnesis.web.server import exposure_warning
 
+# One dashboard (the module-scoped `served`) for the whole file: its tests share one xdist worker.
+pytestmark = pytest.mark.xdist_group("web-security-dashboard")
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dashboard, Store, Seeded]]:
