@@ -1,4 +1,4 @@
-"""Session capture: one episodic note per Claude Code session, written without any API.
+"""Session capture: one episodic note per agent session (Claude Code, Gemini CLI), written without any API.
 
 SessionEnd and PreCompact both call `capture`; the note's id is derived from
 the session id, so the second call finds and updates the note the first one
@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -192,6 +193,18 @@ def transcript_problem(path: Path, unreadable: str = "") -> str | None:
     return None
 
 
+AGENTS = ("claude-code", "gemini-cli")  # whose transcripts capture reads
+
+
+def _reader(agent: str) -> Callable[[Path], SessionSummary]:
+    """The transcript reader for an agent's session files (Claude Code's unless said otherwise)."""
+    if agent == "gemini-cli":
+        from anamnesis.gemini_transcript import summarize_gemini
+
+        return summarize_gemini
+    return summarize
+
+
 QUEUE_DIR = "spool"
 QUEUE_PREFIX = "session-note-"
 
@@ -204,6 +217,7 @@ def capture(
     cwd: str = "",
     event: str = "SessionEnd",
     lock_timeout: float = LOCK_TIMEOUT,
+    agent: str = "claude-code",
 ) -> CaptureResult:
     """Write or update the session's note from its transcript; skip trivial sessions.
 
@@ -220,7 +234,7 @@ def capture(
     settings = load_settings(store)
     if not settings.get("capture", {}).get("enabled", True):
         return CaptureResult(None, "skipped", "capture is turned off in settings")
-    summary = summarize(Path(transcript_path))
+    summary = _reader(agent)(Path(transcript_path))
     problem = transcript_problem(Path(transcript_path), summary.unreadable)
     if problem:  # said as such: a transcript that could not be read is not a trivial session
         return CaptureResult(None, "skipped", f"the transcript {transcript_path} {problem}")
@@ -231,7 +245,7 @@ def capture(
         return CaptureResult(None, "skipped", "trivial session (nothing done, nothing said)")
     summary.cwd = summary.cwd or cwd
     project = project_key(summary.cwd) if summary.cwd else "unknown"
-    extra: dict[str, Any] = {"session_id": key_id, "agent": "claude-code"}
+    extra: dict[str, Any] = {"session_id": key_id, "agent": agent}
     if summary.branch:
         extra["branch"] = redact_field(summary.branch)
     files = [redact_field(_relative(p, summary.cwd)) for p in list(summary.files)[:MAX_FILES]]
@@ -341,11 +355,11 @@ def _write_session(store: Store, session: dict[str, Any], event: str) -> Capture
         title=title,
         body=body,
         project=project,
-        tags=list(TAGS),
+        tags=list(TAGS) if extra.get("agent", "claude-code") == "claude-code" else ["session", str(extra["agent"])],
         created=str(session.get("started") or "") or str(session.get("captured") or "") or stamp,
         updated=stamp,
         machine=machine,
-        source="claude-code",
+        source=str(extra.get("agent") or "claude-code"),
         extra=extra,
     )
     save_note(store, note, message=f"{machine}: session note {note.path} ({event})")

@@ -24,6 +24,8 @@ EVENTS = {
     "session-end": "SessionEnd",
 }
 SQUASHED = {argument.replace("-", ""): argument for argument in EVENTS}
+# --agent NAME (as init registers it) -> whose transcript format capture reads
+AGENTS = {"claude": "claude-code", "gemini": "gemini-cli"}
 OUTPUT_CAP = 9500  # Claude Code truncates added context past 10,000 characters
 LOG_MAX_BYTES = 1_000_000
 
@@ -126,7 +128,9 @@ def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     return _context_json("UserPromptSubmit", text), f"{len(shown)} notes"
 
 
-def capture_event(store: Store, data: dict[str, Any], event: str, lock_timeout: float | None = None) -> str:
+def capture_event(
+    store: Store, data: dict[str, Any], event: str, lock_timeout: float | None = None, agent: str = "claude-code"
+) -> str:
     """Capture the session note; when the store is busy, hand the work to a detached retry."""
     from pathlib import Path
 
@@ -150,11 +154,12 @@ def capture_event(store: Store, data: dict[str, Any], event: str, lock_timeout: 
             lock_timeout=_lock_timeout(load_settings(store), LOCK_TIMEOUT)
             if lock_timeout is None
             else lock_timeout,
+            agent=agent,
         )
     except LockTimeout:
         if lock_timeout is not None:
             raise
-        retry = _spool_retry(store, data, event)
+        retry = _spool_retry(store, data, event, agent)
         return f"store busy: capture handed to a detached retry (pid {retry})"
     started = ""
     if result.action in ("created", "updated") and result.path:
@@ -194,13 +199,13 @@ def spawn_sync(store: Store) -> int | None:
     return _detached(store, ["-m", "anamnesis", "sync"])
 
 
-def _spool_retry(store: Store, data: dict[str, Any], event: str) -> int:
+def _spool_retry(store: Store, data: dict[str, Any], event: str, agent: str = "claude-code") -> int:
     from anamnesis.fsutil import atomic_write_text
 
     spool = store.state_dir / "spool"
     name = "".join(c for c in str(data.get("session_id") or "unknown") if c.isalnum() or c in "-_")[:80]
     path = spool / f"capture-{name or 'unknown'}-{event}.json"
-    atomic_write_text(path, json.dumps({"event": event, "data": data}), mode=0o600)
+    atomic_write_text(path, json.dumps({"event": event, "data": data, "agent": agent}), mode=0o600)
     return _detached(store, ["-m", "anamnesis.hooks", "capture-retry", str(path)])
 
 
@@ -210,7 +215,8 @@ def capture_retry(store: Store, spool_file: str) -> str:
 
     path = Path(spool_file)
     payload = json.loads(path.read_text(encoding="utf-8"))
-    result = capture_event(store, payload["data"], payload["event"], lock_timeout=300)
+    agent = str(payload.get("agent") or "claude-code")
+    result = capture_event(store, payload["data"], payload["event"], lock_timeout=300, agent=agent)
     path.unlink(missing_ok=True)
     return result
 
@@ -226,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         if "--home" in args:
             at = args.index("--home")
             home = args[at + 1] if at + 1 < len(args) else None
+            del args[at : at + 2]
+        agent = "claude-code"
+        if "--agent" in args:  # another agent's hooks: its transcript format (input and output are Claude's)
+            at = args.index("--agent")
+            agent = AGENTS.get(args[at + 1] if at + 1 < len(args) else "", agent)
             del args[at : at + 2]
         from anamnesis.paths import open_store
 
@@ -251,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         elif event == "user-prompt-submit":
             out, note = user_prompt_submit(store, data)
         else:
-            note = capture_event(store, data, EVENTS[event])
+            note = capture_event(store, data, EVENTS[event], agent=agent)
         if out:
             sys.stdout.write(out)
             sys.stdout.flush()

@@ -162,7 +162,9 @@ def test_gemini_merges_into_settings_and_gives_them_back(
     }
     old = json.loads(original)
     assert data["mcpServers"]["other"] == old["mcpServers"]["other"]
-    assert {k: v for k, v in data.items() if k != "mcpServers"} == {k: v for k, v in old.items() if k != "mcpServers"}
+    ours = ("mcpServers", "hooks")
+    assert {k: v for k, v in data.items() if k not in ours} == {k: v for k, v in old.items() if k not in ours}
+    assert sorted(data["hooks"]) == ["SessionEnd", "SessionStart"]  # SessionStart/End hooks besides the server
     if "\n" in original.strip():  # an indented file: lines are only added
         assert _removed_lines(original, text) == []
     assert gemini.install(store, with_instructions=False) == []

@@ -57,15 +57,22 @@ def inject(
 
 def capture(
     transcript: Path = typer.Argument(
-        ..., exists=True, dir_okay=False, help="A Claude Code transcript (.jsonl)."
+        ..., exists=True, dir_okay=False, help="A session transcript (.jsonl) of Claude Code or Gemini CLI."
+    ),
+    agent: str = typer.Option(
+        "claude-code", "--agent", help="Whose transcript it is: claude-code or gemini-cli."
     ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Write (or update) the session note of a transcript, as the SessionEnd hook does."""
+    from anamnesis.capture import AGENTS
     from anamnesis.capture import capture as run_capture
+    from anamnesis.errors import UsageError
 
+    if agent not in AGENTS:
+        raise UsageError(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
     store = get_store()
-    result = run_capture(store, transcript, event="manual")
+    result = run_capture(store, transcript, event="manual", agent=agent)
     if json_out:
         print_json({"action": result.action, "path": result.path, "reason": result.reason})
     elif result.path:
