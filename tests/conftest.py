@@ -95,10 +95,23 @@ SLOW_FIRST = (
     "test_careful_writers.py",
 )
 
+# Files whose tests mostly wait (debounce timers, ssh connect timeouts, mDNS, slow model stand-ins),
+# in two lanes: under `--dist loadgroup` each lane runs on one worker, so at most two workers wait
+# while the others keep both cores busy. (Run first all at once, they left the cores idle for a
+# quarter of the suite.)
+# A lane takes the place of any xdist_group in its file: the whole file shares one worker anyway.
+WAIT_LANES = {
+    "test_watch.py": "waits-a",
+    "test_ssh_errors.py": "waits-b",
+    "test_discovery.py": "waits-b",
+    "test_model_summary.py": "waits-b",
+}
+
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow files first; and `xdist_group` marks honoured under `--dist loadgroup`.
+    """Slow files first; files that mostly wait in two lanes (WAIT_LANES); and `xdist_group` marks
+    honoured under `--dist loadgroup`.
 
     pytest-xdist groups a test by appending `@group` to its node id, but it
     writes the attribute pytest 8 kept the id in; pytest 9 keeps it in `_id`,
@@ -113,6 +126,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     for item in items:
         names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        if item.path.name in WAIT_LANES:
+            names = {WAIT_LANES[item.path.name]}
         suffix = "@" + "_".join(sorted(names))
         if names and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
             item._id = NodeId.parse(item.nodeid + suffix)

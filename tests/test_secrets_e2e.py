@@ -42,7 +42,10 @@ PROMPTS, COMMANDS, OUTCOMES = 20, 30, 3  # what a session note shows of each (se
 REAL_EVERY = 10  # one session in ten through a real hook process (see _hook)
 
 # One module-scoped store captures every session: its tests share one xdist worker, so it is built once.
-pytestmark = pytest.mark.xdist_group("secrets-corpus")
+# End to end (transcript, hook, note, git history, index, logs) for 124 sessions: under the e2e mark,
+# while the fast suite checks every variant of every kind through redaction itself (test_redact.py),
+# secrets through capture into the note and git (test_capture.py) and the real hook process (test_hooks.py).
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("secrets-corpus")]
 
 
 @dataclass

@@ -86,7 +86,7 @@ def start_watch(store: Store) -> Iterator[Callable[..., tuple[Watcher, CountingS
     """Start an in-process watcher on `store` with a counting real sync; stopped after the test."""
     started: list[Watcher] = []
 
-    def start(fail_first: int = 0, wait: bool = True, **options: Any) -> tuple[Watcher, CountingSync]:
+    def start(fail_first: int = 0, wait: bool = True, settle: bool = False, **options: Any) -> tuple[Watcher, CountingSync]:
         counter = CountingSync(store, fail_first)
         opts = WatchOptions(quiet=QUIET, max_delay=30.0, interval=3600.0, discovery=False, beat=0.5, retry=0.3)
         for key, value in options.items():
@@ -94,8 +94,14 @@ def start_watch(store: Store) -> Iterator[Callable[..., tuple[Watcher, CountingS
         watcher = Watcher(store, sync=counter, options=opts)
         watcher.start()
         started.append(watcher)
-        if wait:
-            counter.expect(1)  # the start-up sync
+        if wait:  # until the start-up sync is over and reported; each test's later expect(n) counts it exactly
+            wait_for(
+                lambda: watcher.last_result != "" and watcher.syncing_since is None,
+                what="the start-up sync",
+            )
+            wait_for(lambda: (read_heartbeat(store) or {}).get("last_result"), 10, "the heartbeat after it")
+        if settle:  # and until the watcher's own look at that sync's changes (git status) is over too
+            counter.expect(1)
         return watcher, counter
 
     yield start
@@ -185,7 +191,7 @@ def test_a_burst_of_200_writes_is_one_sync(store: Store, start_watch: Any) -> No
 
 
 def test_temp_and_swap_files_lead_to_no_sync(store: Store, start_watch: Any) -> None:
-    _, counter = start_watch()
+    _, counter = start_watch()  # and the start-up sync is one: neither it nor its own commit leads to another
     folder = store.memory / "global" / "facts"
     folder.mkdir(parents=True, exist_ok=True)
     for name in (".a.md.swp", ".a.md.swx", "a.md~", ".#a.md", "#a.md#", "4913", ".a.md.x8f2k1.tmp", "b.tmp"):
@@ -205,7 +211,7 @@ def test_a_git_checkout_is_one_sync(store: Store, start_watch: Any) -> None:
         write(store, f"global/facts/c{i:03}.md", note_text(f"Topic {i}", "changed on the topic branch"))
     git(store.memory, "commit", "-qam", "topic edits")
     git(store.memory, "checkout", "-q", "main")
-    watcher, counter = start_watch()
+    watcher, counter = start_watch(settle=True)  # no git of the watcher's own holds index.lock at the checkout
 
     git(store.memory, "checkout", "-q", "topic")  # 150 files and HEAD change at once
     counter.expect(2)
@@ -263,7 +269,7 @@ def test_an_unreachable_peer_is_survived_and_caught_up(store: Store, start_watch
 
 
 def test_memory_removed_and_recreated(store: Store, start_watch: Any, tmp_path: Path) -> None:
-    watcher, counter = start_watch()
+    watcher, counter = start_watch(settle=True)  # no git of the watcher's own holds index.lock at the move
     saved = tmp_path / "saved-memory"
     shutil.move(store.memory, saved)  # memory/ disappears (deleted, or moved away by hand)
     wait_for(lambda: "memory/ was removed" in watcher.last_error, 10, "the removal to be noticed")
