@@ -359,6 +359,31 @@ def run_git_bytes(
 _LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock", "shallow.lock")
 
 
+OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a commit id, SHA-1 or SHA-256
+
+
+def head_ref(repo: Path) -> str:
+    """The ref HEAD points at (`refs/heads/main`), or '' for a detached HEAD.
+
+    Read from `.git/HEAD` as git itself reads it, because every write checks
+    the branch first and a git process per write is most of its cost; a HEAD
+    that is not a plain file (a `.git` file or a symlinked HEAD) or a repo
+    whose refs live in a reftable asks git.
+    """
+    head = repo / ".git" / "HEAD"
+    try:
+        if not head.is_symlink():
+            text = head.read_text(encoding="utf-8").strip()
+            target = text.removeprefix("ref: ").strip() if text.startswith("ref: ") else None
+            if target is not None and target != "refs/heads/.invalid":  # .invalid: a reftable repo
+                return target
+            if target is None and OBJECT_ID.fullmatch(text):
+                return ""
+    except (OSError, UnicodeDecodeError):
+        pass
+    return run_git(repo, "symbolic-ref", "-q", "HEAD", check=False).stdout.strip()
+
+
 def lock_files(repo: Path) -> list[Path]:
     """Git lock files present in `repo` (index.lock, HEAD.lock, ref locks...)."""
     git_dir = repo / ".git"

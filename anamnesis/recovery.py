@@ -34,7 +34,7 @@ from typing import Literal
 from anamnesis import refs
 from anamnesis.errors import AnamnesisError
 from anamnesis.fsutil import atomic_write_bytes, atomic_write_text
-from anamnesis.git import lock_files, run_git, run_git_bytes, settle_git
+from anamnesis.git import head_ref, lock_files, run_git, run_git_bytes, settle_git
 from anamnesis.index import open_index
 from anamnesis.merge import Side, merge_texts
 from anamnesis.paths import Store
@@ -68,7 +68,7 @@ def wedged(store: Store) -> str | None:
                 f"{repo} is in the middle of {what} started outside anamnesis; "
                 f"{how}, then run `anamnesis sync` again (nothing was changed)"
             )
-    branch = run_git(repo, "symbolic-ref", "-q", "HEAD", check=False).stdout.strip()
+    branch = head_ref(repo)
     if branch != refs.MAIN:
         now = branch.removeprefix("refs/heads/") or "a detached HEAD"
         return (

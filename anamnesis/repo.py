@@ -10,7 +10,7 @@ from pathlib import Path
 
 from anamnesis.errors import GitError
 from anamnesis.fsutil import atomic_write_text
-from anamnesis.git import git_out, lock_files, run_git, settle_git
+from anamnesis.git import OBJECT_ID, git_out, head_ref, lock_files, run_git, settle_git
 from anamnesis.paths import Store
 
 BRANCH = "main"
@@ -50,9 +50,21 @@ def configure_repo(store: Store, machine: str) -> None:
 
 
 def head(repo: Path) -> str | None:
-    """The commit id of HEAD, or None in an empty repo."""
-    proc = run_git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False)
-    return proc.stdout.strip() or None
+    """The commit id of HEAD, or None in an empty repo.
+
+    Read from the branch's own ref file when git keeps it as one (it does
+    after every commit; every write asks twice); a packed or reftable ref, or
+    anything unexpected, asks git.
+    """
+    ref = head_ref(repo)
+    if ref.startswith("refs/heads/") and ".." not in ref:
+        try:
+            text = (repo / ".git" / ref).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        if OBJECT_ID.fullmatch(text):
+            return text
+    return run_git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).stdout.strip() or None
 
 
 LITERAL = "--literal-pathspecs"  # a note named "[draft].md" is that file, not a glob matching d.md

@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
@@ -216,3 +217,43 @@ def test_text_typed_into_a_note_a_killed_checkout_emptied_keeps_the_front_matter
     assert "typed into the empty note after the power cut" in text and "appended on b" in text  # nothing lost
     note = parse_note(text, n3)
     assert note.title == "N3" and note.id and note.type == "semantic", text  # the front matter is still there
+
+
+def test_head_ref_reads_what_git_says_in_every_form(tmp_path: Path) -> None:
+    """The branch check every write makes reads .git/HEAD itself; it must agree with git."""
+    from anamnesis.git import head_ref
+    from anamnesis.repo import head
+
+    def git(repo: Path, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
+
+    def says(repo: Path) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), "symbolic-ref", "-q", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    assert head_ref(repo) == says(repo) == "refs/heads/main"  # unborn branch
+    assert head(repo) is None
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one")
+    assert head(repo) == git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "pack-refs", "--all")  # no loose ref file left: git is asked
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists()
+    assert head(repo) == git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "-b", "side")
+    assert head_ref(repo) == says(repo) == "refs/heads/side"
+    git(repo, "checkout", "-q", "--detach")
+    assert head_ref(repo) == says(repo) == ""
+    git(repo, "checkout", "-q", "main")
+    linked = tmp_path / "linked"  # a worktree: .git is a file, HEAD lives elsewhere; git is asked
+    git(repo, "worktree", "add", "-q", "-b", "wt", str(linked))
+    assert (linked / ".git").is_file()
+    assert head_ref(linked) == says(linked) == "refs/heads/wt"
+    assert head(linked) == git(linked, "rev-parse", "HEAD").strip()
+    table = tmp_path / "table"  # refs in a reftable (git 2.45+): HEAD names refs/heads/.invalid
+    made = subprocess.run(["git", "init", "-q", "-b", "main", "--ref-format=reftable", str(table)], capture_output=True)
+    if made.returncode == 0:
+        assert head_ref(table) == says(table) == "refs/heads/main"
+        git(table, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one")
+        assert head(table) == git(table, "rev-parse", "HEAD").strip()
