@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 # A reply is a list of content blocks: {"type": "text", "text": ...} or
 # {"type": "tool_use", "name": ..., "input": {...}}.
@@ -161,7 +161,30 @@ class _QuietServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class StandIn:
+class LocalServer:
+    """An HTTP server on 127.0.0.1 (a free port) in a daemon thread: `start()`, `url`, `stop()`.
+    The stand-ins of this suite (this one, gemini_standin) serve their handler through it."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = _QuietServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> Self:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+class StandIn(LocalServer):
     """The server: start(), .url, .requests (bodies of /v1/messages), stop()."""
 
     def __init__(self, script: Script) -> None:
@@ -218,22 +241,7 @@ class StandIn:
 
             do_HEAD = do_GET
 
-        self.server = _QuietServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def start(self) -> StandIn:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
+        self.serve(Handler)
 
 
 def last_user_content(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -12,10 +12,11 @@ with `GOOGLE_GEMINI_BASE_URL` and any `GEMINI_API_KEY`.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from claude_standin import LocalServer
 
 Parts = list[dict[str, Any]]
 Script = Callable[[dict[str, Any]], Parts]
@@ -51,7 +52,7 @@ def request_text(body: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-class StandIn:
+class StandIn(LocalServer):
     """The server: `start()`, `url`, `requests` (path, body), `stop()`."""
 
     def __init__(self, script: Script) -> None:
@@ -94,17 +95,4 @@ class StandIn:
                 outer.requests.append((self.path, {}))
                 self._send(404, b'{"error": {"code": 404, "message": "not here"}}', "application/json")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def start(self) -> StandIn:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
