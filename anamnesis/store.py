@@ -521,15 +521,24 @@ def create_note(
     extra: dict[str, object] | None = None,
     supersedes: Iterable[str] = (),
     commit: bool = True,
+    path: str | None = None,
 ) -> Note:
     """Make a new note with a fresh id and a readable path, and save it.
 
     `supersedes` are references to the notes it replaces (see `resolve_supersedes`);
     one that does not resolve stops the write before anything is written.
     An empty body is refused, as are a repo left mid-rebase or on another
-    branch and a broken settings.json (see `check_writable`).
+    branch and a broken settings.json (see `check_writable`). `path` puts
+    the note where a link already expects it (a .md file outside dot folders,
+    not taken yet) instead of the path made from its type and title.
     """
     check_type(type)
+    if path is not None:
+        path = path.strip().replace("\\", "/")
+        if not path.lower().endswith(".md") or any(part.startswith(".") for part in path.split("/")):
+            raise UsageError(f"{path} is not a note path (notes are .md files outside dot folders)")
+        if os.path.lexists(safe_path(store, path)):
+            raise UsageError(f"{path} already exists")
     if not body.strip():
         raise UsageError("empty body; nothing was written")
     from anamnesis.redact import redact_note_fields
@@ -540,7 +549,7 @@ def create_note(
     note_id = new_id()
     stamp = now_iso()
     note = Note(
-        path=note_relpath(type, title, note_id, project),
+        path=path or note_relpath(type, title, note_id, project),
         id=note_id,
         type=type,
         title=title.strip(),

@@ -205,3 +205,26 @@ def test_a_thread_inside_a_nested_lock_does_not_stall_other_threads(store: Store
     release.set()
     thread.join()
     assert outcome == ["timed out"]  # it waited on the flock with its timeout, not forever
+
+
+def test_a_note_made_at_a_chosen_path_gets_every_rule_of_a_new_note(store: Store) -> None:
+    """The dashboard's "create the note this link points at" goes through create_note(path=...):
+    the same refusals, and secrets redacted before anything reaches the file or git."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    note = create_note(
+        store, type="semantic", title="Deploy keys", body=f"token {token}\n", path="global/links/deploy.md"
+    )
+    assert note.path == "global/links/deploy.md"
+    text = (store.memory / "global/links/deploy.md").read_text()
+    assert token not in text and "[REDACTED" in text
+    log = subprocess.run(["git", "-C", str(store.memory), "log", "-p"], capture_output=True, text=True).stdout
+    assert token not in log
+    for bad, why in (
+        ("global/links/deploy.md", "already exists"),
+        ("global/x.txt", "not a note path"),
+        (".git/x.md", "not a note path"),
+        ("../escape.md", "outside|not a note path"),
+    ):
+        with pytest.raises(AnamnesisError, match=why):
+            create_note(store, type="semantic", title="x", body="x", path=bad)
+    assert not (store.home / "escape.md").exists()

@@ -9,8 +9,6 @@ disk since, the write is refused and the user sees both versions.
 
 from __future__ import annotations
 
-import os
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -18,14 +16,13 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from anamnesis import history
 from anamnesis.errors import AnamnesisError, DiskFull, NoteChanged, NoteNotFound, UsageError
 from anamnesis.history import working_text
-from anamnesis.notes import NOTE_TYPES, Note, new_id, normalize_tags, note_project, now_iso
+from anamnesis.notes import NOTE_TYPES, Note, normalize_tags, now_iso
 from anamnesis.store import (
     check_writable,
     create_note,
     delete_note,
     load_note,
     move_note,
-    safe_path,
     save_note,
 )
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
@@ -165,33 +162,6 @@ def new_page(request: Request) -> HTMLResponse:
     return web.render(request, title="New note", body=body, active="new")
 
 
-def create_at(web: Web, at: str, *, kind: str, title: str, body: str, project: str | None, tags: list[str]) -> Note:
-    """A new note at the path `at` (where a relative link expects it), saved through the core."""
-    relpath = at.strip().replace("\\", "/")
-    if not relpath.lower().endswith(".md") or any(part.startswith(".") for part in relpath.split("/")):
-        raise UsageError(f"{relpath} is not a note path (notes are .md files outside dot folders)")
-    if os.path.lexists(safe_path(web.store, relpath)):
-        raise UsageError(f"{relpath} already exists")
-    if not body.strip():
-        raise UsageError("empty body; nothing was written")
-    machine = check_writable(web.store)
-    stamp = now_iso()
-    note = Note(
-        path=relpath,
-        id=new_id(),
-        type=kind,
-        title=title.strip(),
-        body=body,
-        project=note_project(kind, project),
-        tags=normalize_tags(tags),
-        created=stamp,
-        updated=stamp,
-        machine=machine,
-        source="web",
-    )
-    return save_note(web.store, note, message=f"{machine}: new {kind} note {relpath}")
-
-
 async def new_post(request: Request) -> Response:
     """Create the note through the core and show it."""
     web = web_of(request)
@@ -204,11 +174,9 @@ async def new_post(request: Request) -> Response:
     at = str(form.get("at") or "").strip()
 
     def create() -> Note:
-        with web.write_lock:
-            if at:
-                return create_at(web, at, kind=kind, title=title, body=text, project=project, tags=tags)
+        with web.write_lock:  # `at`: where a relative link expects the note
             return create_note(
-                web.store, type=kind, title=title, body=text, project=project, tags=tags, source="web"
+                web.store, type=kind, title=title, body=text, project=project, tags=tags, source="web", path=at or None
             )
 
     try:
