@@ -383,12 +383,9 @@ def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], 
 
 def disable(store: Store) -> None:
     """Turn semantic search off here; vectors stay in index.db for a later enable with the same model."""
-    from anamnesis.settings import load_settings, save_settings
+    from anamnesis.settings import update_section
 
-    settings = load_settings(store)
-    conf = settings.get(SETTINGS_KEY)
-    settings[SETTINGS_KEY] = {**(conf if isinstance(conf, dict) else {}), "enabled": False}
-    save_settings(store, settings)
+    update_section(store, SETTINGS_KEY, enabled=False)
     _ENGINES.clear()
 
 

@@ -94,6 +94,15 @@ def save_settings(store: Store, settings: dict[str, Any]) -> None:
     atomic_write_text(store.settings_path, json.dumps(settings, indent=2, sort_keys=True) + "\n", mode=0o600)
 
 
+def update_section(store: Store, key: str, **fields: Any) -> None:
+    """Set `fields` in the settings object `key` (one feature's settings), keeping its other fields:
+    turning a feature off keeps what a later enable reuses."""
+    settings = load_settings(store)
+    current = settings.get(key)
+    settings[key] = {**(current if isinstance(current, dict) else {}), **fields}
+    save_settings(store, settings)
+
+
 def writer_machine_id(store: Store) -> str:
     """This machine's id for a write: a broken settings.json or a missing id is an error, never 'unknown'.
 

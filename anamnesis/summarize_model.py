@@ -162,12 +162,9 @@ def enable(store: Store, provider: str, **changes: Any) -> SummaryConfig:
 
 def disable(store: Store) -> None:
     """Turn the model summary off here (the other fields are kept for a later enable)."""
-    from anamnesis.settings import load_settings, save_settings
+    from anamnesis.settings import update_section
 
-    settings = load_settings(store)
-    current = settings.get(SETTINGS_KEY)
-    settings[SETTINGS_KEY] = {**(current if isinstance(current, dict) else {}), "enabled": False}
-    save_settings(store, settings)
+    update_section(store, SETTINGS_KEY, enabled=False)
 
 
 def find_claude(config: SummaryConfig) -> str | None:
