@@ -15,25 +15,27 @@ With ANAMNESIS_SCREENSHOTS=1 the screenshots go to docs/screenshots/.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from web_support import (
+from web_support import (  # noqa: F401  (chrome, fleet, shots: module-scoped fixtures)
     DESKTOP,
     LAPTOP,
-    ROOT,
+    PHONE_VIEW,
     Dashboard,
     Fleet,
-    browser,
+    Watched,
+    chrome,
     dashboard,
-    make_fleet,
+    fleet,
     new_machine,
     seed_many,
+    session,
+    shots,
+    wait_map,
 )
 
 from anamnesis.git import git_out
@@ -42,24 +44,6 @@ from anamnesis.paths import Store
 
 # The module-scoped fleet, dashboard and browser are made once: the file runs on one xdist worker.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("web-daily")]
-LAPTOP_VIEW = {"width": 1280, "height": 800}
-PHONE_VIEW = {"width": 390, "height": 844}
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if os.environ.get("ANAMNESIS_SCREENSHOTS") == "1":
-        folder = ROOT / "docs" / "screenshots"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-    return tmp_path_factory.mktemp("screenshots")
-
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, Dashboard]]:
-    made = make_fleet(tmp_path_factory.mktemp("daily"))
-    with dashboard(made.laptop.home) as running:
-        yield made, running
 
 
 @pytest.fixture(scope="module")
@@ -68,67 +52,6 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, Dashb
     seed_many(store, 2000)
     with dashboard(store.home) as running:
         yield store, running
-
-
-@pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
-    with browser() as launched:
-        yield launched
-
-
-class Watched:
-    """A page with the script errors, CSP violations and failed requests it produced."""
-
-    def __init__(self, page: Any, base: str) -> None:
-        self.page = page
-        self.base = base
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        self.expected_status: set[int] = set()
-        page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
-        page.on("console", self._console)
-        page.on("dialog", self._dialog)
-        page.on("response", self._response)
-
-    def _console(self, msg: Any) -> None:
-        if "Failed to load resource" in msg.text:
-            return
-        if msg.type == "error" or "Content Security Policy" in msg.text:
-            self.errors.append(f"console: {msg.text}")
-
-    def _response(self, response: Any) -> None:
-        if response.status >= 400 and response.status not in self.expected_status:
-            self.errors.append(f"HTTP {response.status} for {response.url}")
-
-    def _dialog(self, dialog: Any) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.accept()
-
-    def open(self, path: str) -> Any:
-        response = self.page.goto(self.base + path)
-        self.page.wait_for_load_state("networkidle")
-        return response
-
-
-@contextmanager
-def session(chrome: Any, running: Dashboard, view: dict[str, int] = LAPTOP_VIEW) -> Iterator[Watched]:
-    context = chrome.new_context(viewport=view, color_scheme="light")
-    try:
-        watched = Watched(context.new_page(), running.base)
-        watched.page.goto(running.url)
-        yield watched
-        assert watched.errors == [], watched.errors
-    finally:
-        context.close()
-
-
-def wait_map(watched: Watched) -> dict[str, Any]:
-    watched.page.wait_for_selector("html[data-map-ready]", state="attached", timeout=30_000)
-    info: dict[str, Any] = watched.page.evaluate(
-        "({nodes: window.anamnesisMap.nodes, edges: window.anamnesisMap.edges,"
-        " renderMs: window.anamnesisMap.renderMs, layoutMs: window.anamnesisMap.layoutMs})"
-    )
-    return info
 
 
 def overlapping(labels: list[dict[str, float]]) -> list[tuple[str, str]]:

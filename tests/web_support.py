@@ -346,3 +346,93 @@ def browser() -> Iterator[Any]:
             yield chrome
         finally:
             chrome.close()
+
+
+# -- the browser suites' shared parts (test_web_e2e.py, test_web_daily.py) ----------------------
+
+LAPTOP_VIEW = {"width": 1280, "height": 800}
+PHONE_VIEW = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def chrome() -> Iterator[Any]:
+    with browser() as launched:
+        yield launched
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go: docs/screenshots with ANAMNESIS_SCREENSHOTS=1, else a scratch folder."""
+    if os.environ.get("ANAMNESIS_SCREENSHOTS") == "1":
+        folder = ROOT / "docs" / "screenshots"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, Dashboard]]:
+    """Two really-syncing machines and a hub, with the laptop's dashboard running."""
+    made = make_fleet(tmp_path_factory.mktemp("fleet"))
+    with dashboard(made.laptop.home) as running:
+        yield made, running
+
+
+class Watched:
+    """A page, with the script errors, CSP violations and dialogs it produced."""
+
+    def __init__(self, page: Any, base: str) -> None:
+        self.page = page
+        self.base = base
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.expected_status: set[int] = set()
+        page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
+        page.on("console", self._console)
+        page.on("dialog", self._dialog)
+        page.on("response", self._response)
+
+    def _console(self, msg: Any) -> None:
+        if "Failed to load resource" in msg.text:
+            return  # judged by status in _response
+        if msg.type == "error" or "Content Security Policy" in msg.text:
+            self.errors.append(f"console: {msg.text}")
+
+    def _response(self, response: Any) -> None:
+        if response.status >= 400 and response.status not in self.expected_status:
+            self.errors.append(f"HTTP {response.status} for {response.url}")
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.accept()
+
+    def open(self, path: str) -> Any:
+        response = self.page.goto(self.base + path)
+        self.page.wait_for_load_state("networkidle")
+        return response
+
+
+@contextmanager
+def session(
+    chrome: Any, running: Dashboard, view: dict[str, int] = LAPTOP_VIEW, scheme: str = "light"
+) -> Iterator[Watched]:
+    """A fresh browser context that has opened the printed address (so it holds the cookie);
+    no script error, CSP violation or failed request may happen in it."""
+    context = chrome.new_context(viewport=view, color_scheme=scheme)
+    try:
+        watched = Watched(context.new_page(), running.base)
+        watched.page.goto(running.url)
+        assert "token=" not in watched.page.url  # the token is swapped for a cookie at once
+        yield watched
+        assert watched.errors == [], watched.errors
+    finally:
+        context.close()
+
+
+def wait_map(watched: Watched) -> dict[str, Any]:
+    watched.page.wait_for_selector("html[data-map-ready]", state="attached", timeout=30_000)
+    info: dict[str, Any] = watched.page.evaluate(
+        "({nodes: window.anamnesisMap.nodes, edges: window.anamnesisMap.edges,"
+        " renderMs: window.anamnesisMap.renderMs, layoutMs: window.anamnesisMap.layoutMs})"
+    )
+    return info
