@@ -161,6 +161,20 @@ class _QuietServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that logs nothing and answers with `_send(status, body, content_type)`."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _send(self, status: int, body: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 class LocalServer:
     """An HTTP server on 127.0.0.1 (a free port) in a daemon thread: `start()`, `url`, `stop()`.
     The stand-ins of this suite (this one, gemini_standin) serve their handler through it."""
@@ -194,18 +208,8 @@ class StandIn(LocalServer):
         self._lock = threading.Lock()
         standin = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                return
-
-            def _send(self, status: int, body: bytes, content_type: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

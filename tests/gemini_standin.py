@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from claude_standin import LocalServer
+from claude_standin import LocalServer, QuietHandler
 
 Parts = list[dict[str, Any]]
 Script = Callable[[dict[str, Any]], Parts]
@@ -60,17 +59,7 @@ class StandIn(LocalServer):
         self.requests: list[tuple[str, dict[str, Any]]] = []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
-            def _send(self, status: int, body: bytes, content_type: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b"{}"
