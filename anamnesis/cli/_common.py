@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,3 +39,23 @@ def read_stdin_if_piped() -> str | None:
     if sys.stdin is None or sys.stdin.isatty():
         return None
     return sys.stdin.read()
+
+
+@contextmanager
+def counting(what: str, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr for long work that counts (`what`: "indexing notes"); yields the
+    `progress(done, total)` callback the core takes. `quiet` (say, with --json) shows nothing."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console(stderr=True),
+        disable=quiet,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)

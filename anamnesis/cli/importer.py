@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json
+from anamnesis.cli._common import console, counting, get_store, print_json
 
 SOURCES_HELP = (
     "anamnesis-memory (a 0.1.3 store), claude-md (CLAUDE.md files), "
@@ -49,8 +49,6 @@ def import_(
       anamnesis import claude-auto-memory --mirror   and keep it mirrored at every sync
       anamnesis import markdown ~/vault -p github.com/acme/api -g vault --print
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     from anamnesis.errors import UsageError
     from anamnesis.importers import SOURCES, run_import, set_mirror
 
@@ -62,24 +60,9 @@ def import_(
         raise UsageError("--mirror imports with the folder's own project key and no extra tags; drop --project/--tag")
     store = get_store()
     tags = [t for value in tag or [] for t in value.replace(",", " ").split() if t]
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console(stderr=True),
-        disable=json_out,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(f"importing {source}", total=None)
+    with counting(f"importing {source}", json_out) as progress:
         report = run_import(
-            store,
-            source,
-            path,
-            project=project,
-            tags=tags,
-            dry_run=print_only,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
+            store, source, path, project=project, tags=tags, dry_run=print_only, progress=progress
         )
     mirrored = None
     if mirror is not None and not print_only:

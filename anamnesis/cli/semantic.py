@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json
+from anamnesis.cli._common import console, counting, get_store, print_json
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    pass
 
 semantic_app = typer.Typer(
     help=(
@@ -26,31 +26,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(semantic_app, name="semantic", rich_help_panel="Search")
 
 
-def _progress_bar(quiet: bool) -> Progress:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
-
-    return Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console(stderr=True),
-        disable=quiet,
-        transient=True,
-    )
-
-
 def embed_with_progress(quiet: bool = False, wait: bool = True) -> int:
     """Embed every note without a current vector, with a progress bar; returns how many."""
     from anamnesis.semantic import update_vectors
 
     store = get_store()
-    with _progress_bar(quiet) as bar:
-        task = bar.add_task("embedding notes", total=None)
-        return update_vectors(
-            store, progress=lambda done, total: bar.update(task, completed=done, total=total), wait=wait
-        )
+    with counting("embedding notes", quiet) as progress:
+        return update_vectors(store, progress=progress, wait=wait)
 
 
 @semantic_app.command()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json
+from anamnesis.cli._common import console, counting, get_store, print_json
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -329,7 +329,6 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
       anamnesis reindex
       anamnesis reindex --json                      counts and files that could not be indexed
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from anamnesis.index import Index
     from anamnesis.lock import store_lock
@@ -338,21 +337,9 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
     store = get_store()
     with store_lock(store, "reindex"):
         index = Index(store)  # not open_index: that would fill a new index only for rebuild to redo it
-        with (
-            Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=console(stderr=True),
-                disable=json_out,
-                transient=True,
-            ) as bar,
-            index,
-        ):
-            task = bar.add_task("indexing notes", total=None)
+        with counting("indexing notes", json_out) as progress, index:
             report = index.rebuild(
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                progress=progress,
                 keep_vectors=True,
             )
     embedded = None
