@@ -177,6 +177,21 @@ def test_corrupt_or_old_index_is_rebuilt_automatically(store: Store) -> None:
         assert index.rebuilt and search(index, "survivorword")
 
 
+def test_an_index_of_the_previous_schema_is_upgraded_in_place(store: Store) -> None:
+    create_note(store, type="semantic", title="Kept", body="keptword")
+    conn = sqlite3.connect(store.index_path)
+    conn.execute("DROP INDEX notes_stat")  # what schema 2 had
+    conn.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    conn.commit()
+    conn.close()
+    with open_index(store) as index:
+        assert not index.rebuilt  # migrated, not built again
+        assert index.conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "3"
+        plan = index.conn.execute("EXPLAIN QUERY PLAN SELECT path, size, mtime_ns FROM notes").fetchall()
+        assert "COVERING INDEX notes_stat" in str(plan)
+        assert search(index, "keptword")
+
+
 def test_same_second_rewrite_with_same_size_is_not_missed(store: Store) -> None:
     path = write(store, "global/facts/fast.md", "# fast\naaaa\n")
     with open_index(store) as index:
@@ -361,7 +376,11 @@ def test_watch_vouches_for_the_index_only_while_it_sees_every_change(store: Stor
         assert not watch_vouches(index)  # no watch: every reader scans
     before = write(store, "global/facts/before-watch.md", "---\ntitle: Before\n---\nbeforewatchword\n")
     os.utime(before, (time.time() - 60, time.time() - 60))
-    watcher = Watcher(store, sync=lambda reason: None, options=WatchOptions(discovery=False, initial_sync=False, interval=3600))
+    watcher = Watcher(
+        store,
+        sync=lambda reason: None,
+        options=WatchOptions(discovery=False, initial_sync=False, interval=3600),
+    )
     watcher.start()
     try:
         with open_index(store) as index:
