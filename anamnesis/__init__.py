@@ -1,5 +1,8 @@
 """Anamnesis: memory for coding agents that follows you across your machines."""
 
+import os
+import sys
+
 __version__ = "0.2.0"
 
 # The distribution name on the public package index belongs, for now, to another program
@@ -13,9 +16,6 @@ ABOUT = (
 
 def version_text() -> str:
     """What `anamnesis --version` prints: version, which program, and where it is installed."""
-    import os
-    import sys
-
     where = os.path.dirname(os.path.abspath(__file__))
     return (
         f"anamnesis {__version__}\n"

@@ -12,8 +12,10 @@ back (attachment lines are skipped, and our marked block is stripped).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -21,8 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from anamnesis.digest import digest
 from anamnesis.errors import AnamnesisError
+from anamnesis.fsutil import atomic_write_text
+from anamnesis.index import open_index
 from anamnesis.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
+from anamnesis.project import project_key
+from anamnesis.recovery import SyncRefused
 from anamnesis.redact import redact, redact_field
+from anamnesis.settings import load_settings, writer_machine_id
+from anamnesis.store import load_note, require_writable, save_note, write_lock
+from anamnesis.summarize_model import split_section, with_section
 from anamnesis.text import trim
 from anamnesis.transcript import SessionSummary, summarize
 
@@ -163,8 +172,6 @@ def _find_existing(store: Store, note_id: str, project: str) -> str | None:
                 return f"{PROJECTS_DIR}/{project_folder(project)}/{TYPE_FOLDERS['episodic']}/{entry.name}"
     except OSError:
         pass
-    from anamnesis.index import open_index
-
     with open_index(store) as index:
         found = [p for p in index.find_ref(note_id) if PurePosixPath(p).name.endswith(f"-{note_id}.md")]
     return found[0] if found else None
@@ -177,8 +184,6 @@ def transcript_problem(path: Path, unreadable: str = "") -> str | None:
     that went away or became unreadable after it was looked at. A FIFO or a
     device is never opened (it could block).
     """
-    import stat
-
     if unreadable:
         return unreadable if unreadable == "does not exist" else f"cannot be read ({unreadable})"
     try:
@@ -199,6 +204,7 @@ AGENTS = ("claude-code", "gemini-cli")  # whose transcripts capture reads
 def _reader(agent: str) -> Callable[[Path], SessionSummary]:
     """The transcript reader for an agent's session files (Claude Code's unless said otherwise)."""
     if agent == "gemini-cli":
+        # lazy: Gemini CLI sessions only; keeps it off Claude Code's capture hooks
         from anamnesis.gemini_transcript import summarize_gemini
 
         return summarize_gemini
@@ -226,11 +232,6 @@ def capture(
     by the next capture once the repo is back on main (`flush_queued`); a capture
     asked for by hand (`event="manual"`) is refused like sync (exit 12).
     """
-    from anamnesis.project import project_key
-    from anamnesis.recovery import SyncRefused
-    from anamnesis.settings import load_settings
-    from anamnesis.store import require_writable, write_lock
-
     settings = load_settings(store)
     if not settings.get("capture", {}).get("enabled", True):
         return CaptureResult(None, "skipped", "capture is turned off in settings")
@@ -282,10 +283,6 @@ def _queue_path(store: Store, note_id: str) -> Path:
 
 def _queue(store: Store, session: dict[str, Any]) -> Path:
     """Keep a session note that cannot be written now (already redacted), for `flush_queued`."""
-    import json
-
-    from anamnesis.fsutil import atomic_write_text
-
     path = _queue_path(store, str(session["note_id"]))
     atomic_write_text(path, json.dumps(session) + "\n", mode=0o600)  # ASCII: a lone surrogate survives
     return path
@@ -307,8 +304,6 @@ def flush_queued(store: Store) -> list[CaptureResult]:
     Call it under the store lock once `store.require_writable` passed (capture
     does; sync may). A queued note that fails to write stays queued.
     """
-    import json
-
     done: list[CaptureResult] = []
     for path in queued_notes(store):
         try:
@@ -328,16 +323,11 @@ def flush_queued(store: Store) -> list[CaptureResult]:
 
 def _write_session(store: Store, session: dict[str, Any], event: str) -> CaptureResult:
     """Create the session's note, or update the one an earlier capture wrote (under the lock)."""
-    from anamnesis.settings import writer_machine_id
-    from anamnesis.store import load_note, save_note
-
     note_id, project = str(session["note_id"]), str(session["project"])
     title, body, extra = str(session["title"]), str(session["body"]), dict(session["extra"])
     existing = _find_existing(store, note_id, project)
     machine = writer_machine_id(store)
     if existing:
-        from anamnesis.summarize_model import split_section, with_section
-
         note = load_note(store, existing)
         body = with_section(body, split_section(note.body)[1])  # a model-written summary stays until redone
         same_files = note.extra.get("files") == extra.get("files")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import wraps
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from anamnesis.errors import IndexCorrupt, IndexLocked
+from anamnesis.errors import IndexCorrupt, IndexLocked, UsageError
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -80,8 +80,6 @@ def parse_when(value: str, *, end_of_day: bool = False) -> str:
     A bare date means the start of that day, or its end with `end_of_day`
     (so `--until 2026-11-01` includes notes of the 1st).
     """
-    from anamnesis.errors import UsageError
-
     value = value.strip()
     rel = re.fullmatch(r"(\d+)\s*([hdwmy])", value)
     if rel:

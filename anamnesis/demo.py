@@ -10,17 +10,27 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.text import Text
+
+from anamnesis.conflicts import list_conflicts, resolve_note
+from anamnesis.index import MARK_END, MARK_START, open_index
 from anamnesis.paths import Store, open_store
+from anamnesis.peers import add_peer
+from anamnesis.search import search
+from anamnesis.store import create_note, init_store, update_note
+from anamnesis.sync import SyncResult, sync
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from anamnesis.sync import SyncResult
 
 NOTES = (
     (
@@ -49,9 +59,6 @@ NOTES = (
 
 
 def _machine(root: Path, name: str, hub: Path) -> Store:
-    from anamnesis.peers import add_peer
-    from anamnesis.store import init_store
-
     home = root / name
     home.mkdir()
     (home / "settings.json").write_text(json.dumps({"machine_id": name}))
@@ -72,19 +79,6 @@ def _sync_line(out: Console, name: str, result: SyncResult) -> None:
 
 def run_demo(out: Console, keep: bool = False) -> float:
     """Run the demo, printing as it goes; returns the seconds it took."""
-    import subprocess
-
-    from rich.markdown import Markdown
-    from rich.panel import Panel
-    from rich.syntax import Syntax
-    from rich.text import Text
-
-    from anamnesis.conflicts import list_conflicts, resolve_note
-    from anamnesis.index import MARK_END, MARK_START, open_index
-    from anamnesis.search import search
-    from anamnesis.store import create_note, update_note
-    from anamnesis.sync import sync
-
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="anamnesis-demo-"))
     try:
@@ -101,7 +95,9 @@ def run_demo(out: Console, keep: bool = False) -> float:
 
         out.print("[bold]2. The laptop learns three things[/bold]")
         laptop, desktop, server = (machines[n] for n in names)
-        made = [create_note(laptop, type=t, title=title, body=body, tags=tags) for t, title, body, tags in NOTES]
+        made = [
+            create_note(laptop, type=t, title=title, body=body, tags=tags) for t, title, body, tags in NOTES
+        ]
         for note in made:
             out.print(f"  + {note.type:<10} [bold]{note.title}[/bold]  [dim]{note.path}[/dim]")
         _sync_line(out, "laptop", sync(laptop))
@@ -125,7 +121,9 @@ def run_demo(out: Console, keep: bool = False) -> float:
         out.print("[bold]4. Both edit the same line before syncing[/bold]")
         checklist = made[1]
         update_note(laptop, checklist.id, body=checklist.body.replace("10 minutes", "30 minutes"))
-        update_note(desktop, checklist.id, body=checklist.body.replace("10 minutes", "an hour, and check p99 latency"))
+        update_note(
+            desktop, checklist.id, body=checklist.body.replace("10 minutes", "an hour, and check p99 latency")
+        )
         out.print("  laptop:  step 2 says [italic]30 minutes[/italic]")
         out.print("  desktop: step 2 says [italic]an hour, and check p99 latency[/italic]")
         _sync_line(out, "laptop", sync(laptop))

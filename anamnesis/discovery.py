@@ -31,12 +31,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import ifaddr
+from zeroconf import IPVersion, ServiceBrowser, ServiceInfo, Zeroconf
 
 from anamnesis.paths import Store
-
-if TYPE_CHECKING:
-    from zeroconf import ServiceInfo, Zeroconf
+from anamnesis.repo import root_commits
+from anamnesis.settings import load_settings, machine_id
 
 log = logging.getLogger("anamnesis.discovery")
 
@@ -73,8 +75,6 @@ class Peer:
 
 def advertise_url(store: Store) -> str:
     """The git URL this machine announces: settings' `advertise_url`, else ssh://user@hostname/path."""
-    from anamnesis.settings import load_settings
-
     configured = str(load_settings(store).get("advertise_url") or "").strip()
     if configured:
         return configured
@@ -83,15 +83,11 @@ def advertise_url(store: Store) -> str:
 
 def store_ids(store: Store) -> tuple[str, ...]:
     """The shortened root commits this store announces (one, unless histories were merged)."""
-    from anamnesis.repo import root_commits
-
     return tuple(root[:ROOT_CHARS] for root in root_commits(store.memory)[:MAX_ROOTS])
 
 
 def txt_record(store: Store, head: str | None) -> dict[str, str]:
     """The TXT record of this machine's announcement."""
-    from anamnesis.settings import machine_id
-
     url = advertise_url(store)
     return {
         "v": TXT_VERSION,
@@ -114,7 +110,9 @@ def parse_txt(properties: dict[bytes, bytes | None]) -> dict[str, str]:
     return out
 
 
-def peer_from_txt(txt: dict[str, str], addresses: tuple[str, ...] = (), ours: tuple[str, ...] = ()) -> Peer | None:
+def peer_from_txt(
+    txt: dict[str, str], addresses: tuple[str, ...] = (), ours: tuple[str, ...] = ()
+) -> Peer | None:
     """The peer a TXT record describes; None if it is not an Anamnesis announcement we understand."""
     machine = txt.get("mid", "").strip()
     if not machine or txt.get("v", "") != TXT_VERSION:
@@ -134,8 +132,6 @@ def peer_from_txt(txt: dict[str, str], addresses: tuple[str, ...] = (), ours: tu
 
 def local_addresses() -> list[str]:
     """This machine's IPv4 addresses other machines may reach (loopback only if there is nothing else)."""
-    import ifaddr
-
     found: list[str] = []
     for adapter in ifaddr.get_adapters():
         for ip in adapter.ips:
@@ -159,8 +155,6 @@ class Announcer:
     service_type = SERVICE_TYPE
 
     def __init__(self, store: Store, on_peer: Callable[[Peer], None] | None = None) -> None:
-        from anamnesis.settings import machine_id
-
         self.store = store
         self.on_peer = on_peer
         self.machine = machine_id(store)
@@ -183,8 +177,6 @@ class Announcer:
 
     def start(self, head: str | None) -> None:
         """Register the service (blocks about a second while mDNS probes the name) and start browsing."""
-        from zeroconf import IPVersion, ServiceBrowser, Zeroconf
-
         self._ours = store_ids(self.store)
         self._head = head
         self._addresses = local_addresses()
@@ -195,7 +187,9 @@ class Announcer:
             self.instance_name = info.name
             self._info = info
             self._zc = zc
-            self._thread = threading.Thread(target=self._resolve_loop, name="anamnesis-discovery", daemon=True)
+            self._thread = threading.Thread(
+                target=self._resolve_loop, name="anamnesis-discovery", daemon=True
+            )
             self._thread.start()
             self._browser = ServiceBrowser(zc, SERVICE_TYPE, handlers=[self._on_change])
         except BaseException:
@@ -204,8 +198,6 @@ class Announcer:
             raise
 
     def _service_info(self, head: str | None) -> ServiceInfo:
-        from zeroconf import ServiceInfo
-
         return ServiceInfo(
             SERVICE_TYPE,
             self.instance_name,
@@ -271,9 +263,7 @@ class Announcer:
                 info = zc.get_service_info(SERVICE_TYPE, name, timeout=2000)
                 if info is None:
                     continue
-                peer = peer_from_txt(
-                    parse_txt(info.properties), tuple(info.parsed_addresses()), self._ours
-                )
+                peer = peer_from_txt(parse_txt(info.properties), tuple(info.parsed_addresses()), self._ours)
                 if peer is None or not peer.same_store or peer.machine_id == self.machine:
                     continue
                 self.peers[peer.machine_id] = peer
@@ -289,10 +279,6 @@ def discover(store: Store, seconds: float = 3.0, any_store: bool = False) -> lis
     With `any_store`, machines of other stores are listed too (marked
     `same_store=False`): what a machine that has not joined yet wants to see.
     """
-    from zeroconf import IPVersion, ServiceBrowser, Zeroconf
-
-    from anamnesis.settings import machine_id
-
     ours = store_ids(store) if store.memory.is_dir() else ()
     me = machine_id(store)
     names: set[str] = set()
@@ -343,7 +329,9 @@ class TailscaleCandidate:
         return data
 
 
-def parse_tailscale_status(status: dict[str, Any], memory_path: str = ".anamnesis/memory") -> list[TailscaleCandidate]:
+def parse_tailscale_status(
+    status: dict[str, Any], memory_path: str = ".anamnesis/memory"
+) -> list[TailscaleCandidate]:
     """Candidates from the JSON of `tailscale status --json`: online peers that can run anamnesis.
 
     Phones, machines shared in from other tailnets and VPN exit nodes are
@@ -392,7 +380,11 @@ def tailscale_candidates(timeout: float = 5.0) -> list[TailscaleCandidate] | Non
         return None
     try:
         proc = subprocess.run(
-            [exe, "status", "--json"], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+            [exe, "status", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
         data = json.loads(proc.stdout) if proc.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import inspect
 import itertools
 import json
 import math
@@ -233,7 +234,7 @@ def model_fingerprint(path: Path, max_chunks: int = MAX_CHUNKS) -> str:
 def _load_tensors(path: Path) -> dict[str, FloatArray]:
     """Every floating-point tensor of a safetensors file as a float32 array (memory-mapped
     when the file is already float32, so untouched rows are never read)."""
-    import numpy as np
+    import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
     header, start = _safetensors_header(path)
     data = np.memmap(path, dtype=np.uint8, mode="r")
@@ -270,7 +271,7 @@ _ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 def _gelu(x: FloatArray, scratch: tuple[FloatArray, FloatArray, FloatArray]) -> FloatArray:
     """GELU of `x`, in place; `scratch` is three arrays of x's shape (no allocation: a
     fresh temporary of this size costs more in page faults than the arithmetic)."""
-    import numpy as np
+    import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
     absx, t, poly = scratch
     np.abs(x, out=absx)
@@ -293,7 +294,7 @@ def _gelu(x: FloatArray, scratch: tuple[FloatArray, FloatArray, FloatArray]) -> 
 
 
 def _layer_norm(x: FloatArray, weight: FloatArray, bias: FloatArray, eps: float) -> FloatArray:
-    import numpy as np
+    import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
     mean = x.mean(axis=-1, keepdims=True)
     x = x - mean
@@ -306,7 +307,7 @@ def _layer_norm(x: FloatArray, weight: FloatArray, bias: FloatArray, eps: float)
 
 class _Layer:
     def __init__(self, t: dict[str, FloatArray], prefix: str, scale: float) -> None:
-        import numpy as np
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         def get(name: str) -> FloatArray:
             return t[f"{prefix}.{name}"]
@@ -353,8 +354,8 @@ class Embedder:
     """
 
     def __init__(self, model_dir: Path, max_chunks: int = MAX_CHUNKS) -> None:
-        import numpy as np
-        from tokenizers import Tokenizer
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+        from tokenizers import Tokenizer  # lazy: optional extra (tokenizers)
 
         if max_chunks < 1:
             raise ValueError("max_chunks must be at least 1")
@@ -380,7 +381,7 @@ class Embedder:
         self._arange = np.arange(int(config.get("max_position_embeddings", 512)), dtype=np.int64)
 
         try:
-            from threadpoolctl import ThreadpoolController
+            from threadpoolctl import ThreadpoolController  # lazy: optional extra (threadpoolctl)
 
             self._blas: Any = ThreadpoolController()
         except ImportError:  # without it, BLAS's own threads do the spreading
@@ -412,7 +413,7 @@ class Embedder:
     # runs window by window, and the feed-forward block runs in row blocks that stay in
     # the processor's cache.
     def _encode(self, windows: Sequence[Sequence[int]]) -> FloatArray:
-        import numpy as np
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         lengths = [len(w) for w in windows]
         offsets = [0]
@@ -489,7 +490,7 @@ class Embedder:
         `batch_size` is the most windows (256-token pieces of text) run through the model
         at once; batches are spread over the machine's cores by threads. Safe to call from
         several threads: bulk calls take turns, a query never waits."""
-        import numpy as np
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         if isinstance(texts, str):
             raise TypeError("embed takes a sequence of texts; use embed_query for one")
@@ -564,8 +565,8 @@ def download_model(dest: Path, progress: Callable[[int, int], None] | None = Non
     return `dest`. `progress(done_bytes, total_bytes)` is called as bytes arrive. Raises
     SemanticUnavailable with one line when the hub cannot be reached."""
     _require_dependencies(download=True)
-    import huggingface_hub
-    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+    import huggingface_hub  # lazy: optional extra (huggingface_hub), only to download the model
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url  # lazy: optional extra
 
     dest = Path(dest)
     if huggingface_hub.constants.HF_HUB_OFFLINE:
@@ -619,8 +620,6 @@ def _download_error(exc: BaseException, dest: Path) -> str:
 
 
 def _accepts(func: Callable[..., Any], parameter: str) -> bool:
-    import inspect
-
     try:
         return parameter in inspect.signature(func).parameters
     except (TypeError, ValueError):
@@ -634,7 +633,7 @@ def _progress_bar_class(report: Callable[[int], None]) -> type[Any] | None:
     disk), each counting the same bytes: the furthest of them is the file's progress. Set
     the class's `furthest` to 0 before each file."""
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # lazy: optional (tqdm comes with huggingface_hub)
     except ImportError:
         return None
 

@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 
 from anamnesis.errors import NoteNotFound, UsageError
 from anamnesis.git import run_git
+from anamnesis.lock import store_lock
+from anamnesis.notes import now_iso, parse_note
 from anamnesis.paths import Store
+from anamnesis.settings import machine_id
+from anamnesis.store import safe_path, save_note
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")
 _REC = "\x1e"
@@ -79,8 +83,6 @@ def check_commit(commit: str) -> str:
 
 
 def _safe_rel(store: Store, relpath: str) -> str:
-    from anamnesis.store import safe_path
-
     safe_path(store, relpath)
     return relpath
 
@@ -172,8 +174,6 @@ def change_diff(store: Store, versions: list[Version], position: int) -> list[st
 
 def working_text(store: Store, relpath: str) -> str:
     """The note's text on disk now ('' if it is gone)."""
-    from anamnesis.store import safe_path
-
     path = safe_path(store, relpath)
     try:
         return path.read_text(encoding="utf-8", errors="replace")
@@ -198,11 +198,6 @@ def restore_version(store: Store, relpath: str, commit: str, *, expected_text: s
     `expected_text` is what the caller last saw on disk: a change made since
     is not overwritten (see `store.save_note`).
     """
-    from anamnesis.lock import store_lock
-    from anamnesis.notes import now_iso, parse_note
-    from anamnesis.settings import machine_id
-    from anamnesis.store import save_note
-
     commit = check_commit(commit)
     with store_lock(store, "restore note"):
         versions = note_history(store, relpath)

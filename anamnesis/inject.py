@@ -18,11 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.errors import AnamnesisError
+from anamnesis.index import Hit, Index, open_index
+from anamnesis.project import current_branch, project_key
+from anamnesis.search import recency, search
+from anamnesis.settings import load_settings
+from anamnesis.store import load_note
 from anamnesis.text import trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 if TYPE_CHECKING:
-    from anamnesis.index import Hit, Index
     from anamnesis.paths import Store
 
 DEFAULT_BUDGET = 6000
@@ -123,9 +128,6 @@ def _age(updated: str) -> str:
 
 
 def _load_bodies(store: Store, hits: list[Hit]) -> dict[str, tuple[str, dict[str, Any]]]:
-    from anamnesis.errors import AnamnesisError
-    from anamnesis.store import load_note
-
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     for hit in hits:
         try:
@@ -141,8 +143,6 @@ def _project_candidates(index: Index, project: str, terms: list[str]) -> list[tu
 
     Superseded notes are left out: their replacement says what holds now.
     """
-    from anamnesis.search import recency, search
-
     pool: dict[str, Hit] = {}
     for kind in ("semantic", "procedural"):
         for hit in index.list_notes(project=project, type=kind, limit=200):
@@ -178,10 +178,6 @@ def build_context(store: Store, cwd: str | Path, *, budget: int | None = None) -
 
     Returns ("", []) when there is nothing worth saying.
     """
-    from anamnesis.index import open_index
-    from anamnesis.project import current_branch, project_key
-    from anamnesis.settings import load_settings
-
     settings = load_settings(store)
     limit = budget_of({"inject_budget": budget} if budget is not None else settings)
     project = project_key(cwd)

@@ -13,7 +13,7 @@ import posixpath
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 WIKILINK_RE = re.compile(r"\[\[([^\[\]\n|#]+)(#[^\[\]\n|]*)?(?:\|([^\[\]\n]*))?\]\]")
 # The label excludes "[" so a long run of brackets is scanned once, not once per bracket.
@@ -179,8 +179,6 @@ class LinkGraph:
 
 def _relative(target: str, from_dir: str, original: str) -> str:
     """`target` (a memory/-relative path) as a link from folder `from_dir`, encoded like `original`."""
-    from urllib.parse import quote
-
     rel = posixpath.relpath(target, from_dir or ".")
     if "%" in original or any(c in rel for c in " ()<>"):
         rel = quote(rel, safe="/._-~")

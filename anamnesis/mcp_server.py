@@ -20,8 +20,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 
+from anamnesis import __version__
+from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.paths import Store, open_store
+
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
     from anamnesis.refresh import PeriodicRefresh
 
 MAX_QUERY = 2000
@@ -63,8 +66,6 @@ _serial = threading.Lock()
 @contextmanager
 def _tool_errors() -> Iterator[None]:
     """Turn what a caller can cause into a tool error with a one-line message."""
-    from anamnesis.errors import AnamnesisError
-
     try:
         with _serial:
             yield
@@ -91,8 +92,7 @@ def _check_text(name: str, value: str | None, limit: int, *, required: bool = Fa
 
 
 def _check_type(kind: str | None) -> str | None:
-    from anamnesis.errors import UsageError
-    from anamnesis.notes import check_type
+    from anamnesis.notes import check_type  # lazy: the first tool call loads the core, not MCP start
 
     if kind is None or kind == "":
         return None
@@ -107,7 +107,7 @@ def _check_tags(tags: list[str] | None) -> list[str] | None:
         return None
     if len(tags) > MAX_TAGS:
         raise ToolError(f"at most {MAX_TAGS} tags")
-    from anamnesis.notes import normalize_tags
+    from anamnesis.notes import normalize_tags  # lazy: the first tool call loads the core, not MCP start
 
     for tag in tags:
         word = (_check_text("tag", tag, MAX_TAG) or "").strip().lstrip("#")
@@ -132,8 +132,7 @@ def _check_limit(limit: int) -> int:
 
 def _check_project(project: str | None) -> str | None:
     """A project key given by the model, checked by the same rule as everywhere else."""
-    from anamnesis.errors import UsageError
-    from anamnesis.project import check_project_key
+    from anamnesis.project import check_project_key  # lazy: the first tool call loads the core, not MCP start
 
     project = _check_text("project", project, MAX_PROJECT)
     if project is None or not project.strip():
@@ -164,6 +163,7 @@ class MemoryTools:
 
     def current_project(self) -> str | None:
         """The project of the folder the client started us in (None outside any project)."""
+        # lazy: the first tool call loads the core, not MCP start
         from anamnesis.project import detect_project
 
         if self._project is False:
@@ -192,6 +192,7 @@ class MemoryTools:
         notes holding every word. Filters: project key, type (semantic, procedural, episodic,
         preference), tag. Results carry paths, titles, snippets, scores and `superseded_by`
         (a newer note replaces this one: prefer it); use `read` for a whole note."""
+        # lazy: the first tool call loads the core, not MCP start
         from anamnesis.search import search as run_search
 
         del any_terms  # ranked any-word search is the default now; kept so old callers still validate
@@ -212,7 +213,7 @@ class MemoryTools:
 
     def read(self, ref: str) -> dict[str, Any]:
         """Read one note in full: by path (as search returns it), id, id prefix or file name."""
-        from anamnesis.store import read_note
+        from anamnesis.store import read_note  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
             _check_text("ref", ref, MAX_REF, required=True)
@@ -234,6 +235,7 @@ class MemoryTools:
 
     def status(self) -> dict[str, Any]:
         """Where the memory lives, how many notes of each kind, the current project, conflicts, peers."""
+        # lazy: the first tool call loads the core, not MCP start
         from anamnesis.settings import load_settings
 
         with _tool_errors(), self._fresh_index() as index:
@@ -269,8 +271,8 @@ class MemoryTools:
         always global). The note belongs to the current project unless `project` names another
         or global_note is true. supersedes: notes this one replaces (paths or ids, as search
         returns them) when it corrects or updates them; search then ranks the old ones lower."""
-        from anamnesis.notes import GLOBAL_TYPES
-        from anamnesis.store import create_note
+        from anamnesis.notes import GLOBAL_TYPES  # lazy: the first tool call loads the core, not MCP start
+        from anamnesis.store import create_note  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
             _check_text("title", title, 200, required=True)
@@ -312,7 +314,7 @@ class MemoryTools:
         """Change an existing note in place (it keeps its path and id): any of title, body
         (replaces the whole body), tags (replaces the list), type, supersedes (the notes this
         one replaces, as paths or ids; replaces the list, [] removes every link)."""
-        from anamnesis.store import update_note
+        from anamnesis.store import update_note  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
             _check_text("ref", ref, MAX_REF, required=True)
@@ -340,7 +342,7 @@ class MemoryTools:
 
     def delete(self, ref: str) -> dict[str, Any]:
         """Delete a note (removed from disk and the index; git history keeps it)."""
-        from anamnesis.store import delete_note
+        from anamnesis.store import delete_note  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
             _check_text("ref", ref, MAX_REF, required=True)
@@ -352,7 +354,7 @@ class MemoryTools:
         """Sync the memory with the user's other machines now (commit, pull --rebase from every
         peer, push), as `anamnesis sync` does. Reports what came in and went out, conflicts
         recorded (both sides kept in the note) and peers that could not be reached."""
-        from anamnesis.sync import sync
+        from anamnesis.sync import sync  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
             self.store.require()
@@ -375,8 +377,6 @@ class MemoryTools:
 
 def build_server(store: Store, cwd: str | None = None) -> MCPServer[Any]:
     """An MCP server with the memory tools for `store`."""
-    from anamnesis import __version__
-
     server: MCPServer[Any] = MCPServer(
         name="anamnesis", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
@@ -392,8 +392,6 @@ def serve(store: Store) -> None:
 def main() -> None:
     """`python -m anamnesis mcp`, as Claude Code starts it: the store at ANAMNESIS_HOME (or
     ~/.anamnesis), opened by the first tool call, not before (a missing store is a tool error)."""
-    from anamnesis.paths import open_store
-
     try:
         serve(open_store())
     except KeyboardInterrupt:

@@ -9,6 +9,7 @@ wrong is recorded in `Note.problems` for `anamnesis doctor`.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 import secrets
 import unicodedata
@@ -144,7 +145,7 @@ def has_conflict_markers(text: str) -> bool:
 
 def render_note(note: Note) -> str:
     """The file text of a note: YAML front matter, a blank line, the body."""
-    import frontmatter  # only writers need it: reading and searching start without it
+    import frontmatter  # lazy: only writers need it; keeps it off search, list and the read-only hooks
 
     post = frontmatter.Post(note.body.rstrip("\n") + "\n", **note.metadata())
     return frontmatter.dumps(post, sort_keys=False, allow_unicode=True, width=1000) + "\n"
@@ -299,7 +300,7 @@ def _yaml() -> tuple[Any, Any, Any]:
     (not at import: a search that finds the index current never parses a note)."""
     global _yaml_parts
     if _yaml_parts is None:
-        import yaml
+        import yaml  # lazy: keeps yaml off search and list (the index is current; no note parsed)
 
         resolver = yaml.resolver.Resolver()  # type: ignore[no-untyped-call]
         _yaml_parts = (resolver, yaml.constructor.SafeConstructor(), yaml.ScalarNode)  # type: ignore[no-untyped-call]
@@ -393,7 +394,7 @@ def parse_note(text: str, path: str) -> Note:
     elif fm_text is not None and "\r" not in fm_text and (fast := fast_front_matter(fm_text)) is not None:
         meta = fast
     elif fm_text is not None:
-        import yaml
+        import yaml  # lazy: the fast reader handles most front matter; keeps yaml off search and list
 
         try:
             loaded = yaml.load(fm_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -475,6 +476,4 @@ def _is_iso(text: str) -> bool:
 
 
 def _path_id(path: str) -> str:
-    import hashlib
-
     return "p" + hashlib.sha1(path.encode()).hexdigest()[:9]

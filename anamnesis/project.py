@@ -12,6 +12,9 @@ import configparser
 import re
 from pathlib import Path
 
+from anamnesis.errors import UsageError
+from anamnesis.paths import default_home
+
 MARKER = ".anamnesis-project"
 MAX_KEY = 200
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
@@ -27,8 +30,6 @@ def check_project_key(key: str) -> str:
     on every machine (`github.com/acme/api`); a path would be stored under a
     mangled folder name (`/abs/path` as `projects/abs-path`, `.git` as `projects/git`).
     """
-    from anamnesis.errors import UsageError
-
     if not isinstance(key, str):
         raise UsageError("a project key must be text")
     key = key.strip()
@@ -114,8 +115,6 @@ def project_key(cwd: Path | str) -> str:
 
 def detect_project(cwd: Path | str) -> str | None:
     """The project key from a marker file or a git repo around `cwd`; None outside any project."""
-    from anamnesis.paths import default_home
-
     start = Path(cwd)
     root = find_repo_root(start)
     if root is not None and root == (default_home() / "memory").resolve():

@@ -24,9 +24,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from anamnesis.catalog import Catalog, filter_sql
+from anamnesis.query import Query, parse_query
+
 if TYPE_CHECKING:
-    from anamnesis.catalog import Catalog
-    from anamnesis.query import Query
     from anamnesis.semantic import SemanticEngine
 
 WEIGHTS = (10.0, 5.0, 1.0, 2.0)  # BM25 column weights: title, tags, body, code
@@ -51,8 +52,6 @@ class Filters:
 
     def sql(self) -> tuple[str, list[Any]]:
         """These filters as SQL over `notes n` (" AND ..." and its arguments)."""
-        from anamnesis.catalog import filter_sql
-
         return filter_sql(self.project, self.type, self.tag, self.since, self.until)
 
 
@@ -160,8 +159,6 @@ class KeywordScore:
 
 def _keyword_like(query: Query) -> bool:
     """A few words typed as keywords (no stop words dropped), not a sentence."""
-    from anamnesis.query import parse_query
-
     if not 1 < len(query.terms) <= KEYWORD_QUERY_MAX_TERMS:
         return False
     words = [w for w in query.raw.split() if w.upper() != "NOT"]

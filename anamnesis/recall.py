@@ -15,11 +15,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.fsutil import atomic_write_text
+from anamnesis.index import Hit, open_index
+from anamnesis.project import project_key
+from anamnesis.query import SAME_AS, STOPWORDS
+from anamnesis.search import search
+from anamnesis.settings import load_settings
+from anamnesis.store import load_note
 from anamnesis.text import trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN, strip_injected
 
 if TYPE_CHECKING:
-    from anamnesis.index import Hit
     from anamnesis.paths import Store
 
 MAX_BUDGET = 4000
@@ -62,8 +68,6 @@ def recall_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 def prompt_terms(text: str) -> list[str]:
     """The distinct words of a prompt that say what it is about."""
-    from anamnesis.query import STOPWORDS
-
     words = re.findall(r"[^\W_]+(?:[_.'/-][^\W_]+)*", text.lower())
     keep = [w for w in words if len(w) >= 3 and w not in STOPWORDS and w not in PROMPT_NOISE]
     return list(dict.fromkeys(keep))[:MAX_QUERY_WORDS]
@@ -72,8 +76,6 @@ def prompt_terms(text: str) -> list[str]:
 def coverage(terms: list[str], text: str) -> int:
     """How many of `terms` occur in `text` (as a word start, so 'policy' finds 'policies');
     a term written the other usual way counts too ('prod' for 'production')."""
-    from anamnesis.query import SAME_AS
-
     low = text.lower()
     found = 0
     for term in terms:
@@ -108,8 +110,6 @@ def seen_notes(store: Store, session_id: str) -> set[str]:
 
 def remember_shown(store: Store, session_id: str, paths: list[str], *, replace: bool = False) -> None:
     """Record what this session was shown (machine-local state, never synced)."""
-    from anamnesis.fsutil import atomic_write_text
-
     path = _seen_path(store, session_id)
     if path is None:
         return
@@ -127,8 +127,6 @@ def remember_shown(store: Store, session_id: str, paths: list[str], *, replace: 
 
 
 def _project_of(cwd: str) -> str | None:
-    from anamnesis.project import project_key
-
     if not cwd:
         return None
     try:
@@ -139,11 +137,6 @@ def _project_of(cwd: str) -> str | None:
 
 def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = "") -> tuple[str, list[str]]:
     """The context to add for `prompt`, and the paths it shows; ("", []) when nothing fits."""
-    from anamnesis.index import open_index
-    from anamnesis.search import search
-    from anamnesis.settings import load_settings
-    from anamnesis.store import load_note
-
     knobs = recall_settings(load_settings(store))
     if not knobs["enabled"]:
         return "", []

@@ -19,12 +19,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from anamnesis.catalog import reads
+from anamnesis.catalog import MARK_END, MARK_START, Catalog, Hit, reads
 from anamnesis.query import Query, parse_query, without_dash_exclusions
 from anamnesis.ranking import Filters, HybridRanker, KeywordRanker, Ranker, SemanticRanker
+from anamnesis.semantic import engine_for
 
 if TYPE_CHECKING:
-    from anamnesis.catalog import Catalog, Hit
     from anamnesis.paths import Store
 
 NEAR_PROJECT_BOOST = 0.12  # relative to the best score: this project and global notes first
@@ -50,8 +50,6 @@ def recency(updated: str, now: dt.datetime | None = None) -> float:
 
 def default_ranker(store: Store, *, require_all: bool = False) -> Ranker:
     """Hybrid when semantic search is enabled and usable on this machine, else keyword."""
-    from anamnesis.semantic import engine_for
-
     keyword = KeywordRanker(require_all=require_all)
     engine = engine_for(store)
     return HybridRanker(keyword, SemanticRanker(engine)) if engine is not None else keyword
@@ -152,8 +150,6 @@ def _replacements_first(hits: list[Hit]) -> list[Hit]:
 
 
 def _add_snippets(index: Catalog, query: Query, hits: dict[int, Hit]) -> None:
-    from anamnesis.catalog import MARK_END, MARK_START
-
     if not hits:
         return
     rowids = list(hits)

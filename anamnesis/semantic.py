@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anamnesis.errors import AnamnesisError
+from anamnesis.index import Index, open_index
+from anamnesis.settings import load_settings, save_settings, update_section
 
 if TYPE_CHECKING:
     import numpy
 
     from anamnesis.catalog import Catalog
     from anamnesis.embed import Embedder
-    from anamnesis.index import Index
     from anamnesis.paths import Store
     from anamnesis.ranking import Filters
 
@@ -50,8 +51,6 @@ class SemanticError(AnamnesisError):
 
 def settings_of(store: Store) -> dict[str, Any]:
     """This machine's semantic settings: {"enabled": bool, "model_dir": str | None}."""
-    from anamnesis.settings import load_settings
-
     try:
         raw = load_settings(store).get(SETTINGS_KEY)
     except AnamnesisError:
@@ -67,6 +66,7 @@ def default_model_dir(store: Store) -> Path:
 
 def unavailable_reason(store: Store) -> str | None:
     """Why semantic search is not in use here, in one line; None when it is."""
+    # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
     from anamnesis.embed import SemanticUnavailable, check_model_dir, missing_dependencies
 
     conf = settings_of(store)
@@ -118,6 +118,7 @@ class SemanticEngine:
     """A loaded model and a cache of the index's vectors (reloaded when the index changes)."""
 
     def __init__(self, model_dir: Path) -> None:
+        # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
         from anamnesis.embed import model_fingerprint
 
         self.model_dir = model_dir
@@ -128,6 +129,7 @@ class SemanticEngine:
 
     @property
     def embedder(self) -> Embedder:
+        # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
         from anamnesis.embed import SemanticUnavailable, load_embedder
 
         with self._lock:
@@ -140,7 +142,7 @@ class SemanticEngine:
 
     def vectors(self, index: Catalog) -> _Vectors:
         """The up-to-date vectors of the index (notes whose text changed since are left out)."""
-        import numpy as np
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         generation = index.generation()
         key = str(index.store.index_path)
@@ -160,7 +162,11 @@ class SemanticEngine:
             matrix = np.zeros((0, dim), dtype=np.float32)
         rowids = [r[0] for r in rows]
         cached = _Vectors(
-            generation, rowids, matrix, np.asarray(rowids, dtype=np.int64), {r: i for i, r in enumerate(rowids)}
+            generation,
+            rowids,
+            matrix,
+            np.asarray(rowids, dtype=np.int64),
+            {r: i for i, r in enumerate(rowids)},
         )
         self._vectors[key] = cached
         return cached
@@ -170,7 +176,7 @@ class SemanticEngine:
     ) -> dict[int, float]:
         """Cosine similarity of `text` to the `pool` closest notes passing `filters`, and to the
         notes in `also` (the keyword candidates a hybrid ranking fuses with)."""
-        import numpy as np
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         vectors = self.vectors(index)
         if not vectors.rowids:
@@ -178,7 +184,9 @@ class SemanticEngine:
         cosines = vectors.matrix @ self.embedder.embed_query(text)
         where, args = filters.sql()
         if where:
-            allowed = [r[0] for r in index.conn.execute(f"SELECT n.rowid FROM notes n WHERE 1=1{where}", args)]
+            allowed = [
+                r[0] for r in index.conn.execute(f"SELECT n.rowid FROM notes n WHERE 1=1{where}", args)
+            ]
             cosines = np.where(np.isin(vectors.rowid_array, allowed), cosines, -np.inf)
         count = min(pool, len(cosines))
         best = np.argpartition(-cosines, count - 1)[:count]
@@ -191,7 +199,7 @@ class SemanticEngine:
 
     def embed_notes(self, texts: list[str]) -> bytes:
         """Vectors of these note texts as consecutive float16 rows."""
-        import numpy as np
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         matrix = self.embedder.embed(texts)
         return bytes(np.asarray(matrix, dtype=np.float16).tobytes())
@@ -280,8 +288,6 @@ def update_vectors(
     Batches are committed one by one, so a kill loses at most one batch.
     With `wait=False`, returns 0 at once when another process is already at it.
     """
-    from anamnesis.index import open_index
-
     engine = engine_for(store)
     if engine is None:
         raise SemanticError(unavailable_reason(store) or "semantic search is off")
@@ -337,7 +343,7 @@ def start_background_update(store: Store) -> bool:
         return False
     if embedding_running(store):
         return False
-    from anamnesis.spawn import spawn_detached
+    from anamnesis.spawn import spawn_detached  # lazy: only when an update starts; keeps spawn off search
 
     try:
         spawn_detached(store, ["-m", "anamnesis", "semantic", "update", "--quiet"], "semantic.log")
@@ -353,8 +359,8 @@ def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], 
     machines, tests). Without it, the model is downloaded once into the
     store's models/ folder from the public model hub.
     """
+    # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
     from anamnesis.embed import SemanticUnavailable, check_model_dir, download_model, missing_dependencies
-    from anamnesis.settings import load_settings, save_settings
 
     missing = missing_dependencies()
     if missing:
@@ -383,16 +389,12 @@ def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], 
 
 def disable(store: Store) -> None:
     """Turn semantic search off here; vectors stay in index.db for a later enable with the same model."""
-    from anamnesis.settings import update_section
-
     update_section(store, SETTINGS_KEY, enabled=False)
     _ENGINES.clear()
 
 
 def status(store: Store) -> dict[str, Any]:
     """What `semantic status` and `status` say: on or off and why, the model, how many notes have vectors."""
-    from anamnesis.index import open_index
-
     conf = settings_of(store)
     reason = unavailable_reason(store)
     info: dict[str, Any] = {

@@ -7,6 +7,7 @@ Unknown keys are kept so newer versions can add fields without losing them.
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 from anamnesis.errors import AnamnesisError
@@ -36,8 +37,7 @@ DEFAULTS: dict[str, Any] = {
 
 def new_machine_id() -> str:
     """A readable, unique machine name: hostname plus a short random suffix."""
-    import secrets  # imported here: hooks load settings on every event and never need these
-    import socket
+    import socket  # lazy: only a new machine id needs it; keeps socket off the hooks and search
 
     host = socket.gethostname().split(".")[0].lower() or "machine"
     host = "".join(c if c.isalnum() or c == "-" else "-" for c in host)[:24]

@@ -13,6 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from anamnesis import schedule
+from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.git import stop_on_signals
+from anamnesis.peers import add_peer, check_name, list_peers, name_from_url, normalize_url
+
 if TYPE_CHECKING:
     from anamnesis.paths import Store
 
@@ -38,18 +43,15 @@ def plan_join(peer: str | None, peer_name: str | None) -> JoinPlan | None:
     """The join `--peer` asks for (None without one); the name defaults to the URL's host or folder."""
     if not peer:
         return None
-    from anamnesis.peers import name_from_url, normalize_url
-
     url = normalize_url(peer)
     return JoinPlan(url, peer_name or name_from_url(url))
 
 
 def first_sync(store: Store, join: JoinPlan | None) -> list[str]:
     """Join the peer, or sync with the peers already configured (none: nothing); lines for the report."""
-    from anamnesis.git import stop_on_signals
-    from anamnesis.peers import list_peers
+    # lazy: sync (merge, transport) runs only when init syncs; `peers discover` and `init --print` skip it
     from anamnesis.sync import join as join_peer
-    from anamnesis.sync import sync
+    from anamnesis.sync import sync  # lazy: as the line above: only when init syncs
 
     if join is not None:
         with stop_on_signals("init"):
@@ -74,8 +76,6 @@ def schedule_choice(store: Store, wanted: bool | None, interactive: bool) -> Sch
     else only say how (there are peers) or nothing (a machine on its own)."""
     if wanted is not None:
         return "install" if wanted else "skip"
-    from anamnesis.peers import list_peers
-
     if not list_peers(store):
         return "skip"
     return "ask" if interactive else "hint"
@@ -93,9 +93,7 @@ def schedule_hint() -> str:
 
 def install_schedule(store: Store, every: str = EVERY) -> list[str]:
     """Install the sync timer; lines for the report."""
-    from anamnesis.schedule import install
-
-    outcome = install(store, every)
+    outcome = schedule.install(store, every)
     done = [f"wrote {path}" for path in outcome.written]
     done.extend(outcome.notes)
     if outcome.activated:
@@ -108,15 +106,13 @@ def install_schedule(store: Store, every: str = EVERY) -> list[str]:
 
 def configured_urls(store: Store) -> dict[str, str]:
     """The peers already configured, by URL."""
-    from anamnesis.peers import list_peers
-
     return {p.url: p.name for p in list_peers(store)}
 
 
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
     """LAN peers and Tailscale candidates, each marked with the configured peer it already is."""
+    # lazy: discovery brings zeroconf (~90 ms): only the LAN search needs it
     from anamnesis.discovery import discover, tailscale_candidates
-    from anamnesis.errors import AnamnesisError
 
     configured = configured_urls(store)
     try:
@@ -132,7 +128,11 @@ def discovery_report(store: Store, seconds: float, any_store: bool = False) -> d
         for cand in found:
             data = cand.to_dict()
             data["configured_as"] = next(
-                (name for url, name in configured.items() if cand.name in url or (cand.hostname and f"{cand.hostname}:" in url)),
+                (
+                    name
+                    for url, name in configured.items()
+                    if cand.name in url or (cand.hostname and f"{cand.hostname}:" in url)
+                ),
                 None,
             )
             tailscale.append(data)
@@ -185,11 +185,9 @@ def peer_offers(report: dict[str, Any]) -> list[PeerOffer]:
 def accept_offer(store: Store, offer: PeerOffer) -> str:
     """Do what an accepted offer says; the line for the report."""
     if offer.action == "add":
-        from anamnesis.peers import add_peer
-
         add_peer(store, offer.name, offer.url)
         return f"added peer {offer.name!r} → {offer.url} (found on the LAN)"
-    from anamnesis.sync import join
+    from anamnesis.sync import join  # lazy: sync (merge, transport) only when an offer to join is accepted
 
     result = join(store, offer.url, offer.name)
     return f"joined the memory of {offer.machine} ({offer.url}) as peer {offer.name!r}: {result.outcome}"
@@ -199,7 +197,9 @@ def discovery_notes(report: dict[str, Any]) -> list[str]:
     """Lines for the report besides the offers: nobody found; tailnet machines that could be peers."""
     notes: list[str] = []
     if not report["lan"]:
-        notes.append("no other machine of yours announced itself on the LAN (they do while `anamnesis watch` runs)")
+        notes.append(
+            "no other machine of yours announced itself on the LAN (they do while `anamnesis watch` runs)"
+        )
     for cand in report["tailscale"] or []:
         if cand["same_user"] and not cand.get("configured_as"):
             notes.append(
@@ -210,9 +210,6 @@ def discovery_notes(report: dict[str, Any]) -> list[str]:
 
 
 def _peer_name(machine: str, url: str) -> str:
-    from anamnesis.errors import UsageError
-    from anamnesis.peers import check_name, name_from_url
-
     try:
         return check_name(machine)
     except UsageError:

@@ -12,6 +12,7 @@ checkout of Anamnesis itself holds an `anamnesis/` directory).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING
@@ -31,8 +32,6 @@ def spawn_detached(
     does not compete with the hook that is still exiting or with what the
     person does next. Raises OSError when the process cannot be started.
     """
-    import shutil
-
     store.log_dir.mkdir(parents=True, exist_ok=True)
     child_env = {**os.environ, **(env or {}), "ANAMNESIS_HOME": str(store.home)}
     runner = shutil.which("nice") if nice > 0 else None

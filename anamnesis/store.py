@@ -9,9 +9,11 @@ from the outside (CLI, MCP, web) are checked to stay inside memory/.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
+import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path, PurePosixPath
@@ -19,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from anamnesis.errors import (
     AnamnesisError,
     DiskFull,
+    GitError,
     LockTimeout,
     NoteChanged,
     NoteNotFound,
@@ -26,6 +29,7 @@ from anamnesis.errors import (
     UsageError,
 )
 from anamnesis.fsutil import atomic_write_bytes, free_bytes, human_bytes, is_out_of_space
+from anamnesis.index import open_index
 from anamnesis.lock import store_lock
 from anamnesis.notes import (
     Note,
@@ -38,8 +42,11 @@ from anamnesis.notes import (
     now_iso,
     parse_note,
     render_note,
+    split_front_matter,
 )
 from anamnesis.paths import Store
+from anamnesis.redact import redact_note_fields
+from anamnesis.settings import load_settings, new_machine_id, save_settings, writer_machine_id
 
 MAX_NOTE_BYTES = 1_000_000
 MAX_TITLE = 200
@@ -47,8 +54,8 @@ MAX_TITLE = 200
 
 def init_store(store: Store) -> list[str]:
     """Create the store if missing (idempotent); return what was done."""
+    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
     from anamnesis import repo
-    from anamnesis.settings import load_settings, new_machine_id, save_settings
 
     done: list[str] = []
     check_home(store)
@@ -68,8 +75,6 @@ def init_store(store: Store) -> list[str]:
     with store_lock(store, "init"):
         if repo.init_repo(store, settings["machine_id"]):
             done.append(f"created git repo {store.memory}")
-    from anamnesis.index import open_index
-
     with open_index(store) as index:
         index.refresh()
     return done
@@ -103,8 +108,8 @@ def check_writable(store: Store) -> str:
     SyncRefused (exit 12, sync's own message) for a repo left mid-rebase,
     mid-merge or on another branch.
     """
+    # lazy: recovery (git, merge) is for writers; keeps it off the SessionStart/UserPromptSubmit hooks
     from anamnesis.recovery import SyncRefused, wedged
-    from anamnesis.settings import writer_machine_id
 
     store.require()
     machine = writer_machine_id(store)
@@ -123,8 +128,8 @@ def require_writable(store: Store) -> str:
     or on another branch. A broken settings.json is an error, never a note
     written by "unknown". The caller holds the store lock.
     """
+    # lazy: recovery (git, merge) is for writers; keeps it off the SessionStart/UserPromptSubmit hooks
     from anamnesis.recovery import prepare
-    from anamnesis.settings import writer_machine_id
 
     store.require()
     machine = writer_machine_id(store)
@@ -204,10 +209,6 @@ def resolve_ref(store: Store, ref: str) -> str:
             if not relpath.lower().endswith(".md") or any(p.startswith(".") for p in relpath.split("/")):
                 raise UsageError(f"{relpath} is not a note (notes are .md files outside dot folders)")
             return relpath
-    import sqlite3
-
-    from anamnesis.index import open_index
-
     try:
         with open_index(store) as index:
             matches = index.find_ref(ref)
@@ -308,10 +309,6 @@ def save_note(
 
 def _refresh_index(store: Store, paths: list[str]) -> int:
     """Index `paths`; SQLite's own error, never the "cannot rollback" that can hide it."""
-    import sqlite3
-
-    from anamnesis.index import open_index
-
     try:
         with open_index(store) as index:
             return index.refresh(paths).changed
@@ -379,6 +376,7 @@ def write_unit(store: Store, relpath: str, data: bytes | None, message: str | No
     command again makes no duplicate. A full disk is `DiskFull` (exit 8).
     `message` None: written and indexed, the commit is left to the next sync.
     """
+    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
     from anamnesis import repo
 
     path = safe_path(store, relpath)
@@ -440,15 +438,16 @@ def write_unit(store: Store, relpath: str, data: bytes | None, message: str | No
     if staged is not None:
         staged.discard()
     if changed:
-        from anamnesis.semantic import start_background_update
+        from anamnesis.semantic import start_background_update  # lazy: keeps semantic off the SessionEnd hook
 
         start_background_update(store)
 
 
 def _committed(store: Store, relpath: str, before: str | None) -> bool:
     """Whether HEAD moved past `before` and holds `relpath` exactly as it is on disk now."""
+    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
     from anamnesis import repo
-    from anamnesis.git import run_git
+    from anamnesis.git import run_git  # lazy: as repo above, for writers only
 
     try:
         after = repo.head(store.memory)
@@ -462,8 +461,9 @@ def _committed(store: Store, relpath: str, before: str | None) -> bool:
 
 def _forget_staged(store: Store, relpath: str) -> None:
     """Unstage what a failed commit staged for `relpath` (best effort: sync's `add -A` redoes it anyway)."""
+    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
     from anamnesis import repo
-    from anamnesis.git import run_git
+    from anamnesis.git import run_git  # lazy: as repo above, for writers only
 
     try:
         if repo.head(store.memory) is not None:
@@ -484,10 +484,6 @@ def _no_space(store: Store, stage: str, exc: BaseException, kept: str) -> DiskFu
 
 def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: str) -> AnamnesisError:
     """The one-line error for a write that failed at `stage`, saying what was kept."""
-    import sqlite3
-
-    from anamnesis.errors import GitError
-
     # git's "unable to write new index file" does not say why: on a disk with under a
     # mebibyte left, a failed write of git, SQLite or the file system is taken for want of space.
     if is_out_of_space(exc, store.home if isinstance(exc, (GitError, sqlite3.Error, OSError)) else None):
@@ -501,8 +497,6 @@ def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: st
             return LockTimeout(f"the search index is busy ({text}): another process holds it; {kept}")
         return AnamnesisError(f"the search index failed ({text}); {kept} — run `anamnesis reindex`")
     if isinstance(exc, OSError):
-        import errno
-
         if exc.errno == errno.EROFS:
             return AnamnesisError(f"{store.memory} is on a read-only file system ({stage} {relpath}); {kept}")
         return AnamnesisError(f"{stage} {relpath} failed: {exc.strerror or exc}; {kept}")
@@ -541,8 +535,6 @@ def create_note(
             raise UsageError(f"{path} already exists")
     if not body.strip():
         raise UsageError("empty body; nothing was written")
-    from anamnesis.redact import redact_note_fields
-
     title, body, tags = redact_note_fields(title, body, tags)  # secrets never reach a file name or git
     machine = check_writable(store)
     replaced = resolve_supersedes(store, supersedes)
@@ -587,8 +579,6 @@ def update_note(
     """
     if body is not None and not body.strip():
         raise UsageError("empty body; nothing was written (to delete a note, delete it)")
-    from anamnesis.redact import redact_note_fields
-
     title, body, tags = redact_note_fields(title, body, tags)
     with write_lock(store, "update note"):
         machine = require_writable(store)
@@ -626,8 +616,6 @@ def delete_note(store: Store, ref: str, *, commit: bool = True) -> Note:
 
 def stamp_updated(text: str) -> str:
     """`text` with the `updated:` field of its front matter set to now (if it has one), all else as is."""
-    from anamnesis.notes import split_front_matter
-
     front, _ = split_front_matter(text.removeprefix("\ufeff"))
     if front is None or not re.search(r"^updated:[^\r\n]*", front, re.M):
         return text
@@ -690,7 +678,7 @@ def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
     none of it (as `write_unit`). Refused: a target that exists, is not a
     `.md` file, is in a dot folder or leaves memory/.
     """
-    from anamnesis.index import open_index
+    # lazy: only a move rewrites links; keeps links off the hooks
     from anamnesis.links import LinkResolver, NoteKey, link_needle, rewrite_links
 
     wanted = PurePosixPath(new_relpath.strip().replace("\\", "/")).as_posix()
@@ -744,6 +732,7 @@ def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
 def write_units(store: Store, changes: dict[str, bytes | None], message: str, what: str) -> None:
     """`write_unit` for several files in one commit: every file written (None deletes), indexed
     and committed, or every file put back as it was. Called under the store lock."""
+    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
     from anamnesis import repo
 
     paths = list(changes)
@@ -808,6 +797,6 @@ def write_units(store: Store, changes: dict[str, bytes | None], message: str, wh
         undo.discard()
     if staged is not None:
         staged.discard()
-    from anamnesis.semantic import start_background_update
+    from anamnesis.semantic import start_background_update  # lazy: keeps semantic off the SessionEnd hook
 
     start_background_update(store)

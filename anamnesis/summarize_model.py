@@ -24,10 +24,14 @@ the note as it was.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,9 +40,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anamnesis.errors import AnamnesisError, NoteChanged, UsageError
+from anamnesis.notes import Note, parse_note
+from anamnesis.redact import redact
+from anamnesis.settings import load_settings, save_settings, update_section
+from anamnesis.store import read_note, resolve_ref, safe_path, update_note
+from anamnesis.text import trim
+from anamnesis.transcript import summarize
 
 if TYPE_CHECKING:
-    from anamnesis.notes import Note
     from anamnesis.paths import Store
 
 SETTINGS_KEY = "summary"
@@ -97,8 +106,6 @@ class SummaryResult:
 
 def config_of(store: Store) -> SummaryConfig:
     """The summary settings of this machine, over the defaults; unknown keys are ignored."""
-    from anamnesis.settings import load_settings
-
     raw = load_settings(store).get(SETTINGS_KEY)
     raw = raw if isinstance(raw, dict) else {}
     known = SummaryConfig.__dataclass_fields__
@@ -144,8 +151,6 @@ def enable(store: Store, provider: str, **changes: Any) -> SummaryConfig:
     `changes` takes the fields of `SummaryConfig` (None leaves a field as it is).
     Returns the new settings; `readiness` says whether it can run right now.
     """
-    from anamnesis.settings import load_settings, save_settings
-
     config = config_of(store)
     config.enabled, config.provider = True, provider
     for key, value in changes.items():
@@ -162,15 +167,11 @@ def enable(store: Store, provider: str, **changes: Any) -> SummaryConfig:
 
 def disable(store: Store) -> None:
     """Turn the model summary off here (the other fields are kept for a later enable)."""
-    from anamnesis.settings import update_section
-
     update_section(store, SETTINGS_KEY, enabled=False)
 
 
 def find_claude(config: SummaryConfig) -> str | None:
     """The Claude Code binary: the configured one, else `claude` on PATH."""
-    import shutil
-
     wanted = os.path.expanduser(config.claude_bin) if config.claude_bin else "claude"
     if os.sep in wanted:
         return wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
@@ -246,6 +247,7 @@ def start_background(store: Store, note_path: str, transcript: str) -> int | Non
             return None
     except AnamnesisError:
         return None
+    # lazy: spawn loads only when the summary is on; the SessionEnd hook runs with it off
     from anamnesis.spawn import spawn_detached
 
     args = ["-m", "anamnesis", "summary", "run", note_path, "--transcript", transcript, "--hook"]
@@ -290,9 +292,6 @@ def render_section(text: str, input_hash: str, by: str) -> str:
 
 def clean_output(text: str) -> str:
     """The model's answer made safe for the note: redacted, no headings of its own, bounded."""
-    from anamnesis.redact import redact
-    from anamnesis.text import trim
-
     text = _MARK_RE.sub("", text.replace("\r\n", "\n")).strip()
     text = re.sub(r"(?m)^[ \t]*#{1,6}[ \t]+(.+?)[ \t#]*$", r"**\1**", text)  # a heading would end our section
     return trim(redact(text), MAX_OUTPUT)
@@ -305,10 +304,6 @@ def model_input(note: Note, transcript: Path | None) -> str:
     """What the model reads: the note's own text (the deterministic digest `capture` wrote, already
     redacted; without our section) and, from a readable transcript, the assistant's latest messages,
     each redacted; then the whole text is redacted once more."""
-    from anamnesis.redact import redact
-    from anamnesis.text import trim
-    from anamnesis.transcript import summarize
-
     text = f"Session note: {note.title}\n\n{split_section(note.body)[0].strip()}\n"
     said = [] if transcript is None else summarize(transcript).texts
     kept: list[str] = []
@@ -348,9 +343,6 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def _ask_claude(store: Store, config: SummaryConfig, prompt: str) -> str:
     """`claude -p` with our system prompt, no tools, no MCP servers, no hooks and no saved session."""
-    import signal
-    import subprocess
-
     binary = find_claude(config)
     if binary is None:
         raise SummaryError(f"Claude Code not found ({config.claude_bin or 'claude on PATH'})")
@@ -407,8 +399,8 @@ def _ask_claude(store: Store, config: SummaryConfig, prompt: str) -> str:
 
 def _ask_api(store: Store, config: SummaryConfig, prompt: str) -> str:
     """One Messages API request (not streamed) with the key from the environment or the key file."""
-    import urllib.error
-    import urllib.request
+    import urllib.error  # lazy: pulls http.client and ssl; only the api provider, off the hooks
+    import urllib.request  # lazy: http.client and ssl only for the api provider, off the hooks
 
     key = _api_key(store, config)
     url = _base_url(config) + "/v1/messages"
@@ -460,8 +452,6 @@ def _ask_api(store: Store, config: SummaryConfig, prompt: str) -> str:
 def _job_lock(store: Store, note_id: str, timeout: float) -> Iterator[None]:
     """One summary of a note at a time (a PreCompact run and a SessionEnd run must not race);
     machine-local and apart from the store lock, which is never held while the model thinks."""
-    import fcntl
-
     folder = store.state_dir / "summary"
     folder.mkdir(parents=True, exist_ok=True)
     name = re.sub(r"[^A-Za-z0-9_-]", "_", note_id)[:80] or "note"
@@ -493,8 +483,6 @@ def run(store: Store, ref: str, *, transcript: Path | None = None, force: bool =
     leaving the note as it was, when the provider is not ready, the model
     fails or it is slower than the timeout.
     """
-    from anamnesis.store import read_note, resolve_ref
-
     config = config_of(store)
     relpath = resolve_ref(store, ref)
     note = read_note(store, relpath)
@@ -520,9 +508,6 @@ def run(store: Store, ref: str, *, transcript: Path | None = None, force: bool =
 def _write(store: Store, relpath: str, section: str) -> None:
     """Put `section` into the note under the store lock, against the text just read: an edit that
     lands in between makes the write fail and it is done again on the new text (the edit is kept)."""
-    from anamnesis.notes import parse_note
-    from anamnesis.store import safe_path, update_note
-
     path = safe_path(store, relpath)
     for attempt in range(5):
         try:

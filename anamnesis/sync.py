@@ -31,6 +31,7 @@ integrate, when to push again, and what a peer's answer means for the report.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -492,12 +493,11 @@ def sync(
 def _mirror(store: Store) -> None:
     """Import what changed in the mirrored sources (`anamnesis import ... --mirror`); logs, never raises."""
     try:
+        # lazy: inside the try, so a broken importer never costs a sync
         from anamnesis.importers import mirror_all
 
         mirror_all(store)
     except Exception as exc:  # an importer's bug must never cost a sync
-        import logging
-
         logging.getLogger("anamnesis.importers").warning("mirroring failed: %s", exc)
 
 

@@ -27,12 +27,14 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from anamnesis.errors import AnamnesisError
+from anamnesis.index import mark_behind
 from anamnesis.paths import Store
 
 if TYPE_CHECKING:
@@ -54,7 +56,18 @@ LOCK_NAME = "watch.lock"
 LOG_NAME = "watch.log"
 
 # Names editors and tools write next to the file they save; never worth a sync.
-_IGNORED_SUFFIXES = (".swp", ".swo", ".swx", ".swn", "~", ".tmp", ".part", ".crdownload", "___jb_tmp___", "___jb_old___")
+_IGNORED_SUFFIXES = (
+    ".swp",
+    ".swo",
+    ".swx",
+    ".swn",
+    "~",
+    ".tmp",
+    ".part",
+    ".crdownload",
+    "___jb_tmp___",
+    "___jb_old___",
+)
 _IGNORED_NAMES = frozenset(("4913", ".DS_Store", "Thumbs.db"))
 _IGNORED_PREFIXES = (".#", ".~lock.")
 # Inside .git/ only the refs matter: HEAD moved by hand, or another machine pushed to us.
@@ -115,7 +128,15 @@ def describe_result(result: Any) -> tuple[str, str | None]:
     """(one line for the log, a warning or None) for what a sync function returned."""
     if result is None or not hasattr(result, "exit_code"):
         return ("done" if result is None else str(result)), None
-    moved = [f"{k} {n}" for k, n in (("committed", len(result.committed)), ("received", result.received), ("sent", result.sent)) if n]
+    moved = [
+        f"{k} {n}"
+        for k, n in (
+            ("committed", len(result.committed)),
+            ("received", result.received),
+            ("sent", result.sent),
+        )
+        if n
+    ]
     line = f"{result.outcome}" + (f" ({', '.join(moved)})" if moved else "") + f" in {result.seconds:.2f}s"
     problems = [f"peer {p.name} {p.status}: {p.detail}" for p in result.unreachable]
     problems += [f"conflict recorded in {path}" for path in result.conflicts]
@@ -209,7 +230,10 @@ class Watcher:
         self._write_heartbeat()
         log.info(
             "watching %s (quiet %.1fs, max delay %.1fs, safety-net sync every %.0fs)",
-            self.store.memory, self.options.quiet, self.options.max_delay, self.options.interval,
+            self.store.memory,
+            self.options.quiet,
+            self.options.max_delay,
+            self.options.interval,
         )
 
     def stop(self) -> None:
@@ -247,7 +271,9 @@ class Watcher:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
             os.close(fd)
-            raise WatchRunning(f"`anamnesis watch` already runs for {self.store.home} (pid {holder})") from None
+            raise WatchRunning(
+                f"`anamnesis watch` already runs for {self.store.home} (pid {holder})"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
@@ -269,8 +295,6 @@ class Watcher:
 
     def _index_behind(self) -> None:
         """Tell readers of the index that a file changed (see anamnesis.freshness)."""
-        from anamnesis.index import mark_behind
-
         try:
             mark_behind(self.store)
         except OSError as exc:
@@ -298,7 +322,9 @@ class Watcher:
                     return "; ".join(reasons), False
                 due = float("inf")
                 if self._first_event is not None and self._last_event is not None:
-                    due = min(self._last_event + opts.quiet, self._first_event + max(opts.max_delay, opts.quiet))
+                    due = min(
+                        self._last_event + opts.quiet, self._first_event + max(opts.max_delay, opts.quiet)
+                    )
                     if now >= due:
                         return self._take_changes(), True
                 if self._retry_at is not None:
@@ -395,6 +421,7 @@ class Watcher:
         self.last_error_at = time.time()
 
     def _real_sync(self, reason: str) -> Any:
+        # lazy: sync (git, merge) is for the running watcher; search and list only read its heartbeat
         from anamnesis.sync import sync
 
         return sync(self.store)
@@ -403,8 +430,7 @@ class Watcher:
 
     def _arm_observer(self) -> bool:
         """Start watching memory/ (again); False if it does not exist right now."""
-        import warnings
-
+        # lazy: watchdog is for the running watcher; search and list only read its heartbeat
         from watchdog.observers import Observer
 
         # watchdog warns when git creates and removes its temporary object folders quickly; harmless.
@@ -478,6 +504,7 @@ class Watcher:
     # -- discovery --------------------------------------------------------------------
 
     def _start_discovery(self) -> None:
+        # lazy: discovery (zeroconf) is for the running watcher; search and list only read its heartbeat
         from anamnesis.discovery import Announcer
 
         self._discovery_retry_at = time.monotonic() + 60
@@ -516,6 +543,7 @@ class Watcher:
         if not peer.head or self._notified.get(peer.machine_id) == peer.head:
             return
         self._notified[peer.machine_id] = peer.head
+        # lazy: repo is for the running watcher; search and list only read its heartbeat
         from anamnesis.repo import contains_commit
 
         if self.store.memory.is_dir() and not contains_commit(self.store.memory, peer.head):
@@ -540,7 +568,11 @@ class Watcher:
                     return
             try:
                 self._check_observer()
-                if self.options.discovery and self._announcer is None and time.monotonic() >= self._discovery_retry_at:
+                if (
+                    self.options.discovery
+                    and self._announcer is None
+                    and time.monotonic() >= self._discovery_retry_at
+                ):
                     self._start_discovery()
                 if self._announcer is not None and time.monotonic() >= next_network:
                     next_network = time.monotonic() + NETWORK_CHECK
@@ -548,6 +580,7 @@ class Watcher:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + beat
                     self._write_heartbeat()
+                    # lazy: importers are for the running watcher; search and list only read its heartbeat
                     from anamnesis.importers import mirror_changed
 
                     if mirror_changed(self.store):  # a mirrored source changed: the sync imports it
@@ -556,6 +589,7 @@ class Watcher:
                 log.exception("housekeeping failed")
 
     def _write_heartbeat(self, stopped: bool = False) -> None:
+        # lazy: fsutil is off the `list` path, which loads watch only to read the heartbeat
         from anamnesis.fsutil import atomic_write_text
 
         data = {
@@ -576,7 +610,11 @@ class Watcher:
             "head": self._announced_head,
             "peers_seen": self.peers_seen,
             "watching": self.watching_since,
-            "options": {"quiet": self.options.quiet, "interval": self.options.interval, "discovery": self.options.discovery},
+            "options": {
+                "quiet": self.options.quiet,
+                "interval": self.options.interval,
+                "discovery": self.options.discovery,
+            },
         }
         try:
             atomic_write_text(heartbeat_path(self.store), json.dumps(data, indent=1) + "\n")
@@ -586,12 +624,14 @@ class Watcher:
 
 def _needs_a_person(exc: AnamnesisError) -> bool:
     """Errors no retry can fix (memory/ left mid-rebase, on another branch): wait for the user's next change."""
+    # lazy: recovery is for the running watcher; search and list only read its heartbeat
     from anamnesis.recovery import SyncRefused
 
     return isinstance(exc, SyncRefused)
 
 
 def _head(store: Store) -> str | None:
+    # lazy: repo is for the running watcher; search and list only read its heartbeat
     from anamnesis.repo import head
 
     try:
@@ -611,28 +651,36 @@ class _Snapshot(NamedTuple):
 
 def _snapshot(store: Store) -> _Snapshot | None:
     """memory/ as git sees it now; None when git cannot tell (memory/ gone, not a repo)."""
+    # lazy: git is for the running watcher; search and list only read its heartbeat
     from anamnesis.git import run_git
 
     repo = store.memory
     try:
         refs = run_git(repo, "for-each-ref", "--format=%(refname) %(objectname)", check=False, timeout=30)
         branch = run_git(repo, "symbolic-ref", "-q", "HEAD", check=False, timeout=30)
-        status = run_git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", check=False, timeout=30)
+        status = run_git(
+            repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", check=False, timeout=30
+        )
     except AnamnesisError:
         return None
     if refs.returncode or status.returncode:
         return None
-    dirty = tuple(entry[3:] for entry in status.stdout.split("\0") if len(entry) > 3 and is_relevant(entry[3:]))
+    dirty = tuple(
+        entry[3:] for entry in status.stdout.split("\0") if len(entry) > 3 and is_relevant(entry[3:])
+    )
     return _Snapshot(branch.stdout.strip(), _head(store), refs.stdout, dirty)
 
 
 def _unintegrated_incoming(store: Store) -> bool:
     """Whether another machine pushed commits into this store (refs/anamnesis/incoming/*) not yet in HEAD."""
+    # lazy: refs and git are for the running watcher; search and list only read its heartbeat
     from anamnesis import refs
-    from anamnesis.git import run_git
+    from anamnesis.git import run_git  # lazy: git is for the running watcher
 
     try:
-        proc = run_git(store.memory, "rev-list", "--count", refs.INCOMING_GLOB, "^HEAD", check=False, timeout=30)
+        proc = run_git(
+            store.memory, "rev-list", "--count", refs.INCOMING_GLOB, "^HEAD", check=False, timeout=30
+        )
     except AnamnesisError:
         return True
     return proc.returncode != 0 or proc.stdout.strip() not in ("", "0")
@@ -696,11 +744,16 @@ def status_summary(store: Store) -> dict[str, object]:
     if beat.get("syncing_since"):
         parts.append(f"syncing since {_ago(now - float(beat['syncing_since']))}")
     if beat.get("last_sync"):
-        parts.append(f"last sync {_ago(now - float(beat['last_sync']))}" + (" (failed)" if beat.get("last_result") == "failed" else ""))
+        parts.append(
+            f"last sync {_ago(now - float(beat['last_sync']))}"
+            + (" (failed)" if beat.get("last_result") == "failed" else "")
+        )
     else:
         parts.append("no sync yet")
     if now - float(beat.get("beat") or 0) > STALE:
-        parts.append(f"no heartbeat for {_ago(now - float(beat.get('beat') or 0)).removesuffix(' ago')}: it may hang")
+        parts.append(
+            f"no heartbeat for {_ago(now - float(beat.get('beat') or 0)).removesuffix(' ago')}: it may hang"
+        )
     if beat.get("last_error") and beat.get("last_error_at") and now - float(beat["last_error_at"]) < 3600:
         parts.append(f"last error {_ago(now - float(beat['last_error_at']))}: {beat['last_error']}")
     seen = beat.get("peers_seen") or {}

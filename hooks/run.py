@@ -1,7 +1,8 @@
 """The hook entry point: read the event JSON on stdin, do the work, print the context.
 
-Rules, because this runs on the user's critical path: start fast (only json,
-os and sys at import; the core is imported for the event at hand), never
+Rules, because this runs on the user's critical path: start fast (at import
+only what every event loads anyway: paths, settings, redaction, the transcript
+markers; the rest of the core is imported for the event at hand), never
 touch the network, never fail the session. Any error is logged to the
 store's logs/hooks.log and the hook prints nothing and exits 0.
 """
@@ -12,10 +13,15 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    from anamnesis.paths import Store
+from anamnesis.errors import LockTimeout
+from anamnesis.fsutil import atomic_write_text
+from anamnesis.paths import Store, open_store
+from anamnesis.redact import redact_field
+from anamnesis.settings import load_settings
+from anamnesis.transcript import MEMORY_CLOSE
 
 EVENTS = {
     "session-start": "SessionStart",
@@ -34,8 +40,6 @@ def _log(store: Store | None, line: str) -> None:
     """Append one line to logs/hooks.log (rotated at 1 MB), redacted; never raises."""
     try:
         if store is None:
-            from anamnesis.paths import open_store
-
             store = open_store()
         if not store.home.is_dir():  # no store: do not create one just to log into it
             return
@@ -47,8 +51,6 @@ def _log(store: Store | None, line: str) -> None:
         except OSError:
             pass
         try:  # a log line can hold a title or an error's text: never a secret
-            from anamnesis.redact import redact_field
-
             line = redact_field(line)
         except Exception:
             line = "(a log line was withheld: redacting it failed)"
@@ -63,8 +65,6 @@ def _fit(text: str, cap: int = OUTPUT_CAP) -> str:
     """`text` within `cap` as Claude Code counts (UTF-16 code units: an emoji is two), closing tag kept."""
     if len(text) * 2 <= cap or len(text.encode("utf-16-le", "surrogatepass")) // 2 <= cap:
         return text
-    from anamnesis.transcript import MEMORY_CLOSE
-
     tail = f"…\n{MEMORY_CLOSE}\n" if text.endswith(f"{MEMORY_CLOSE}\n") else ""
     room = cap - len(tail)
     used = 0
@@ -95,9 +95,9 @@ def _cwd(data: dict[str, Any]) -> str:
 
 def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     """Build the SessionStart context; record what was shown so recall does not repeat it."""
+    # lazy: only SessionStart injects; keeps it off the other hooks
     from anamnesis.inject import build_context
-    from anamnesis.recall import remember_shown
-    from anamnesis.settings import load_settings
+    from anamnesis.recall import remember_shown  # lazy: keeps recall off the PreCompact and SessionEnd hooks
 
     inject = load_settings(store).get("inject")
     if isinstance(inject, dict) and inject.get("enabled") is False:
@@ -114,7 +114,7 @@ def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
 
 def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     """Recall notes matching the prompt, or print nothing."""
-    from anamnesis.recall import build_recall, remember_shown
+    from anamnesis.recall import build_recall, remember_shown  # lazy: keeps recall off the capture hooks
 
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
@@ -132,11 +132,8 @@ def capture_event(
     store: Store, data: dict[str, Any], event: str, lock_timeout: float | None = None, agent: str = "claude-code"
 ) -> str:
     """Capture the session note; when the store is busy, hand the work to a detached retry."""
-    from pathlib import Path
-
+    # lazy: capture (digest, summaries) is for PreCompact and SessionEnd; keeps it off the prompt hooks
     from anamnesis.capture import LOCK_TIMEOUT, capture, transcript_problem
-    from anamnesis.errors import LockTimeout
-    from anamnesis.settings import load_settings
 
     transcript = data.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
@@ -163,6 +160,7 @@ def capture_event(
         return f"store busy: capture handed to a detached retry (pid {retry})"
     started = ""
     if result.action in ("created", "updated") and result.path:
+        # lazy: a capture hook module; keeps it off the prompt hooks
         from anamnesis.summarize_model import start_background
 
         summary = start_background(store, result.path, transcript)  # off by default: one settings read
@@ -183,6 +181,7 @@ def _lock_timeout(settings: dict[str, Any], default: float) -> float:
 
 def _detached(store: Store, args: list[str]) -> int:
     """Start `python -P ARGS` detached (see `anamnesis.spawn`), output to logs/hooks-background.log."""
+    # lazy: only when a hook detaches work; keeps subprocess off the prompt hooks
     from anamnesis.spawn import spawn_detached
 
     return spawn_detached(store, args, "hooks-background.log")
@@ -190,8 +189,6 @@ def _detached(store: Store, args: list[str]) -> int:
 
 def spawn_sync(store: Store) -> int | None:
     """Start `anamnesis sync` detached (own session, not waited for) when there are peers; its pid."""
-    from anamnesis.settings import load_settings
-
     settings = load_settings(store)
     knobs = settings.get("capture")
     if not settings.get("peers") or (isinstance(knobs, dict) and knobs.get("sync_after") is False):
@@ -200,8 +197,6 @@ def spawn_sync(store: Store) -> int | None:
 
 
 def _spool_retry(store: Store, data: dict[str, Any], event: str, agent: str = "claude-code") -> int:
-    from anamnesis.fsutil import atomic_write_text
-
     spool = store.state_dir / "spool"
     name = "".join(c for c in str(data.get("session_id") or "unknown") if c.isalnum() or c in "-_")[:80]
     path = spool / f"capture-{name or 'unknown'}-{event}.json"
@@ -211,8 +206,6 @@ def _spool_retry(store: Store, data: dict[str, Any], event: str, agent: str = "c
 
 def capture_retry(store: Store, spool_file: str) -> str:
     """The detached second try of a capture that found the store busy (waits longer)."""
-    from pathlib import Path
-
     path = Path(spool_file)
     payload = json.loads(path.read_text(encoding="utf-8"))
     agent = str(payload.get("agent") or "claude-code")
@@ -238,8 +231,6 @@ def main(argv: list[str] | None = None) -> int:
             at = args.index("--agent")
             agent = AGENTS.get(args[at + 1] if at + 1 < len(args) else "", agent)
             del args[at : at + 2]
-        from anamnesis.paths import open_store
-
         store = open_store(home)
         if event == "capture-retry":
             note = capture_retry(store, args[1])
@@ -268,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
         _log(store, f"{event}: {note} ({(time.perf_counter() - started) * 1000:.0f} ms)")
     except BaseException as exc:  # a memory hook must never fail or block the session
-        import traceback
+        import traceback  # lazy: only a failed event formats a traceback
 
         detail = "".join(traceback.format_exception(exc)).rstrip().replace("\n", "\n    ")
         _log(store, f"{event}: FAILED {type(exc).__name__}: {exc}\n    {detail}")

@@ -37,6 +37,7 @@ from anamnesis.agents.files import (
     read_text,
     same_json,
 )
+from anamnesis.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -60,7 +61,9 @@ class Agent(ABC):
         return shutil.which(self.binary) is not None or self.config_dir().is_dir()
 
     @abstractmethod
-    def plan_install(self, store: Store, python: str | None = None, with_instructions: bool = True) -> list[FileChange]:
+    def plan_install(
+        self, store: Store, python: str | None = None, with_instructions: bool = True
+    ) -> list[FileChange]:
         """The changes init would make (nothing written); raises AgentConfigError on a file it cannot edit."""
 
     @abstractmethod
@@ -87,8 +90,6 @@ def read_manifest(store: Store) -> dict[str, Any]:
 
 def write_manifest(store: Store, data: dict[str, Any]) -> None:
     """Record what init created (removed again when nothing is left in it)."""
-    from anamnesis.fsutil import atomic_write_text
-
     path = store.state_dir / MANIFEST
     if not data:
         path.unlink(missing_ok=True)
@@ -110,7 +111,9 @@ class McpFileAgent(Agent):
         """The instructions file the agent reads in every session (None: it has none)."""
 
     @abstractmethod
-    def add_server(self, path: Path, text: str | None, python: str, home: str | None) -> tuple[str, list[str], list[str]]:
+    def add_server(
+        self, path: Path, text: str | None, python: str, home: str | None
+    ) -> tuple[str, list[str], list[str]]:
         """(text after, what changed, containers created) with our server entry in the file."""
 
     @abstractmethod
@@ -125,12 +128,16 @@ class McpFileAgent(Agent):
     def parsed(self, text: str) -> Any:
         """The settings a text of the config file holds (for finding the backup to give back)."""
 
-    def plan_install(self, store: Store, python: str | None = None, with_instructions: bool = True) -> list[FileChange]:
+    def plan_install(
+        self, store: Store, python: str | None = None, with_instructions: bool = True
+    ) -> list[FileChange]:
         python = python or python_path()
         path = self.config_path()
         text = read_text(path)
         after, what, created = self.add_server(path, text, python, custom_home(store))
-        changes = [FileChange(path, text, after, mode_of(path, self.file_mode), what, created, same=self.same)]
+        changes = [
+            FileChange(path, text, after, mode_of(path, self.file_mode), what, created, same=self.same)
+        ]
         notes = self.instructions_path()
         if with_instructions and notes is not None:
             text = read_text(notes)
@@ -157,8 +164,17 @@ class McpFileAgent(Agent):
         notes = self.instructions_path()
         text = read_text(notes) if notes is not None else None
         if notes is not None and text is not None and instructions.present(text):
-            after = backup_holding(notes, lambda old: instructions.add(old) == text) or instructions.remove(text)
-            change = FileChange(notes, text, after, mode_of(notes, 0o644), ["removed the memory instructions block"], same=None)
+            after = backup_holding(notes, lambda old: instructions.add(old) == text) or instructions.remove(
+                text
+            )
+            change = FileChange(
+                notes,
+                text,
+                after,
+                mode_of(notes, 0o644),
+                ["removed the memory instructions block"],
+                same=None,
+            )
             change.remove = FILE_CREATED in created_by.get(str(notes), []) and not after.strip()
             changes.append(change)
         return changes
@@ -192,7 +208,9 @@ class JsonMcpAgent(McpFileAgent):
     def entry(self, python: str, home: str | None) -> dict[str, Any]:
         """Our server entry, in the agent's own schema."""
 
-    def add_server(self, path: Path, text: str | None, python: str, home: str | None) -> tuple[str, list[str], list[str]]:
+    def add_server(
+        self, path: Path, text: str | None, python: str, home: str | None
+    ) -> tuple[str, list[str], list[str]]:
         data = parse_json(path, text)
         new = copy.deepcopy(data)
         created = [] if self.servers_key in data else [self.servers_key]
@@ -220,4 +238,3 @@ class JsonMcpAgent(McpFileAgent):
 
     def parsed(self, text: str) -> Any:
         return loads_json(text) if text.strip() else {}
-

@@ -57,6 +57,7 @@ from anamnesis.agents.files import (
     python_path,
     read_json,
 )
+from anamnesis.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -221,8 +222,6 @@ def _manifest_path(store: Store) -> Path:
 
 def install(store: Store, python: str | None = None) -> list[str]:
     """Register the MCP server, hooks and permission; idempotent; returns what was done."""
-    from anamnesis.fsutil import atomic_write_text
-
     changes = plan_install(store, python)  # refuses (raises) before anything is written
     manifest = _read_manifest(store)
     for change in changes:
@@ -311,7 +310,11 @@ def plan_uninstall(store: Store) -> list[FileChange]:
 def _removal(
     path: Path, text: str | None, new: dict[str, Any], what: list[str], created: list[str], mode: int
 ) -> FileChange:
-    after = (backup_holding(path, lambda text: loads_json(text) == new) or edited_json(text, new)) if what else (text or "")
+    after = (
+        (backup_holding(path, lambda text: loads_json(text) == new) or edited_json(text, new))
+        if what
+        else (text or "")
+    )
     change = FileChange(path, text, after, mode, what)
     change.remove = bool(what) and not new and FILE_CREATED in created
     return change
@@ -342,7 +345,9 @@ class ClaudeCode(Agent):
         """Always: hooks and server are registered ahead of a later install."""
         return True
 
-    def plan_install(self, store: Store, python: str | None = None, with_instructions: bool = True) -> list[FileChange]:
+    def plan_install(
+        self, store: Store, python: str | None = None, with_instructions: bool = True
+    ) -> list[FileChange]:
         return plan_install(store, python)
 
     def plan_uninstall(self, store: Store) -> list[FileChange]:

@@ -63,11 +63,15 @@ class Codex(McpFileAgent):
             ) from None
         servers = data.get(TABLE)
         if servers is not None and not isinstance(servers, dict):
-            raise AgentConfigError(f"{path}: {TABLE!r} is not a table; fix it and run again — nothing was changed")
+            raise AgentConfigError(
+                f"{path}: {TABLE!r} is not a table; fix it and run again — nothing was changed"
+            )
         return data
 
-    def add_server(self, path: Path, text: str | None, python: str, home: str | None) -> tuple[str, list[str], list[str]]:
-        import tomlkit
+    def add_server(
+        self, path: Path, text: str | None, python: str, home: str | None
+    ) -> tuple[str, list[str], list[str]]:
+        import tomlkit  # lazy: tomlkit (~20 ms) only to edit Codex's config.toml; init loads every agent
 
         data = self._load(path, text)
         created = [] if TABLE in data else [TABLE]
@@ -106,7 +110,7 @@ class Codex(McpFileAgent):
         return after, what, created
 
     def remove_server(self, path: Path, text: str, created: list[str]) -> tuple[str, list[str]]:
-        import tomlkit
+        import tomlkit  # lazy: tomlkit (~20 ms) only to edit Codex's config.toml; init loads every agent
 
         data = self._load(path, text)
         if SERVER_NAME not in data.get(TABLE, {}):
@@ -133,7 +137,7 @@ class Codex(McpFileAgent):
 
 def _render(entry: dict[str, Any]) -> str:
     """Our table as TOML text (values escaped by tomlkit)."""
-    import tomlkit
+    import tomlkit  # lazy: tomlkit (~20 ms) only to edit Codex's config.toml; init loads every agent
 
     lines = [f"[{TABLE}.{SERVER_NAME}]"]
     for key, value in entry.items():

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from anamnesis import jsonedit
 from anamnesis.errors import AnamnesisError
+from anamnesis.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -204,8 +205,6 @@ def backup_holding(path: Path, matches: Callable[[str], bool]) -> str | None:
 
 def apply(changes: list[FileChange]) -> list[str]:
     """Write the changed files (backup first, atomically, keeping modes); returns what was done."""
-    from anamnesis.fsutil import atomic_write_text
-
     done: list[str] = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for change in changes:

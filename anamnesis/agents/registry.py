@@ -11,10 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anamnesis.agents.base import Agent
+from anamnesis.agents import instructions
+from anamnesis.agents.base import Agent, McpFileAgent
 from anamnesis.agents.claude import ClaudeCode
 from anamnesis.agents.codex import Codex
-from anamnesis.agents.files import FileChange, describe
+from anamnesis.agents.files import FileChange, describe, read_text
 from anamnesis.agents.gemini import Gemini
 from anamnesis.agents.opencode import OpenCode
 from anamnesis.errors import AnamnesisError, UsageError
@@ -92,13 +93,8 @@ def remove(store: Store, agents: list[Agent]) -> list[str]:
     return done
 
 
-
 def lacking_instructions(agents: list[Agent]) -> list[Path]:
     """The instructions files of these agents that do not hold the memory block yet (init asks first)."""
-    from anamnesis.agents import instructions
-    from anamnesis.agents.base import McpFileAgent
-    from anamnesis.agents.files import read_text
-
     lacking: list[Path] = []
     for agent in agents:
         path = agent.instructions_path() if isinstance(agent, McpFileAgent) else None

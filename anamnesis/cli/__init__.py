@@ -6,9 +6,13 @@ the core lazily so `anamnesis --help` and quick commands start fast.
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import typer
+
+from anamnesis import version_text
+from anamnesis.cli import notes, semantic, setup
 
 app = typer.Typer(
     name="anamnesis",
@@ -27,8 +31,6 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from anamnesis import version_text
-
         print(version_text())
         raise typer.Exit()
 
@@ -43,19 +45,11 @@ def _root(
 
 
 def _register_all() -> None:
-    from anamnesis.cli import notes, semantic, setup
-
     setup.register(app)
     notes.register(app)
     semantic.register(app)
     for name in ("sync", "claude", "summary", "watch", "web", "importer"):
-        try:
-            module = __import__(f"anamnesis.cli.{name}", fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"anamnesis.cli.{name}":
-                raise
-            continue
-        module.register(app)
+        __import__(f"anamnesis.cli.{name}", fromlist=["register"]).register(app)
 
 
 _register_all()
@@ -64,10 +58,12 @@ _register_all()
 def main() -> None:
     """Run the CLI; user-facing errors become one line on stderr and an exit code."""
     if sys.argv[1:] in (["--help"], ["-h"]):  # drawn without rich: see anamnesis.cli._help
+        # lazy: only --help draws this hand-made screen; other commands skip it
         from anamnesis.cli._help import render
 
         sys.stdout.write(render(app))
         sys.exit(0)
+    # lazy: after the --help exit, so --help does not load anamnesis.errors
     from anamnesis.errors import AnamnesisError
 
     try:
@@ -79,8 +75,6 @@ def main() -> None:
         print(f"anamnesis: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a file system refusal (home is a file, disk full, no permission)
-        import errno
-
         where = f": {exc.filename}" if exc.filename else ""
         print(f"anamnesis: error: {exc.strerror or exc}{where}", file=sys.stderr)
         sys.exit(8 if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 1)  # 8: as DiskFull
@@ -97,6 +91,7 @@ def main() -> None:
         if sqlite3 is None or not isinstance(exc, sqlite3.Error):
             raise
         # SQL run outside the index's own methods: told apart by SQLite's result code, as the index does
+        # lazy: only an SQLite error needs it; keeps anamnesis.catalog off --help and --version
         from anamnesis.catalog import index_error
 
         mapped = index_error(exc)

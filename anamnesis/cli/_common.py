@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,7 +19,7 @@ if TYPE_CHECKING:
 
 def get_store(require: bool = True) -> Store:
     """The store at ANAMNESIS_HOME; with `require`, a clear error if it is not initialised."""
-    from anamnesis.paths import open_store
+    from anamnesis.paths import open_store  # lazy: --help imports this module but opens no store
 
     store = open_store()
     return store.require() if require else store
@@ -29,7 +32,7 @@ def print_json(data: Any) -> None:
 
 def console(stderr: bool = False) -> Console:
     """A rich console (imported lazily: rich costs start-up time)."""
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich stays off --help and off piped search output
 
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
@@ -45,6 +48,7 @@ def read_stdin_if_piped() -> str | None:
 def counting(what: str, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
     """A progress bar on stderr for long work that counts (`what`: "indexing notes"); yields the
     `progress(done, total)` callback the core takes. `quiet` (say, with --json) shows nothing."""
+    # lazy: rich stays off --help and off piped search output
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(
@@ -59,3 +63,27 @@ def counting(what: str, quiet: bool = False) -> Iterator[Callable[[int, int], No
     ) as bar:
         task = bar.add_task(what, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def run_editor(path: Path, unchanged: str = "nothing was saved") -> None:
+    """Open `path` in $VISUAL / $EDITOR (vi if neither is set) and wait for it; `unchanged` says
+    what a failed editor means for the command (nothing saved, nothing committed)."""
+    import shlex  # lazy: --help loads every command module; shlex only for $EDITOR
+
+    from anamnesis.errors import AnamnesisError, UsageError  # lazy: --help loads every command module
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ""
+    if not editor:
+        if sys.stdin is None or not sys.stdin.isatty():  # vi with no terminal waits forever
+            raise UsageError("no $EDITOR set and no terminal to run vi in; set $EDITOR (or use --body / stdin)")
+        editor = "vi"
+    try:
+        command = shlex.split(editor)
+    except ValueError as exc:
+        raise UsageError(f"cannot read $EDITOR {editor!r}: {exc}") from None
+    try:
+        code = subprocess.call([*command, str(path)])
+    except FileNotFoundError:
+        raise AnamnesisError(f"editor {editor!r} not found; set $EDITOR") from None
+    if code != 0:
+        raise AnamnesisError(f"editor {editor!r} exited with status {code}; {unchanged}")

@@ -18,6 +18,7 @@ def register(app: typer.Typer) -> None:
 
 def mcp() -> None:
     """Run the MCP server on stdin/stdout (Claude Code starts this itself after `anamnesis init`)."""
+    # lazy: --help loads every command module; the MCP SDK is for `anamnesis mcp` only
     from anamnesis.mcp_server import serve
 
     serve(get_store(require=False))
@@ -28,7 +29,7 @@ def hook(
 ) -> None:
     """Run a Claude Code hook by hand (reads the event JSON on stdin; what Claude Code runs is
     `python -P -m anamnesis.hooks EVENT`, which starts faster)."""
-    from anamnesis.hooks.run import main
+    from anamnesis.hooks.run import main  # lazy: --help loads every command module
 
     raise typer.Exit(main([event]))
 
@@ -43,7 +44,7 @@ def inject(
     ),
 ) -> None:
     """Print what the SessionStart hook would inject for a session in this folder."""
-    from anamnesis.inject import build_context
+    from anamnesis.inject import build_context  # lazy: --help loads every command module
 
     store = get_store()
     text, shown = build_context(store, cwd.resolve(), budget=budget)
@@ -65,9 +66,9 @@ def capture(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Write (or update) the session note of a transcript, as the SessionEnd hook does."""
-    from anamnesis.capture import AGENTS
-    from anamnesis.capture import capture as run_capture
-    from anamnesis.errors import UsageError
+    from anamnesis.capture import AGENTS  # lazy: --help loads every command module
+    from anamnesis.capture import capture as run_capture  # lazy: --help loads every command module
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
 
     if agent not in AGENTS:
         raise UsageError(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")

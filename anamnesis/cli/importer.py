@@ -49,8 +49,8 @@ def import_(
       anamnesis import claude-auto-memory --mirror   and keep it mirrored at every sync
       anamnesis import markdown ~/vault -p github.com/acme/api -g vault --print
     """
-    from anamnesis.errors import UsageError
-    from anamnesis.importers import SOURCES, run_import, set_mirror
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.importers import SOURCES, run_import, set_mirror  # lazy: --help loads every command module
 
     if source not in SOURCES:
         raise UsageError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
@@ -74,7 +74,7 @@ def import_(
             data["mirror"] = mirrored
         print_json(data)
         return
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
     out = console()
     for step in report.steps:

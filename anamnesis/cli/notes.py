@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json, read_stdin_if_piped
+from anamnesis.cli._common import console, get_store, print_json, read_stdin_if_piped, run_editor
 
 if TYPE_CHECKING:
     from anamnesis.index import Hit
@@ -31,7 +33,7 @@ def _tags(values: list[str] | None) -> list[str]:
 
 
 def _check_type(kind: str | None) -> None:
-    from anamnesis.notes import check_type
+    from anamnesis.notes import check_type  # lazy: --help loads every command module
 
     if kind is not None:
         check_type(kind)
@@ -41,44 +43,18 @@ def _project_option(project: str | None, here: bool, global_: bool = False, opti
     if global_:
         return None
     if project:
-        from anamnesis.project import check_project_key
+        from anamnesis.project import check_project_key  # lazy: --help loads every command module
 
         return check_project_key(project)  # the rule MCP applies too: a key, never a path
     if here:
-        from anamnesis.errors import UsageError
-        from anamnesis.project import detect_project
+        from anamnesis.errors import UsageError  # lazy: --help loads every command module
+        from anamnesis.project import detect_project  # lazy: --help loads every command module
 
         key = detect_project(Path.cwd())
         if key is None and not optional:  # as a filter, None would match every note
             raise UsageError("--here: this folder is in no project (no git repo or .anamnesis-project); use -p KEY")
         return key
     return None
-
-
-def run_editor(path: Path) -> None:
-    """Open `path` in $VISUAL / $EDITOR (vi if neither is set) and wait for it."""
-    import os
-    import shlex
-    import subprocess
-    import sys
-
-    from anamnesis.errors import AnamnesisError, UsageError
-
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ""
-    if not editor:
-        if sys.stdin is None or not sys.stdin.isatty():  # vi with no terminal waits forever
-            raise UsageError("no $EDITOR set and no terminal to run vi in; set $EDITOR (or use --body / stdin)")
-        editor = "vi"
-    try:
-        command = shlex.split(editor)
-    except ValueError as exc:
-        raise UsageError(f"cannot read $EDITOR {editor!r}: {exc}") from None
-    try:
-        code = subprocess.call([*command, str(path)])
-    except FileNotFoundError:
-        raise AnamnesisError(f"editor {editor!r} not found; set $EDITOR") from None
-    if code != 0:
-        raise AnamnesisError(f"editor {editor!r} exited with status {code}; nothing was saved")
 
 
 def new(
@@ -103,9 +79,13 @@ def new(
       anamnesis new "Answer in British English" -t preference
       anamnesis new "Pool size is now 40" -b "Raised for Black Friday." --supersedes 7k2m
     """
-    from anamnesis.errors import UsageError
-    from anamnesis.notes import GLOBAL_TYPES, check_type
-    from anamnesis.store import check_writable, create_note, resolve_supersedes
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.notes import GLOBAL_TYPES, check_type  # lazy: --help loads every command module
+    from anamnesis.store import (  # lazy: --help loads every command module
+        check_writable,
+        create_note,
+        resolve_supersedes,
+    )
 
     store = get_store()
     check_type(type)
@@ -128,10 +108,9 @@ def new(
 
 
 def _body_from_editor(kind: str, title: str) -> str:
-    import os
-    import tempfile
+    import tempfile  # lazy: --help loads every command module; tempfile only for the editor
 
-    from anamnesis.resources import read_template
+    from anamnesis.resources import read_template  # lazy: --help loads every command module
 
     try:
         seed = read_template(f"note-{kind}.md")
@@ -157,8 +136,6 @@ def _body_from_editor(kind: str, title: str) -> str:
 def _hits_table(hits: list[Hit], with_snippet: bool) -> None:
     """Search results, three lines each; styled by rich in a terminal, plain text into a pipe
     (an agent's shell, a script), where rich's start-up would be most of the command's time."""
-    import sys
-
     lines: list[list[tuple[str, str]]] = []  # each line as (text, rich style) pieces
     if not hits:
         lines.append([("no notes found", "dim")])
@@ -203,7 +180,7 @@ def _squeezed(parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def _escape(text: str) -> str:
     """Text from notes, shown literally (a `[/red]` in a title or project is not markup)."""
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: rich stays off --help and off piped search output
 
     return escape(text)
 
@@ -239,11 +216,11 @@ def search(
       anamnesis search 'redis NOT cluster' --json
       anamnesis search "connection pool" --all      only notes with every word
     """
-    from anamnesis.freshness import catch_up
-    from anamnesis.index import open_index
-    from anamnesis.project import detect_project
-    from anamnesis.search import search as run_search
-    from anamnesis.semantic import start_background_update
+    from anamnesis.freshness import catch_up  # lazy: --help loads every command module
+    from anamnesis.index import open_index  # lazy: --help loads every command module
+    from anamnesis.project import detect_project  # lazy: --help loads every command module
+    from anamnesis.search import search as run_search  # lazy: --help loads every command module
+    from anamnesis.semantic import start_background_update  # lazy: --help loads every command module
 
     store = get_store()
     _check_type(type)
@@ -283,15 +260,13 @@ def show(
       anamnesis show global/facts/use-pg-bouncer-7k2m9q4x1c.md
       anamnesis show 7k2m9q4x1c --json              fields, body and problems
     """
-    from anamnesis.store import read_note, resolve_ref, safe_path
+    from anamnesis.store import read_note, resolve_ref, safe_path  # lazy: --help loads every command module
 
     store = get_store()
     if json_out:
         print_json({"problems": [], **read_note(store, ref).to_dict()})
         return
     path = safe_path(store, resolve_ref(store, ref))
-    import sys
-
     sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
 
 
@@ -314,8 +289,8 @@ def list_(
       anamnesis list -g postgres --since 2026-11-01 --until 2026-11-30
       anamnesis list --conflicts
     """
-    from anamnesis.freshness import catch_up
-    from anamnesis.index import open_index
+    from anamnesis.freshness import catch_up  # lazy: --help loads every command module
+    from anamnesis.index import open_index  # lazy: --help loads every command module
 
     store = get_store()
     _check_type(type)
@@ -333,7 +308,7 @@ def list_(
     if json_out:
         print_json([{"problems": [], **h.to_dict()} for h in hits])
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich stays off --help, which loads every command module
 
     table = Table(box=None, padding=(0, 2), header_style="bold")
     for column in ("updated", "type", "project", "title", "id"):
@@ -367,8 +342,14 @@ def edit(
       anamnesis edit 9x8w --supersedes 7k2m           9x8w replaces 7k2m
       anamnesis edit 9x8w --no-supersedes
     """
-    from anamnesis.errors import AnamnesisError
-    from anamnesis.store import check_writable, resolve_ref, safe_path, save_edited_text, update_note
+    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.store import (  # lazy: --help loads every command module
+        check_writable,
+        resolve_ref,
+        safe_path,
+        save_edited_text,
+        update_note,
+    )
 
     store = get_store()
     if supersedes or no_supersedes:
@@ -405,10 +386,14 @@ def _edit_copy(store: Store, name: str, data: bytes) -> Path:
     the same path as every write; when a check fails, the person's text stays
     in this copy and the error names it.
     """
-    import tempfile
+    import tempfile  # lazy: --help loads every command module; tempfile only for the editor
 
-    from anamnesis.errors import DiskFull
-    from anamnesis.fsutil import free_bytes, human_bytes, is_out_of_space
+    from anamnesis.errors import DiskFull  # lazy: --help loads every command module
+    from anamnesis.fsutil import (  # lazy: --help loads every command module
+        free_bytes,
+        human_bytes,
+        is_out_of_space,
+    )
 
     folder = store.state_dir / "edit"
     try:
@@ -428,14 +413,12 @@ def _edit_copy(store: Store, name: str, data: bytes) -> Path:
 
 
 def _drop_copy(copy: Path) -> None:
-    import shutil
-
     shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def record_hand_edit(store: Store, relpath: str) -> None:
     """After a person edited a file in place: stamp `updated`, re-index it, commit it (or none of that)."""
-    from anamnesis.store import safe_path, save_edited_text
+    from anamnesis.store import safe_path, save_edited_text  # lazy: --help loads every command module
 
     save_edited_text(store, relpath, safe_path(store, relpath).read_bytes())
 
@@ -451,8 +434,7 @@ def rm(
       anamnesis rm 7k2m                             asks first when run in a terminal
       anamnesis rm 7k2m9q4x1c -y --json
     """
-    import sys
-
+    # lazy: --help loads every command module
     from anamnesis.store import check_writable, delete_note, read_note
 
     store = get_store()
@@ -482,7 +464,7 @@ def mv(
       anamnesis mv 7k2m global/facts/pool-settings-7k2m9q4x1c.md
       anamnesis mv 7k2m projects/github.com-acme-api/facts/use-pg-bouncer-7k2m9q4x1c.md --json
     """
-    from anamnesis.store import move_note
+    from anamnesis.store import move_note  # lazy: --help loads every command module
 
     store = get_store()
     moved = move_note(store, ref, new_path)

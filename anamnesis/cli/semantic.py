@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
 
 def embed_with_progress(quiet: bool = False, wait: bool = True) -> int:
     """Embed every note without a current vector, with a progress bar; returns how many."""
-    from anamnesis.semantic import update_vectors
+    from anamnesis.semantic import update_vectors  # lazy: --help loads every command module
 
     store = get_store()
     with counting("embedding notes", quiet) as progress:
@@ -57,10 +57,11 @@ def enable(
       anamnesis semantic enable --model-dir ~/models/all-MiniLM-L6-v2
       anamnesis semantic enable --background          return at once; embedding goes on
     """
+    # lazy: rich stays off --help, which loads every command module
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    from anamnesis.semantic import enable as enable_semantic
-    from anamnesis.semantic import start_background_update
+    from anamnesis.semantic import enable as enable_semantic  # lazy: --help loads every command module
+    from anamnesis.semantic import start_background_update  # lazy: --help loads every command module
 
     store = get_store()
     if model_dir is not None:
@@ -97,7 +98,7 @@ def enable(
 @semantic_app.command()
 def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Turn semantic search off here (keyword search only). Vectors are kept for a later enable."""
-    from anamnesis.semantic import disable as disable_semantic
+    from anamnesis.semantic import disable as disable_semantic  # lazy: --help loads every command module
 
     disable_semantic(get_store())
     if json_out:
@@ -109,7 +110,7 @@ def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
 @semantic_app.command()
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Is semantic search on, which model, and how many notes have vectors."""
-    from anamnesis.semantic import status as semantic_status
+    from anamnesis.semantic import status as semantic_status  # lazy: --help loads every command module
 
     info = semantic_status(get_store())
     if json_out:

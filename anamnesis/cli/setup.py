@@ -6,12 +6,17 @@ own step below, and every step honours --print (plan only, write nothing).
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
 from anamnesis.cli._common import console, counting, get_store, print_json
+from anamnesis.cli.semantic import embed_with_progress
+from anamnesis.cli.sync import InitSyncStep
+from anamnesis.cli.watch import init_discovery_step
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -70,7 +75,7 @@ def init(
       anamnesis init --peer me@desk.tailnet.ts.net:.anamnesis/memory
       anamnesis init --local-only                     just the store
     """
-    from anamnesis.store import check_home
+    from anamnesis.store import check_home  # lazy: --help loads every command module
 
     store = get_store(require=False)
     check_home(store)  # a file where the store should be: one line naming it, before any step
@@ -81,6 +86,7 @@ def init(
     # -- agents step (anamnesis/agents): planned (and checked) before anything is written, applied after the store --
     agents_step = None
     if not local_only:
+        # lazy: --help loads every command module
         from anamnesis.agents.registry import AgentsStep, chosen, lacking_instructions
 
         agents = chosen(agent, with_claude=not no_claude)
@@ -102,8 +108,7 @@ def init(
     # -- sync step (anamnesis/cli/sync.py): join --peer, first sync, offer the schedule --
     sync_step = None
     if not local_only:
-        from anamnesis.cli.sync import InitSyncStep
-        from anamnesis.setup_plan import EVERY
+        from anamnesis.setup_plan import EVERY  # lazy: --help loads every command module
 
         sync_step = InitSyncStep(store, peer, peer_name, schedule, every=EVERY)
         plan.extend(sync_step.planned)
@@ -111,15 +116,13 @@ def init(
     if print_only:
         _report_init(plan or ["store exists; nothing to do for the store"], json_out, planned=True)
         return
-    from anamnesis.store import init_store
+    from anamnesis.store import init_store  # lazy: --help loads every command module
 
     done.extend(init_store(store))
     if agents_step is not None:  # agents step
         done.extend(agents_step.apply())
     # -- discovery step (anamnesis/cli/watch.py): offer the machines found on the LAN / tailnet --
     if not local_only and not peer:
-        from anamnesis.cli.watch import init_discovery_step
-
         done.extend(init_discovery_step(store, _interactive() and not json_out))
     # -- end of the discovery step --
     if sync_step is not None:  # sync step
@@ -145,6 +148,7 @@ def uninstall(
       anamnesis uninstall --print                   show every change, write nothing
       anamnesis uninstall --agent codex             only Codex CLI
     """
+    # lazy: --help loads every command module
     from anamnesis.agents.registry import AGENTS, chosen, plan_removal, remove, titled
 
     store = get_store(require=False)
@@ -170,7 +174,7 @@ def uninstall(
 
 def _uninstall_schedule(store: Store) -> list[str]:
     """Remove the sync timer / LaunchAgent that init installed, if there is one."""
-    from anamnesis import schedule
+    from anamnesis import schedule  # lazy: --help loads every command module
 
     outcome = schedule.remove(store)
     done = [f"removed {path}" for path in outcome.removed]
@@ -178,8 +182,6 @@ def _uninstall_schedule(store: Store) -> list[str]:
 
 
 def _interactive() -> bool:
-    import sys
-
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
@@ -201,10 +203,8 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
       anamnesis status
       ANAMNESIS_HOME=/tmp/try anamnesis status --json
     """
-    import time
-
-    from anamnesis.index import open_index
-    from anamnesis.settings import load_settings
+    from anamnesis.index import open_index  # lazy: --help loads every command module
+    from anamnesis.settings import load_settings  # lazy: --help loads every command module
 
     store = get_store()
     settings = load_settings(store)
@@ -226,14 +226,14 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     }
     for extra in _status_extras(store):
         info.update(extra)
-    from anamnesis.semantic import status as semantic_status
+    from anamnesis.semantic import status as semantic_status  # lazy: --help loads every command module
 
     info["semantic"] = semantic_status(store)
     if json_out:
         print_json(info)
         return
-    from rich.markup import escape
-    from rich.table import Table
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
+    from rich.table import Table  # lazy: rich stays off --help, which loads every command module
 
     out = console()
     table = Table(show_header=False, box=None, padding=(0, 2))
@@ -269,7 +269,7 @@ def _semantic_line(info: dict[str, object]) -> str:
 
 def _status_extras(store: Store) -> list[dict[str, object]]:
     """Lines other areas contribute to `status` (sync log, watch heartbeat), when present."""
-    from anamnesis import synclog, watch
+    from anamnesis import synclog, watch  # lazy: --help loads every command module
 
     return [synclog.status_summary(store), watch.status_summary(store)]
 
@@ -285,7 +285,7 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
       anamnesis doctor
       anamnesis doctor --json || echo "needs attention"
     """
-    from anamnesis.doctor import SUGGESTION, run_checks
+    from anamnesis.doctor import SUGGESTION, run_checks  # lazy: --help loads every command module
 
     store = get_store(require=False)
     found = run_checks(store)
@@ -300,7 +300,7 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
             }
         )
     else:
-        from rich.markup import escape
+        from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
         out = console()
         if not findings:
@@ -330,9 +330,9 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
       anamnesis reindex --json                      counts and files that could not be indexed
     """
 
-    from anamnesis.index import Index
-    from anamnesis.lock import store_lock
-    from anamnesis.semantic import engine_for
+    from anamnesis.index import Index  # lazy: --help loads every command module
+    from anamnesis.lock import store_lock  # lazy: --help loads every command module
+    from anamnesis.semantic import engine_for  # lazy: --help loads every command module
 
     store = get_store()
     with store_lock(store, "reindex"):
@@ -344,8 +344,6 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
             )
     embedded = None
     if engine_for(store) is not None:
-        from anamnesis.cli.semantic import embed_with_progress
-
         embedded = embed_with_progress(quiet=json_out)
     if json_out:
         data = report.to_dict()
@@ -353,7 +351,7 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
             data["embedded"] = embedded
         print_json(data)
         return
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
     out = console()
     out.print(f"indexed {report.added} notes in {report.seconds:.2f}s")
@@ -377,8 +375,8 @@ def project(
       anamnesis project ~/src/api --json
       echo acme/api > .anamnesis-project            pin the key (commit this file)
     """
-    from anamnesis.errors import UsageError
-    from anamnesis.project import project_key
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.project import project_key  # lazy: --help loads every command module
 
     if not path.exists():
         raise UsageError(f"no such folder: {path}")

@@ -60,7 +60,7 @@ def enable(
       anamnesis summary enable --provider claude --model sonnet
       anamnesis summary enable --provider api --key-env MY_ANTHROPIC_KEY
     """
-    from anamnesis import summarize_model
+    from anamnesis import summarize_model  # lazy: --help loads every command module
 
     store = get_store()
     summarize_model.enable(
@@ -85,7 +85,7 @@ def enable(
 @summary_app.command()
 def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Turn off the model-written summary here (summaries already in notes stay)."""
-    from anamnesis import summarize_model
+    from anamnesis import summarize_model  # lazy: --help loads every command module
 
     store = get_store()
     summarize_model.disable(store)
@@ -98,7 +98,7 @@ def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
 @summary_app.command()
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Show whether the model summary is on, its provider and model, and whether it can run now."""
-    from anamnesis import summarize_model
+    from anamnesis import summarize_model  # lazy: --help loads every command module
 
     info = summarize_model.status(get_store())
     if json_out:
@@ -132,8 +132,8 @@ def run(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Ask the model for a summary of one session note now and add it to the note."""
-    from anamnesis import summarize_model
-    from anamnesis.errors import AnamnesisError
+    from anamnesis import summarize_model  # lazy: --help loads every command module
+    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
 
     store = get_store()
     if not hook:
@@ -143,7 +143,7 @@ def run(
         else:
             console().print(f"{result.action} {store.memory / result.path} ({result.detail})")
         return
-    from anamnesis.hooks.run import _log as hooks_log
+    from anamnesis.hooks.run import _log as hooks_log  # lazy: --help loads every command module
 
     try:
         if not summarize_model.config_of(store).enabled:

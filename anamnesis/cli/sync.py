@@ -6,11 +6,12 @@ Thin adapter: every command calls one core function (anamnesis.sync,
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json
+from anamnesis.cli._common import console, get_store, print_json, run_editor
 
 if TYPE_CHECKING:
     from anamnesis.sync import SyncResult
@@ -62,14 +63,14 @@ def sync(
     same-line conflict is written into the note as standard conflict markers
     and committed, so every machine sees it and unrelated notes keep syncing.
     """
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
-    from anamnesis.errors import AnamnesisError
-    from anamnesis.git import stop_on_signals
-    from anamnesis.peers import EXIT_STALE, stale_peers
-    from anamnesis.schedule import parse_duration
-    from anamnesis.sync import SyncRefused
-    from anamnesis.sync import sync as run_sync
+    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.git import stop_on_signals  # lazy: --help loads every command module
+    from anamnesis.peers import EXIT_STALE, stale_peers  # lazy: --help loads every command module
+    from anamnesis.schedule import parse_duration  # lazy: --help loads every command module
+    from anamnesis.sync import SyncRefused  # lazy: --help loads every command module
+    from anamnesis.sync import sync as run_sync  # lazy: --help loads every command module
 
     limit = parse_duration(fail_after) if fail_after else None
     store = get_store()
@@ -103,7 +104,7 @@ def sync(
 
 
 def _print_result(result: SyncResult, quiet: bool) -> None:
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
     out = console()
     problems = bool(result.conflicts or result.unreachable)
@@ -145,8 +146,13 @@ def peers_add(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Add a peer (stored in this machine's settings, never in memory/)."""
-    from anamnesis.git import stop_on_signals
-    from anamnesis.peers import PeerNotFound, add_peer, get_peer, probe
+    from anamnesis.git import stop_on_signals  # lazy: --help loads every command module
+    from anamnesis.peers import (  # lazy: --help loads every command module
+        PeerNotFound,
+        add_peer,
+        get_peer,
+        probe,
+    )
 
     store = get_store()
     try:
@@ -173,7 +179,7 @@ def peers_add(
     else:
         out.print(f"{'added' if changed else 'already had'} peer [bold]{peer.name}[/bold] → {peer.url}")
     if problem:
-        from rich.markup import escape
+        from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
         out.print(f"[yellow]warning:[/yellow] cannot reach it now: {escape(problem)} (sync will keep trying)", highlight=False)
     out.print("[dim]next: `anamnesis sync`[/dim]")
@@ -181,9 +187,9 @@ def peers_add(
 
 def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """List peers with their last successful sync and, for those failing now, since when, why, and what to do."""
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
-    from anamnesis.peers import ago, list_peers
+    from anamnesis.peers import ago, list_peers  # lazy: --help loads every command module
 
     peers = list_peers(get_store())
     if json_out:
@@ -193,7 +199,7 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     if not peers:
         out.print("no peers yet — add one with `anamnesis peers add NAME URL`")
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich stays off --help, which loads every command module
 
     table = Table(box=None, padding=(0, 2))
     for column in ("name", "url", "kind", "last synced", "state"):
@@ -212,7 +218,7 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
 
 def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
     """Forget a peer (nothing is deleted there or here)."""
-    from anamnesis.peers import remove_peer
+    from anamnesis.peers import remove_peer  # lazy: --help loads every command module
 
     peer = remove_peer(get_store(), name)
     console().print(f"removed peer [bold]{peer.name}[/bold] ({peer.url})")
@@ -223,6 +229,7 @@ def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
 
 def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """List notes that still carry conflict markers (resolve with `anamnesis resolve`)."""
+    # lazy: --help loads every command module
     from anamnesis.conflicts import binary_conflicts, list_conflicts
 
     store = get_store()
@@ -279,9 +286,9 @@ def resolve(
     and `anamnesis conflicts` show: --keep MACHINE keeps that one, --ours this
     machine's, --theirs the other of two, --both all of them.
     """
-    from anamnesis.conflicts import resolve_note
-    from anamnesis.errors import UsageError
-    from anamnesis.merge import KEEP_PREFIX
+    from anamnesis.conflicts import resolve_note  # lazy: --help loads every command module
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.merge import KEEP_PREFIX  # lazy: --help loads every command module
 
     chosen = [
         name
@@ -307,18 +314,10 @@ def resolve(
 
 
 def _edit(store: Any, ref: str) -> None:
-    import os
-    import shlex
-    import subprocess
+    from anamnesis.conflicts import conflicted_ref  # lazy: --help loads every command module
+    from anamnesis.store import safe_path  # lazy: --help loads every command module
 
-    from anamnesis.conflicts import conflicted_ref
-    from anamnesis.errors import AnamnesisError
-    from anamnesis.store import safe_path
-
-    path = safe_path(store, conflicted_ref(store, ref))
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    if subprocess.run([*shlex.split(editor), str(path)]).returncode != 0:
-        raise AnamnesisError(f"the editor ({editor}) exited with an error; nothing was committed")
+    run_editor(safe_path(store, conflicted_ref(store, ref)), unchanged="nothing was committed")
 
 
 # -- schedule -----------------------------------------------------------------------------
@@ -338,7 +337,7 @@ def schedule_install(
     With --watch: a systemd user service / LaunchAgent that keeps `anamnesis
     watch` running (restarted if it fails) instead of the timer.
     """
-    from anamnesis.schedule import install, plan
+    from anamnesis.schedule import install, plan  # lazy: --help loads every command module
 
     store = get_store()
     if print_only:
@@ -375,7 +374,7 @@ def schedule_remove(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Stop and remove the sync timer/agent."""
-    from anamnesis.schedule import remove
+    from anamnesis.schedule import remove  # lazy: --help loads every command module
 
     outcome = remove(get_store(), activate=not no_enable)
     if json_out:
@@ -390,7 +389,7 @@ def schedule_remove(
 
 def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Is the timer installed and active, how often, and how did the last sync go."""
-    from anamnesis.schedule import status
+    from anamnesis.schedule import status  # lazy: --help loads every command module
 
     info = status(get_store())
     if json_out:
@@ -420,7 +419,7 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
     makes a same-line conflict, shows it surfaced and resolved, and cleans up.
     Your own store is not touched.
     """
-    from anamnesis.demo import run_demo
+    from anamnesis.demo import run_demo  # lazy: --help loads every command module
 
     run_demo(console(), keep=keep)
 
@@ -432,7 +431,7 @@ class InitSyncStep:
     """`init`'s sync part: the prompt over anamnesis.setup_plan (join --peer, first sync, the timer)."""
 
     def __init__(self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str) -> None:
-        from anamnesis.setup_plan import plan_join
+        from anamnesis.setup_plan import plan_join  # lazy: --help loads every command module
 
         self.store = store
         self.join = plan_join(peer, peer_name)
@@ -444,9 +443,7 @@ class InitSyncStep:
 
     def apply(self) -> list[str]:
         """Do it; the lines for init's report."""
-        import sys
-
-        from anamnesis import setup_plan
+        from anamnesis import setup_plan  # lazy: --help loads every command module
 
         done = setup_plan.first_sync(self.store, self.join)
         interactive = sys.stdin.isatty() and sys.stdout.isatty()

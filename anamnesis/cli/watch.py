@@ -5,12 +5,16 @@ Thin adapter over anamnesis.watch and anamnesis.discovery.
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from anamnesis.cli._common import console, get_store, print_json
+from anamnesis.cli.sync import peers_app
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -18,8 +22,6 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    from anamnesis.cli.sync import peers_app
-
     app.command(rich_help_panel="Sync")(watch)
     peers_app.command("discover")(peers_discover)
 
@@ -48,11 +50,8 @@ def watch(
     retried; `anamnesis status` shows whether watch runs and when it last synced.
     Install it as a service with `anamnesis schedule install --watch`.
     """
-    import signal
-    import threading
-
-    from anamnesis.errors import UsageError
-    from anamnesis.watch import Watcher, WatchOptions
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.watch import Watcher, WatchOptions  # lazy: --help loads every command module
 
     if not 0 < debounce <= 60:
         raise UsageError("--debounce must be between 0 and 60 seconds")
@@ -67,7 +66,7 @@ def watch(
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, request_stop)
-    from anamnesis.settings import load_settings
+    from anamnesis.settings import load_settings  # lazy: --help loads every command module
 
     announce = not no_discovery and load_settings(store).get("discovery", True) is not False
     options = WatchOptions(quiet=debounce, max_delay=max(5.0, 10 * debounce), interval=interval, discovery=announce)
@@ -76,11 +75,10 @@ def watch(
 
 def _setup_logging(store: Store, quiet: bool) -> None:
     """Everything to logs/watch.log (rotated); progress to stderr unless --quiet."""
-    import logging
-    import logging.handlers
-    import sys
+    import logging  # lazy: --help loads every command module; logging only for `anamnesis watch`
+    import logging.handlers  # lazy: --help loads every command module; logging only for `anamnesis watch`
 
-    from anamnesis.watch import LOG_NAME
+    from anamnesis.watch import LOG_NAME  # lazy: --help loads every command module
 
     store.log_dir.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -114,7 +112,7 @@ def peers_discover(
     multicast, so tailnet machines come from `tailscale status` and are only
     candidates. Nothing is added: use `anamnesis peers add NAME URL`.
     """
-    from anamnesis.errors import UsageError
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
 
     if not 0 < seconds <= 60:
         raise UsageError("--seconds must be between 0 and 60")
@@ -163,7 +161,7 @@ def _print_peer(out: Any, peer: dict[str, Any]) -> None:
 
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
     """LAN peers and Tailscale candidates (see anamnesis.setup_plan)."""
-    from anamnesis.setup_plan import discovery_report as report
+    from anamnesis.setup_plan import discovery_report as report  # lazy: --help loads every command module
 
     return report(store, seconds, any_store)
 
@@ -180,8 +178,8 @@ def init_discovery_step(
     listens for a moment and asks about each machine found; otherwise it
     only says how to look. Returns the lines for init's report.
     """
-    from anamnesis import setup_plan
-    from anamnesis.errors import AnamnesisError
+    from anamnesis import setup_plan  # lazy: --help loads every command module
+    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
 
     if not setup_plan.discovery_wanted(store):
         return []

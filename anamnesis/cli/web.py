@@ -29,6 +29,7 @@ def web(
       anamnesis web
       anamnesis web --port 8765 --no-open
     """
+    # lazy: keeps uvicorn and the web app off --help, which loads every command module
     from anamnesis.web.server import exposure_warning, serve
 
     store = get_store()
@@ -40,7 +41,7 @@ def web(
         print(f"Anamnesis dashboard: {url}", flush=True)
         print("Press Ctrl+C to stop.", file=sys.stderr, flush=True)
         if not no_open:
-            import webbrowser
+            import webbrowser  # lazy: only when a browser is to be opened
 
             try:
                 webbrowser.open(url)
@@ -50,7 +51,7 @@ def web(
     try:
         serve(store, host=host, port=port, on_ready=ready)
     except OSError as exc:
-        from anamnesis.errors import AnamnesisError
+        from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
 
         raise AnamnesisError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     except KeyboardInterrupt:

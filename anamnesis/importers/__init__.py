@@ -9,11 +9,17 @@ every machine. `mirror_changed` is the cheap check `watch` makes.
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
-from anamnesis.importers.plan import ImportReport, Plan, Progress
+from anamnesis.errors import UsageError
+from anamnesis.fsutil import atomic_write_text
+from anamnesis.importers.plan import ImportReport, Plan, Progress, apply, digest
 from anamnesis.paths import Store
+from anamnesis.project import check_project_key
+from anamnesis.settings import load_settings, save_settings, writer_machine_id
 
 SOURCES = ("anamnesis-memory", "claude-md", "claude-auto-memory", "markdown")
 MIRRORABLE = ("claude-auto-memory",)
@@ -27,12 +33,10 @@ def make_plan(
     store: Store, source: str, path: Path | None, *, project: str | None = None, tags: list[str] | None = None
 ) -> Plan:
     """What importing `source` from `path` would make (nothing is written)."""
-    from anamnesis.errors import UsageError
+    # lazy: sync loads this package on every run; a source's reader loads only when it imports
     from anamnesis.importers import anamnesis_memory, claude_auto_memory, claude_md, markdown
 
     if project is not None:
-        from anamnesis.project import check_project_key
-
         project = check_project_key(project)
     if source == "anamnesis-memory":
         if path is None:
@@ -42,8 +46,6 @@ def make_plan(
     if source == "claude-md":
         return claude_md.plan(path, project=project, tags=tags)
     if source == "claude-auto-memory":
-        from anamnesis.settings import writer_machine_id
-
         return claude_auto_memory.plan(path, machine=writer_machine_id(store), project=project, tags=tags)
     if source == "markdown":
         if path is not None:
@@ -54,8 +56,6 @@ def make_plan(
 
 def _not_this_store(store: Store, path: Path) -> None:
     """Importing the store into itself would only make copies: refused."""
-    from anamnesis.errors import UsageError
-
     here = path.resolve()
     for own in (store.home.resolve(), store.memory.resolve()):
         if here == own or own in here.parents:
@@ -76,8 +76,6 @@ def run_import(
     progress: Progress | None = None,
 ) -> ImportReport:
     """Import `source` from `path`: plan it, then write what is new or changed as one commit."""
-    from anamnesis.importers.plan import apply
-
     store.require()
     plan = make_plan(store, source, path, project=project, tags=tags)
     return apply(store, plan, dry_run=dry_run, progress=progress)
@@ -88,8 +86,6 @@ def run_import(
 
 def mirrors(store: Store) -> dict[str, list[str]]:
     """The sources kept mirrored on this machine: {source: [folders]} from settings.json."""
-    from anamnesis.settings import load_settings
-
     value = load_settings(store).get("mirror") or {}
     out: dict[str, list[str]] = {}
     for source in MIRRORABLE:
@@ -101,9 +97,6 @@ def mirrors(store: Store) -> dict[str, list[str]]:
 
 def set_mirror(store: Store, source: str, folder: Path, on: bool) -> bool:
     """Turn mirroring of `source` from `folder` on or off in settings.json; True if that changed it."""
-    from anamnesis.errors import UsageError
-    from anamnesis.settings import load_settings, save_settings
-
     if source not in MIRRORABLE:
         raise UsageError(f"only {', '.join(MIRRORABLE)} can be mirrored, not {source}")
     settings = load_settings(store)
@@ -122,8 +115,8 @@ def set_mirror(store: Store, source: str, folder: Path, on: bool) -> bool:
 
 def _fingerprint(store: Store, source: str, folder: str) -> str:
     """A hash of everything a mirrored source holds now (cheap: its folders are small)."""
+    # lazy: only when a mirror is set; sync and watch call this on every run
     from anamnesis.importers import claude_auto_memory
-    from anamnesis.importers.plan import digest
 
     where = Path(folder)
     target = where if claude_auto_memory.is_memory_dir(where) else claude_auto_memory.memory_dir(where)
@@ -138,8 +131,6 @@ def _fingerprint(store: Store, source: str, folder: str) -> str:
 
 
 def _state(store: Store) -> dict[str, Any]:
-    import json
-
     try:
         data = json.loads((store.state_dir / MIRROR_STATE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -161,7 +152,10 @@ def mirror_changed(store: Store) -> bool:
                 now = _fingerprint(store, source, folder)
             except OSError:
                 continue
-            if now not in (state.get(name), state.get(name + TRIED)):  # a failed one is not retried every beat
+            if now not in (
+                state.get(name),
+                state.get(name + TRIED),
+            ):  # a failed one is not retried every beat
                 return True
     return False
 
@@ -173,11 +167,6 @@ def mirror_all(store: Store) -> list[ImportReport]:
     is logged and the others go on, so the caller's sync never fails because
     of it. A malformed file in a source is skipped as in any import.
     """
-    import json
-    import logging
-
-    from anamnesis.fsutil import atomic_write_text
-
     log = logging.getLogger("anamnesis.importers")
     try:
         table = mirrors(store)
@@ -207,7 +196,9 @@ def mirror_all(store: Store) -> list[ImportReport]:
     if reports or tried:
         try:
             store.state_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(store.state_dir / MIRROR_STATE, json.dumps(state, indent=2, sort_keys=True) + "\n")
+            atomic_write_text(
+                store.state_dir / MIRROR_STATE, json.dumps(state, indent=2, sort_keys=True) + "\n"
+            )
         except OSError as exc:  # the next sync plans again and finds nothing new: no harm
             log.warning("cannot record the mirror state: %s", exc)
     return reports

@@ -17,7 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.importers.plan import Item, Plan, Skip, digest, iso_z, read_text, shown
+from anamnesis.notes import is_note_id, split_front_matter
+from anamnesis.project import check_project_key
 
 NAME = "anamnesis-memory"
 TYPES = ("procedural", "semantic", "episodic")
@@ -27,8 +32,6 @@ NO_PROJECT = "global"
 
 def find_memory(root: Path) -> Path:
     """The folder of 0.1.3 notes: `root/memory`, or `root` itself when it holds the type folders."""
-    from anamnesis.errors import UsageError
-
     if not root.is_dir():
         raise UsageError(f"{root} is not a folder; give the home folder of the anamnesis-memory 0.1.3 store")
     for candidate in (root / "memory", root):
@@ -36,16 +39,11 @@ def find_memory(root: Path) -> Path:
             return candidate
     if (root / "memory").is_dir():
         return root / "memory"  # a store with no notes yet
-    raise UsageError(
-        f"{root} holds no anamnesis-memory 0.1.3 store (expected memory/<type>/<id>.md in it)"
-    )
+    raise UsageError(f"{root} holds no anamnesis-memory 0.1.3 store (expected memory/<type>/<id>.md in it)")
 
 
 def plan(root: Path, *, project: str | None = None, tags: list[str] | None = None) -> Plan:
     """The notes of the 0.1.3 store at `root`; `project` files its notes that had none ("global")."""
-    from anamnesis.errors import AnamnesisError
-    from anamnesis.project import check_project_key
-
     memory = find_memory(root)
     result = Plan(NAME, shown(root))
     for path in sorted(p for p in memory.rglob("*.md") if ".git" not in p.relative_to(memory).parts):
@@ -86,7 +84,9 @@ def plan(root: Path, *, project: str | None = None, tags: list[str] | None = Non
                 updated=iso_z(meta.get("updated_at")) or iso_z(meta.get("created_at")),
                 machine=str(meta.get("machine_id") or ""),
                 note_id=note_id,
-                supersedes=[str(s) for s in supersedes] if isinstance(supersedes, list) else [str(supersedes)],
+                supersedes=[str(s) for s in supersedes]
+                if isinstance(supersedes, list)
+                else [str(supersedes)],
                 extra=extra,
             )
         )
@@ -94,7 +94,10 @@ def plan(root: Path, *, project: str | None = None, tags: list[str] | None = Non
     if memory.name == "memory" and local.is_dir():
         for path in sorted(local.rglob("*.md")):
             result.skipped.append(
-                Skip(shown(path), "machine-local note (0.1.3 never synced it); not imported, it stays where it is")
+                Skip(
+                    shown(path),
+                    "machine-local note (0.1.3 never synced it); not imported, it stays where it is",
+                )
             )
     return result
 
@@ -106,10 +109,6 @@ def _project(value: Any) -> str | None:
 
 def _parse(text: str) -> tuple[dict[str, Any], str, str]:
     """(front matter, body, problem): a file 0.1.3 could not read either is a problem, not an error."""
-    import yaml
-
-    from anamnesis.notes import is_note_id, split_front_matter
-
     front, body = split_front_matter(text)
     if front is None:
         return {}, "", "no front matter (0.1.3 notes start with a '---' block)"

@@ -29,7 +29,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from anamnesis.agents.claude import claude_files
+from anamnesis.errors import UsageError
 from anamnesis.importers.plan import Item, Plan, Skip, digest, front_matter, read_text, shown
+from anamnesis.project import find_repo_root, project_key
 
 NAME = "claude-auto-memory"
 INDEX = "MEMORY.md"
@@ -65,8 +68,6 @@ def _base36(number: int) -> str:
 def project_root(cwd: Path) -> Path:
     """The folder Claude Code names the memory after: the repo's top folder (for a worktree, the
     main checkout's), else the working folder itself."""
-    from anamnesis.project import find_repo_root
-
     here = cwd.resolve()
     root = find_repo_root(here)
     if root is None:
@@ -92,14 +93,14 @@ def _setting(path: Path) -> str | None:
 
 def memory_dir(cwd: Path) -> Path:
     """Claude Code's auto-memory folder for a working folder (see the module docstring)."""
-    from anamnesis.agents.claude import claude_files
-
     config = claude_files().settings.parent
     root = project_root(cwd)
     for setting in (root / ".claude" / "settings.local.json", config / "settings.json"):
         value = _setting(setting)
         if value:
-            chosen = Path(os.path.join(Path.home(), value[2:])) if value.startswith(("~/", "~\\")) else Path(value)
+            chosen = (
+                Path(os.path.join(Path.home(), value[2:])) if value.startswith(("~/", "~\\")) else Path(value)
+            )
             if chosen.is_absolute():
                 return chosen
     return config / "projects" / sanitise(str(root)) / "memory"
@@ -115,9 +116,6 @@ def plan(
 ) -> Plan:
     """Notes from the auto-memory of the project at `path` (default: the current folder), or of the
     auto-memory folder `path` itself. `project` replaces the key the project folder gives."""
-    from anamnesis.errors import UsageError
-    from anamnesis.project import project_key
-
     where = (path or Path.cwd()).absolute()
     if not where.is_dir():
         raise UsageError(f"{where} is not a folder; give a project folder or an auto-memory folder")
@@ -134,7 +132,9 @@ def plan(
         rel = file.relative_to(folder).as_posix()
         origin = shown(file)
         if rel == INDEX:
-            result.skipped.append(Skip(origin, "the index of the other files (each memory is imported itself)"))
+            result.skipped.append(
+                Skip(origin, "the index of the other files (each memory is imported itself)")
+            )
             continue
         if any(part.startswith(".") for part in file.relative_to(folder).parts):
             continue

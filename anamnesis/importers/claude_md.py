@@ -16,8 +16,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from anamnesis.agents.claude import claude_files
+from anamnesis.errors import UsageError
 from anamnesis.importers.plan import Item, Plan, Skip, digest, read_text, shown
 from anamnesis.notes import slugify
+from anamnesis.project import detect_project, find_repo_root
 
 NAME = "claude-md"
 PROJECT_FILES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md")
@@ -79,16 +82,12 @@ def imports_in(text: str) -> list[str]:
 
 def user_file() -> Path:
     """The user's own CLAUDE.md: in $CLAUDE_CONFIG_DIR if set, else ~/.claude."""
-    from anamnesis.agents.claude import claude_files
-
     return claude_files().settings.parent / "CLAUDE.md"
 
 
 def plan(path: Path | None, *, project: str | None = None, tags: list[str] | None = None) -> Plan:
     """Notes from CLAUDE.md files: `path` is a file or a project folder; None means the user's file
     and the current folder's project. `project` replaces the key the folder gives."""
-    from anamnesis.errors import UsageError
-
     files: list[tuple[Path, bool]] = []  # (file, is the user's own)
     if path is None:
         files.append((user_file(), True))
@@ -117,8 +116,6 @@ def plan(path: Path | None, *, project: str | None = None, tags: list[str] | Non
 
 def _project_files(folder: Path) -> list[Path]:
     """A project's instruction files: in the folder given, or at the root of the repo it is in."""
-    from anamnesis.project import find_repo_root
-
     root = find_repo_root(folder) if not any((folder / name).is_file() for name in PROJECT_FILES) else None
     base = root or folder
     return [base / name for name in PROJECT_FILES if (base / name).is_file()]
@@ -126,8 +123,6 @@ def _project_files(folder: Path) -> list[Path]:
 
 def _scope(file: Path, is_user: bool, project: str | None) -> tuple[str, str | None, str, Path]:
     """(key base, project, note type, root folder) for a top-level file; keys name files relative to the root."""
-    from anamnesis.project import detect_project, find_repo_root
-
     if is_user:
         return "user", None, "preference", file.resolve().parent
     key = project or detect_project(file.parent) or file.parent.resolve().name.lower()

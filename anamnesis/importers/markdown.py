@@ -12,9 +12,13 @@ synced to every machine and holds text; each is reported as skipped.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.importers.plan import Item, Plan, Skip, digest, front_matter, iso_z, read_text, shown
+from anamnesis.notes import NOTE_TYPES, _title_from, normalize_tags
+from anamnesis.project import check_project_key
 
 NAME = "markdown"
 CONSUMED = ("id", "type", "title", "project", "tags", "created", "updated", "machine", "source", "supersedes")
@@ -23,8 +27,6 @@ CONSUMED = ("id", "type", "title", "project", "tags", "created", "updated", "mac
 def plan(path: Path | None, *, project: str | None = None, tags: list[str] | None = None) -> Plan:
     """Notes from every markdown file under the folder `path`; `project` files the notes whose front
     matter names no project, `tags` are added to every note."""
-    from anamnesis.errors import UsageError
-
     if path is None:
         raise UsageError("give the folder to import: anamnesis import markdown PATH")
     if not path.is_dir():
@@ -52,8 +54,6 @@ def plan(path: Path | None, *, project: str | None = None, tags: list[str] | Non
 
 
 def _files(root: Path) -> list[Path]:
-    import os
-
     out: list[Path] = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
@@ -65,10 +65,6 @@ def _files(root: Path) -> list[Path]:
 
 
 def _item(text: str, rel: str, origin: str, result: Plan) -> Item | None:
-    from anamnesis.errors import AnamnesisError
-    from anamnesis.notes import NOTE_TYPES, _title_from, normalize_tags
-    from anamnesis.project import check_project_key
-
     parsed = front_matter(text, result, origin)
     if parsed is None:
         return None

@@ -10,14 +10,33 @@ or whose source changed, as one commit. Running it again changes nothing.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from anamnesis import repo
+from anamnesis.errors import AnamnesisError
+from anamnesis.notes import (
+    _ID_ALPHABET,
+    Note,
+    normalize_tags,
+    note_project,
+    note_relpath,
+    now_iso,
+    parse_note,
+    render_note,
+    split_front_matter,
+)
 from anamnesis.paths import Store
+from anamnesis.redact import redact_field, redact_note_fields
+from anamnesis.store import check_writable, require_writable, safe_path, validate, write_lock, write_units
 
 KEY_FIELD = "import_key"
 DIGEST_FIELD = "import_hash"
@@ -35,8 +54,6 @@ def digest(data: bytes | str) -> str:
 
 def derived_id(key: str) -> str:
     """A note id made from an import key: the same source piece gets the same id on every machine."""
-    from anamnesis.notes import _ID_ALPHABET
-
     number = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") >> 14  # 50 bits
     chars = []
     for _ in range(10):
@@ -175,8 +192,6 @@ def note_files(memory: Path) -> Iterator[str]:
 
 def imported_notes(store: Store) -> dict[str, Imported]:
     """Every note an import made, by its import key (read from the files: the index keeps no extras)."""
-    from anamnesis.notes import parse_note, split_front_matter
-
     found: dict[str, Imported] = {}
     for relpath in note_files(store.memory):
         try:
@@ -195,9 +210,6 @@ def imported_notes(store: Store) -> dict[str, Imported]:
 
 def _redacted(item: Item) -> tuple[str, str, list[str], dict[str, Any]]:
     """Title, body, tags and extra fields as they may be stored: redacted exactly as every writer does."""
-    from anamnesis.notes import normalize_tags
-    from anamnesis.redact import redact_field, redact_note_fields
-
     title, body, tags = redact_note_fields(item.title.strip() or "untitled", item.body, item.tags)
     extra = {k: redact_field(v) if isinstance(v, str) else v for k, v in item.extra.items()}
     return " ".join(title.split()), body, normalize_tags(list(tags)), extra
@@ -207,10 +219,6 @@ def _build(
     store: Store, item: Item, source: str, existing: Imported | None, machine: str, now: str
 ) -> tuple[str, bytes] | Skip:
     """(path, file bytes) for an item, or why it cannot be written."""
-    from anamnesis.errors import AnamnesisError
-    from anamnesis.notes import Note, note_project, note_relpath, parse_note, render_note
-    from anamnesis.store import safe_path, validate
-
     title, body, tags, extra = _redacted(item)
     if not body.strip():
         return Skip(item.origin, "empty: no text to keep")
@@ -252,7 +260,9 @@ def _build(
     return path, render_note(note).encode("utf-8")
 
 
-def apply(store: Store, plan: Plan, *, dry_run: bool = False, progress: Progress | None = None) -> ImportReport:
+def apply(
+    store: Store, plan: Plan, *, dry_run: bool = False, progress: Progress | None = None
+) -> ImportReport:
     """Write the plan's new and changed notes as one commit; with `dry_run`, only say what would change.
 
     Under the store lock and refused like every writer (a repo left
@@ -260,11 +270,6 @@ def apply(store: Store, plan: Plan, *, dry_run: bool = False, progress: Progress
     (same key, same digest) is not touched; one whose source changed is
     rewritten in place (same path, same id). Nothing is ever deleted.
     """
-    from contextlib import nullcontext
-
-    from anamnesis.notes import now_iso
-    from anamnesis.store import check_writable, require_writable, write_lock, write_units
-
     report = ImportReport(plan.source, plan.label, skipped=list(plan.skipped), dry_run=dry_run)
     machine = check_writable(store)
     with nullcontext() if dry_run else write_lock(store, f"import {plan.source}"):
@@ -283,7 +288,9 @@ def apply(store: Store, plan: Plan, *, dry_run: bool = False, progress: Progress
                 if isinstance(built, Skip):
                     report.skipped.append(built)
                 elif built[0] in changes:
-                    report.skipped.append(Skip(item.origin, f"would be written to {built[0]} like another piece"))
+                    report.skipped.append(
+                        Skip(item.origin, f"would be written to {built[0]} like another piece")
+                    )
                 else:
                     changes[built[0]] = built[1]
                     report.steps.append(Step("create" if found is None else "update", built[0], item))
@@ -293,8 +300,6 @@ def apply(store: Store, plan: Plan, *, dry_run: bool = False, progress: Progress
             new, updated = report.count("create"), report.count("update")
             message = f"{machine}: import {plan.source}: {new} new, {updated} updated notes from {plan.label}"
             write_units(store, changes, message, f"import {plan.source}")
-            from anamnesis import repo
-
             report.commit = repo.head(store.memory)
     return report
 
@@ -328,10 +333,6 @@ def read_text(path: Path, plan: Plan, origin: str) -> str | None:
 def front_matter(text: str, plan: Plan, origin: str) -> tuple[dict[str, Any], str] | None:
     """A source file's front matter fields and body, or None with the reason in `plan.skipped`
     (YAML that does not parse, fields that are not a mapping, a block never closed)."""
-    import yaml
-
-    from anamnesis.notes import split_front_matter
-
     front, body = split_front_matter(text)
     if front is None:
         if text.startswith(("---\n", "---\r\n")):
@@ -351,8 +352,6 @@ def front_matter(text: str, plan: Plan, origin: str) -> tuple[dict[str, Any], st
 
 def iso_z(value: Any) -> str:
     """A date from a source's front matter as this store writes dates (2026-11-26T09:14:03Z); '' if none."""
-    import datetime as dt
-
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(dt.UTC)
