@@ -22,7 +22,7 @@ import re
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -34,7 +34,16 @@ from anamnesis.catalog import Hit as Hit
 from anamnesis.errors import AnamnesisError
 from anamnesis.notes import Note, parse_note
 from anamnesis.paths import Store
-from anamnesis.scan import FileStat, printable_path, scan_tree_split
+from anamnesis.scan import (
+    CHILD_SHARE,
+    CHILD_SHARE_WHILE_READING,
+    FileStat,
+    PendingScan,
+    Row,
+    Span,
+    printable_path,
+    start_scan,
+)
 
 SCHEMA_VERSION = "3"
 # from an older schema_version: statements that bring its index.db up to this one (else it is rebuilt)
@@ -250,43 +259,12 @@ class Index(Catalog):
         `paths` limits the work to those memory/-relative paths (what a sync
         or a save changed); None scans the whole tree by size and mtime.
         """
-        with translated_errors():
-            return self._refresh(paths, progress)
-
-    def _refresh(
-        self, paths: Iterable[str] | None, progress: Callable[[int, int], None] | None
-    ) -> RefreshReport:
-        started = time.perf_counter()
-        report = RefreshReport(rebuilt=self.rebuilt)
-        root = str(self.store.memory)
-        todo: list[tuple[str, FileStat | None, bool]] = []  # path, lstat, is_symlink
-        behind: int | None = None
-        scan_started = 0.0
         if paths is None:
-            behind = _behind_size(self.store)  # before the scan: what a change during it adds is kept
-            scan_started = time.time()
-            conn = self.conn
-            found = scan_tree_split(
-                root, conn.execute("SELECT count(*) FROM notes").fetchone()[0], self._notes_under
-            )
-            unchanged = 0
-            is_link = stat.S_ISLNK
-            take = found.pop
-            # one pass over the rows, no dict of them: a tenth of a search's time at 10,000 notes
-            for path, size, mtime in conn.execute(
-                "SELECT path, size, mtime_ns FROM notes UNION ALL"
-                " SELECT path, size, mtime_ns FROM skipped WHERE path NOT IN (SELECT path FROM notes)"
-            ):
-                st = take(path, None)
-                if st is None:
-                    todo.append((path, None, False))  # gone
-                elif st[0] == size and st[1] == mtime:
-                    unchanged += 1
-                else:
-                    todo.append((path, st, is_link(st[2])))
-            report.unchanged += unchanged
-            todo.extend((relpath, st, is_link(st[2])) for relpath, st in found.items())  # new
-        else:
+            return self.start_refresh().finish(progress)
+        with translated_errors():
+            started = time.perf_counter()
+            root = str(self.store.memory)
+            todo: list[tuple[str, FileStat | None, bool]] = []  # path, lstat, is_symlink
             for original in dict.fromkeys(paths):
                 relpath = printable_path(original)
                 if not relpath.lower().endswith(".md") or relpath.startswith("."):
@@ -300,14 +278,37 @@ class Index(Catalog):
                 todo.append(
                     (relpath, (info.st_size, info.st_mtime_ns, info.st_mode), stat.S_ISLNK(info.st_mode))
                 )
-        # a new index filled from a scan (one entry per path): no row to look up or replace
-        fresh = self.empty and paths is None
-        self._apply(todo, report, progress, scanned=scan_started if paths is None else None, fresh=fresh)
-        self.rebuilt = self.empty = False
-        if behind is not None:
-            _clear_behind(self.store, behind)
-        report.seconds = time.perf_counter() - started
-        return report
+            report = RefreshReport(rebuilt=self.rebuilt)
+            self._apply(todo, report, progress)
+            self.rebuilt = self.empty = False
+            report.seconds = time.perf_counter() - started
+            return report
+
+    def start_refresh(self, reading: bool = False) -> PendingRefresh:
+        """A full refresh, begun: its scan is under way (in a child process, on a big store) when
+        this returns, and `finish()` applies what it found. With `reading`, this process is about
+        to read the index meanwhile, so the child takes the bigger part (see `anamnesis.freshness`)."""
+        with translated_errors():
+            behind = _behind_size(self.store)  # before the scan: what a change during it adds is kept
+            started, scan_started = time.perf_counter(), time.time()
+            expected = self.conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+            share = CHILD_SHARE_WHILE_READING if reading else CHILD_SHARE
+            scan = start_scan(str(self.store.memory), expected, self._notes_under, self._recorded, share)
+            return PendingRefresh(self, scan, behind, started, scan_started)
+
+    def _finish_refresh(
+        self, pending: PendingRefresh, progress: Callable[[int, int], None] | None
+    ) -> RefreshReport:
+        with translated_errors():
+            changes = pending.scan.finish()
+            report = RefreshReport(rebuilt=self.rebuilt, unchanged=changes.unchanged)
+            todo = [(path, st, st is not None and stat.S_ISLNK(st[2])) for path, st in changes.changed]
+            # a new index filled from a scan (one entry per path): no row to look up or replace
+            self._apply(todo, report, progress, scanned=pending.scan_started, fresh=self.empty)
+            self.rebuilt = self.empty = False
+            _clear_behind(self.store, pending.behind)
+            report.seconds = time.perf_counter() - pending.started
+            return report
 
     def _apply(
         self,
@@ -387,8 +388,20 @@ class Index(Catalog):
                 conn.execute("ROLLBACK")
             raise
 
+    def _recorded(self, spans: list[Span]) -> Iterator[Row]:
+        """Path, size and mtime of every indexed or skipped file whose path lies in one of the
+        spans: what a scan is compared with (each span is one range of the covering index)."""
+        arms: list[str] = []
+        args: list[str] = []
+        for table, extra in (("notes", ""), ("skipped", " AND path NOT IN (SELECT path FROM notes)")):
+            for low, high in spans:
+                bound = "" if high is None else " AND path < ?"
+                arms.append(f"SELECT path, size, mtime_ns FROM {table} WHERE path >= ?{bound}{extra}")
+                args += [low] if high is None else [low, high]
+        return self.conn.execute(" UNION ALL ".join(arms), args)
+
     def _notes_under(self, prefix: str) -> int:
-        """How many indexed notes lie under a folder (prefix ends in "/"): a scan's share of work."""
+        """How many indexed notes lie under a folder (prefix ends in "/"): how a scan shares out its work."""
         row = self.conn.execute(
             "SELECT count(*) FROM notes WHERE path >= ? AND path < ?", (prefix, prefix[:-1] + "0")
         ).fetchone()
@@ -504,6 +517,21 @@ def _open_error(path: os.PathLike[str] | str, exc: sqlite3.DatabaseError) -> Exc
     if code in (10, 13):  # SQLITE_IOERR, SQLITE_FULL: the writers say what a full disk kept (store._failed)
         return exc
     return AnamnesisError(f"cannot open the search index {path}: {exc} (is it a file you can write?)")
+
+
+@dataclass
+class PendingRefresh:
+    """A full refresh whose scan is under way (`Index.start_refresh`); `finish()` completes it."""
+
+    index: Index
+    scan: PendingScan
+    behind: int  # the size of the watch marker before the scan began
+    started: float  # perf_counter, for the report
+    scan_started: float  # wall clock: the index saw every file as it was then
+
+    def finish(self, progress: Callable[[int, int], None] | None = None) -> RefreshReport:
+        """Collect the scan (always waiting for its child) and index what changed."""
+        return self.index._finish_refresh(self, progress)
 
 
 def _is_damaged(exc: sqlite3.DatabaseError) -> bool:

@@ -3,10 +3,11 @@
 One lstat per note is the floor of a full refresh, and without a running
 `anamnesis watch` every search pays it: about 170 ms at 50,000 notes on a
 small VM, half of the whole command. On a big store and a machine with a
-second core the tree is split in two: a forked child scans one half while
-this process scans the other and sends its findings back through a pipe
-(git splits its own lstat pass across threads; Python's GIL makes threads
-useless for a loop of system calls, a process is not).
+second core the tree is split in two: a forked child scans one half of the
+folders and compares them with the index's rows while this process does the
+other half, and sends back only what differs (git splits its own lstat pass
+across threads; Python's GIL makes threads useless for a loop of system
+calls, a process is not).
 
 Anything unusual (no fork, one core, other threads running, a child that
 fails) means the plain scan of the whole tree: the result is the same, only
@@ -20,14 +21,22 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 FileStat = tuple[int, int, int]  # lstat's size, mtime_ns, mode
 Folder = tuple[str, str]  # absolute path, memory/-relative prefix ("" or ending in "/")
+Row = tuple[str, int, int]  # what the index recorded of a file: path, size, mtime_ns
+Span = tuple[str, str | None]  # paths from the first (included) to the second (excluded; None: no end)
+Recorded = Callable[[list[Span]], Iterable[Row]]  # the index's rows with paths in any of the spans
+EVERYTHING: list[Span] = [("", None)]
+Weigh = Callable[[str], int]  # folder prefix -> how many notes the index holds under it
 
 PARALLEL_FROM = 8_000  # notes: below this, forking costs about what it saves
-_FRONTIER = 8  # split once this many folders are known
-CHILD_SHARE = 0.6  # of the notes, scanned by the child
+_FRONTIER = 8  # a folder with more than this part of the store (1/8) is opened to share it out evenly
+_OPENED_AT_MOST = 64  # folders opened to find that
+CHILD_SHARE = 0.5  # of the notes, scanned and compared by the child
+CHILD_SHARE_WHILE_READING = 0.6  # the same, while this process also reads the index (see `start_scan`)
 
 
 def printable_path(relpath: str) -> str:
@@ -104,77 +113,187 @@ def _can_fork() -> bool:
         return (os.cpu_count() or 1) > 1
 
 
-def _split(folders: list[Folder], weigh: Callable[[str], int]) -> tuple[list[Folder], list[Folder]]:
-    """This process's folders and the child's, by the notes the index counted under each, largest first.
+def _frontier(root: str, expected: int, weigh: Weigh, found: dict[str, FileStat]) -> list[tuple[int, Folder]]:
+    """Folders to share out, each with its weight. The heaviest folder is opened (its own files
+    scanned here, into `found`) while it holds too big a part of the store to share out evenly
+    and what was scanned here is still well under this process's share."""
+    total = max(expected, 1)
+    frontier: list[tuple[int, Folder]] = [(total, (root, ""))]
+    for _step in range(_OPENED_AT_MOST):
+        heaviest = max(frontier, key=lambda item: item[0])
+        if heaviest[0] * _FRONTIER <= total or len(found) * 4 > total:
+            break
+        frontier.remove(heaviest)
+        folder, rel = heaviest[1]
+        below: list[Folder] = []
+        _scan_folder(folder, rel, found, below)
+        frontier += [(weigh(sub), (sub_folder, sub)) for sub_folder, sub in below]
+        if not frontier:
+            break
+    return frontier
 
-    The child gets the bigger share (`CHILD_SHARE`): this process also reads
-    the index's rows and compares while the child only scans and sends.
-    """
+
+def _split(
+    frontier: list[tuple[int, Folder]], head_start: int, child_share: float = CHILD_SHARE
+) -> tuple[list[Folder], list[Folder]]:
+    """This process's folders and the child's, of about equal weight, largest first; this process
+    has already done `head_start` notes' worth (the files of the folders it opened)."""
     mine: list[Folder] = []
     theirs: list[Folder] = []
-    load = [0.0, 0.0]
-    shares = (1.0 - CHILD_SHARE, CHILD_SHARE)
-    for weight, folder in sorted(((weigh(item[1]), item) for item in folders), reverse=True):
+    load = [float(head_start), 0.0]
+    shares = (1.0 - child_share, child_share)
+    for weight, folder in sorted(frontier, key=lambda item: item[0], reverse=True):
         side = 0 if load[0] / shares[0] <= load[1] / shares[1] else 1
         (mine if side == 0 else theirs).append(folder)
         load[side] += weight + 1
     return mine, theirs
 
 
-def scan_tree_split(root: str, expected: int, weigh: Callable[[str], int]) -> dict[str, FileStat]:
-    """`scan_tree(root)`, the work shared with a forked child when `expected` notes make it pay.
+@dataclass
+class Changes:
+    """How the files differ from what the index recorded of them."""
 
-    `weigh(prefix)` says how many notes the index holds under a folder
-    (prefix ends in "/"), to give both processes the same amount of work.
+    unchanged: int = 0
+    # (path, its lstat), the lstat None for a file that is gone; new and modified files have theirs
+    changed: list[tuple[str, FileStat | None]] = field(default_factory=list)
+
+
+def compare(found: dict[str, FileStat], recorded: Iterable[Row], changes: Changes) -> Changes:
+    """Add to `changes` how `found` (a scan; emptied here) differs from the `recorded` rows."""
+    unchanged = 0
+    changed = changes.changed
+    take = found.pop
+    for path, size, mtime in recorded:
+        st = take(path, None)
+        if st is None:
+            changed.append((path, None))
+        elif st[0] == size and st[1] == mtime:
+            unchanged += 1
+        else:
+            changed.append((path, st))
+    changed.extend(found.items())  # new
+    found.clear()
+    changes.unchanged += unchanged
+    return changes
+
+
+def scan_changes(root: str, expected: int, weigh: Weigh, recorded: Recorded) -> Changes:
+    """What changed under `root` since the index `recorded` it: a scan, then a comparison.
+
+    When `expected` notes make it pay, the work is shared with a forked
+    child: it scans its folders and compares them with their rows, read for
+    it before the fork (it never touches SQLite), and sends back only what
+    differs. `weigh(prefix)` says how many notes the index holds under a
+    folder (prefix ending in "/"); `recorded(spans)` yields the index's
+    (path, size, mtime) rows whose paths lie in any of the spans.
     """
+    return start_scan(root, expected, weigh, recorded).finish()
+
+
+def start_scan(
+    root: str, expected: int, weigh: Weigh, recorded: Recorded, child_share: float = CHILD_SHARE
+) -> PendingScan:
+    """`scan_changes`, begun: the child (if any) is at work when this returns, so the caller may do
+    something else meanwhile (give the child a bigger `child_share` then) before `finish()`."""
+    pending = PendingScan(root, recorded)
     if expected < PARALLEL_FROM or not _can_fork():
-        return scan_tree(root)
-    found: dict[str, FileStat] = {}
-    frontier: list[Folder] = [(root, "")]
-    for _depth in range(4):  # the top of the tree, here: a few folders, few files
-        if len(frontier) >= _FRONTIER or not frontier:
-            break
-        below: list[Folder] = []
-        for folder, rel in frontier:
-            _scan_folder(folder, rel, found, below)
-        frontier = below
+        return pending
+    frontier = _frontier(root, expected, weigh, pending.found)
     if len(frontier) < 2:
-        return _scan_all(frontier, found)
-    mine, theirs = _split(frontier, weigh)
-    return _scan_shared(mine, theirs, found)
+        pending.mine = [folder for _weight, folder in frontier]
+        return pending
+    pending.mine, theirs = _split(frontier, len(pending.found), child_share)
+    pending.their_spans = sorted((rel, rel[:-1] + "0") for _folder, rel in theirs)  # a folder's paths
+    pending.theirs = theirs
+    pending.their_rows = list(recorded(pending.their_spans))
+    pending.child = _start(theirs, pending.their_rows)
+    return pending
 
 
-def _scan_shared(mine: list[Folder], theirs: list[Folder], found: dict[str, FileStat]) -> dict[str, FileStat]:
+class PendingScan:
+    """A scan begun by `start_scan`: this process's part is done, and the child's collected, by `finish`."""
+
+    def __init__(self, root: str, recorded: Recorded) -> None:
+        self.recorded = recorded
+        self.found: dict[str, FileStat] = {}
+        self.mine: list[Folder] = [(root, "")]
+        self.theirs: list[Folder] = []
+        self.their_spans: list[Span] = []
+        self.their_rows: list[Row] = []
+        self.child: tuple[int, int] | None = None
+
+    def finish(self) -> Changes:
+        """The changes of both parts; the child is always waited for, even if this process's part fails."""
+        finished = False
+        try:
+            changes = compare(
+                _scan_all(self.mine, self.found), self.recorded(_between(self.their_spans)), Changes()
+            )
+            finished = True
+        finally:
+            theirs = _join(self.child, read=finished)
+            self.child = None
+        if self.theirs:
+            if theirs is None:  # no fork, or the child failed: its part is done here
+                theirs = compare(_scan_all(self.theirs, {}), self.their_rows, Changes())
+            changes.unchanged += theirs.unchanged
+            changes.changed += theirs.changed
+        return changes
+
+
+def _between(spans: list[Span]) -> list[Span]:
+    """The spans of paths outside the given ones (sorted, not overlapping): what is left to this process."""
+    out: list[Span] = []
+    start = ""
+    for low, high in spans:
+        if low > start:
+            out.append((start, low))
+        start = high or start
+    out.append((start, None))
+    return out
+
+
+def _start(theirs: list[Folder], their_rows: list[Row]) -> tuple[int, int] | None:
+    """Fork a child that scans `theirs`, compares with `their_rows` and sends the changes; (pid, pipe)."""
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
     except OSError:
         os.close(read_end)
         os.close(write_end)
-        return _scan_all(mine + theirs, found)
-    if pid == 0:  # the child: scan, send, and leave without running anything of the parent's
+        return None
+    if pid == 0:  # the child: nothing of the parent's runs here (no SQLite, no atexit, no buffers flushed)
         code = 1
         try:
             os.close(read_end)
-            data = marshal.dumps(_scan_all(theirs, {}))
+            part = compare(_scan_all(theirs, {}), their_rows, Changes())
+            data = marshal.dumps((part.unchanged, part.changed))
             with open(write_end, "wb", closefd=True) as sink:
                 sink.write(data)
             code = 0
         finally:
             os._exit(code)
     os.close(write_end)
-    pipe = open(read_end, "rb", closefd=True)  # noqa: SIM115 - closed before the wait below, whatever happens
+    return pid, read_end
+
+
+def _join(child: tuple[int, int] | None, read: bool) -> Changes | None:
+    """The child's changes, once it has exited; None if it failed (or `read` is False)."""
+    if child is None:
+        return None
+    pid, read_end = child
+    data = b""
     try:
-        _scan_all(mine, found)
-        data = pipe.read()
+        if read:
+            with open(read_end, "rb", closefd=False) as pipe:
+                data = pipe.read()
     finally:
-        pipe.close()  # a child still writing gets EPIPE and exits: the wait cannot hang
+        os.close(read_end)  # a child still writing gets EPIPE and exits: the wait cannot hang
         _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return None
     try:
-        theirs_found = marshal.loads(data) if status == 0 else None
+        unchanged, changed = marshal.loads(data)
     except (EOFError, ValueError, TypeError):
-        theirs_found = None
-    if not isinstance(theirs_found, dict):
-        return _scan_all(theirs, found)  # the child failed: do its half here
-    found.update(theirs_found)
-    return found
+        return None
+    return Changes(unchanged, changed)

@@ -216,7 +216,7 @@ def search(
       anamnesis search 'redis NOT cluster' --json
       anamnesis search "connection pool" --all      only notes with every word
     """
-    from anamnesis.freshness import catch_up  # lazy: --help loads every command module
+    from anamnesis.freshness import read_current  # lazy: --help loads every command module
     from anamnesis.index import open_index  # lazy: --help loads every command module
     from anamnesis.project import detect_project  # lazy: --help loads every command module
     from anamnesis.search import search as run_search  # lazy: --help loads every command module
@@ -229,20 +229,23 @@ def search(
     except OSError:
         near = None
     with open_index(store) as index:
-        if catch_up(index).changed:  # with `watch` running, no stat of every file
-            start_background_update(store)
-        hits = run_search(
+        hits, refreshed = read_current(  # with `watch` running, no stat of every file
             index,
-            query,
-            project=_project_option(project, here),
-            type=type,
-            tag=tag,
-            since=since,
-            until=until,
-            near_project=near,
-            limit=limit,
-            require_all=require_all,
+            lambda: run_search(
+                index,
+                query,
+                project=_project_option(project, here),
+                type=type,
+                tag=tag,
+                since=since,
+                until=until,
+                near_project=near,
+                limit=limit,
+                require_all=require_all,
+            ),
         )
+        if refreshed.changed:
+            start_background_update(store)
     if json_out:  # the same keys on every result, so scripts need no guards
         print_json([{"snippet": "", "score": round(h.score, 4), "problems": [], **h.to_dict()} for h in hits])
     else:
