@@ -89,17 +89,18 @@ def _rows_and_expected(root: Path) -> tuple[list[list[object]], int, list[list[o
     return rows, unchanged, sorted(expected, key=lambda item: str(item[0]))
 
 
-def _split(root: Path, rows: list[list[object]], mode: str = "") -> dict[str, object]:
+def _run(script: str, *args: str) -> dict[str, object]:
+    """Run a script in a fresh process (a single thread, so the scan may fork) and read its JSON."""
     proc = subprocess.run(
-        [sys.executable, "-c", SPLIT, str(root), mode, json.dumps(rows)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
     result: dict[str, object] = json.loads(proc.stdout)
     return result
+
+
+def _split(root: Path, rows: list[list[object]], mode: str = "") -> dict[str, object]:
+    return _run(SPLIT, str(root), mode, json.dumps(rows))
 
 
 def test_the_plain_scan_lists_notes_and_skips_what_is_not_one(tmp_path: Path) -> None:
@@ -149,13 +150,9 @@ def test_a_small_store_or_a_threaded_process_is_scanned_in_place(tmp_path: Path)
         "threading.Thread(target=stop.wait).start()\n"
         "scan.scan_changes(sys.argv[1], scan.PARALLEL_FROM, lambda prefix: 0, none)\n"
         "stop.set()\n"
-        "print(len(forks))\n"
+        "print(json.dumps({'forks': len(forks)}))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "0"
+    assert _run("import json\n" + script, str(root)) == {"forks": 0}
 
 
 REFRESH = """
@@ -203,16 +200,15 @@ def test_a_refresh_with_a_split_scan_sees_every_change(home: Path) -> None:
     added = store.memory / "projects" / "new-folder" / "facts" / "added.md"
     added.parent.mkdir(parents=True)
     added.write_text("---\ntitle: Added\ntype: semantic\n---\nA zebra.\n", encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-c", REFRESH, str(home)], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = _run(REFRESH, str(home))
     assert result["forks"] == 1
     report = result["report"]
+    assert isinstance(report, dict)
     assert (report["added"], report["updated"], report["removed"]) == (1, 1, 1)
     assert report["unchanged"] == 28
-    assert sorted(result["hits"]) == sorted([made[3].path, "projects/new-folder/facts/added.md"])
+    hits = result["hits"]
+    assert isinstance(hits, list)
+    assert sorted(hits) == sorted([made[3].path, "projects/new-folder/facts/added.md"])
 
 
 def test_the_work_is_shared_evenly_even_when_one_project_holds_most_notes(tmp_path: Path) -> None:
@@ -281,16 +277,7 @@ print(json.dumps({**out, "reads": len(reads), "forks": len(forks)}))
 
 
 def _read_current(home: Path, mode: str = "") -> dict[str, object]:
-    proc = subprocess.run(
-        [sys.executable, "-c", READ_CURRENT, str(home), mode],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout)
-    return result
+    return _run(READ_CURRENT, str(home), mode)
 
 
 def test_a_read_overlapping_the_scan_is_done_again_only_when_the_scan_found_a_change(home: Path) -> None:
