@@ -1,0 +1,122 @@
+"""Before and after: `anamnesis search` of two checkouts, interleaved, on the same kind of store. By hand:
+
+mkdir /tmp/before && git archive HEAD~3 anamnesis | tar -x -C /tmp/before
+python bench/bench_ab.py --before /tmp/before                 # 50,000 notes, 40 runs each
+python bench/bench_ab.py --before /tmp/before --notes 10000 --watch
+
+On a shared machine the speed of the whole host drifts by a fifth within
+minutes, so two runs of `bench_speed.py` an hour apart do not say which code
+is faster. Here each run of the "before" package is followed (or preceded,
+turn about) by one of this checkout's, with the same query, so both see the
+same machine. Each side searches its own copy of one corpus store (the two
+may keep index.db in different schemas); with `--watch`, an `anamnesis
+watch` of its own runs on each copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_speed import QUERIES, Watching, store_for  # noqa: E402
+from bench.stats import percentile  # noqa: E402
+
+
+def side_env(source: Path, home: Path, base: Path) -> dict[str, str]:
+    """The environment of one side's processes: its package first on the path, bytecode cached."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(source)
+    env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
+    env["ANAMNESIS_HOME"] = str(home)
+    return env
+
+
+def timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, children included) of one process run to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(args, env=env, cwd=cwd, check=True, capture_output=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--before", type=Path, required=True, help="a folder holding the other `anamnesis` package"
+    )
+    parser.add_argument("--notes", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=40, help="runs of each side")
+    parser.add_argument("--watch", action="store_true", help="with `anamnesis watch` running on each store")
+    parser.add_argument("--keep", type=Path, help="build the stores here and reuse them on later runs")
+    args = parser.parse_args()
+    before = args.before.resolve()
+    if not (before / "anamnesis" / "__init__.py").exists():
+        raise SystemExit(f"{before} holds no anamnesis package")
+    base = args.keep.resolve() if args.keep else Path(os.environ.get("TMPDIR", "/tmp")) / "anamnesis-bench-ab"
+    base.mkdir(parents=True, exist_ok=True)
+    sides = {"before": before, "after": ROOT}
+    homes: dict[str, Path] = {}
+    for name, source in sides.items():
+        os.environ["PYTHONPATH"] = str(source)  # store_for reindexes with this side's package
+        home = base / name / f"home{args.notes // 1000}k"
+        if not home.exists():
+            shutil.copytree(store_for(base, args.notes), home, symlinks=True)
+        subprocess.run(
+            [sys.executable, "-m", "anamnesis", "reindex"],
+            env=side_env(source, home, base),
+            cwd=source,
+            check=True,
+            capture_output=True,
+        )
+        homes[name] = home
+    os.environ.pop("PYTHONPATH", None)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in sides}
+    watchers = [Watching(homes[name]) for name in sides] if args.watch else []
+    here = Path.cwd()
+    try:
+        for watcher, source in zip(watchers, sides.values(), strict=False):
+            os.environ["PYTHONPATH"] = str(source)
+            os.chdir(source)  # `python -m` puts the working folder first on sys.path
+            watcher.__enter__()
+        os.environ.pop("PYTHONPATH", None)
+        os.chdir(here)
+        for run in range(args.runs + 1):
+            order = list(sides) if run % 2 == 0 else list(reversed(sides))
+            for name in order:
+                query = QUERIES[run % len(QUERIES)]
+                wall, cpu = timed(
+                    [sys.executable, "-m", "anamnesis", "search", query],
+                    side_env(sides[name], homes[name], base),
+                    sides[name],
+                )
+                if run:  # the first round warms caches (and lets a watch vouch): not counted
+                    results[name][0].append(wall)
+                    results[name][1].append(cpu)
+    finally:
+        for watcher in watchers:
+            watcher.__exit__(None, None, None)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    label = f"`search`, {args.notes:,} notes" + (", watch running" if args.watch else "")
+    for name, (walls, cpus) in results.items():
+        print(
+            f"{label:<42} {name:<7} p50 {percentile(walls, 50) * 1000:5.0f} ms, p95 {percentile(walls, 95) * 1000:5.0f} ms"
+            f" (CPU p50 {percentile(cpus, 50) * 1000:4.0f} ms, n={len(walls)})"
+        )
+
+
+if __name__ == "__main__":
+    main()
