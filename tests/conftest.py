@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,15 +46,28 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.fixture
-def store(home: Path) -> Iterator[Store]:
-    """An initialised store (real git repo, real index) in a temp ANAMNESIS_HOME."""
+@pytest.fixture(scope="session")
+def initialised_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store made by `init_store` per test worker, for `store` to copy: init runs git several
+    times (~20 ms), a copy takes a few ms, and hundreds of tests start from a fresh store."""
     from anamnesis.paths import open_store
     from anamnesis.store import init_store
 
-    store = open_store(home)
-    init_store(store)
-    yield store
+    path = tmp_path_factory.mktemp("initialised") / "home"
+    init_store(open_store(path))
+    for sample in (path / "memory" / ".git" / "hooks").glob("*.sample"):
+        sample.unlink()  # git's examples: nothing reads them
+    return path
+
+
+@pytest.fixture
+def store(home: Path, initialised_home: Path) -> Iterator[Store]:
+    """An initialised store (real git repo, real index) in a temp ANAMNESIS_HOME: a copy of what
+    `init_store` made for this worker (see `initialised_home`)."""
+    from anamnesis.paths import open_store
+
+    shutil.copytree(initialised_home, home, symlinks=True)
+    yield open_store(home)
 
 
 @pytest.fixture
