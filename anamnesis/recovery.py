@@ -112,11 +112,15 @@ def start_checkout(store: Store, orig: str, target: str) -> None:
     write_marker(store, CHECKOUT_MARKER, {"orig": orig, "target": target, "at": str(time.time_ns())})
 
 
-def finish_checkout(store: Store, conflicts: list[str] | None = None) -> str | None:
+def finish_checkout(
+    store: Store, conflicts: list[str] | None = None, rewritten: list[str] | None = None
+) -> str | None:
     """Complete a working-tree move a killed sync left half done; a description, or None.
 
     Notes that got conflict markers (an edit made here meanwhile that
-    changed the same lines as the incoming version) are added to `conflicts`.
+    changed the same lines as the incoming version) are added to `conflicts`,
+    and every file whose content this changed to `rewritten` (what anyone
+    looked at before was a half-moved file: see `store.require_writable`).
 
     Works from the marker alone (the commits it names and the files on
     disk), never from git's index, which the killed git did not write. What
@@ -139,9 +143,12 @@ def finish_checkout(store: Store, conflicts: list[str] | None = None) -> str | N
     if orig and target and head and _exists(repo, orig) and _exists(repo, target):
         moving = head == orig
         goal = target if moving else head
-        paths, fixed, conflicted = _settle_files(repo, orig, target, goal, _since(marker))
+        paths, changed, conflicted = _settle_files(repo, orig, target, goal, _since(marker))
+        fixed = len(changed)
         if conflicts is not None:
             conflicts.extend(p for p in conflicted if p not in conflicts)
+        if rewritten is not None:
+            rewritten.extend(p for p in changed if p not in rewritten)
         if moving:
             # Files first, then the branch: killed in between, the marker makes the next run redo it.
             run_git(repo, "update-ref", "-m", "anamnesis sync: finish interrupted checkout", refs.MAIN, target, orig)
@@ -337,10 +344,10 @@ def read_blobs(repo: Path, oids: list[str]) -> dict[str, bytes]:
 
 def _settle_files(
     repo: Path, orig: str, target: str, goal: str, since: int | None
-) -> tuple[list[str], int, list[str]]:
+) -> tuple[list[str], list[str], list[str]]:
     """Bring the files a killed checkout had to write to `goal`, keeping edits.
 
-    Returns the paths, how many were changed, and those merged with markers.
+    Returns the paths, those whose file was changed, and those merged with markers.
 
     `goal` is target when the move is being finished, or HEAD when it is
     being undone. Per path (see FileState): "new", "old", "missing" and
@@ -355,21 +362,22 @@ def _settle_files(
     """
     files = survey(repo, orig, target, since)
     if not files:
-        return [], 0, []
+        return [], [], []
     finishing = goal == target
     wanted = {f.path: f.want for f in files} if finishing else _entries(repo, goal, [f.path for f in files])
     reached = max((f.order for f in files if f.state == "new"), default=-1)
     needed = [e[1] for f in files if f.state != "edited" and (e := wanted.get(f.path)) and f.disk != (_kind(e[0]), e[1])]
     needed += [e[1] for f in files if f.state == "edited" for e in (f.was, f.want) if e]
     blobs = read_blobs(repo, needed)
-    fixed = 0
+    changed: list[str] = []
     failed: list[str] = []
     conflicted: list[str] = []
     # Removals first, as git does: a folder may have to make room for a file, or the other way round.
     for f in sorted(files, key=lambda f: (wanted.get(f.path) is not None, _git_order(f.path))):
         try:
             if f.state != "edited":
-                fixed += _put(repo, f, wanted.get(f.path), blobs)
+                if _put(repo, f, wanted.get(f.path), blobs):
+                    changed.append(f.path)
                 continue
             if not finishing or f.want is None or f.disk is None or f.disk[0] != _FILE or _kind(f.want[0]) != _FILE:
                 continue  # kept as it is: committed as an edit by the next sync (an edit beats a delete)
@@ -381,7 +389,7 @@ def _settle_files(
             if merged.conflicted and f.order < reached:
                 continue  # git had written the new version there (a later file is new): the edit was made on it
             atomic_write_bytes(repo / f.path, merged.text.encode("utf-8", "surrogateescape"))
-            fixed += 1
+            changed.append(f.path)
             if merged.conflicted:
                 conflicted.append(f.path)
         except OSError as exc:
@@ -392,7 +400,7 @@ def _settle_files(
             f"cannot finish an interrupted sync: could not write {', '.join(failed[:3])}"
             f"{' and more' if len(failed) > 3 else ''}; make room there, then run `anamnesis sync` again"
         )
-    return [f.path for f in files], fixed, conflicted
+    return [f.path for f in files], changed, conflicted
 
 
 def _front_matter_back(mine: str, incoming: str) -> str:
@@ -456,12 +464,12 @@ def _prune(repo: Path, folder: Path) -> None:
         folder = folder.parent
 
 
-def prepare(store: Store, conflicts: list[str] | None = None) -> list[str]:
+def prepare(store: Store, conflicts: list[str] | None = None, rewritten: list[str] | None = None) -> list[str]:
     """Everything sync does before it starts: repair what a killed sync left, or refuse.
 
     Returns notes on what was repaired (notes finishing a checkout had to
-    merge with markers are added to `conflicts`); raises SyncRefused for a
-    repo a person left mid-operation.
+    merge with markers are added to `conflicts`, files it changed to
+    `rewritten`); raises SyncRefused for a repo a person left mid-operation.
     """
     notes: list[str] = []
     previous = read_marker(store, RUNNING_MARKER)
@@ -473,7 +481,7 @@ def prepare(store: Store, conflicts: list[str] | None = None) -> list[str]:
             notes.append(f"removed stale git lock files: {', '.join(removed)}")
     for stale in store.state_dir.glob("merge-index-*"):
         stale.unlink(missing_ok=True)
-    done = finish_checkout(store, conflicts)
+    done = finish_checkout(store, conflicts, rewritten)
     if done:
         notes.append(done)
     reason = wedged(store)

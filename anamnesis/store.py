@@ -119,24 +119,43 @@ def check_writable(store: Store) -> str:
     return machine
 
 
-def require_writable(store: Store) -> str:
+def require_writable(store: Store, rewritten: list[str] | None = None) -> str:
     """What every writer does first, under the store lock: what sync does first. This machine's id.
 
     Repairs what a killed sync left (stale git lock files, a half-done move
     of the working tree) and refuses, exactly as sync does (`SyncRefused`,
     exit 12, the same message), a repo a person left mid-rebase, mid-merge
     or on another branch. A broken settings.json is an error, never a note
-    written by "unknown". The caller holds the store lock.
+    written by "unknown". The caller holds the store lock. The notes that
+    finishing a half-done move changed are added to `rewritten`: whoever
+    looked at one of them before saw a half-moved file (see `check_not_rewritten`).
     """
     # lazy: recovery (git, merge) is for writers; keeps it off the SessionStart/UserPromptSubmit hooks
     from anamnesis.recovery import prepare
 
     store.require()
     machine = writer_machine_id(store)
-    prepare(store)
+    prepare(store, rewritten=rewritten)
     for stale in (store.memory / ".git").glob(".index.*.undo.tmp"):  # git's index kept by a killed write
         stale.unlink(missing_ok=True)
     return machine
+
+
+def check_not_rewritten(relpath: str, rewritten: list[str], doing: str) -> None:
+    """Refuse to delete or replace a note that finishing an interrupted sync has just changed.
+
+    A sync killed while git moved the working tree leaves some notes as they
+    were; what a person (or an agent) read of such a note was the old
+    version, without what another machine added since. Deleting it, or
+    writing a body made from that reading, would drop text nobody here saw,
+    so the caller is told to look again: nothing is written.
+    """
+    if relpath in rewritten:
+        raise NoteChanged(
+            f"{relpath} was out of date (an interrupted sync had not finished updating it) and was brought up "
+            f"to date just now, so what you saw of it was an older version; nothing was {doing}: look at it "
+            "again (`anamnesis show`) and retry"
+        )
 
 
 @contextmanager
@@ -581,8 +600,11 @@ def update_note(
         raise UsageError("empty body; nothing was written (to delete a note, delete it)")
     title, body, tags = redact_note_fields(title, body, tags)
     with write_lock(store, "update note"):
-        machine = require_writable(store)
+        rewritten: list[str] = []
+        machine = require_writable(store, rewritten)
         note = read_note(store, ref)
+        if body is not None:  # a new body is made from what the caller read of the old one
+            check_not_rewritten(note.path, rewritten, "written")
         if supersedes is not None or add_supersedes:
             links = note.supersedes if supersedes is None else resolve_supersedes(store, supersedes)
             links = list(dict.fromkeys([*links, *resolve_supersedes(store, add_supersedes)]))
@@ -607,8 +629,10 @@ def update_note(
 def delete_note(store: Store, ref: str, *, commit: bool = True) -> Note:
     """Remove a note from disk, the index and (committed) the repo: all three, or none."""
     with write_lock(store, "delete note"):
-        machine = require_writable(store)
+        rewritten: list[str] = []
+        machine = require_writable(store, rewritten)
         relpath = resolve_ref(store, ref)
+        check_not_rewritten(relpath, rewritten, "deleted")
         note = load_note(store, relpath)
         write_unit(store, relpath, None, f"{machine}: delete {relpath}" if commit else None)
     return note
@@ -640,13 +664,16 @@ def save_edited_text(store: Store, relpath: str, data: bytes, *, expected: bytes
         raise UsageError("the note contains NUL bytes (binary data?); notes are text; nothing was written")
     path = safe_path(store, relpath)
     with write_lock(store, "edit note"):
-        machine = require_writable(store)
-        if expected is not None:
+        rewritten: list[str] = []
+        machine = require_writable(store, rewritten)
+        if expected is None:
+            check_not_rewritten(relpath, rewritten, "overwritten")
+        else:
             try:
                 current: bytes | None = path.read_bytes()
             except FileNotFoundError:
                 current = None
-            if current != expected:
+            if current != expected:  # finishing an interrupted sync is a change on disk too
                 gone = "was deleted" if current is None else "changed on disk"
                 raise NoteChanged(f"{relpath} {gone} while you were editing it; nothing was overwritten")
         stamped = stamp_updated(text)

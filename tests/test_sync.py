@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
 from anamnesis.index import open_index
@@ -431,6 +432,47 @@ def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -
     assert "one v2" in a.read(one.path)
     assert "edited meanwhile" in a.read(three.path)
     assert "four v2" in a.read(four.path) and "last line, edited meanwhile" in a.read(four.path)
+    no_git_leftovers(a)
+
+
+def test_a_note_seen_half_moved_is_not_deleted_or_overwritten_with_what_was_seen(fleet: Fleet) -> None:
+    """A sync killed while git moved the tree left a note at its old version; another machine's line
+    is in the version it was moving to. Deleting the note, or writing a body made from the old
+    version, would drop that line unseen: both are refused until the person looks again."""
+    from anamnesis.errors import NoteChanged
+    from anamnesis.recovery import CHECKOUT_MARKER, write_marker
+
+    a = fleet.machine("a")
+    note = create_note(a.store, type="semantic", title="Shared", body="mine\n")
+    other = create_note(a.store, type="semantic", title="Other", body="other\n")
+    orig = a.git("rev-parse", "HEAD")
+    a.write(note.path, a.read(note.path) + "added on another machine\n")
+    a.write(other.path, a.read(other.path) + "also added\n")
+    a.git("commit", "-qam", "target")
+    target = a.git("rev-parse", "HEAD")
+    a.git("reset", "-q", "--hard", orig)  # killed before git wrote either file
+    write_marker(a.store, CHECKOUT_MARKER, {"orig": orig, "target": target})
+    seen = a.read(note.path)
+    assert "added on another machine" not in seen
+    with pytest.raises(NoteChanged, match="look at it"):
+        delete_note(a.store, note.path)
+    assert "added on another machine" in a.read(note.path)  # finished, and kept
+    assert a.git("rev-parse", "HEAD") == target
+    # Once looked at again, the same deletion goes through.
+    delete_note(a.store, note.path)
+    assert not (a.memory / note.path).exists()
+    # A new body made from a half-moved note is refused the same way; other fields are not.
+    orig = a.git("rev-parse", "HEAD")
+    a.write(other.path, a.read(other.path) + "later line\n")
+    a.git("commit", "-qam", "target 2")
+    target = a.git("rev-parse", "HEAD")
+    a.git("reset", "-q", "--hard", orig)
+    write_marker(a.store, CHECKOUT_MARKER, {"orig": orig, "target": target})
+    with pytest.raises(NoteChanged):
+        update_note(a.store, other.path, body="rewritten from what was seen\n")
+    assert "later line" in a.read(other.path)
+    update_note(a.store, other.path, body=a.read(other.path).split("---\n", 2)[2] + "and mine\n")
+    assert "later line" in a.read(other.path) and "and mine" in a.read(other.path)
     no_git_leftovers(a)
 
 

@@ -33,6 +33,7 @@ import pytest
 import yaml
 from fleet import Fleet, Machine, fleet, power_cut  # noqa: F401
 
+from anamnesis.errors import NoteChanged
 from anamnesis.git import git_processes_in
 from anamnesis.index import open_index
 from anamnesis.merge import resolve_text
@@ -122,11 +123,16 @@ class World:
         if not notes:
             return
         path = self.rng.choice(notes)
-        self.may_vanish.update(TOKEN_RE.findall(m.read(path)))  # this machine saw them: deleting replaces them
+        seen = m.read(path)
         if self.rng.random() < 0.5:
-            delete_note(m.store, path)
+            try:
+                delete_note(m.store, path)
+            except NoteChanged:  # what was read was half moved by a killed sync: look again, then delete
+                seen = m.read(path)
+                delete_note(m.store, path)
         else:
-            (m.memory / path).unlink()
+            (m.memory / path).unlink()  # a half-moved file deleted by hand is restored by the next sync
+        self.may_vanish.update(TOKEN_RE.findall(seen))  # this machine saw them: deleting replaces them
 
     def resolve(self, m: Machine) -> None:
         for path in self.notes(m):
