@@ -118,7 +118,6 @@ WAIT_LANES = {
     "test_watch.py": "waits-a",
     "test_ssh_errors.py": "waits-b",
     "test_discovery.py": "waits-b",
-    "test_model_summary.py": "waits-b",
 }
 
 
