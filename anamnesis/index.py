@@ -41,6 +41,7 @@ from anamnesis.scan import (
     PendingScan,
     Row,
     Span,
+    folder_span,
     printable_path,
     start_scan,
 )
@@ -402,9 +403,7 @@ class Index(Catalog):
 
     def _notes_under(self, prefix: str) -> int:
         """How many indexed notes lie under a folder (prefix ends in "/"): how a scan shares out its work."""
-        row = self.conn.execute(
-            "SELECT count(*) FROM notes WHERE path >= ? AND path < ?", (prefix, prefix[:-1] + "0")
-        ).fetchone()
+        row = self.conn.execute("SELECT count(*) FROM notes WHERE path >= ? AND path < ?", folder_span(prefix)).fetchone()
         return int(row[0])
 
     def bump_generation(self) -> None:

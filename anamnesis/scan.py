@@ -39,6 +39,11 @@ CHILD_SHARE = 0.5  # of the notes, scanned and compared by the child
 CHILD_SHARE_WHILE_READING = 0.6  # the same, while this process also reads the index (see `start_scan`)
 
 
+def folder_span(prefix: str) -> Span:
+    """The paths under a folder (prefix ending in "/"), as one span: "/" + 1 is "0"."""
+    return prefix, prefix[:-1] + "0"
+
+
 def printable_path(relpath: str) -> str:
     """`relpath` as SQLite can store it: a name that is not valid UTF-8 gets U+FFFD
     in place of its bad bytes (and is reported, since no note can live there)."""
@@ -158,10 +163,10 @@ class Changes:
     changed: list[tuple[str, FileStat | None]] = field(default_factory=list)
 
 
-def compare(found: dict[str, FileStat], recorded: Iterable[Row], changes: Changes) -> Changes:
-    """Add to `changes` how `found` (a scan; emptied here) differs from the `recorded` rows."""
+def compare(found: dict[str, FileStat], recorded: Iterable[Row]) -> Changes:
+    """How `found` (a scan; emptied here) differs from the `recorded` rows."""
     unchanged = 0
-    changed = changes.changed
+    changed: list[tuple[str, FileStat | None]] = []
     take = found.pop
     for path, size, mtime in recorded:
         st = take(path, None)
@@ -173,8 +178,7 @@ def compare(found: dict[str, FileStat], recorded: Iterable[Row], changes: Change
             changed.append((path, st))
     changed.extend(found.items())  # new
     found.clear()
-    changes.unchanged += unchanged
-    return changes
+    return Changes(unchanged, changed)
 
 
 def scan_changes(root: str, expected: int, weigh: Weigh, recorded: Recorded) -> Changes:
@@ -203,7 +207,7 @@ def start_scan(
         pending.mine = [folder for _weight, folder in frontier]
         return pending
     pending.mine, theirs = _split(frontier, len(pending.found), child_share)
-    pending.their_spans = sorted((rel, rel[:-1] + "0") for _folder, rel in theirs)  # a folder's paths
+    pending.their_spans = sorted(folder_span(rel) for _folder, rel in theirs)
     pending.theirs = theirs
     pending.their_rows = list(recorded(pending.their_spans))
     pending.child = _start(theirs, pending.their_rows)
@@ -226,16 +230,14 @@ class PendingScan:
         """The changes of both parts; the child is always waited for, even if this process's part fails."""
         finished = False
         try:
-            changes = compare(
-                _scan_all(self.mine, self.found), self.recorded(_between(self.their_spans)), Changes()
-            )
+            changes = compare(_scan_all(self.mine, self.found), self.recorded(_between(self.their_spans)))
             finished = True
         finally:
             theirs = _join(self.child, read=finished)
             self.child = None
         if self.theirs:
             if theirs is None:  # no fork, or the child failed: its part is done here
-                theirs = compare(_scan_all(self.theirs, {}), self.their_rows, Changes())
+                theirs = compare(_scan_all(self.theirs, {}), self.their_rows)
             changes.unchanged += theirs.unchanged
             changes.changed += theirs.changed
         return changes
@@ -266,7 +268,7 @@ def _start(theirs: list[Folder], their_rows: list[Row]) -> tuple[int, int] | Non
         code = 1
         try:
             os.close(read_end)
-            part = compare(_scan_all(theirs, {}), their_rows, Changes())
+            part = compare(_scan_all(theirs, {}), their_rows)
             data = marshal.dumps((part.unchanged, part.changed))
             with open(write_end, "wb", closefd=True) as sink:
                 sink.write(data)
