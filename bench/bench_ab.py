@@ -17,37 +17,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_speed import QUERIES, Watching, store_for  # noqa: E402
+from bench.bench_speed import QUERIES, Timing, Watching, run_timed, store_for  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 
 
 def side_env(source: Path, home: Path, base: Path) -> dict[str, str]:
-    """The environment of one side's processes: its package first on the path, bytecode cached."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
-    env["PYTHONPATH"] = str(source)
-    env["PYTHONPYCACHEPREFIX"] = str(base / "pycache")
-    env["ANAMNESIS_HOME"] = str(home)
-    return env
-
-
-def timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system, children included) of one process run to its end."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    subprocess.run(args, env=env, cwd=cwd, check=True, capture_output=True)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    """What one side's processes add to the environment: its package first on the path, bytecode cached."""
+    return {
+        "PYTHONPATH": str(source),
+        "PYTHONPYCACHEPREFIX": str(base / "pycache"),
+        "ANAMNESIS_HOME": str(home),
+    }
 
 
 def main() -> None:
@@ -62,6 +50,7 @@ def main() -> None:
     parser.add_argument("--watch", action="store_true", help="with `anamnesis watch` running on each store")
     parser.add_argument("--keep", type=Path, help="build the stores here and reuse them on later runs")
     args = parser.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode is cached, as an installed package has it
     before = args.before.resolve()
     if not (before / "anamnesis" / "__init__.py").exists():
         raise SystemExit(f"{before} holds no anamnesis package")
@@ -76,7 +65,7 @@ def main() -> None:
             shutil.copytree(store_for(base, args.notes), home, symlinks=True)
         subprocess.run(
             [sys.executable, "-m", "anamnesis", "reindex"],
-            env=side_env(source, home, base),
+            env={**os.environ, **side_env(source, home, base)},
             cwd=source,
             check=True,
             capture_output=True,
@@ -84,7 +73,7 @@ def main() -> None:
         homes[name] = home
     os.environ.pop("PYTHONPATH", None)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in sides}
+    results: dict[str, Timing] = {name: ([], []) for name in sides}
     watchers = [Watching(homes[name]) for name in sides] if args.watch else []
     here = Path.cwd()
     try:
@@ -97,15 +86,13 @@ def main() -> None:
         for run in range(args.runs + 1):
             order = list(sides) if run % 2 == 0 else list(reversed(sides))
             for name in order:
-                query = QUERIES[run % len(QUERIES)]
-                wall, cpu = timed(
-                    [sys.executable, "-m", "anamnesis", "search", query],
+                run_timed(
+                    [sys.executable, "-m", "anamnesis", "search", QUERIES[run % len(QUERIES)]],
                     side_env(sides[name], homes[name], base),
-                    sides[name],
+                    # the first round warms caches (and lets a watch vouch): not counted
+                    results[name] if run else ([], []),
+                    cwd=sides[name],
                 )
-                if run:  # the first round warms caches (and lets a watch vouch): not counted
-                    results[name][0].append(wall)
-                    results[name][1].append(cpu)
     finally:
         for watcher in watchers:
             watcher.__exit__(None, None, None)

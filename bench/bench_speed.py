@@ -83,14 +83,14 @@ def store_for(base: Path, count: int) -> Path:
 Timing = tuple[list[float], list[float]]  # wall seconds, CPU seconds (user + system) per run
 
 
-def run_timed(args: list[str], env: dict[str, str], out: Timing) -> None:
+def run_timed(args: list[str], env: dict[str, str], out: Timing, cwd: Path | None = None) -> None:
     """Run one process to its end; add its wall time and the CPU time it used to `out`.
 
     CPU time barely moves with what else runs on the machine; wall time does.
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(args, env={**os.environ, **env}, check=True, capture_output=True)
+    subprocess.run(args, env={**os.environ, **env}, cwd=cwd, check=True, capture_output=True)
     out[0].append(time.perf_counter() - started)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     out[1].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
