@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from procs import run_anamnesis, stop_process
 
+from anamnesis.git import git_processes_in
 from anamnesis.paths import Store, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,6 +172,24 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def wait_for_orphans(repos: list[Path], timeout: float = 60) -> None:
+    """Wait until no git works in any of `repos` (a killed sync's git children finish on their own).
+
+    A kill on this host can also hit a hub's receive-pack (a child of the
+    push here), which a kill on another machine never does: there the
+    receive-pack sees its client go and drops its ref lock. Drop it for the
+    hub as its own git would (sync itself only names such a lock).
+    """
+    deadline = time.monotonic() + timeout
+    while any(git_processes_in(repo) for repo in repos):
+        assert time.monotonic() < deadline, "git processes did not finish"
+        time.sleep(0.02)
+    for repo in repos:
+        if not (repo / ".git").exists():  # a bare hub, not a machine's memory/
+            for lock in (repo / "refs").rglob("*.lock"):
+                lock.unlink(missing_ok=True)
 
 
 def power_cut(proc: subprocess.Popen[Any]) -> int:

@@ -17,7 +17,7 @@ import subprocess
 import time
 
 import pytest
-from fleet import Fleet, Machine, fleet  # noqa: F401
+from fleet import Fleet, Machine, fleet, wait_for_orphans  # noqa: F401
 
 from anamnesis.errors import UsageError
 from anamnesis.git import git_processes_in
@@ -396,10 +396,7 @@ class Mesh:
         self.check(m)
 
     def wait_for_orphans(self) -> None:
-        deadline = time.monotonic() + 60
-        while any(git_processes_in(repo) for repo in self.repos):
-            assert time.monotonic() < deadline, "git processes did not finish"
-            time.sleep(0.02)
+        wait_for_orphans(self.repos)  # a killed hub receive-pack's ref lock too, as its own git would drop it
 
     def step(self) -> None:
         m = self.rng.choice(self.machines)

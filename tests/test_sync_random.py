@@ -31,10 +31,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fleet import Fleet, Machine, fleet, power_cut  # noqa: F401
+from fleet import Fleet, Machine, fleet, power_cut, wait_for_orphans  # noqa: F401
 
 from anamnesis.errors import NoteChanged
-from anamnesis.git import git_processes_in
 from anamnesis.index import open_index
 from anamnesis.merge import resolve_text
 from anamnesis.notes import has_conflict_markers, split_front_matter
@@ -217,18 +216,7 @@ class World:
         assert not stale, (m.name, "index rows without a file", stale)
 
     def wait_for_orphans(self) -> None:
-        """A killed sync's git children finish on their own; edits resume once they are gone."""
-        deadline = time.monotonic() + 60
-        while any(git_processes_in(repo) for repo in self.repos):
-            assert time.monotonic() < deadline, "git processes did not finish"
-            time.sleep(0.02)
-        # A power cut here also kills the hub's receive-pack (a child of the push on this host), which
-        # a cut on one machine never does to the hub: there the receive-pack sees the client go and
-        # drops its ref lock. Drop it for the hub as its own git would (sync only names such a lock).
-        for repo in self.repos:
-            if not (repo / ".git").exists():  # the bare hub, not a machine's memory/
-                for lock in (repo / "refs").rglob("*.lock"):
-                    lock.unlink(missing_ok=True)
+        wait_for_orphans(self.repos)
 
     def step(self) -> None:
         m = self.rng.choice(self.machines)
