@@ -310,6 +310,12 @@ def remove(store: Store, *, activate: bool = True, kind: str | None = None) -> O
     return outcome
 
 
+def installed_files(store: Store, kind: str | None = None) -> list[Path]:
+    """The timer's and the watch service's files present for this store (what `remove` would delete)."""
+    plans = (plan(store, DEFAULT_EVERY, kind), plan(store, DEFAULT_EVERY, kind, watch=True))
+    return [path for rendered in plans for path in rendered.files if path.exists()]
+
+
 def status(store: Store, kind: str | None = None) -> dict[str, Any]:
     """Installed? active? how often? and the last sync from the log."""
     rendered = plan(store, DEFAULT_EVERY, kind)

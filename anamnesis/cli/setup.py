@@ -6,6 +6,7 @@ own step below, and every step honours --print (plan only, write nothing).
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from anamnesis.cli.sync import InitSyncStep
 from anamnesis.cli.watch import init_discovery_step
 
 if TYPE_CHECKING:
+    from anamnesis.installation import Installation
     from anamnesis.paths import Store
 
 
@@ -134,42 +136,94 @@ def uninstall(
     agent: list[str] = typer.Option(
         None, "--agent", help="Only this agent (claude, codex, gemini, opencode; repeatable); keeps the sync timer."
     ),
+    everything: bool = typer.Option(
+        False,
+        "--everything",
+        help="Also remove the program: the virtualenv and the ~/.local/bin link scripts/install made "
+        "(installed some other way, it says which command removes it). Your notes are kept.",
+    ),
     print_only: bool = typer.Option(False, "--print", help="Show what would be removed and change nothing."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
-    """Remove what `anamnesis init` added to your agents, and the sync timer.
+    """Remove what `anamnesis init` added to your agents, and the sync timer (with --everything, the program too).
 
     The MCP server, Claude Code's hooks and permission, the memory block in
-    AGENTS.md / GEMINI.md: each file goes back to what it was.
+    AGENTS.md / GEMINI.md: each file goes back to what it was. The sync timer
+    or watch service (systemd user units, LaunchAgents) is stopped and deleted.
 
-    Your notes and the store are left alone; delete ~/.anamnesis yourself if you want them gone.
+    Your notes are kept: ~/.anamnesis/memory is never deleted (nor the rest of
+    ~/.anamnesis: this machine's settings, index and logs); `rm -rf ~/.anamnesis`
+    deletes it, and every note with it that no other machine holds.
 
     Examples:
       anamnesis uninstall --print                   show every change, write nothing
       anamnesis uninstall --agent codex             only Codex CLI
+      anamnesis uninstall --everything              agents, timer and the program; notes kept
     """
-    # lazy: --help loads every command module
-    from anamnesis.agents.registry import AGENTS, chosen, plan_removal, remove, titled
+    from anamnesis import installation, schedule  # lazy: --help loads every command module
+    from anamnesis.agents.registry import AGENTS, chosen, plan_removal, remove, titled  # lazy: as above
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
 
+    if everything and agent:
+        raise UsageError("--everything removes what init added to every agent: leave out --agent")
     store = get_store(require=False)
     agents = chosen(agent) if agent else list(AGENTS.values())
+    program = installation.current() if everything else None
+    kept = _kept(store)
     if print_only:
         plans = plan_removal(store, agents)
+        extra = [] if agent else [f"remove {path}" for path in schedule.installed_files(store)]
+        extra += program.planned() if program else []
         if json_out:
-            print_json({"planned": titled(plans)})
+            print_json({"planned": titled(plans) + extra, "kept": kept})
             return
-        for line in titled(plans, with_diff=True):
+        for line in [*titled(plans, with_diff=True), *extra, *_kept_lines(kept)]:
             print(line)
         return
     done = remove(store, agents)
     if not agent:
         done.extend(_uninstall_schedule(store))
     if json_out:
-        print_json({"done": done})
+        # the program goes last: the code running now is part of it
+        done.extend(_remove_program(program) if program else [])
+        print_json({"done": done, "program": program.to_dict() if program else None, "kept": kept})
         return
     out = console()
     for line in done or ["nothing of Anamnesis was registered with " + ", ".join(a.title for a in agents)]:
         out.print(f"  • {line}", markup=False)
+    if program is not None:
+        # the program goes last, and only plain print() after it: rich imports modules as it prints
+        for line in _remove_program(program):
+            print(f"  • {line}")
+    for line in _kept_lines(kept):
+        print(line)
+
+
+def _remove_program(program: Installation) -> list[str]:
+    """installation.remove, with a failure (a folder we may not delete) told in one line."""
+    from anamnesis import installation  # lazy: --help loads every command module
+    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+
+    try:
+        return installation.remove(program)
+    except OSError as exc:
+        raise AnamnesisError(f"could not remove {program.prefix}: {exc.strerror or exc}; delete it by hand") from exc
+
+
+def _kept(store: Store) -> dict[str, str] | None:
+    """What uninstall never deletes (the notes), and the command that would."""
+    if not store.memory.exists():
+        return None
+    return {"memory": str(store.memory), "delete_with": f"rm -rf {shlex.quote(str(store.home))}"}
+
+
+def _kept_lines(kept: dict[str, str] | None) -> list[str]:
+    if kept is None:
+        return []
+    return [
+        f"kept {kept['memory']}: your notes (a git repo; your other machines keep their own copies).",
+        f"  To delete them and everything else Anamnesis keeps on this machine: {kept['delete_with']}",
+    ]
 
 
 def _uninstall_schedule(store: Store) -> list[str]:
