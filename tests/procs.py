@@ -27,6 +27,21 @@ def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, grace: 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def clone_working_tree(dest: Path) -> None:
+    """A fresh git clone of this checkout at `dest`, with the working tree's uncommitted changes and new
+    files copied in: the scripts are tested as a new user runs them, on the code being tested."""
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(dest)], check=True)
+    changed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-m", "-o", "--exclude-standard"], capture_output=True, text=True
+    ).stdout.split()
+    for path in changed:
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if (ROOT / path).is_file():
+            target.write_bytes((ROOT / path).read_bytes())
+            target.chmod((ROOT / path).stat().st_mode)
+
+
 def run_anamnesis(
     args: Sequence[str],
     env: Mapping[str, str],

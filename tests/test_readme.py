@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from procs import clone_working_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,15 +26,7 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
 @pytest.mark.e2e
 def test_demo_command_works_from_a_fresh_clone(tmp_path: Path) -> None:
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-    for path in subprocess.run(
-        ["git", "-C", str(ROOT), "ls-files", "-m", "-o", "--exclude-standard"], capture_output=True, text=True
-    ).stdout.split():
-        # test what is in the working tree, committed or not
-        target = clone / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if (ROOT / path).is_file():
-            target.write_bytes((ROOT / path).read_bytes())
+    clone_working_tree(clone)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "ANAMNESIS_HOME")}
     env["HOME"] = str(tmp_path / "user")
     env["PIP_CACHE_DIR"] = os.environ.get("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
