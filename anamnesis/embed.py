@@ -46,7 +46,9 @@ if TYPE_CHECKING:
 
 HUB_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_LABEL = "minilm-l6-v2"
-INSTALL_HINT = "pip install 'anamnesis-memory[semantic]'"
+# The extra, installed into the environment anamnesis runs in (not the other program of this name
+# on the public index): scripts/install's venv, or a venv / pipx install of the person's own.
+INSTALL_HINT = "run `./scripts/install --semantic` in your clone (or pip install '.[semantic]' into anamnesis's venv)"
 
 WEIGHTS_FILE = "model.safetensors"
 REQUIRED_FILES = ("config.json", "tokenizer.json", WEIGHTS_FILE)

@@ -67,7 +67,7 @@ def default_model_dir(store: Store) -> Path:
 def unavailable_reason(store: Store) -> str | None:
     """Why semantic search is not in use here, in one line; None when it is."""
     # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
-    from anamnesis.embed import SemanticUnavailable, check_model_dir, missing_dependencies
+    from anamnesis.embed import INSTALL_HINT, SemanticUnavailable, check_model_dir, missing_dependencies
 
     conf = settings_of(store)
     if not conf["enabled"]:
@@ -75,8 +75,7 @@ def unavailable_reason(store: Store) -> str | None:
     missing = missing_dependencies()
     if missing:
         return (
-            f"enabled, but {', '.join(missing)} not installed: keyword search only"
-            " (pip install 'anamnesis-memory[semantic]')"
+            f"enabled, but {', '.join(missing)} not installed: keyword search only ({INSTALL_HINT})"
         )
     try:
         check_model_dir(Path(conf["model_dir"] or default_model_dir(store)))
@@ -360,13 +359,17 @@ def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], 
     store's models/ folder from the public model hub.
     """
     # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
-    from anamnesis.embed import SemanticUnavailable, check_model_dir, download_model, missing_dependencies
+    from anamnesis.embed import (
+        INSTALL_HINT,
+        SemanticUnavailable,
+        check_model_dir,
+        download_model,
+        missing_dependencies,
+    )
 
     missing = missing_dependencies()
     if missing:
-        raise SemanticError(
-            f"semantic search needs {', '.join(missing)}: pip install 'anamnesis-memory[semantic]'"
-        )
+        raise SemanticError(f"semantic search needs {', '.join(missing)}: {INSTALL_HINT}")
     try:
         if model_dir is not None:
             folder = model_dir.expanduser().resolve()

@@ -129,7 +129,7 @@ def test_missing_dependencies_names_absent_packages(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     assert missing_dependencies() == ["tokenizers"]
     with pytest.raises(
-        SemanticUnavailable, match=r"tokenizers missing.*pip install 'anamnesis-memory\[semantic\]'"
+        SemanticUnavailable, match=r"tokenizers missing.*scripts/install --semantic"
     ):
         load_embedder(Path("/nonexistent"))
 

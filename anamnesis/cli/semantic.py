@@ -16,7 +16,7 @@ semantic_app = typer.Typer(
     help=(
         "Optional local semantic search: find notes by meaning, not only by their words.\n\n"
         "Runs fully offline on this machine's CPU once the model is here (about 90 MB); "
-        "nothing leaves the machine. Needs the extra: pip install 'anamnesis-memory[semantic]'."
+        "nothing leaves the machine. Needs the extra: `./scripts/install --semantic` in your clone."
     ),
     no_args_is_help=True,
 )
