@@ -1,5 +1,5 @@
-"""The README's two set-up commands are real: they exist, CI runs the test one, the demo one works
-from a fresh clone."""
+"""The README's set-up commands are real: a user's first two lines install and set up, the two
+one-command sections exist, CI runs the test one, the demo one works from a fresh clone."""
 
 from __future__ import annotations
 
@@ -21,6 +21,20 @@ def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
     for command in commands:
         assert os.access(ROOT / command, os.X_OK)
     assert "scripts/test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_a_users_first_lines_are_install_then_init_and_the_peer_steps_are_there() -> None:
+    readme = (ROOT / "README.md").read_text()
+    first_block = re.search(r"```sh\n(.*?)```", readme, re.S)
+    assert first_block is not None
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    assert commands == ["./scripts/install", "anamnesis init"]
+    assert os.access(ROOT / "scripts" / "install", os.X_OK)
+    install = readme[readme.index("## Install") : readme.index("## Try it")]
+    assert "`ssh HOST true`" in install and "anamnesis init --peer HOST:" in install
+    assert "anamnesis uninstall --everything" in install and "./scripts/install --semantic" in install
+    for script in set(re.findall(r"\./scripts/(\w[\w-]*)", readme)):
+        assert os.access(ROOT / "scripts" / script, os.X_OK), script
 
 
 @pytest.mark.e2e
