@@ -261,6 +261,7 @@ def new_user(tmp_path: Path) -> Iterator[User]:
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(900)  # three pip installs from the package index; about 45 s on an idle machine
 def test_install_upgrade_semantic_and_uninstall_as_a_new_user_with_an_externally_managed_python(
     new_user: User,
 ) -> None:
@@ -297,11 +298,18 @@ def test_install_upgrade_semantic_and_uninstall_as_a_new_user_with_an_externally
     assert new_user.run("anamnesis", "--version", path=on_path).returncode == 0
     moved.rename(clone)
 
-    # --semantic adds the extra, in the same venv
+    # --semantic adds the extra, in the same venv; another `anamnesis` earlier on PATH is pointed out
     venv_inode = venv.stat().st_ino
-    semantic = new_user.run("./scripts/install", "--semantic", cwd=clone, path=on_path)
+    shadow = new_user.home / "old-bin"
+    shadow.mkdir()
+    (shadow / "anamnesis").write_text("#!/bin/sh\necho the other program\n")
+    (shadow / "anamnesis").chmod(0o755)
+    if new_user.uid is not None:
+        os.chown(shadow, new_user.uid, new_user.gid or 0)
+    semantic = new_user.run("./scripts/install", "--semantic", cwd=clone, path=f"{shadow}:{on_path}")
     assert semantic.returncode == 0, semantic.stdout + semantic.stderr
     assert "not on your PATH" not in semantic.stdout
+    assert f"note: `anamnesis` in your shell is {shadow / 'anamnesis'}, which comes before {bin_dir}" in semantic.stdout
     assert new_user.run(str(venv / "bin" / "python"), "-c", "import numpy, tokenizers").returncode == 0
 
     # a newer clone (as after `git pull`): running it again upgrades in place and keeps --semantic
