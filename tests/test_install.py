@@ -74,6 +74,9 @@ def test_no_git_and_no_python_are_each_one_line_and_a_nonzero_exit(tmp_path: Pat
     assert no_python.returncode == 1
     assert len(no_python.stderr.strip().splitlines()) == 1
     assert "needs Python 3.11 or newer" in no_python.stderr and "PYTHON=" in no_python.stderr
+
+    named = _script(env={**_user_env(tmp_path, os.environ["PATH"]), "PYTHON": "python3.99"}, cwd=tmp_path)
+    assert (named.returncode, named.stderr) == (1, "install: error: PYTHON=python3.99: no such command\n")
     assert not (tmp_path / "user").exists()
 
 
@@ -280,8 +283,11 @@ def test_install_upgrade_semantic_and_uninstall_as_a_new_user_with_an_externally
     refused = new_user.run(python, "-m", "pip", "install", "--user", ".", cwd=clone)
     assert refused.returncode != 0 and "externally-managed-environment" in refused.stdout + refused.stderr
 
+    # a venv without pip left where ours goes (say, by a `python3 -m venv` that stopped half way)
+    assert new_user.run(python, "-m", "venv", "--without-pip", str(venv)).returncode == 0
     first = new_user.run("./scripts/install", cwd=clone)
     assert first.returncode == 0, first.stdout + first.stderr
+    assert f"creating {venv} with {python}" in first.stdout
     assert f"note: {bin_dir} is not on your PATH" in first.stdout
     assert 'export PATH="$HOME/.local/bin:$PATH"' in first.stdout and "~/.bashrc" in first.stdout
     assert "next: anamnesis init" in first.stdout
