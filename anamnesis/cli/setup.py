@@ -221,8 +221,8 @@ def _kept_lines(kept: dict[str, str] | None) -> list[str]:
     if kept is None:
         return []
     return [
-        f"kept {kept['memory']}: your notes (a git repo; your other machines keep their own copies).",
-        f"  To delete them and everything else Anamnesis keeps on this machine: {kept['delete_with']}",
+        f"kept {kept['memory']}: your notes, untouched.",
+        f"  To delete them too, with this machine's settings, index and logs: {kept['delete_with']}",
     ]
 
 
