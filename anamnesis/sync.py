@@ -674,7 +674,7 @@ def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
         "sent": result.sent,
         "changed": len(result.changed),
         "conflicts": result.conflicts,
-        "unreachable": [{"peer": p.name, "detail": p.detail} for p in result.unreachable],
+        "unreachable": [{"peer": p.name, "detail": p.detail, "status": p.status} for p in result.unreachable],
         "repaired": result.repaired,
         "seconds": round(result.seconds, 3),
     }
