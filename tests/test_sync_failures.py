@@ -99,6 +99,7 @@ def test_the_timer_unit_counts_only_normal_outcomes_as_success(fleet: Fleet) -> 
 
 
 def test_a_mistyped_local_path_is_misconfigured_and_fails_the_timer_at_once(fleet: Fleet) -> None:
+    from anamnesis.peers import load_state, save_state
     from anamnesis.schedule import command
 
     hub = fleet.hub()
@@ -121,6 +122,12 @@ def test_a_mistyped_local_path_is_misconfigured_and_fails_the_timer_at_once(flee
     timer = subprocess.run(command(), capture_output=True, text=True, env=a.env(), cwd=ROOT, timeout=120)
     assert timer.returncode == ExitCode.PEER_MISCONFIGURED and timer.returncode not in TIMER_SUCCESS
     assert "typo" in timer.stdout
+    # Failing for days as well: still 14 (what to fix), not 13.
+    state = load_state(a.store)
+    state["typo"]["failing_since"] = "2000-01-01T00:00:00Z"
+    save_state(a.store, state)
+    timer = subprocess.run(command(), capture_output=True, text=True, env=a.env(), cwd=ROOT, timeout=120)
+    assert timer.returncode == ExitCode.PEER_MISCONFIGURED, timer.stdout
     # doctor says so at once, with the fix.
     doctor = json.loads(a.cli("doctor", "--json").stdout)["findings"]
     (finding,) = [f for f in doctor if f["where"].startswith("peer typo")]

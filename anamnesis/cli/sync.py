@@ -88,11 +88,12 @@ def sync(
         raise
     skipped = [p.name for p in result.unreachable]
     stale = stale_peers(store, limit, skipped) if limit is not None and skipped else []
+    code = EXIT_STALE if stale and not result.misconfigured else result.exit_code  # 14 outranks 13
     if json_out:
         data = result.to_dict()
         if stale:
             data["stale_peers"] = [{"name": s.name, "since": s.since, "last_ok": s.last_ok or None} for s in stale]
-            data["exit_code"] = EXIT_STALE
+        data["exit_code"] = code
         print_json(data)
     else:
         _print_result(result, quiet)
@@ -101,10 +102,8 @@ def sync(
                 f"  [red]{escape(item.name)}[/red]: no sync has reached it since {escape(item.since)} "
                 f"(over --fail-after {escape(fail_after)})", highlight=False,
             )
-    if stale:
-        raise typer.Exit(EXIT_STALE)
-    if result.exit_code:
-        raise typer.Exit(result.exit_code)
+    if code:
+        raise typer.Exit(code)
 
 
 def _print_result(result: SyncResult, quiet: bool) -> None:
