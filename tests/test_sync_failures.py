@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,6 +52,15 @@ def blames_no_peer(machine: Machine) -> None:
     assert "unreachable" not in status, status
     for name in state_of(machine):
         assert f"{name}:" not in str(status.get("last_error", "")), status
+
+
+def behind_a_hub(fleet: Fleet) -> Machine:
+    """Machine a, whose peer `desktop` is a hub holding a note ("From b") that a has not fetched yet."""
+    hub = fleet.hub()
+    b = fleet.machine("b", {"hub": str(hub)})
+    create_note(b.store, type="semantic", title="From b", body="x\n")
+    b.sync()
+    return fleet.machine("a", {"desktop": str(hub)})
 
 
 # -- the registry -------------------------------------------------------------------------------
@@ -191,11 +199,7 @@ def test_peers_add_refuses_a_path_with_no_repository_unless_forced(fleet: Fleet)
 
 
 def test_a_read_only_memory_folder_is_our_fault_not_the_peers(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    b = fleet.machine("b", {"hub": str(hub)})
-    create_note(b.store, type="semantic", title="From b", body="x\n")
-    b.sync()
-    a = fleet.machine("a", {"desktop": str(hub)})
+    a = behind_a_hub(fleet)
     create_note(a.store, type="semantic", title="Committed before", body="y\n")
     head = a.git("rev-parse", "HEAD")
     sync = [*ANAMNESIS, "sync"]
@@ -229,11 +233,7 @@ def test_an_edit_waiting_in_a_read_only_memory_folder_is_kept_and_said(fleet: Fl
 
 
 def test_store_files_owned_by_another_user_are_our_fault_with_the_chown_fix(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    b = fleet.machine("b", {"hub": str(hub)})
-    create_note(b.store, type="semantic", title="From b", body="x\n")
-    b.sync()
-    a = fleet.machine("a", {"desktop": str(hub)})
+    a = behind_a_hub(fleet)
     objects = a.memory / ".git" / "objects"
     if os.geteuid() == 0:
         owner = os.stat(objects).st_uid
