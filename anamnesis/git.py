@@ -660,7 +660,8 @@ def _no_repository(line: str, url: str, target: str) -> Failure:
         if unmounted(path):
             return Failure(reason, f"{path} is not there now: is the disk it lives on mounted? sync retries by itself")
         where = f"{path} does not exist" if not os.path.exists(os.path.expanduser(path)) else f"{path} holds no repository"
-        check = "check the path"
+        store = os.path.join(os.path.expanduser(path), "memory")
+        check = f"did you mean {store}?" if os.path.isdir(os.path.join(store, ".git")) else "check the path"
     else:
         where = f"{target} has no repository at {ssh_target(url)[1] or 'that path'}"
         check = "check the path (`anamnesis status` there shows its home; a store's repository is HOME/memory)"

@@ -155,6 +155,10 @@ def test_a_folder_that_holds_no_repository_is_misconfigured(fleet: Fleet) -> Non
     assert result.exit_code == ExitCode.PEER_MISCONFIGURED
     (desk,) = result.peers
     assert desk.status == "misconfigured" and "holds no repository" in desk.hint
+    # A store's home instead of its memory/ folder: the hint names the right one.
+    b = fleet.machine("b")
+    added = a.cli("peers", "add", "b", str(b.home))
+    assert added.returncode == ExitCode.PEER_MISCONFIGURED and f"did you mean {b.memory}?" in added.stderr, added.stderr
 
 
 def test_a_disk_that_is_not_mounted_is_an_outage(fleet: Fleet) -> None:

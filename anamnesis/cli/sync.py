@@ -174,14 +174,14 @@ def peers_add(
 
     store = get_store()
     check_name(name)
+    try:  # what is wrong here (a broken settings.json) is said before anything is asked of the peer
+        before: str | None = get_peer(store, name).url
+    except PeerNotFound:
+        before = None
     with stop_on_signals("peers add"):
         problem = None if no_check else probe(url, repo=store.memory)
     if problem is not None and problem.kind == "misconfigured" and "repository" in problem.reason and not force:
         raise NoRepository(f"{problem.text}; nothing was saved (`--force` keeps it anyway)")
-    try:
-        before: str | None = get_peer(store, name).url
-    except PeerNotFound:
-        before = None
     peer, changed = add_peer(store, name, url)
     if json_out:
         print_json(
