@@ -608,14 +608,14 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
         )
     alive = line_with("not responding")
     if alive and alive.startswith("Timeout"):
-        return Failure(alive, f"{target} stopped answering in the middle; sync retries next time")
+        return Failure(alive, f"{target} stopped answering in the middle")
     resolve = line_with("Could not resolve hostname")
     if resolve:
         return Failure(resolve, "check the name in the URL (`anamnesis peers list`); for Tailscale: "
                                 "is `tailscale status` up, with MagicDNS on?")
     connect = line_with("ssh: connect to host")
     if connect:
-        return Failure(connect, f"{target} is off, asleep or not running ssh; sync retries by itself")
+        return Failure(connect, f"{target} is off, asleep or not running ssh")
     missing = line_with("git-upload-pack", "git-receive-pack")
     if missing and "not found" in missing:
         return Failure(
@@ -658,7 +658,7 @@ def _no_repository(line: str, url: str, target: str) -> Failure:
     if url and is_local_url(url):
         path = url.removeprefix("file://")
         if unmounted(path):
-            return Failure(reason, f"{path} is not there now: is the disk it lives on mounted? sync retries by itself")
+            return Failure(reason, f"{path} is not there now: is the disk it lives on mounted?")
         where = f"{path} does not exist" if not os.path.exists(os.path.expanduser(path)) else f"{path} holds no repository"
         store = os.path.join(os.path.expanduser(path), "memory")
         check = f"did you mean {store}?" if os.path.isdir(os.path.join(store, ".git")) else "check the path"
