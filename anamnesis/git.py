@@ -621,6 +621,15 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
         return Failure(
             missing, f"git is not installed on {target}, or not on the PATH of its ssh logins", "misconfigured"
         )
+    dubious = line_with("detected dubious ownership")
+    if dubious:
+        add = line_with("git config --global --add safe.directory")
+        return Failure(
+            dubious.removeprefix("fatal:").strip(),
+            "the repository belongs to another user, and git refuses it until told to trust it"
+            + (f": if you do, `{add}`" if add else " (git's safe.directory setting)"),
+            "misconfigured",
+        )
     no_repo = line_with("does not appear to be a git repository", "not a git repository", "not found")
     if no_repo and ("repository" in no_repo):
         return _no_repository(no_repo, url, target)

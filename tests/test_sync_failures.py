@@ -161,6 +161,19 @@ def test_a_folder_that_holds_no_repository_is_misconfigured(fleet: Fleet) -> Non
     assert added.returncode == ExitCode.PEER_MISCONFIGURED and f"did you mean {b.memory}?" in added.stderr, added.stderr
 
 
+def test_a_hub_owned_by_another_user_is_misconfigured_with_gits_safe_directory_fix(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"shared": str(hub)})
+    if os.geteuid() != 0:
+        pytest.skip("giving the hub to another user needs root (CI runs this suite as root)")
+    subprocess.run(["chown", "-R", "54321:54321", str(hub)], check=True)  # a hub on a disk another user owns
+    result = a.sync()
+    assert result.exit_code == ExitCode.PEER_MISCONFIGURED
+    (shared,) = result.peers
+    assert shared.status == "misconfigured" and "dubious ownership" in shared.reason, shared
+    assert f"safe.directory {hub}" in shared.hint, shared
+
+
 def test_a_disk_that_is_not_mounted_is_an_outage(fleet: Fleet) -> None:
     mount_point = fleet.root / "usb"
     mount_point.mkdir()  # an empty mount point: the disk is unplugged
