@@ -106,6 +106,7 @@ _LOCAL_WRITE_WORDS = (
 )
 # What was kept when a sync stopped for a fault of this machine, by the step it was in.
 _KEPT = {
+    "starting": "nothing was changed",
     "committing local changes": "your edits are still in memory/, not committed yet; nothing was lost",
     "fetching": "your notes are committed in memory/ and nothing was lost; nothing new was brought in",
     "integrating": "your notes are committed in memory/ and nothing was lost; nothing new was brought in",
@@ -529,8 +530,8 @@ def _local_error(store: Store, job: _Sync | None, exc: BaseException) -> Anamnes
         return None  # already says what it is (a full disk caught by a writer, a lock, a refusal)
     if not isinstance(exc, (GitError, OSError, sqlite3.Error)):
         return None
-    stage = job.stage if job is not None else "committing local changes"
-    doing = {"fetching": "fetching", "finishing": "updating the search index"}.get(stage, stage)
+    stage = job.stage if job is not None else "starting"
+    doing = {"starting": "starting the sync", "finishing": "updating the search index"}.get(stage, stage)
     if is_out_of_space(exc, store.home):
         return no_space_error(store.home, doing, exc, _KEPT[stage])
     if job is not None:
