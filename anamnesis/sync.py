@@ -290,15 +290,15 @@ class _Sync:
         """
         kept = _KEPT[self.stage]
         wrote_here = any(words in said for words in _LOCAL_WRITE_WORDS)
-        for folder in (self.repo / ".git" / "objects", self.repo / ".git"):
-            problem = write_problem(folder)
-            if problem and "full disk" not in problem:
+        problems = [(f, p) for f in (self.repo / ".git" / "objects", self.repo / ".git") if (p := write_problem(f))]
+        for folder, problem in problems:
+            if "full disk" not in problem:
                 return LocalFault(
                     f"this machine cannot write its own store: {folder} {problem} ({doing}); {kept}"
                     f" — fix: {write_fix(folder, problem)}, then run `anamnesis sync`"
                 )
-            if problem or (wrote_here and is_out_of_space(GitError(said), self.store.home)):
-                return no_space_error(self.store.home, doing, _said_line(said) or "a write failed", kept)
+        if problems or (wrote_here and is_out_of_space(GitError(said), self.store.home)):
+            return no_space_error(self.store.home, doing, _said_line(said) or "a write failed", kept)
         if wrote_here:
             return LocalFault(
                 f"this machine could not write its own store ({doing}: {_said_line(said)}); {kept}"
@@ -520,8 +520,7 @@ class _Sync:
 def _said_line(said: str) -> str:
     """The line of git's output that says what failed here."""
     lines = [line.strip() for line in said.splitlines() if line.strip()]
-    return next((line for line in lines if any(w in line for w in _LOCAL_WRITE_WORDS[:4] + NO_SPACE_WORDS)),
-                lines[0] if lines else "")
+    return next((line for line in lines if any(w in line for w in _LOCAL_WRITE_WORDS)), lines[0] if lines else "")
 
 
 def _local_error(store: Store, job: _Sync | None, exc: BaseException) -> AnamnesisError | None:
