@@ -630,8 +630,10 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
             + (f": if you do, `{add}`" if add else " (git's safe.directory setting)"),
             "misconfigured",
         )
-    no_repo = line_with("does not appear to be a git repository", "not a git repository", "not found")
-    if no_repo and ("repository" in no_repo):
+    no_repo = line_with("does not appear to be a git repository", "not a git repository") or next(
+        (line for line in lines if "repository" in line.lower() and "not found" in line), ""
+    )
+    if no_repo:
         return _no_repository(no_repo, url, target)
     locked = _LOCK_RE.search(joined)
     if locked:
@@ -644,7 +646,7 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
 _REMOVABLE = ("/media/", "/run/media/", "/mnt/", "/Volumes/", "/net/")  # where disks and shares are mounted
 
 
-def unmounted(path: str) -> bool:
+def _unmounted(path: str) -> bool:
     """Whether a missing local `path` looks like one on a disk that is not mounted now: under a folder
     where disks are mounted, or below an empty folder (a mount point with nothing on it)."""
     path = os.path.abspath(os.path.expanduser(path.removeprefix("file://")))
@@ -666,7 +668,7 @@ def _no_repository(line: str, url: str, target: str) -> Failure:
     reason = line.removeprefix("fatal:").removeprefix("error:").strip()
     if url and is_local_url(url):
         path = url.removeprefix("file://")
-        if unmounted(path):
+        if _unmounted(path):
             return Failure(reason, f"{path} is not there now: is the disk it lives on mounted?")
         where = f"{path} does not exist" if not os.path.exists(os.path.expanduser(path)) else f"{path} holds no repository"
         store = os.path.join(os.path.expanduser(path), "memory")

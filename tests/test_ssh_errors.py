@@ -608,3 +608,28 @@ def test_explain_finds_the_line_that_says_what_went_wrong(output: str, reason: s
     failure = explain(output, "me@desk:.anamnesis/memory", ssh="ssh")
     assert reason in failure.reason and "Could not read" not in failure.text
     assert hint in failure.hint
+
+
+@pytest.mark.parametrize(
+    ("output", "kind"),
+    [
+        ("ssh: connect to host desk port 22: Connection refused\n", "outage"),
+        ("ssh: connect to host desk port 22: Connection timed out\n", "outage"),
+        ("ssh: connect to host desk port 22: No route to host\n", "outage"),
+        ("ssh: Could not resolve hostname desk: Temporary failure in name resolution\n", "outage"),
+        ("Connection timed out during banner exchange\n", "outage"),
+        ("Timeout, server desk not responding.\n", "outage"),
+        ("Host key verification failed.\nfatal: Could not read from remote repository.\n", "misconfigured"),
+        ("me@desk: Permission denied (publickey,password).\n", "misconfigured"),
+        ("Received disconnect from 10.0.0.2 port 22:2: Too many authentication failures\n", "misconfigured"),
+        ("Bad owner or permissions on /home/me/.ssh/config\n", "misconfigured"),
+        ("bash: line 1: git-upload-pack: command not found\n", "misconfigured"),
+        ("fatal: '.anamnesis/memroy' does not appear to be a git repository\n", "misconfigured"),
+        ("remote: Repository not found.\nfatal: repository 'https://example.org/x.git/' not found\n", "misconfigured"),
+        ("sh: 1: lsb: not found\nfatal: '.anamnesis/memroy' does not appear to be a git repository\n", "misconfigured"),
+    ],
+)
+def test_explain_tells_an_outage_from_a_setting_that_never_works(output: str, kind: str) -> None:
+    from anamnesis.git import explain
+
+    assert explain(output, "me@desk:.anamnesis/memory", ssh="ssh").kind == kind
