@@ -724,7 +724,10 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                         add_peer(store, peer.name, previous)
                 why = _why(exc)
                 said = why.text if isinstance(why, Failure) else why
-                raise AnamnesisError(f"cannot reach {url}: {said} (the peer was not saved)") from exc
+                failed = AnamnesisError(f"cannot reach {url}: {said} (the peer was not saved)")
+                if isinstance(why, Failure):  # as sync would exit: 14 a setting that never works, 11 an outage
+                    failed.exit_code = EXIT_MISCONFIGURED if why.kind == "misconfigured" else EXIT_UNREACHABLE
+                raise failed from exc
             head = job.head()
             if tip and not job.is_ancestor(tip, head) and not _has_own_files(store, head):
                 received = job.count(tip, f"^{head}")

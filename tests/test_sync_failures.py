@@ -146,6 +146,17 @@ def test_a_mistyped_local_path_is_misconfigured_and_fails_the_timer_at_once(flee
     assert state_of(a)["typo"]["misconfigured"] is False
 
 
+def test_init_joining_a_mistyped_path_exits_as_sync_would(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    newcomer = fleet.machine("newcomer")
+    proc = newcomer.cli("init", "--peer", str(hub.with_name("hbu.git")), "--no-schedule", "--no-claude")
+    assert proc.returncode == ExitCode.PEER_MISCONFIGURED, proc.stdout + proc.stderr
+    assert "does not exist" in proc.stderr and "the peer was not saved" in proc.stderr
+    (fleet.root / "usb").mkdir()
+    proc = newcomer.cli("init", "--peer", str(fleet.root / "usb" / "memory.git"), "--no-schedule", "--no-claude")
+    assert proc.returncode == ExitCode.UNREACHABLE, proc.stdout + proc.stderr
+
+
 def test_a_folder_that_holds_no_repository_is_misconfigured(fleet: Fleet) -> None:
     folder = fleet.root / "not-a-repo"
     folder.mkdir()
