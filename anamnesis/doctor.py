@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anamnesis.capture import queued_notes
-from anamnesis.errors import AnamnesisError
-from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes
+from anamnesis.errors import AnamnesisError, ExitCode
+from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_fix, write_problem
 from anamnesis.git import git_processes_in, lock_files
 from anamnesis.index import open_index
 from anamnesis.paths import Store
@@ -138,36 +135,15 @@ def run_checks(store: Store) -> list[Finding]:
     return findings
 
 
-def _write_problem(folder: Path) -> str | None:
-    """Why nothing can be written in `folder`, found by writing there (access bits lie to root
-    and know nothing of a read-only mount); None when a file can be made."""
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".anamnesis-probe-", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        if exc.errno == errno.EROFS:
-            return "is on a file system mounted read-only"
-        return f"cannot be written: {exc.strerror or exc}"
-    os.close(fd)
-    os.unlink(probe)
-    if not os.access(folder, os.W_OK):
-        return "is not writable by you (only root can write there)"
-    return None
-
-
 def _writable_findings(store: Store) -> list[Finding]:
     """A read-only memory/ (or home, git folder, state folder), and a disk about to be full."""
     findings: list[Finding] = []
     for folder in (store.memory, store.memory / ".git", store.home, store.state_dir):
         if not folder.is_dir():
             continue
-        problem = _write_problem(folder)
+        problem = write_problem(folder)
         if problem:
-            fix = (
-                "remount it read-write (or point ANAMNESIS_HOME elsewhere); notes cannot be saved or synced"
-                if "read-only" in problem
-                else f"chmod u+w {folder}, or fix its owner; notes cannot be saved or synced"
-            )
-            findings.append(Finding(str(folder), problem, fix))
+            findings.append(Finding(str(folder), problem, f"{write_fix(folder, problem)}; notes cannot be saved or synced"))
             break  # the first is the cause; the folders inside it say the same
     free = free_bytes(store.home)
     if free is not None and free < LOW_SPACE:
@@ -188,12 +164,15 @@ def _sync_findings(store: Store) -> list[Finding]:
         return []
     last = entries[-1]
     code = last.get("exit_code")
-    if not last.get("error") and code in (0, 10, 11, None):
-        return []
-    fixes = {
-        3: "run `anamnesis init`",
-        5: "another writer held the store; run `anamnesis sync` again",
-        12: "follow the instructions in the error, then run `anamnesis sync`",
+    normal = (ExitCode.OK, ExitCode.CONFLICT, ExitCode.UNREACHABLE, ExitCode.PEER_MISCONFIGURED, None)
+    if not last.get("error") and code in normal:
+        return []  # a misconfigured peer is reported with the peers, with its fix
+    fixes: dict[int, str] = {
+        ExitCode.NO_STORE: "run `anamnesis init`",
+        ExitCode.BUSY: "another writer held the store; run `anamnesis sync` again",
+        ExitCode.DISK_FULL: "free some space on that disk, then run `anamnesis sync`",
+        ExitCode.LOCAL_FAULT: "as the error says (no peer is at fault), then run `anamnesis sync`",
+        ExitCode.REFUSED: "follow the instructions in the error, then run `anamnesis sync`",
     }
     what = last.get("error") or last.get("outcome")
     fix = fixes.get(code, "") if isinstance(code, int) else ""
@@ -234,9 +213,12 @@ def _index_findings(store: Store) -> list[Finding]:
     try:
         index = open_index(store)
     except Exception as exc:  # a broken index is a finding, not a crash
-        return [Finding(str(store.index_path), f"cannot open the index: {exc}", "run `anamnesis reindex`")]
+        return [_index_failure(store, "cannot open the index", exc)]
     with index:
-        report = index.refresh()
+        try:
+            report = index.refresh()
+        except Exception as exc:
+            return [_index_failure(store, "cannot bring the index up to date", exc)]
         if report.changed and not report.rebuilt:
             findings.append(
                 Finding(
@@ -278,6 +260,19 @@ def _index_findings(store: Store) -> list[Finding]:
             findings.append(Finding(relpath, problem, fix))
         findings.extend(supersession_findings(store, index))
     return findings
+
+
+def _index_failure(store: Store, what: str, exc: Exception) -> Finding:
+    """The index failed: on a full disk SQLite says "disk I/O error", which no reindex mends."""
+    if is_out_of_space(exc, store.home):
+        free = free_bytes(store.home)
+        room = f" ({human_bytes(free)} free)" if free is not None else ""
+        return Finding(
+            str(store.index_path),
+            f"{what}: {exc}, because the disk is full{room}; the index itself is not damaged by it",
+            "free some space; the index catches up by itself (no reindex needed)",
+        )
+    return Finding(str(store.index_path), f"{what}: {exc}", "run `anamnesis reindex`")
 
 
 def supersession_findings(store: Store, index: Index) -> list[Finding]:

@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from anamnesis.errors import DiskFull
+
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 NO_SPACE_WORDS = ("No space left on device", "Disk quota exceeded", "database or disk is full")
 SQLITE_FULL = 13
@@ -101,3 +103,50 @@ def human_bytes(count: int) -> str:
             return f"{int(size)} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GB"
+
+
+def no_space_error(home: Path, stage: str, exc: BaseException | str, kept: str) -> DiskFull:
+    """The one-line error for a disk that filled up at `stage`: how much is free, what was kept, what to do."""
+    free = free_bytes(home)
+    room = f", {human_bytes(free)} free" if free is not None else ""
+    if isinstance(exc, str):
+        detail = exc
+    else:
+        detail = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
+    return DiskFull(
+        f"no space left on the disk of {home}{room} ({stage}: {detail}); {kept}"
+        " — free some space and try again"
+    )
+
+
+def write_problem(folder: Path) -> str | None:
+    """Why nothing can be written in `folder`, found by writing there (access bits lie to root
+    and know nothing of a read-only mount); None when a file can be made."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".anamnesis-probe-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            return "is on a file system mounted read-only"
+        if exc.errno in NO_SPACE_ERRNOS:
+            return "is on a full disk"
+        return f"cannot be written: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    if not os.access(folder, os.W_OK):
+        return "is not writable by you (only root can write there)"
+    return None
+
+
+def write_fix(folder: Path, problem: str) -> str:
+    """What to do about `write_problem(folder)`."""
+    if "read-only" in problem:
+        return f"remount the disk of {folder} read-write (or point ANAMNESIS_HOME elsewhere)"
+    if "full disk" in problem:
+        return "free some space"
+    try:
+        owner = folder.stat().st_uid
+    except OSError:
+        owner = os.geteuid()
+    if owner != os.geteuid():
+        return f'it belongs to another user (a command run with sudo?): `sudo chown -R "$USER" {folder}`'
+    return f"chmod u+w {folder}"

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from anamnesis.errors import AnamnesisError, GitError, LockTimeout
 
@@ -482,12 +482,20 @@ def settle_git(repo: Path, timeout: float = 30.0) -> list[str]:
 # -- what went wrong, in ssh's (or git's) own words, and what to do ---------------------------
 
 
+FailureKind = Literal["outage", "misconfigured"]
+"""outage: the peer cannot be reached now (off, asleep, no network, busy) and may be next time;
+misconfigured: its answer says it will never work as set up (no repository at that path, a host key
+that is unknown or changed, a refused key, no git there) until a person acts."""
+
+
 @dataclass(frozen=True)
 class Failure:
-    """Why a git talking to another machine failed (the line that says it) and what to do about it."""
+    """Why a git talking to another machine failed (the line that says it), what to do, and whether
+    waiting can fix it (`kind`)."""
 
     reason: str
     hint: str = ""
+    kind: FailureKind = "outage"
 
     @property
     def text(self) -> str:
@@ -566,14 +574,16 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
             f"Host key verification failed: the host key of {target} changed",
             f"if you know why (the machine was reinstalled), forget the old key with `{forget}`, "
             f"then run {check} once in a terminal to check and record the new one",
+            "misconfigured",
         )
     if "Host key verification failed" in joined or "host key is known for" in joined:
         return Failure(
             "Host key verification failed.",
             f"this machine does not know {target}'s host key yet: run {check} once in a terminal "
             "to check it and record it",
+            "misconfigured",
         )
-    denied = line_with("Permission denied (")
+    denied = line_with("Permission denied (", "Too many authentication failures")
     if denied:
         agent = "" if os.environ.get("SSH_AUTH_SOCK") else " (none is reachable here: SSH_AUTH_SOCK is not set)"
         return Failure(
@@ -582,7 +592,13 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
             f"loaded in an ssh agent{agent}, and a timer reaches an agent only if one ran at "
             "`anamnesis schedule install` and still runs: give this host a key without a passphrase, "
             "or use Tailscale SSH",
+            "misconfigured",
         )
+    config = line_with("Bad owner or permissions on", "Bad configuration option", "bad configuration options",
+                       "Can't open user config file")
+    if config:
+        return Failure(config, "ssh refuses its own configuration on this machine: fix the file it names, "
+                               f"then check with {check}", "misconfigured")
     banner = line_with("timed out during banner exchange", "kex_exchange_identification", "Connection closed by",
                        "Connection reset by")
     if banner:
@@ -592,23 +608,77 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
         )
     alive = line_with("not responding")
     if alive and alive.startswith("Timeout"):
-        return Failure(alive, f"{target} stopped answering in the middle; sync retries next time")
+        return Failure(alive, f"{target} stopped answering in the middle")
     resolve = line_with("Could not resolve hostname")
     if resolve:
         return Failure(resolve, "check the name in the URL (`anamnesis peers list`); for Tailscale: "
                                 "is `tailscale status` up, with MagicDNS on?")
     connect = line_with("ssh: connect to host")
     if connect:
-        return Failure(connect, f"{target} is off, asleep or not running ssh; sync retries by itself")
+        return Failure(connect, f"{target} is off, asleep or not running ssh")
     missing = line_with("git-upload-pack", "git-receive-pack")
     if missing and "not found" in missing:
-        return Failure(missing, f"git is not installed on {target}, or not on the PATH of its ssh logins")
+        return Failure(
+            missing, f"git is not installed on {target}, or not on the PATH of its ssh logins", "misconfigured"
+        )
+    dubious = line_with("detected dubious ownership")
+    if dubious:
+        add = line_with("git config --global --add safe.directory")
+        return Failure(
+            dubious.removeprefix("fatal:").strip(),
+            "the repository belongs to another user, and git refuses it until told to trust it"
+            + (f": if you do, `{add}`" if add else " (git's safe.directory setting)"),
+            "misconfigured",
+        )
+    no_repo = line_with("does not appear to be a git repository", "not a git repository") or next(
+        (line for line in lines if "repository" in line.lower() and "not found" in line), ""
+    )
+    if no_repo:
+        return _no_repository(no_repo, url, target)
     locked = _LOCK_RE.search(joined)
     if locked:
         ref = _LOCKED_REF_RE.search(joined)
         name = f"cannot lock ref '{ref.group(1)}': " if ref else ""
         return Failure(f"{name}{os.path.normpath(locked.group(1))} exists", "")
     return Failure(_plain_reason(lines))
+
+
+_REMOVABLE = ("/media/", "/run/media/", "/mnt/", "/Volumes/", "/net/")  # where disks and shares are mounted
+
+
+def _unmounted(path: str) -> bool:
+    """Whether a missing local `path` looks like one on a disk that is not mounted now: under a folder
+    where disks are mounted, or below an empty folder (a mount point with nothing on it)."""
+    path = os.path.abspath(os.path.expanduser(path.removeprefix("file://")))
+    if os.path.exists(path):
+        return False
+    if path.startswith(_REMOVABLE):
+        return True
+    parent = os.path.dirname(path)
+    while parent != os.path.dirname(parent) and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    try:
+        return parent != os.path.dirname(parent) and os.path.isdir(parent) and not os.listdir(parent)
+    except OSError:
+        return False
+
+
+def _no_repository(line: str, url: str, target: str) -> Failure:
+    """A peer that answered that there is no repository at its path: a typo, or a store moved away."""
+    reason = line.removeprefix("fatal:").removeprefix("error:").strip()
+    if url and is_local_url(url):
+        path = url.removeprefix("file://")
+        if _unmounted(path):
+            return Failure(reason, f"{path} is not there now: is the disk it lives on mounted?")
+        where = f"{path} does not exist" if not os.path.exists(os.path.expanduser(path)) else f"{path} holds no repository"
+        store = os.path.join(os.path.expanduser(path), "memory")
+        check = f"did you mean {store}?" if os.path.isdir(os.path.join(store, ".git")) else "check the path"
+    else:
+        where = f"{target} has no repository at {ssh_target(url)[1] or 'that path'}"
+        check = "check the path (`anamnesis status` there shows its home; a store's repository is HOME/memory)"
+    return Failure(
+        reason, f"{where}: {check}, then give the right one with `anamnesis peers add NAME URL`", "misconfigured"
+    )
 
 
 def _plain_reason(lines: list[str]) -> str:

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from anamnesis import refs
-from anamnesis.errors import AnamnesisError, GitError, UsageError
+from anamnesis.errors import AnamnesisError, ExitCode, GitError, UsageError
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.git import (
     SCP_URL,
+    Failure,
+    FailureKind,
     GitTimeout,
     explain,
     git_processes_in,
@@ -52,13 +54,20 @@ class PeerState(TypedDict, total=False):
     last_error: str  # the reason, then what to do
     last_hint: str
     last_error_at: str
+    last_error_kind: FailureKind  # misconfigured: it will not work until a person acts
     failing_since: str  # the first failure since the last success
 
 
 class PeerNotFound(AnamnesisError):
     """No peer of that name is configured."""
 
-    exit_code = 4
+    exit_code = ExitCode.NOT_FOUND
+
+
+class NoRepository(AnamnesisError):
+    """`peers add` reached the peer and it holds no repository at that path (`--force` keeps it)."""
+
+    exit_code = ExitCode.PEER_MISCONFIGURED
 
 
 @dataclass
@@ -73,6 +82,12 @@ class Peer:
     last_error_at: str = ""
     failing_since: str = ""  # the first failure since the last success ('' while it syncs)
     last_hint: str = ""
+    misconfigured: bool = False  # its last failure says it will not work until a person acts
+
+    @property
+    def failing(self) -> bool:
+        """Whether the last sync that tried it failed (it has not synced since)."""
+        return bool(self.last_error) and self.last_error_at >= self.last_ok
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +99,7 @@ class Peer:
             "last_error_at": self.last_error_at or None,
             "failing_since": self.failing_since or None,
             "hint": self.last_hint or None,
+            "misconfigured": self.misconfigured and self.failing,
         }
 
 
@@ -157,6 +173,7 @@ def list_peers(store: Store) -> list[Peer]:
                 last_error_at=info.get("last_error_at", ""),
                 failing_since=info.get("failing_since", ""),
                 last_hint=info.get("last_hint", ""),
+                misconfigured=info.get("last_error_kind") == "misconfigured",
             )
         )
     return peers
@@ -247,14 +264,16 @@ def record(store: Store, updates: dict[str, PeerState]) -> None:
         entry: PeerState = {**state.get(name, {}), **info}
         if info.get("last_ok"):
             entry.pop("failing_since", None)
+            entry.pop("last_error_kind", None)
         elif info.get("last_error_at") and not entry.get("failing_since"):
             entry["failing_since"] = info["last_error_at"]
         state[name] = entry
     save_state(store, state)
 
 
-def probe(url: str, timeout: float = 20.0, repo: Path | None = None) -> str | None:
-    """None if `url` answers as a git repository, else why not and what to do (for a warning).
+def probe(url: str, timeout: float = 20.0, repo: Path | None = None) -> Failure | None:
+    """None if `url` answers as a git repository, else why not and what to do, and whether waiting
+    can fix it (`Failure.kind`: a peer that is off is an outage, one with no repository there is not).
 
     `repo` (the store's memory/) is where git reads core.sshCommand from.
     """
@@ -263,19 +282,21 @@ def probe(url: str, timeout: float = 20.0, repo: Path | None = None) -> str | No
     try:
         proc = run_git(where, "ls-remote", "--heads", url, timeout=timeout, check=False)
     except GitTimeout as exc:
-        return explain("", url, user_ssh_command(where), stopped=str(exc)).text
+        return explain("", url, user_ssh_command(where), stopped=str(exc))
     except GitError as exc:
-        return str(exc)
+        return Failure(str(exc))
     if proc.returncode == 0:
         return None
-    return explain(proc.stderr or proc.stdout, url, user_ssh_command(where)).text or "no answer"
+    failure = explain(proc.stderr or proc.stdout, url, user_ssh_command(where))
+    return failure if failure.reason else Failure("no answer")
 
 
 # -- peers in trouble: unreachable for long, or a lock file that blocks every push ------------
 
 DAY = 86400.0
 STALE_LOCK_SECONDS = 300.0  # a ref lock older than this, with no git working there, was left by a killed git
-EXIT_STALE = 13  # `sync --fail-after`: a peer has been unreachable for longer than that
+EXIT_STALE = ExitCode.STALE_PEER  # `sync --fail-after`: a peer has been unreachable for longer than that
+GONE_FOR_GOOD = 3 * DAY  # failing this long, `doctor` suggests forgetting the peer
 
 
 @dataclass(frozen=True)
@@ -416,21 +437,30 @@ def peer_problems(store: Store, older_than: float = DAY) -> list[PeerProblem]:
     """What `anamnesis doctor` reports about peers.
 
     - a peer that no sync has reached for more than `older_than` seconds,
-      with the last reason and what to do;
+      with the last reason and what to do (and, after days, `peers rm`);
+    - a peer whose last answer says it will never work as set up (no
+      repository there, a refused key...), at once;
     - a lock file in a peer on a local path (a hub on a mounted disk) that
       is older than a few minutes with no git process working there: every
       push to that peer fails until it is removed.
     """
     problems = []
-    for stale in stale_peers(store, older_than):
-        reason = stale.last_error.removesuffix(f" — {stale.hint}") if stale.hint else stale.last_error
-        problems.append(
-            PeerProblem(
-                f"peer {stale.name} ({stale.url})",
-                f"no sync has reached it since {ago(stale.since)}: {reason}",
-                stale.hint or f"check that it is on and reachable, then `anamnesis sync --peer {stale.name}`",
-            )
-        )
+    stale = {item.name: item for item in stale_peers(store, older_than)}
+    for peer in list_peers(store):
+        if not peer.failing or not (peer.misconfigured or peer.name in stale):
+            continue
+        reason = peer.last_error.removesuffix(f" — {peer.last_hint}") if peer.last_hint else peer.last_error
+        fix = peer.last_hint or f"check that it is on and reachable, then `anamnesis sync --peer {peer.name}`"
+        age = _age(peer.failing_since) if peer.failing_since else None
+        if peer.misconfigured:  # it will not work by itself: said at once, not after a day
+            problem = f"its setting does not work (every sync fails until it is fixed): {reason}"
+            fix += f"; or, if that machine is gone, forget it: `anamnesis peers rm {peer.name}`"
+        else:
+            problem = f"no sync has reached it since {ago(peer.failing_since)}: {reason}"
+            if age is not None and age > GONE_FOR_GOOD:
+                fix += (f"; gone for {_duration(age)}: if that machine is gone for good, forget it: "
+                        f"`anamnesis peers rm {peer.name}`")
+        problems.append(PeerProblem(f"peer {peer.name} ({peer.url})", problem, fix))
     for peer, lock, age in peer_lock_files(store):
         if age < STALE_LOCK_SECONDS:
             continue

@@ -10,7 +10,9 @@ writing anything.
 
 The timer runs `sync --quiet --fail-after 24h`: an unreachable peer (exit
 11) is a normal outcome, but one that no sync has reached for a day exits
-13, which the unit counts as a failure.
+13, which the unit counts as a failure, as it does at once a peer set up so
+that it will never work (14) and a fault of this machine (8, 9): the unit
+counts as success only `errors.TIMER_SUCCESS`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from string import Template
 from typing import Any, Literal
 from xml.sax.saxutils import escape
 
-from anamnesis.errors import UsageError
+from anamnesis.errors import TIMER_SUCCESS, ExitCode, UsageError
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.paths import Store
 from anamnesis.resources import read_template
@@ -172,6 +174,7 @@ def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watc
             "interval_seconds": str(seconds),
             "interval_text": interval_text(seconds),
             "service_name": f"{name}.service",
+            "success_exit_status": " ".join(str(int(code)) for code in TIMER_SUCCESS),
         }
         result = Plan("systemd", name, seconds)
         result.files[folder / f"{name}.service"] = Template(
@@ -378,8 +381,16 @@ def _last_run(service: str) -> str:
         return "unknown"
     if result == "success":
         return f"ok (exit {code})" if code not in ("", "0") else "ok"
-    why = " — a peer unreachable for over a day (`anamnesis status`)" if code == "13" else ""
-    return f"failed ({result}, exit {code}){why}"
+    why = _FAILED_RUN.get(int(code), "") if code.isdigit() else ""
+    return f"failed ({result}, exit {code}){' — ' + why if why else ''}"
+
+
+_FAILED_RUN: dict[int, str] = {
+    ExitCode.STALE_PEER: "a peer unreachable for over a day (`anamnesis status`)",
+    ExitCode.PEER_MISCONFIGURED: "a peer set up so that it will never work (`anamnesis peers list`)",
+    ExitCode.DISK_FULL: "this machine's disk is full",
+    ExitCode.LOCAL_FAULT: "this machine cannot write its own store (`anamnesis doctor`)",
+}
 
 
 # -- the watch service: `anamnesis watch` kept running instead of the timer ------------------

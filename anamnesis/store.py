@@ -28,7 +28,7 @@ from anamnesis.errors import (
     OutsideStore,
     UsageError,
 )
-from anamnesis.fsutil import atomic_write_bytes, free_bytes, human_bytes, is_out_of_space
+from anamnesis.fsutil import atomic_write_bytes, is_out_of_space, no_space_error
 from anamnesis.index import open_index
 from anamnesis.lock import store_lock
 from anamnesis.notes import (
@@ -492,13 +492,7 @@ def _forget_staged(store: Store, relpath: str) -> None:
 
 
 def _no_space(store: Store, stage: str, exc: BaseException, kept: str) -> DiskFull:
-    free = free_bytes(store.home)
-    room = f", {human_bytes(free)} free" if free is not None else ""
-    detail = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
-    return DiskFull(
-        f"no space left on the disk of {store.home}{room} ({stage}: {detail}); {kept}"
-        " — free some space and try again"
-    )
+    return no_space_error(store.home, stage, exc, kept)
 
 
 def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: str) -> AnamnesisError:

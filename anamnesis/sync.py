@@ -30,17 +30,21 @@ integrate, when to push again, and what a peer's answer means for the report.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
+import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from anamnesis import peers as peers_mod
 from anamnesis import recovery, refs, synclog
 from anamnesis.capture import flush_queued
-from anamnesis.errors import AnamnesisError, GitError
+from anamnesis.errors import AnamnesisError, ExitCode, GitError, LocalFault
+from anamnesis.fsutil import NO_SPACE_WORDS, is_out_of_space, no_space_error, write_fix, write_problem
 from anamnesis.git import Failure, git_out, run_git, run_git_bytes
 from anamnesis.index import open_index
 from anamnesis.lock import store_lock
@@ -66,6 +70,7 @@ from anamnesis.treemerge import TreeMerger, private_index
 
 __all__ = [
     "EXIT_CONFLICT",
+    "EXIT_MISCONFIGURED",
     "EXIT_REFUSED",
     "EXIT_SYNCED",
     "EXIT_UNREACHABLE",
@@ -76,15 +81,40 @@ __all__ = [
     "sync",
 ]
 
-EXIT_SYNCED = 0
-EXIT_CONFLICT = 10
-EXIT_UNREACHABLE = 11
-EXIT_REFUSED = SyncRefused.exit_code  # 12
+EXIT_SYNCED = ExitCode.OK
+EXIT_CONFLICT = ExitCode.CONFLICT
+EXIT_UNREACHABLE = ExitCode.UNREACHABLE
+EXIT_REFUSED = ExitCode.REFUSED  # SyncRefused
+EXIT_MISCONFIGURED = ExitCode.PEER_MISCONFIGURED
 MAX_PUSH_ATTEMPTS = 5
 LOCK_RETRIES = 3  # pushes tried against a locked ref before reporting the lock file
 
-PeerStatus = Literal["synced", "up to date", "unreachable", "rejected", "skipped"]
-Outcome = Literal["synced", "conflict recorded", "some peers unreachable"]
+PeerStatus = Literal["synced", "up to date", "unreachable", "rejected", "misconfigured", "skipped"]
+"""unreachable: not reached now, retried next sync; rejected: it refused the push (a lock, a peer that
+kept moving on); misconfigured: its answer says it will never work as set up (git.FailureKind)."""
+Outcome = Literal["synced", "conflict recorded", "some peers unreachable", "a peer is misconfigured"]
+
+# What a fetch's git says when it could not write here (a fetch writes nothing at the peer).
+_LOCAL_WRITE_WORDS = (
+    "failed to write object",
+    "insufficient permission for adding an object",
+    "unable to create temporary",
+    "Read-only file system",
+    "unpack-objects failed",
+    "index-pack failed",
+    *NO_SPACE_WORDS,
+)
+# What was kept when a sync stopped for a fault of this machine, by the step it was in.
+_KEPT = {
+    "starting": "nothing was changed",
+    "committing local changes": "your edits are still in memory/, not committed yet; nothing was lost",
+    "fetching": "your notes are committed in memory/ and nothing was lost; nothing new was brought in",
+    "integrating": "your notes are committed in memory/ and nothing was lost; nothing new was brought in",
+    "pushing": "your notes are committed and what the peers sent was brought in; not every peer has "
+    "your latest changes yet",
+    "finishing": "memory/ is synced; the search index may be behind and catches up by itself once "
+    "there is room",
+}
 
 
 @dataclass
@@ -133,11 +163,20 @@ class SyncResult:
 
     @property
     def unreachable(self) -> list[PeerReport]:
-        return [p for p in self.peers if p.status in ("unreachable", "rejected")]
+        """Every peer this sync could not sync with (unreachable, rejected or misconfigured)."""
+        return [p for p in self.peers if p.status in ("unreachable", "rejected", "misconfigured")]
 
     @property
-    def exit_code(self) -> int:
-        """0 synced; 10 a conflict was recorded; 11 some peer was skipped (conflict wins)."""
+    def misconfigured(self) -> list[PeerReport]:
+        """Peers whose answer says they will never work as set up: a person must act."""
+        return [p for p in self.peers if p.status == "misconfigured"]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """0 synced; 14 a peer is misconfigured (a failure for the timer at once); 10 a conflict was
+        recorded; 11 some peer was skipped for now. The first that applies wins."""
+        if self.misconfigured:
+            return EXIT_MISCONFIGURED
         if self.conflicts:
             return EXIT_CONFLICT
         if self.unreachable:
@@ -146,6 +185,8 @@ class SyncResult:
 
     @property
     def outcome(self) -> Outcome:
+        if self.misconfigured:
+            return "a peer is misconfigured"
         if self.conflicts:
             return "conflict recorded"
         return "some peers unreachable" if self.unreachable else "synced"
@@ -180,6 +221,7 @@ class _Sync:
         self.machine = result.machine
         self.merger = TreeMerger(self.repo, private_index(store.state_dir))
         self.peer_updates: dict[str, PeerState] = {}
+        self.stage = "committing local changes"  # a key of _KEPT: what a fault here leaves behind
 
     def _kind(self, peer: Peer) -> PeerKind:
         """What this sync (or an earlier one) learnt the peer is: a hub, a machine's store, or ''."""
@@ -230,8 +272,39 @@ class _Sync:
         try:
             return transport_for(self.repo, peer).fetch(peer)
         except FetchFailed as exc:
+            local = self.local_fault(f"fetching from {peer.name}", exc.said)
+            if local is not None:  # our disk or our permissions: no fault of the peer's
+                raise local from None
             report.reason, report.hint = exc.failure.reason, exc.failure.hint
             raise
+
+    # -- faults of this machine, never blamed on a peer ---------------------------------------
+
+    def local_fault(self, doing: str, said: str = "") -> AnamnesisError | None:
+        """The error to stop with when this machine cannot write its store, else None.
+
+        Found by writing where a fetch writes (access bits lie to root and
+        know nothing of a read-only mount), and in `said`, what a fetch's git
+        printed: a fetch writes nothing at the peer, so its words of a failed
+        write or a full disk are about this machine.
+        """
+        kept = _KEPT[self.stage]
+        wrote_here = any(words in said for words in _LOCAL_WRITE_WORDS)
+        problems = [(f, p) for f in (self.repo / ".git" / "objects", self.repo / ".git") if (p := write_problem(f))]
+        for folder, problem in problems:
+            if "full disk" not in problem:
+                return LocalFault(
+                    f"this machine cannot write its own store: {folder} {problem} ({doing}); {kept}"
+                    f" — fix: {write_fix(folder, problem)}, then run `anamnesis sync`"
+                )
+        if problems or (wrote_here and is_out_of_space(GitError(said), self.store.home)):
+            return no_space_error(self.store.home, doing, _said_line(said) or "a write failed", kept)
+        if wrote_here:
+            return LocalFault(
+                f"this machine could not write its own store ({doing}: {_said_line(said)}); {kept}"
+                f" — fix: check the owner and permissions of {self.repo / '.git'}, then run `anamnesis sync`"
+            )
+        return None
 
     # -- step 4: integrate --------------------------------------------------------------
 
@@ -385,15 +458,22 @@ class _Sync:
         self, peer: Peer, report: PeerReport, detail: str | Failure, status: PeerStatus = "unreachable"
     ) -> None:
         """Mark the peer skipped: the reason and hint (a fetch already put them in `report`) in the
-        report, the log and the peer's state."""
+        report, the log and the peer's state; "misconfigured" when its answer says so."""
         if isinstance(detail, Failure):
             report.reason, report.hint = detail.reason, detail.hint
+            if detail.kind == "misconfigured":
+                status = "misconfigured"
         elif not report.reason or not detail.startswith(report.reason):
             report.reason, report.hint = detail, ""
         report.status = status
         report.detail = Failure(report.reason, report.hint).text
         self.peer_updates.setdefault(peer.name, {}).update(
-            {"last_error": report.detail, "last_hint": report.hint, "last_error_at": now_iso()}
+            {
+                "last_error": report.detail,
+                "last_hint": report.hint,
+                "last_error_at": now_iso(),
+                "last_error_kind": "misconfigured" if status == "misconfigured" else "outage",
+            }
         )
 
     # -- the whole run ------------------------------------------------------------------
@@ -401,8 +481,13 @@ class _Sync:
     def run(self, peers: list[Peer], push: bool) -> None:
         result = self.result
         result.committed = self.commit_local()
+        self.stage = "fetching"
         reachable: list[tuple[Peer, PeerReport]] = []
         sources: list[tuple[str, str, PeerReport | None]] = []
+        if peers:
+            local = self.local_fault("before fetching")  # a read-only store: no peer is asked, none blamed
+            if local is not None:
+                raise local
         for peer in peers:
             report = PeerReport(peer.name, peer.url)
             result.peers.append(report)
@@ -417,7 +502,9 @@ class _Sync:
         for ref, oid in self._incoming():
             sources.append((refs.short(ref), oid, None))
         sources.sort(key=lambda s: s[0])
+        self.stage = "integrating"
         self.integrate_all(sources)
+        self.stage = "pushing"
         for peer, report in reachable:
             if push:
                 self.push(peer, report)
@@ -428,6 +515,36 @@ class _Sync:
     def _incoming(self) -> list[tuple[str, str]]:
         out = git_out(self.repo, "for-each-ref", "--format=%(refname) %(objectname)", refs.INCOMING)
         return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+
+
+def _said_line(said: str) -> str:
+    """The line of git's output that says what failed here."""
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    return next((line for line in lines if any(w in line for w in _LOCAL_WRITE_WORDS)), lines[0] if lines else "")
+
+
+def _local_error(store: Store, job: _Sync | None, exc: BaseException) -> AnamnesisError | None:
+    """`exc` as the fault of this machine it is (a full disk, a store it cannot write), else None."""
+    if isinstance(exc, AnamnesisError) and not isinstance(exc, GitError):
+        return None  # already says what it is (a full disk caught by a writer, a lock, a refusal)
+    if not isinstance(exc, (GitError, OSError, sqlite3.Error)):
+        return None
+    stage = job.stage if job is not None else "starting"
+    doing = {"starting": "starting the sync", "finishing": "updating the search index"}.get(stage, stage)
+    if is_out_of_space(exc, store.home):
+        return no_space_error(store.home, doing, exc, _KEPT[stage])
+    if job is not None:
+        found = job.local_fault(doing, str(exc) if isinstance(exc, GitError) else "")
+        if found is not None:
+            return found
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        where = exc.filename or store.home
+        return LocalFault(
+            f"this machine cannot write its own store: {where}: {exc.strerror} ({doing}); {_KEPT[stage]}"
+            f" — fix: {write_fix(Path(where), 'read-only' if exc.errno == errno.EROFS else '')}, then run "
+            "`anamnesis sync`"
+        )
+    return None
 
 
 def _why(exc: GitError) -> Failure | str:
@@ -454,13 +571,16 @@ def sync(
     """Sync the store with its peers (or only `peers`); see the module docstring for the steps.
 
     Raises SyncRefused (exit 12) for a repo a person left mid-rebase/merge,
-    LockTimeout when another writer held the store too long, GitError for
-    local git failures. Unreachable peers do not raise: they are in the result.
+    LockTimeout when another writer held the store too long, DiskFull (8) or
+    LocalFault (9) when this machine cannot write its store (never blamed on a
+    peer), GitError for other local git failures. Peers that cannot be synced
+    with do not raise: they are in the result.
     """
     store.require()
     started = time.perf_counter()
     result = SyncResult(machine=machine_id(store), started=now_iso())
     error: BaseException | None = None
+    job: _Sync | None = None
     try:
         with store_lock(store, "sync", timeout=lock_timeout):
             killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
@@ -475,6 +595,7 @@ def sync(
             )
             try:
                 job.run(_select(store, peers), push)
+                job.stage = "finishing"
             finally:
                 job.merger.close()
                 peers_mod.record(store, job.peer_updates)
@@ -482,7 +603,10 @@ def sync(
                 _refresh_index(store, result, base)
                 recovery.clear_marker(store, recovery.RUNNING_MARKER)
     except BaseException as exc:
-        error = exc
+        local = _local_error(store, job, exc)  # a full disk or a store we cannot write: say so, blame no peer
+        error = local or exc
+        if local is not None:
+            raise local from exc
         raise
     finally:
         result.seconds = time.perf_counter() - started
@@ -550,7 +674,7 @@ def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
         "sent": result.sent,
         "changed": len(result.changed),
         "conflicts": result.conflicts,
-        "unreachable": [{"peer": p.name, "detail": p.detail} for p in result.unreachable],
+        "unreachable": [{"peer": p.name, "detail": p.detail, "status": p.status} for p in result.unreachable],
         "repaired": result.repaired,
         "seconds": round(result.seconds, 3),
     }
@@ -600,7 +724,10 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                         add_peer(store, peer.name, previous)
                 why = _why(exc)
                 said = why.text if isinstance(why, Failure) else why
-                raise AnamnesisError(f"cannot reach {url}: {said} (the peer was not saved)") from exc
+                failed = AnamnesisError(f"cannot reach {url}: {said} (the peer was not saved)")
+                if isinstance(why, Failure):  # as sync would exit: 14 a setting that never works, 11 an outage
+                    failed.exit_code = EXIT_MISCONFIGURED if why.kind == "misconfigured" else EXIT_UNREACHABLE
+                raise failed from exc
             head = job.head()
             if tip and not job.is_ancestor(tip, head) and not _has_own_files(store, head):
                 received = job.count(tip, f"^{head}")

@@ -19,11 +19,12 @@ MAX_BYTES = 512 * 1024
 _TAIL_BYTES = 64 * 1024
 
 
-class UnreachablePeer(TypedDict):
-    """A peer a sync could not reach, as the log keeps it."""
+class UnreachablePeer(TypedDict, total=False):
+    """A peer a sync could not sync with, as the log keeps it."""
 
     peer: str
     detail: str
+    status: str  # unreachable, rejected or misconfigured (sync.PeerStatus); older lines lack it
 
 
 class LogEntry(TypedDict, total=False):

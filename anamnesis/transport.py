@@ -33,10 +33,12 @@ reached."""
 
 
 class FetchFailed(GitError):
-    """A peer could not be fetched from; `failure` says why (ssh's or git's own words) and what to do."""
+    """A peer could not be fetched from; `failure` says why (ssh's or git's own words) and what to do,
+    `said` is all git said (where a fault of this machine shows: a fetch writes only here)."""
 
-    def __init__(self, failure: Failure) -> None:
+    def __init__(self, failure: Failure, said: str = "") -> None:
         self.failure = failure
+        self.said = said
         super().__init__(f"git fetch failed: {failure.text}")
 
 
@@ -98,7 +100,8 @@ class GitTransport:
         except GitTimeout as exc:
             raise FetchFailed(explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc))) from None
         if proc.returncode != 0:
-            raise FetchFailed(explain(proc.stderr or proc.stdout, peer.url, user_ssh_command(self.repo)))
+            said = proc.stderr or proc.stdout
+            raise FetchFailed(explain(said, peer.url, user_ssh_command(self.repo)), said)
         found = run_git(self.repo, "rev-parse", "--verify", "-q", f"{refs.peer_main(peer.name)}^{{commit}}", check=False)
         return found.stdout.strip() or None
 

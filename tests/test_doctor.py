@@ -68,11 +68,11 @@ def test_a_failing_last_sync_is_reported_until_a_sync_succeeds(run_cli: RunCli, 
 
 def test_a_peer_unreachable_for_a_day_is_reported(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
     init(run_cli)
-    hub = tmp_path / "hub.git"
+    hub = tmp_path / "usb" / "hub.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(hub)], check=True)
     assert run_cli("peers", "add", "hub", str(hub)).returncode == 0
     assert run_cli("sync").returncode == 0
-    hub.rename(tmp_path / "unplugged.git")  # the disk the hub lives on is unplugged
+    hub.rename(tmp_path / "unplugged.git")  # the disk the hub lives on is unplugged: usb/ is left empty
     assert run_cli("sync").returncode == 11
     assert doctor(run_cli) == (0, [])  # off for a moment: normal, nothing to say
     # A day later, still unreachable: the per-peer state says since when.

@@ -218,7 +218,8 @@ def test_sync_tool_pushes_to_a_peer(store: Store, project_dir: Path, tmp_path: P
     bare = tmp_path / "hub.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
     add_peer(store, "hub", str(bare))
-    add_peer(store, "gone", str(tmp_path / "no-such-peer.git"))
+    (tmp_path / "usb").mkdir()  # the disk of the other peer is not mounted: an outage
+    add_peer(store, "gone", str(tmp_path / "usb" / "no-such-peer.git"))
 
     async def script(session: ClientSession, call: Call) -> None:
         written = _data(await call("write", {"title": "Synced fact", "body": "Travels to the hub."}))

@@ -201,8 +201,9 @@ def test_an_unknown_host_key_is_named_everywhere_with_what_to_do(
     command = f"ssh -F {config}"
     a = one_peer(ssh_fleet, sshd.url(hub), command)
     run = Run(a, "sync")
-    assert run.wait(60) == 11, run.stderr
+    assert run.wait(60) == 14, run.stderr  # sync never accepts a host key: waiting will not fix it
     assert "Host key verification failed." in run.stdout, run.stdout
+    assert "desk: misconfigured" in run.stdout, run.stdout
     assert "Could not read from remote repository" not in run.stdout
     assert f"ssh -F {config} fleet-ssh true" in run.stdout.replace("\n", " ").replace("  ", " "), run.stdout
     assert run.leftovers() == []
@@ -241,17 +242,85 @@ def test_a_refused_key_says_permission_denied_and_that_timers_have_no_agent(
     hub = ssh_fleet.hub()
     a = one_peer(ssh_fleet, sshd.url(hub), f"ssh -F {config}")
     run = Run(a, "sync", "--json")
-    assert run.wait(60) == 11, run.stderr
+    assert run.wait(60) == 14, run.stderr
     (desk,) = json.loads(run.stdout)["peers"]
-    assert desk["status"] == "unreachable"
+    assert desk["status"] == "misconfigured"
     assert "Permission denied (publickey)" in desk["reason"], desk
     assert "agent" in desk["hint"] and "fleet-ssh true" in desk["hint"], desk
     assert desk["detail"].startswith(desk["reason"]) and desk["hint"] in desk["detail"]
     assert "Permission denied (publickey)" in peer_state(a)["last_error"]
     assert run.leftovers() == []
-    # `peers add` checks the peer and says the same.
+    # `peers add` checks the peer and says the same: kept (the key may be fixed next), with a warning.
     proc = a.cli("peers", "add", "other", sshd.url(hub))
-    assert "Permission denied (publickey)" in proc.stdout, proc.stdout
+    assert proc.returncode == 0 and "Permission denied (publickey)" in proc.stdout, proc.stdout
+    assert "exit 14" in proc.stdout
+
+
+def test_a_changed_host_key_is_misconfigured_and_says_how_to_forget_the_old_one(
+    ssh_fleet: Fleet, sshd: SshServer, tmp_path: Path
+) -> None:
+    other = tmp_path / "old_host_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    kind, key = (other.with_suffix(".pub")).read_text().split()[:2]
+    known = tmp_path / "known_hosts_changed"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {kind} {key}\n")  # what it was before a reinstall
+    config = ssh_config(sshd, tmp_path, "changed", UserKnownHostsFile=str(known))
+    a = one_peer(ssh_fleet, sshd.url(ssh_fleet.hub()), f"ssh -F {config}")
+    run = Run(a, "sync", "--json")
+    assert run.wait(60) == 14, run.stderr
+    (desk,) = json.loads(run.stdout)["peers"]
+    assert desk["status"] == "misconfigured" and "changed" in desk["reason"], desk
+    assert "ssh-keygen" in desk["hint"] and "-R" in desk["hint"], desk
+    assert peer_state(a)["misconfigured"] is True
+    assert run.leftovers() == []
+
+
+def test_a_mistyped_path_over_ssh_is_refused_by_peers_add_and_misconfigured_in_sync(
+    ssh_fleet: Fleet, sshd: SshServer
+) -> None:
+    hub = ssh_fleet.hub()
+    typo = f"{sshd.url(hub)}".replace("hub.git", "hbu.git")  # as `desktop:.anamnesis/memroy`
+    a = ssh_fleet.machine("a")
+    added = a.cli("peers", "add", "desk", typo)
+    assert added.returncode == 14, added.stdout + added.stderr
+    assert "does not appear to be a git repository" in added.stderr and "--force" in added.stderr
+    assert "fleet-ssh has no repository at" in added.stderr, added.stderr
+    assert a.cli("peers", "list", "--json").stdout.strip() == "[]"  # nothing saved
+    assert a.cli("peers", "add", "desk", typo, "--force").returncode == 0
+    create_note(a.store, type="semantic", title="Kept here", body="x\n")
+    run = Run(a, "sync", "--json")
+    assert run.wait(60) == 14, run.stderr
+    (desk,) = json.loads(run.stdout)["peers"]
+    assert desk["status"] == "misconfigured" and "peers add" in desk["hint"], desk
+    assert a.git("status", "--porcelain") == ""  # committed here whatever the peer says
+    # The right path: it syncs, and the state clears.
+    assert a.cli("peers", "add", "desk", sshd.url(hub)).returncode == 0
+    assert Run(a, "sync").wait(60) == 0
+    assert peer_state(a)["misconfigured"] is False
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"Port": "1"}, "Connection refused"),  # the machine is up, its ssh server is not
+        ({"HostName": "no-such-host.invalid"}, "Could not resolve hostname"),  # the network or Tailscale is down
+    ],
+)
+def test_an_outage_is_retried_with_exit_11_and_the_timer_counts_it_as_success(
+    ssh_fleet: Fleet, sshd: SshServer, tmp_path: Path, changes: dict[str, str], said: str
+) -> None:
+    from anamnesis.errors import TIMER_SUCCESS
+
+    config = ssh_config(sshd, tmp_path, "outage", **changes)
+    a = one_peer(ssh_fleet, sshd.url(ssh_fleet.hub()), f"ssh -F {config}")
+    run = Run(a, "sync", "--quiet", "--fail-after", "24h", "--json")
+    assert run.wait(60) == 11, run.stderr
+    assert 11 in TIMER_SUCCESS
+    (desk,) = json.loads(run.stdout)["peers"]
+    assert desk["status"] == "unreachable" and said in desk["reason"], desk
+    assert peer_state(a)["misconfigured"] is False
+    added = a.cli("peers", "add", "other", sshd.url(ssh_fleet.hub("other")))
+    assert added.returncode == 0 and "cannot reach it now" in added.stdout, added.stdout
 
 
 # -- a peer that accepts TCP and never answers ---------------------------------------------
@@ -376,7 +445,8 @@ def test_a_peer_unreachable_for_a_day_fails_the_timer_run_and_shows_in_status(fl
     from anamnesis.peers import load_state, save_state, stale_peers
 
     fleet = Fleet(fleet_root)
-    a = fleet.machine("a", {"gone": str(fleet_root / "nowhere.git")})
+    (fleet_root / "usb").mkdir()  # the disk the hub lives on is not mounted: an outage
+    a = fleet.machine("a", {"gone": str(fleet_root / "usb" / "nowhere.git")})
     first = a.cli("sync", "--quiet", "--fail-after", "24h")
     assert first.returncode == 11, first.stderr  # an hour offline is not a failure for the timer
     assert stale_peers(a.store, 86400) == []
@@ -395,7 +465,7 @@ def test_a_peer_unreachable_for_a_day_fails_the_timer_run_and_shows_in_status(fl
         status.stdout
     )
     # Reachable again: no longer stale.
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(fleet_root / "nowhere.git")], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(fleet_root / "usb" / "nowhere.git")], check=True)
     assert a.cli("sync", "--quiet", "--fail-after", "24h").returncode == 0
     assert stale_peers(a.store, 86400) == [] and "failing_since" not in load_state(a.store)["gone"]
 
@@ -538,3 +608,28 @@ def test_explain_finds_the_line_that_says_what_went_wrong(output: str, reason: s
     failure = explain(output, "me@desk:.anamnesis/memory", ssh="ssh")
     assert reason in failure.reason and "Could not read" not in failure.text
     assert hint in failure.hint
+
+
+@pytest.mark.parametrize(
+    ("output", "kind"),
+    [
+        ("ssh: connect to host desk port 22: Connection refused\n", "outage"),
+        ("ssh: connect to host desk port 22: Connection timed out\n", "outage"),
+        ("ssh: connect to host desk port 22: No route to host\n", "outage"),
+        ("ssh: Could not resolve hostname desk: Temporary failure in name resolution\n", "outage"),
+        ("Connection timed out during banner exchange\n", "outage"),
+        ("Timeout, server desk not responding.\n", "outage"),
+        ("Host key verification failed.\nfatal: Could not read from remote repository.\n", "misconfigured"),
+        ("me@desk: Permission denied (publickey,password).\n", "misconfigured"),
+        ("Received disconnect from 10.0.0.2 port 22:2: Too many authentication failures\n", "misconfigured"),
+        ("Bad owner or permissions on /home/me/.ssh/config\n", "misconfigured"),
+        ("bash: line 1: git-upload-pack: command not found\n", "misconfigured"),
+        ("fatal: '.anamnesis/memroy' does not appear to be a git repository\n", "misconfigured"),
+        ("remote: Repository not found.\nfatal: repository 'https://example.org/x.git/' not found\n", "misconfigured"),
+        ("sh: 1: lsb: not found\nfatal: '.anamnesis/memroy' does not appear to be a git repository\n", "misconfigured"),
+    ],
+)
+def test_explain_tells_an_outage_from_a_setting_that_never_works(output: str, kind: str) -> None:
+    from anamnesis.git import explain
+
+    assert explain(output, "me@desk:.anamnesis/memory", ssh="ssh").kind == kind

@@ -220,18 +220,21 @@ def test_mesh_of_three_without_a_hub_converges(fleet: Fleet) -> None:
 
 
 def test_unreachable_peer_still_commits_locally_and_next_sync_pushes(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    away = hub.with_name("away.git")
+    disk = fleet.root / "disk"
+    disk.mkdir()
+    hub = fleet.hub().rename(disk / "hub.git")
+    away = fleet.root / "usb" / "away.git"
+    away.parent.mkdir()  # a disk that is not mounted: an outage, not a setting that never works
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     fleet.add_peer(a, "laptop", fleet.url(away))
     note = create_note(a.store, type="semantic", title="Written offline", body="x\n", commit=False)
-    hub.rename(away.with_name("parked.git"))
+    hub.rename(fleet.root / "parked.git")  # its disk unplugged: disk/ is an empty mount point
     result = a.sync()
     assert result.exit_code == 11
     assert {p.name: p.status for p in result.peers} == {"hub": "unreachable", "laptop": "unreachable"}
     assert note.path in result.committed
     assert a.git("status", "--porcelain") == ""
-    away.with_name("parked.git").rename(hub)
+    (fleet.root / "parked.git").rename(hub)
     result = a.sync(peers=["hub"])
     assert result.exit_code == 0 and result.sent >= 1
     shown = subprocess.run(["git", "-C", str(hub), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True)
@@ -481,7 +484,8 @@ def test_sync_log_feeds_status_and_peers_list(fleet: Fleet) -> None:
 
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
-    fleet.add_peer(a, "gone", str(fleet.root / "nowhere.git"))
+    (fleet.root / "usb").mkdir()  # a disk that is not mounted: the peer is off, not misconfigured
+    fleet.add_peer(a, "gone", str(fleet.root / "usb" / "nowhere.git"))
     a.sync()
     summary = last_sync_summary(a.store)
     assert summary["last_sync"]["exit_code"] == 11

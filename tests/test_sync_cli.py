@@ -41,7 +41,8 @@ def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:
     assert a.cli("peers", "rm", "laptop").returncode == 0
     assert a.cli("peers", "rm", "laptop").returncode == 4
     assert [p["name"] for p in json.loads(a.cli("peers", "list", "--json").stdout)] == ["hub"]
-    proc = a.cli("peers", "add", "later", str(fleet.root / "missing.git"))
+    (fleet.root / "usb").mkdir()  # a disk not mounted now: kept, with a warning
+    proc = a.cli("peers", "add", "later", str(fleet.root / "usb" / "missing.git"))
     assert proc.returncode == 0 and "cannot reach" in proc.stdout
     assert "does not appear to be a git repository" in proc.stdout  # the reason, not the boilerplate
 
@@ -62,7 +63,8 @@ def test_sync_exit_codes_and_json(fleet: Fleet) -> None:
     proc = b.cli("sync", real_process=True)  # the exit codes as a shell sees them
     assert proc.returncode == 10
     assert "conflict" in proc.stdout and note.path in proc.stdout
-    fleet.add_peer(b, "gone", str(fleet.root / "gone.git"))
+    (fleet.root / "usb").mkdir()  # the disk it lives on is not mounted: an outage
+    fleet.add_peer(b, "gone", str(fleet.root / "usb" / "gone.git"))
     proc = b.cli("sync", "--json", real_process=True)
     assert proc.returncode == 11
     assert json.loads(proc.stdout)["peers"][0]["status"] == "unreachable"

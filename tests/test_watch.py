@@ -253,8 +253,9 @@ def test_a_failing_sync_is_logged_and_retried(store: Store, start_watch: Any) ->
 def test_an_unreachable_peer_is_survived_and_caught_up(store: Store, start_watch: Any, tmp_path: Path) -> None:
     from anamnesis.peers import add_peer
 
-    hub = tmp_path / "hub.git"
-    add_peer(store, "hub", str(hub))  # not there yet: the peer is down
+    hub = tmp_path / "usb" / "hub.git"
+    hub.parent.mkdir()
+    add_peer(store, "hub", str(hub))  # not there yet: the disk it lives on is not mounted
     watcher, counter = start_watch()
     assert "hub" in watcher.last_error
     write(store, "global/facts/offline.md", note_text("Written while the hub is down"))

@@ -20,12 +20,16 @@ peers_app = typer.Typer(help="The machines and hub repos this store syncs with."
 schedule_app = typer.Typer(help="Run `anamnesis sync` on a timer (systemd on Linux, launchd on macOS).", no_args_is_help=True)
 
 SYNC_EPILOG = (
-    "Exit codes: 0 synced; 10 a same-line conflict was recorded (both versions kept in the note); "
-    "11 some peer was unreachable or refused the push (retried next sync); "
+    "Exit codes: 0 synced; 10 a same-line conflict was recorded (every version kept in the note); "
+    "11 some peer could not be reached now, or refused the push (retried next sync); "
+    "14 a peer's answer says it will never work as set up: no repository at that path, a host key "
+    "unknown or changed, a refused key (fix the setting; the timer reports it at once); "
     "12 refused: memory/ was left mid-rebase/merge by hand (the message says how to get out); "
-    "13 (only with --fail-after) a peer has been unreachable for longer than that. "
-    "A conflict outranks an unreachable peer. Stopped by SIGTERM/SIGINT: 143/130, with the git and "
-    "ssh processes it started."
+    "13 (only with --fail-after) a peer has been unreachable for longer than that; "
+    "8 this machine's disk is full; 9 this machine cannot write its own store (read-only, no permission): "
+    "no peer is blamed; 3 no store; 4 no such peer; 5 the store was busy; 6 a local git failed. "
+    "14 outranks 13, 13 outranks 10, 10 outranks 11. Stopped by SIGTERM/SIGINT/SIGHUP: 143/130/129, "
+    "with the git and ssh processes it started."
 )
 
 
@@ -84,11 +88,12 @@ def sync(
         raise
     skipped = [p.name for p in result.unreachable]
     stale = stale_peers(store, limit, skipped) if limit is not None and skipped else []
+    code = EXIT_STALE if stale and not result.misconfigured else result.exit_code  # 14 outranks 13
     if json_out:
         data = result.to_dict()
         if stale:
             data["stale_peers"] = [{"name": s.name, "since": s.since, "last_ok": s.last_ok or None} for s in stale]
-            data["exit_code"] = EXIT_STALE
+        data["exit_code"] = code
         print_json(data)
     else:
         _print_result(result, quiet)
@@ -97,10 +102,8 @@ def sync(
                 f"  [red]{escape(item.name)}[/red]: no sync has reached it since {escape(item.since)} "
                 f"(over --fail-after {escape(fail_after)})", highlight=False,
             )
-    if stale:
-        raise typer.Exit(EXIT_STALE)
-    if result.exit_code:
-        raise typer.Exit(result.exit_code)
+    if code:
+        raise typer.Exit(code)
 
 
 def _print_result(result: SyncResult, quiet: bool) -> None:
@@ -110,7 +113,7 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
     problems = bool(result.conflicts or result.unreachable)
     if quiet and not problems:
         return
-    mark = "[green]✔[/green]" if not problems else "[yellow]![/yellow]"
+    mark = "[green]✔[/green]" if not problems else "[red]✘[/red]" if result.misconfigured else "[yellow]![/yellow]"
     out.print(f"{mark} [bold]{result.outcome}[/bold] [dim]({result.seconds:.2f} s)[/dim]")
     for line in result.repaired:
         out.print(f"  [dim]repaired:[/dim] {line}")
@@ -119,7 +122,12 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
     if not result.peers:
         out.print("  [dim]no peers yet: add one with `anamnesis peers add NAME URL`[/dim]")
     for report in result.peers:
-        if report.status in ("unreachable", "rejected"):
+        if report.status == "misconfigured":
+            out.print(
+                f"  [red]{report.name}[/red]: misconfigured — {escape(report.detail)} "
+                "[dim](waiting will not fix it)[/dim]", highlight=False,
+            )
+        elif report.status in ("unreachable", "rejected"):
             out.print(
                 f"  [yellow]{report.name}[/yellow]: {report.status} — {escape(report.detail)} "
                 "[dim](will retry next sync)[/dim]", highlight=False,
@@ -143,25 +151,38 @@ def peers_add(
     name: str = typer.Argument(..., help="A short name: letters, digits, '.', '_', '-'."),
     url: str = typer.Argument(..., help="Any git URL: user@host.tailnet.ts.net:.anamnesis/memory, ssh://..., a path."),
     no_check: bool = typer.Option(False, "--no-check", help="Do not try to reach the peer now."),
+    force: bool = typer.Option(
+        False, "--force", help="Keep the peer even if it answers that there is no repository at that path."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
-    """Add a peer (stored in this machine's settings, never in memory/)."""
+    """Add a peer (stored in this machine's settings, never in memory/).
+
+    The peer is tried first: one that answers that it holds no repository at
+    that path (a typo) is refused (exit 14) unless --force; one that cannot
+    be reached now (off, asleep) is kept with a warning.
+    """
     from anamnesis.git import stop_on_signals  # lazy: --help loads every command module
     from anamnesis.peers import (  # lazy: --help loads every command module
+        NoRepository,
         PeerNotFound,
         add_peer,
+        check_name,
         get_peer,
         probe,
     )
 
     store = get_store()
-    try:
+    check_name(name)
+    try:  # what is wrong here (a broken settings.json) is said before anything is asked of the peer
         before: str | None = get_peer(store, name).url
     except PeerNotFound:
         before = None
-    peer, changed = add_peer(store, name, url)
     with stop_on_signals("peers add"):
-        problem = None if no_check else probe(peer.url, repo=store.memory)
+        problem = None if no_check else probe(url, repo=store.memory)
+    if problem is not None and problem.kind == "misconfigured" and "repository" in problem.reason and not force:
+        raise NoRepository(f"{problem.text}; nothing was saved (`--force` keeps it anyway)")
+    peer, changed = add_peer(store, name, url)
     if json_out:
         print_json(
             {
@@ -169,7 +190,8 @@ def peers_add(
                 "changed": changed,
                 "previous_url": before if changed else None,
                 "reachable": None if no_check else problem is None,
-                "problem": problem,
+                "problem": problem.text if problem else None,
+                "will_retry": None if problem is None else problem.kind == "outage",
             }
         )
         return
@@ -181,7 +203,12 @@ def peers_add(
     if problem:
         from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
-        out.print(f"[yellow]warning:[/yellow] cannot reach it now: {escape(problem)} (sync will keep trying)", highlight=False)
+        if problem.kind == "outage":
+            out.print(f"[yellow]warning:[/yellow] cannot reach it now: {escape(problem.text)} (sync will keep trying)",
+                      highlight=False)
+        else:
+            out.print(f"[red]warning:[/red] it answered, but this will not work: {escape(problem.text)} "
+                      "(every sync fails with exit 14 until it is fixed)", highlight=False)
     out.print("[dim]next: `anamnesis sync`[/dim]")
 
 
@@ -204,9 +231,12 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     table = Table(box=None, padding=(0, 2))
     for column in ("name", "url", "kind", "last synced", "state"):
         table.add_column(column)
-    failing = [p for p in peers if p.last_error and p.last_error_at >= p.last_ok]
+    failing = [p for p in peers if p.failing]
     for p in peers:
-        state = f"[yellow]failing since {escape(p.failing_since or p.last_error_at)}[/yellow]" if p in failing else "ok"
+        since = escape(p.failing_since or p.last_error_at)
+        state = "ok" if p not in failing else (
+            f"[red]misconfigured since {since}[/red]" if p.misconfigured else f"[yellow]failing since {since}[/yellow]"
+        )
         table.add_row(escape(p.name), escape(p.url), p.kind or "?", p.last_ok or "never", state)
     out.print(table)
     for p in failing:
