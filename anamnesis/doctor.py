@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis import schedule, watch
 from anamnesis.capture import queued_notes
 from anamnesis.errors import AnamnesisError
 from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes
 from anamnesis.git import git_processes_in, lock_files
 from anamnesis.index import open_index
 from anamnesis.paths import Store
-from anamnesis.peers import peer_problems
+from anamnesis.peers import incoming_machines, peer_problems
 from anamnesis.recovery import wedged
 from anamnesis.settings import load_settings
 from anamnesis.store import check_home
@@ -108,6 +109,7 @@ def run_checks(store: Store) -> list[Finding]:
             )
     findings.extend(_sync_findings(store))
     findings.extend(_peer_findings(store))
+    findings.extend(_incoming_findings(store))
     findings.extend(_queue_findings(store))
     findings.extend(_index_findings(store))
     lower_seen: dict[str, str] = {}
@@ -212,6 +214,23 @@ def _peer_findings(store: Store) -> list[Finding]:
         return [Finding(p.where, p.problem, p.fix) for p in peer_problems(store)]
     except AnamnesisError:
         return []  # a broken settings.json is reported on its own
+
+
+def _incoming_findings(store: Store) -> list[Finding]:
+    """Work other machines pushed here waits, and nothing here syncs by itself to integrate it."""
+    waiting = [m for m in incoming_machines(store) if m.waiting]
+    if not waiting or schedule.installed(store) or watch.is_running(store):
+        return []
+    who = ", ".join(f"{m.machine} ({m.waiting})" for m in waiting)
+    return [
+        Finding(
+            str(store.memory),
+            f"commits pushed here by {who} wait to be integrated, and no sync timer or `anamnesis watch` "
+            "runs here: they reach this machine's notes, and the machines that sync with it, only "
+            "when someone runs `anamnesis sync` here",
+            "`anamnesis sync` now; `anamnesis schedule install` (or `--watch`) to do it by itself",
+        )
+    ]
 
 
 def _queue_findings(store: Store) -> list[Finding]:

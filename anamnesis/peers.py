@@ -253,6 +253,59 @@ def record(store: Store, updates: dict[str, PeerState]) -> None:
     save_state(store, state)
 
 
+# -- machines that push here ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IncomingMachine:
+    """A machine that pushes into this store (this one is its peer), known by the refs it pushes
+    to, refs/anamnesis/incoming/<machine>...: none of them is in settings.json here."""
+
+    machine: str
+    refs: tuple[str, ...]  # their short names: incoming/<machine>[-<commit>]
+    last_commit: str  # when the newest commit it pushed here was made (ISO, UTC)
+    waiting: int  # commits it pushed that main lacks: the next sync here integrates them
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "refs": list(self.refs),
+            "last_commit": self.last_commit or None,
+            "waiting": self.waiting,
+        }
+
+    def describe(self) -> str:
+        """One line: who, when, and what waits."""
+        waits = f", {self.waiting} commit{'s' if self.waiting != 1 else ''} waiting to be integrated" if self.waiting else ""
+        return f"{self.machine} (newest commit {ago(self.last_commit)}{waits})"
+
+
+def incoming_machines(store: Store) -> list[IncomingMachine]:
+    """The machines that push into this store, by name, with what of theirs main lacks.
+
+    [] when memory/ is not a repository (yet). A machine's work "waits"
+    from its push until the next sync here (the timer, `watch`, or by hand).
+    """
+    if not (store.memory / ".git").exists():
+        return []
+    out = run_git(
+        store.memory, "for-each-ref", "--format=%(refname) %(objectname) %(committerdate:unix)", refs.INCOMING,
+        check=False,
+    ).stdout
+    grouped: dict[str, list[tuple[str, str, int]]] = {}
+    for line in out.splitlines():
+        ref, oid, when = [*line.split(" "), "", ""][:3]
+        grouped.setdefault(refs.incoming_machine(ref), []).append((refs.short(ref), oid, int(when or 0)))
+    found = []
+    for machine, rows in sorted(grouped.items()):
+        proc = run_git(store.memory, "rev-list", "--count", *(oid for _, oid, _ in rows), "--not", "HEAD", check=False)
+        newest = max(when for _, _, when in rows)
+        stamp = dt.datetime.fromtimestamp(newest, dt.UTC).isoformat().replace("+00:00", "Z") if newest else ""
+        waiting = int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+        found.append(IncomingMachine(machine, tuple(name for name, _, _ in rows), stamp, waiting))
+    return found
+
+
 def probe(url: str, timeout: float = 20.0, repo: Path | None = None) -> str | None:
     """None if `url` answers as a git repository, else why not and what to do (for a warning).
 

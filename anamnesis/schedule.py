@@ -310,6 +310,14 @@ def remove(store: Store, *, activate: bool = True, kind: str | None = None) -> O
     return outcome
 
 
+def installed(store: Store, kind: str | None = None) -> bool:
+    """Whether this store has the sync timer or the watch service (their files; no systemctl is asked)."""
+    return any(
+        all(path.exists() for path in rendered.files)
+        for rendered in (plan(store, DEFAULT_EVERY, kind), plan(store, DEFAULT_EVERY, kind, watch=True))
+    )
+
+
 def status(store: Store, kind: str | None = None) -> dict[str, Any]:
     """Installed? active? how often? and the last sync from the log."""
     rendered = plan(store, DEFAULT_EVERY, kind)
