@@ -53,6 +53,7 @@ class PeerState(TypedDict, total=False):
     last_hint: str
     last_error_at: str
     failing_since: str  # the first failure since the last success
+    last_push: str  # when a push there last succeeded
 
 
 class PeerNotFound(AnamnesisError):
@@ -303,6 +304,41 @@ def incoming_machines(store: Store) -> list[IncomingMachine]:
         stamp = dt.datetime.fromtimestamp(newest, dt.UTC).isoformat().replace("+00:00", "Z") if newest else ""
         waiting = int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
         found.append(IncomingMachine(machine, tuple(name for name, _, _ in rows), stamp, waiting))
+    return found
+
+
+UNTAKEN_SECONDS = 3600.0  # a machine's store that leaves our push out of its main this long syncs by itself no more
+
+
+@dataclass(frozen=True)
+class UntakenPush:
+    """A peer's store (kind machine) whose main, fetched since, still lacks what this machine pushed there."""
+
+    peer: Peer
+    pushed_at: str
+
+
+def untaken_pushes(store: Store, older_than: float = UNTAKEN_SECONDS) -> list[UntakenPush]:
+    """Peers that are machines' stores and have not integrated what this machine pushed into them,
+    although their main was fetched more than `older_than` seconds after that push.
+
+    Such a machine integrates what others push only when it syncs itself:
+    the evidence here is that nothing there does (no timer, no `watch`).
+    """
+    state = load_state(store)
+    found = []
+    for peer in list_peers(store):
+        pushed_at = state.get(peer.name, {}).get("last_push", "")
+        if peer.kind != "machine" or not pushed_at or not peer.last_ok:
+            continue
+        since_push, since_fetch = _age(pushed_at), _age(peer.last_ok)
+        if since_push is None or since_fetch is None or since_push - since_fetch < older_than:
+            continue
+        proc = run_git(
+            store.memory, "merge-base", "--is-ancestor", refs.pushed(peer.name), refs.peer_main(peer.name), check=False
+        )
+        if proc.returncode == 1:  # 0: taken in; 128: a ref is missing, nothing to tell
+            found.append(UntakenPush(peer, pushed_at))
     return found
 
 

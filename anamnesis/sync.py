@@ -389,6 +389,7 @@ class _Sync:
 
     def _pushed(self, peer: Peer, head: str, to_main: bool, sent: int, report: PeerReport) -> None:
         run_git(self.repo, "update-ref", refs.pushed(peer.name), head)
+        self.peer_updates.setdefault(peer.name, {})["last_push"] = now_iso()  # see peers.untaken_pushes
         if to_main:  # a hub: its main is ours now
             run_git(self.repo, "update-ref", refs.peer_main(peer.name), head)
             self.peer_updates.setdefault(peer.name, {}).setdefault("kind", "hub")

@@ -218,3 +218,21 @@ def test_the_fleet_page_shows_who_pushes_where(fleet: Fleet) -> None:
     assert chips(rows["laptop"]) == ["desktop"]
     # desktop merged what the server pushed there: the laptop learns who pushes where from that merge.
     assert chips(rows["server"]) == ["→ desktop"] and chips(rows["desktop"]) == ["← server"], rows
+
+
+def test_doctor_on_the_pushing_machine_says_when_its_peer_never_takes_in_what_it_pushed(fleet: Fleet) -> None:
+    desktop, laptop, _path = relay(fleet)
+    state_file = laptop.home / "state" / "peers.json"
+    state = json.loads(state_file.read_text())
+    assert state["desktop"]["kind"] == "machine" and state["desktop"]["last_push"]
+    assert laptop.sync().exit_code == 0  # desktop's main fetched again: an hour later, say
+    assert not [f for f in json.loads(laptop.cli("doctor", "--json").stdout)["findings"] if "pushed there" in f["problem"]]
+    state = json.loads(state_file.read_text())
+    state["desktop"]["last_push"] = "2020-01-01T00:00:00Z"  # the push was long before that fetch
+    state_file.write_text(json.dumps(state))
+    doctor = laptop.cli("doctor", "--json")
+    (finding,) = [f for f in json.loads(doctor.stdout)["findings"] if "pushed there" in f["problem"]]
+    assert finding["where"].startswith("peer desktop") and "on desktop: `anamnesis schedule install`" in finding["fix"]
+    assert doctor.returncode == 1
+    assert desktop.sync().exit_code == 0 and laptop.sync().exit_code == 0  # desktop took it in; the laptop sees it
+    assert not [f for f in json.loads(laptop.cli("doctor", "--json").stdout)["findings"] if "pushed there" in f["problem"]]
