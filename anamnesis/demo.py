@@ -156,8 +156,9 @@ def run_demo(out: Console, keep: bool = False) -> float:
         elapsed = time.perf_counter() - started
         out.rule(f"[green]done in {elapsed:.1f} s[/green]")
         out.print("Try it for real:")
-        out.print("  [bold]anamnesis init[/bold]                                   first machine")
-        out.print("  [bold]anamnesis init --peer you@desktop:.anamnesis/memory[/bold]  the others")
+        out.print("  [bold]anamnesis init[/bold]                                   first machine (yes to its timer:")
+        out.print("                                                   the others' notes pass through it)")
+        out.print("  [bold]anamnesis init --peer you@desktop:.anamnesis/memory[/bold]  the others (the command init printed)")
         out.print("  [dim]docs/sync.md: hubs, meshes, Tailscale, conflicts, schedules[/dim]")
         if keep:
             out.print(f"\nKept {root} (ANAMNESIS_HOME={root}/laptop to look around).")

@@ -373,8 +373,8 @@ def parse_tailscale_status(
     return sorted(out, key=lambda c: (not c.same_user, c.name))
 
 
-def tailscale_candidates(timeout: float = 5.0) -> list[TailscaleCandidate] | None:
-    """Candidates from the local `tailscale` command; None when it is not installed or not running."""
+def tailscale_status(timeout: float = 5.0) -> dict[str, Any] | None:
+    """The JSON of the local `tailscale status --json`; None when tailscale is not installed or not running."""
     exe = shutil.which("tailscale")
     if exe is None:
         return None
@@ -391,4 +391,22 @@ def tailscale_candidates(timeout: float = 5.0) -> list[TailscaleCandidate] | Non
         return None
     if not isinstance(data, dict) or data.get("BackendState") not in (None, "Running"):
         return None
-    return parse_tailscale_status(data)
+    return data
+
+
+def tailscale_candidates(timeout: float = 5.0) -> list[TailscaleCandidate] | None:
+    """Candidates from the local `tailscale` command; None when it is not installed or not running."""
+    data = tailscale_status(timeout)
+    return None if data is None else parse_tailscale_status(data)
+
+
+def own_tailscale_name(status: dict[str, Any]) -> str:
+    """This machine's MagicDNS name (laptop.tail1234.ts.net) in a `tailscale status --json`, or ''."""
+    me = status.get("Self") or {}
+    return str(me.get("DNSName") or "").rstrip(".") if isinstance(me, dict) else ""
+
+
+def reachable_name(timeout: float = 5.0) -> str:
+    """The name other machines reach this one by: its Tailscale name when tailscale runs, else its host name."""
+    data = tailscale_status(timeout)
+    return (own_tailscale_name(data) if data is not None else "") or socket.gethostname()

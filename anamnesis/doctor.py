@@ -9,13 +9,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from anamnesis import schedule, watch
 from anamnesis.capture import queued_notes
 from anamnesis.errors import AnamnesisError, ExitCode
 from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_fix, write_problem
 from anamnesis.git import git_processes_in, lock_files
 from anamnesis.index import open_index
 from anamnesis.paths import Store
-from anamnesis.peers import peer_problems
+from anamnesis.peers import ago, incoming_machines, peer_problems, untaken_pushes
 from anamnesis.recovery import wedged
 from anamnesis.settings import load_settings
 from anamnesis.store import check_home
@@ -105,6 +106,7 @@ def run_checks(store: Store) -> list[Finding]:
             )
     findings.extend(_sync_findings(store))
     findings.extend(_peer_findings(store))
+    findings.extend(_relay_findings(store))
     findings.extend(_queue_findings(store))
     findings.extend(_index_findings(store))
     lower_seen: dict[str, str] = {}
@@ -191,6 +193,35 @@ def _peer_findings(store: Store) -> list[Finding]:
         return [Finding(p.where, p.problem, p.fix) for p in peer_problems(store)]
     except AnamnesisError:
         return []  # a broken settings.json is reported on its own
+
+
+def _relay_findings(store: Store) -> list[Finding]:
+    """A machine's store integrates what others push into it only when it syncs: work pushed here
+    that waits while nothing here syncs by itself; a peer that never took in what we pushed there."""
+    findings = [
+        Finding(
+            f"peer {item.peer.name} ({item.peer.url})",
+            f"what this machine pushed there {ago(item.pushed_at)} is still not in its notes, although its "
+            f"main was fetched since ({item.peer.last_ok}): it integrates what others push only when it syncs, "
+            "and nothing there seems to (no timer, no `anamnesis watch`)",
+            f"on {item.peer.name}: `anamnesis schedule install` (or `--watch`), or `anamnesis sync` once",
+        )
+        for item in untaken_pushes(store)
+    ]
+    waiting = [m for m in incoming_machines(store) if m.waiting]
+    if not waiting or schedule.installed(store) or watch.is_running(store):
+        return findings
+    who = ", ".join(f"{m.machine} ({m.waiting})" for m in waiting)
+    return [
+        *findings,
+        Finding(
+            str(store.memory),
+            f"commits pushed here by {who} wait to be integrated, and no sync timer or `anamnesis watch` "
+            "runs here: they reach this machine's notes, and the machines that sync with it, only "
+            "when someone runs `anamnesis sync` here",
+            "`anamnesis sync` now; `anamnesis schedule install` (or `--watch`) to do it by itself",
+        )
+    ]
 
 
 def _queue_findings(store: Store) -> list[Finding]:

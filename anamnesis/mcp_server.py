@@ -234,9 +234,11 @@ class MemoryTools:
             return {"count": len(hits), "notes": [h.to_dict() for h in hits]}
 
     def status(self) -> dict[str, Any]:
-        """Where the memory lives, how many notes of each kind, the current project, conflicts, peers."""
+        """Where the memory lives, how many notes of each kind, the current project, conflicts, peers,
+        and the machines that push into this store."""
         # lazy: the first tool call loads the core, not MCP start
-        from anamnesis.settings import load_settings
+        from anamnesis.peers import incoming_machines
+        from anamnesis.settings import load_settings  # lazy: as the line above
 
         with _tool_errors(), self._fresh_index() as index:
             counts = index.counts()
@@ -251,6 +253,7 @@ class MemoryTools:
                 "by_project": counts["by_project"],
                 "conflicted": conflicted,
                 "peers": sorted(settings.get("peers") or {}),
+                "pushes_here": [m.to_dict() for m in incoming_machines(self.store)],
             }
             return info
 

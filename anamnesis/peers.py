@@ -56,6 +56,7 @@ class PeerState(TypedDict, total=False):
     last_error_at: str
     last_error_kind: FailureKind  # misconfigured: it will not work until a person acts
     failing_since: str  # the first failure since the last success
+    last_push: str  # when a push there last succeeded
 
 
 class PeerNotFound(AnamnesisError):
@@ -269,6 +270,94 @@ def record(store: Store, updates: dict[str, PeerState]) -> None:
             entry["failing_since"] = info["last_error_at"]
         state[name] = entry
     save_state(store, state)
+
+
+# -- machines that push here ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IncomingMachine:
+    """A machine that pushes into this store (this one is its peer), known by the refs it pushes
+    to, refs/anamnesis/incoming/<machine>...: none of them is in settings.json here."""
+
+    machine: str
+    refs: tuple[str, ...]  # their short names: incoming/<machine>[-<commit>]
+    last_commit: str  # when the newest commit it pushed here was made (ISO, UTC)
+    waiting: int  # commits it pushed that main lacks: the next sync here integrates them
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "refs": list(self.refs),
+            "last_commit": self.last_commit or None,
+            "waiting": self.waiting,
+        }
+
+    def describe(self) -> str:
+        """One line: who, when, and what waits."""
+        waits = f", {self.waiting} commit{'s' if self.waiting != 1 else ''} waiting to be integrated" if self.waiting else ""
+        return f"{self.machine} (newest commit {ago(self.last_commit)}{waits})"
+
+
+def incoming_machines(store: Store) -> list[IncomingMachine]:
+    """The machines that push into this store, by name, with what of theirs main lacks.
+
+    [] when memory/ is not a repository (yet). A machine's work "waits"
+    from its push until the next sync here (the timer, `watch`, or by hand).
+    """
+    if not (store.memory / ".git").exists():
+        return []
+    out = run_git(
+        store.memory, "for-each-ref", "--format=%(refname) %(objectname) %(committerdate:unix)", refs.INCOMING,
+        check=False,
+    ).stdout
+    grouped: dict[str, list[tuple[str, str, int]]] = {}
+    for line in out.splitlines():
+        ref, oid, when = [*line.split(" "), "", ""][:3]
+        grouped.setdefault(refs.incoming_machine(ref), []).append((refs.short(ref), oid, int(when or 0)))
+    found = []
+    for machine, rows in sorted(grouped.items()):
+        proc = run_git(store.memory, "rev-list", "--count", *(oid for _, oid, _ in rows), "--not", "HEAD", check=False)
+        newest = max(when for _, _, when in rows)
+        stamp = dt.datetime.fromtimestamp(newest, dt.UTC).isoformat().replace("+00:00", "Z") if newest else ""
+        waiting = int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+        found.append(IncomingMachine(machine, tuple(name for name, _, _ in rows), stamp, waiting))
+    return found
+
+
+UNTAKEN_SECONDS = 3600.0  # a machine's store that leaves our push out of its main this long syncs by itself no more
+
+
+@dataclass(frozen=True)
+class UntakenPush:
+    """A peer's store (kind machine) whose main, fetched since, still lacks what this machine pushed there."""
+
+    peer: Peer
+    pushed_at: str
+
+
+def untaken_pushes(store: Store, older_than: float = UNTAKEN_SECONDS) -> list[UntakenPush]:
+    """Peers that are machines' stores and have not integrated what this machine pushed into them,
+    although their main was fetched more than `older_than` seconds after that push.
+
+    Such a machine integrates what others push only when it syncs itself:
+    the evidence here is that nothing there does (no timer, no `watch`).
+    """
+    state = load_state(store)
+    found = []
+    for peer in list_peers(store):
+        pushed_at = state.get(peer.name, {}).get("last_push", "")
+        if peer.kind != "machine" or not pushed_at or not peer.last_ok:
+            continue
+        since_push, since_fetch = _age(pushed_at), _age(peer.last_ok)
+        if since_push is None or since_fetch is None or since_push - since_fetch < older_than:
+            continue
+        proc = run_git(
+            store.memory, "merge-base", "--is-ancestor", refs.pushed(peer.name), refs.peer_main(peer.name), check=False
+        )
+        if proc.returncode == 1:  # 0: taken in; 128: a ref is missing, nothing to tell
+            found.append(UntakenPush(peer, pushed_at))
+    return found
 
 
 def probe(url: str, timeout: float = 20.0, repo: Path | None = None) -> Failure | None:

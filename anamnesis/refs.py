@@ -53,6 +53,13 @@ def incoming(machine: str, suffix: str = "") -> str:
     return f"{INCOMING}{ref_component(machine)}" + (f"-{suffix}" if suffix else "")
 
 
+def incoming_machine(ref: str) -> str:
+    """The machine that pushed an incoming ref (full or `short` name): its name without the commit
+    suffix `incoming` adds when the first name could not move forward."""
+    name = short(ref).removeprefix("incoming/")
+    return re.sub(r"-[0-9a-f]{12}$", "", name) or name
+
+
 def retired(peer: str, stamp: str, ref: str) -> str:
     """Where `ref` (one of a re-pointed peer's refs) is kept."""
     return f"{ROOT}retired/{peer}-{stamp}/{short(ref)}"

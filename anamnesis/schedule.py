@@ -319,6 +319,14 @@ def installed_files(store: Store, kind: str | None = None) -> list[Path]:
     return [path for rendered in plans for path in rendered.files if path.exists()]
 
 
+def installed(store: Store, kind: str | None = None) -> bool:
+    """Whether this store has the sync timer or the watch service (their files; no systemctl is asked)."""
+    return any(
+        all(path.exists() for path in rendered.files)
+        for rendered in (plan(store, DEFAULT_EVERY, kind), plan(store, DEFAULT_EVERY, kind, watch=True))
+    )
+
+
 def status(store: Store, kind: str | None = None) -> dict[str, Any]:
     """Installed? active? how often? and the last sync from the log."""
     rendered = plan(store, DEFAULT_EVERY, kind)

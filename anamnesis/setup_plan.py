@@ -10,7 +10,9 @@ returns what to do or ask; the CLI asks the questions and prints the lines.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from anamnesis import schedule
@@ -72,12 +74,13 @@ ScheduleChoice = Literal["install", "ask", "hint", "skip"]
 
 
 def schedule_choice(store: Store, wanted: bool | None, interactive: bool) -> ScheduleChoice:
-    """Whether to install the sync timer: as asked; else ask in a terminal when there are peers;
-    else only say how (there are peers) or nothing (a machine on its own)."""
+    """Whether to install the sync timer: as asked; else ask in a terminal, else only say how.
+
+    The first machine, with no peer yet, is asked too: the others will push
+    into it, and only its own syncs integrate what they push (and pass it on).
+    """
     if wanted is not None:
         return "install" if wanted else "skip"
-    if not list_peers(store):
-        return "skip"
     return "ask" if interactive else "hint"
 
 
@@ -91,14 +94,38 @@ def schedule_hint() -> str:
     return "to sync automatically: `anamnesis schedule install` (every 5 min)"
 
 
-def install_schedule(store: Store, every: str = EVERY) -> list[str]:
-    """Install the sync timer; lines for the report."""
-    outcome = schedule.install(store, every)
+def install_schedule(store: Store, every: str = EVERY, activate: bool = True) -> list[str]:
+    """Install the sync timer (`activate`: enable it too); lines for the report."""
+    outcome = schedule.install(store, every, activate=activate)
     done = [f"wrote {path}" for path in outcome.written]
     done.extend(outcome.notes)
     if outcome.activated:
         done.append(f"sync runs every {every}")
     return done
+
+
+def join_command(store: Store, host: str) -> str:
+    """What another machine runs to sync with this one: `anamnesis init --peer HOST:PATH`, PATH
+    relative to the home folder (as ssh reads it) when memory/ is inside it."""
+    memory = store.memory.absolute()
+    try:
+        path = str(memory.relative_to(Path.home().absolute()))
+    except ValueError:
+        path = str(memory)
+    return f"anamnesis init --peer {host}:{shlex.quote(path)}"
+
+
+def first_machine_lines(store: Store) -> list[str]:
+    """For the first machine (no peer): the command its other machines run to sync through it."""
+    if list_peers(store):
+        return []
+    # lazy: discovery brings zeroconf (~90 ms): only the first machine's init needs the tailnet name
+    from anamnesis.discovery import reachable_name
+
+    return [
+        f"on your other machines, run: {join_command(store, reachable_name())} "
+        "(they push their notes here; this machine's syncs integrate them and pass them on)"
+    ]
 
 
 # -- discovery: the machines found on the LAN and the tailnet --

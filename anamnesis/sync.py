@@ -74,6 +74,7 @@ __all__ = [
     "EXIT_REFUSED",
     "EXIT_SYNCED",
     "EXIT_UNREACHABLE",
+    "IncomingReport",
     "PeerReport",
     "SyncRefused",
     "SyncResult",
@@ -144,6 +145,18 @@ class PeerReport:
 
 
 @dataclass
+class IncomingReport:
+    """What one machine pushed into this store (refs/anamnesis/incoming/...) and this sync took in."""
+
+    machine: str
+    ref: str  # its short name: incoming/<machine>[-<commit>]
+    received: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"machine": self.machine, "ref": self.ref, "received": self.received}
+
+
+@dataclass
 class SyncResult:
     """What one sync did; `exit_code` is what `anamnesis sync` exits with."""
 
@@ -157,6 +170,7 @@ class SyncResult:
     changed: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     peers: list[PeerReport] = field(default_factory=list)
+    incoming: list[IncomingReport] = field(default_factory=list)  # what machines that push here sent
     repaired: list[str] = field(default_factory=list)
     index_seconds: float = 0.0
     seconds: float = 0.0
@@ -205,6 +219,7 @@ class SyncResult:
             "changed": self.changed,
             "conflicts": self.conflicts,
             "peers": [p.to_dict() for p in self.peers],
+            "incoming": [i.to_dict() for i in self.incoming],
             "repaired": self.repaired,
             "index_seconds": round(self.index_seconds, 4),
             "seconds": round(self.seconds, 4),
@@ -379,7 +394,7 @@ class _Sync:
         recovery.clear_marker(self.store, recovery.CHECKOUT_MARKER)
         return proc.returncode == 0
 
-    def integrate_all(self, sources: list[tuple[str, str, PeerReport | None]]) -> None:
+    def integrate_all(self, sources: list[tuple[str, str, PeerReport | IncomingReport]]) -> None:
         """Integrate every source and move the working tree; commit edits that raced us and retry."""
         for _attempt in range(3):
             old = self.head()
@@ -390,8 +405,7 @@ class _Sync:
                 received[name] = got
             if self.checkout(old, head):
                 for name, _tip, report in sources:
-                    if report is not None:
-                        report.received += received.get(name, 0)
+                    report.received += received.get(name, 0)
                     self.result.received += received.get(name, 0)
                 return
             self.result.committed.extend(self.commit_local())
@@ -448,6 +462,7 @@ class _Sync:
 
     def _pushed(self, peer: Peer, head: str, to_main: bool, sent: int, report: PeerReport) -> None:
         run_git(self.repo, "update-ref", refs.pushed(peer.name), head)
+        self.peer_updates.setdefault(peer.name, {})["last_push"] = now_iso()  # see peers.untaken_pushes
         if to_main:  # a hub: its main is ours now
             run_git(self.repo, "update-ref", refs.peer_main(peer.name), head)
             self.peer_updates.setdefault(peer.name, {}).setdefault("kind", "hub")
@@ -483,7 +498,7 @@ class _Sync:
         result.committed = self.commit_local()
         self.stage = "fetching"
         reachable: list[tuple[Peer, PeerReport]] = []
-        sources: list[tuple[str, str, PeerReport | None]] = []
+        sources: list[tuple[str, str, PeerReport | IncomingReport]] = []
         if peers:
             local = self.local_fault("before fetching")  # a read-only store: no peer is asked, none blamed
             if local is not None:
@@ -499,8 +514,10 @@ class _Sync:
             reachable.append((peer, report))
             if tip:
                 sources.append((peer.name, tip, report))
-        for ref, oid in self._incoming():
-            sources.append((refs.short(ref), oid, None))
+        for ref, oid in self._incoming():  # what machines that have us as their peer pushed here
+            incoming = IncomingReport(refs.incoming_machine(ref), refs.short(ref))
+            result.incoming.append(incoming)
+            sources.append((incoming.ref, oid, incoming))
         sources.sort(key=lambda s: s[0])
         self.stage = "integrating"
         self.integrate_all(sources)

@@ -43,8 +43,9 @@ def _free_port() -> int:
 class SshServer:
     """An sshd on 127.0.0.1 that lets this user in with a key made for the test run."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, extra_config: tuple[str, ...] = ()) -> None:
         self.folder = folder
+        self.extra_config = extra_config  # more sshd_config lines (a ForceCommand...)
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.client_config = folder / "ssh_config"
@@ -92,6 +93,7 @@ class SshServer:
                         "LogLevel ERROR",
                         "MaxStartups 64:30:128",
                         "MaxSessions 64",
+                        *self.extra_config,
                         "",
                     ]
                 )

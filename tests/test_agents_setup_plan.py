@@ -19,8 +19,9 @@ def test_plan_join_normalises_and_names_the_peer() -> None:
 
 
 def test_schedule_choice(store: Store, tmp_path: Path) -> None:
-    # a machine on its own: nothing to schedule unless asked
-    assert setup_plan.schedule_choice(store, None, interactive=True) == "skip"
+    # the first machine, on its own: offered too (the others will push into it)
+    assert setup_plan.schedule_choice(store, None, interactive=True) == "ask"
+    assert setup_plan.schedule_choice(store, None, interactive=False) == "hint"
     assert setup_plan.schedule_choice(store, True, interactive=False) == "install"
     assert setup_plan.schedule_choice(store, False, interactive=True) == "skip"
     add_peer(store, "hub", str(tmp_path / "hub.git"))

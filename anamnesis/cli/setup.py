@@ -61,6 +61,9 @@ def init(
     schedule: bool = typer.Option(
         None, "--schedule/--no-schedule", help="Install the sync timer (default: ask when a terminal is attached)."
     ),
+    no_enable: bool = typer.Option(
+        False, "--no-enable", help="With the timer: write its files but do not activate them (no systemctl/launchctl)."
+    ),
 ) -> None:
     """Set up Anamnesis on this machine (safe to run again: it only does what is missing).
 
@@ -112,7 +115,7 @@ def init(
     if not local_only:
         from anamnesis.setup_plan import EVERY  # lazy: --help loads every command module
 
-        sync_step = InitSyncStep(store, peer, peer_name, schedule, every=EVERY)
+        sync_step = InitSyncStep(store, peer, peer_name, schedule, every=EVERY, enable=not no_enable)
         plan.extend(sync_step.planned)
     # -- end of the sync step --
     if print_only:
@@ -258,10 +261,12 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
       ANAMNESIS_HOME=/tmp/try anamnesis status --json
     """
     from anamnesis.index import open_index  # lazy: --help loads every command module
+    from anamnesis.peers import incoming_machines  # lazy: --help loads every command module
     from anamnesis.settings import load_settings  # lazy: --help loads every command module
 
     store = get_store()
     settings = load_settings(store)
+    pushers = incoming_machines(store)
     with open_index(store) as index:
         report = index.refresh()
         counts = index.counts()
@@ -271,6 +276,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
         "index": str(store.index_path),
         "machine": settings.get("machine_id"),
         "peers": sorted(settings.get("peers", {})),
+        "pushes_here": [m.to_dict() for m in pushers],
         "notes": counts["notes"],
         "by_type": counts["by_type"],
         "by_project": counts["by_project"],
@@ -298,7 +304,9 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     table.add_row(
         "index", f"up to date ({time.strftime('%Y-%m-%d %H:%M:%S')}), {report.changed} notes refreshed just now"
     )
-    table.add_row("peers", ", ".join(info["peers"]) or "none (local only)")  # type: ignore[arg-type]
+    table.add_row("peers", ", ".join(info["peers"]) or ("none" if pushers else "none (local only)"))  # type: ignore[arg-type]
+    if pushers:
+        table.add_row("pushes here", escape("; ".join(m.describe() for m in pushers)))
     for key in ("last_sync", "last_error", "watch"):
         if info.get(key):
             table.add_row(key.replace("_", " "), escape(str(info[key])))

@@ -119,8 +119,9 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
         out.print(f"  [dim]repaired:[/dim] {line}")
     if result.committed:
         out.print(f"  committed {len(result.committed)} local change{'s' if len(result.committed) != 1 else ''}")
-    if not result.peers:
+    if not result.peers and not result.incoming:
         out.print("  [dim]no peers yet: add one with `anamnesis peers add NAME URL`[/dim]")
+    _print_incoming(result, quiet)
     for report in result.peers:
         if report.status == "misconfigured":
             out.print(
@@ -142,6 +143,22 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
         out.print(f"  [red]conflict[/red] in {path} — both versions kept; see `anamnesis conflicts`")
     if len(shown) < len(result.conflicts):
         out.print(f"  [red]conflicts[/red] in {len(result.conflicts) - len(shown)} more notes — see `anamnesis conflicts`")
+
+
+def _print_incoming(result: SyncResult, quiet: bool) -> None:
+    """What the machines that push here sent and this sync integrated (they are no peers of ours)."""
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
+
+    received: dict[str, int] = {}
+    for item in result.incoming:
+        received[item.machine] = received.get(item.machine, 0) + item.received
+    if quiet or not received:
+        return
+    for machine, count in received.items():
+        if count:
+            console().print(f"  {escape(machine)} (pushes here): integrated {count} commit{'s' if count != 1 else ''}")
+    if not result.peers and not any(received.values()):
+        console().print(f"  pushed here by {escape(', '.join(received))}: nothing new to integrate", highlight=False)
 
 
 # -- peers --------------------------------------------------------------------------------
@@ -213,18 +230,29 @@ def peers_add(
 
 
 def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """List peers with their last successful sync and, for those failing now, since when, why, and what to do."""
+    """List peers with their last successful sync and, for those failing now, since when, why, and what to do.
+
+    Then the machines that push here (they have this one as their peer), with
+    the work of theirs the next sync here integrates. In --json, those come
+    last, with "configured": false and "kind": "incoming".
+    """
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
-    from anamnesis.peers import ago, list_peers  # lazy: --help loads every command module
+    from anamnesis.peers import ago, incoming_machines, list_peers  # lazy: --help loads every command module
 
-    peers = list_peers(get_store())
+    store = get_store()
+    peers = list_peers(store)
+    pushers = incoming_machines(store)
     if json_out:
-        print_json([p.to_dict() for p in peers])
+        print_json(
+            [{**p.to_dict(), "configured": True} for p in peers]
+            + [{"name": m.machine, "url": None, "kind": "incoming", "configured": False, **m.to_dict()} for m in pushers]
+        )
         return
     out = console()
     if not peers:
-        out.print("no peers yet — add one with `anamnesis peers add NAME URL`")
+        out.print("no peers yet — add one with `anamnesis peers add NAME URL`" if not pushers else "no peers configured")
+        _print_pushers(pushers)
         return
     from rich.table import Table  # lazy: rich stays off --help, which loads every command module
 
@@ -244,6 +272,21 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
             f"[yellow]{escape(p.name)}[/yellow] ({escape(ago(p.last_error_at))}): {escape(p.last_error)}",
             highlight=False,
         )
+    _print_pushers(pushers)
+
+
+def _print_pushers(pushers: list[Any]) -> None:
+    """The machines that push here (`peers.IncomingMachine`), one line each."""
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
+
+    if not pushers:
+        return
+    out = console()
+    out.print("machines that push here [dim](this machine is their peer)[/dim]:")
+    for machine in pushers:
+        out.print(f"  {escape(machine.describe())}", highlight=False)
+    if any(m.waiting for m in pushers):
+        out.print("[dim]the next sync here integrates the waiting work (the timer, `anamnesis watch`, or `anamnesis sync`)[/dim]")
 
 
 def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
@@ -460,13 +503,17 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
 class InitSyncStep:
     """`init`'s sync part: the prompt over anamnesis.setup_plan (join --peer, first sync, the timer)."""
 
-    def __init__(self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str) -> None:
+    def __init__(
+        self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str,
+        enable: bool = True,
+    ) -> None:
         from anamnesis.setup_plan import plan_join  # lazy: --help loads every command module
 
         self.store = store
         self.join = plan_join(peer, peer_name)
         self.schedule = schedule
         self.every = every
+        self.enable = enable
         self.planned: list[str] = [self.join.describe()] if self.join else []
         if schedule:
             self.planned.append(f"install a timer that runs `anamnesis sync` every {every}")
@@ -481,7 +528,9 @@ class InitSyncStep:
         if choice == "ask":
             choice = "install" if typer.confirm(setup_plan.schedule_question(self.every), default=True) else "skip"
         if choice == "install":
-            done.extend(setup_plan.install_schedule(self.store, self.every))
+            done.extend(setup_plan.install_schedule(self.store, self.every, activate=self.enable))
         elif choice == "hint":
             done.append(setup_plan.schedule_hint())
+        if self.join is None:
+            done.extend(setup_plan.first_machine_lines(self.store))
         return done

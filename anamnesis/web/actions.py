@@ -90,8 +90,18 @@ def sync_sections(data: dict[str, Any]) -> Markup:
             r=peer_rows,
         )
         if peer_rows
+        else Markup('<p class="muted">No peers configured: only what other machines pushed here was integrated.</p>')
+        if data.get("incoming")
         else Markup('<p class="muted">No peers configured: local changes were committed only.</p>')
     )
+    incoming = [
+        html("<li><code>{m}</code> (pushes here): {n} commit{s} integrated</li>", m=i["machine"], n=i["received"],
+             s="" if i["received"] == 1 else "s")
+        for i in data.get("incoming") or []
+        if i.get("received")
+    ]
+    if incoming:
+        peers = html('{p}<ul class="plain">{i}</ul>', p=peers, i=incoming)
     conflicts = [
         html(
             '<li><a class="btn small" href="{u}">Resolve {p}</a></li>', u="/conflicts/" + note_url(p)[6:], p=p

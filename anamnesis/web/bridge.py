@@ -11,7 +11,7 @@ from typing import Any
 
 from anamnesis.errors import AnamnesisError
 from anamnesis.paths import Store
-from anamnesis.peers import list_peers
+from anamnesis.peers import incoming_machines, list_peers
 from anamnesis.sync import sync
 from anamnesis.synclog import LogEntry, Summary, describe, last_sync_summary
 
@@ -38,3 +38,8 @@ def describe_entry(entry: LogEntry | None) -> str:
 def peers(store: Store) -> list[dict[str, Any]]:
     """Configured peers with what the last syncs learnt about each (name, url, kind, last_ok, last_error)."""
     return [peer.to_dict() for peer in list_peers(store)]
+
+
+def pushers(store: Store) -> list[dict[str, Any]]:
+    """The machines that push into this store (machine, refs, last_commit, waiting), as `peers list` shows them."""
+    return [machine.to_dict() for machine in incoming_machines(store)]

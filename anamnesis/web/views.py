@@ -18,7 +18,7 @@ from urllib.parse import unquote
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 
-from anamnesis import history
+from anamnesis import history, refs
 from anamnesis.history import working_text
 from anamnesis.index import Hit
 from anamnesis.links import LinkGraph, Unresolved
@@ -202,8 +202,10 @@ def bars(rows: list[tuple[str, int, str]], total: int) -> Markup:
 
 
 def sync_card(store: Any) -> Markup:
-    """This machine's last syncs (from its sync log) and its peers with their last success."""
+    """This machine's last syncs (from its sync log), its peers with their last success, and the
+    machines that push here with the work of theirs that waits to be integrated."""
     summary = bridge.last_sync(store)
+    pushers = bridge.pushers(store)
     rows = []
     if summary is None:
         rows.append(Markup('<tr><td colspan="2" class="muted">This machine has not synced yet.</td></tr>'))
@@ -235,10 +237,40 @@ def sync_card(store: Any) -> Markup:
             r=peer_rows,
         )
         if peer_rows
+        else Markup('<p class="muted">No peers configured: this machine syncs only with the machines that push here.</p>')
+        if pushers
         else Markup('<p class="muted">No peers configured (<code>anamnesis peers add NAME URL</code>).</p>')
     )
     return html(
-        '<table class="kv">{rows}</table><h3 class="sub">Peers</h3>{peers}', rows=rows, peers=peers_html
+        '<table class="kv">{rows}</table><h3 class="sub">Peers</h3>{peers}{pushers}',
+        rows=rows,
+        peers=peers_html,
+        pushers=_pushers_table(pushers),
+    )
+
+
+def _pushers_table(pushers: list[dict[str, Any]]) -> Markup | str:
+    """The machines that push here (this machine is their peer) and what of theirs waits."""
+    if not pushers:
+        return ""
+    rows = [
+        html(
+            "<tr><td><code>{m}</code></td><td>{at}</td><td>{w}</td></tr>",
+            m=p["machine"],
+            at=when(str(p.get("last_commit") or "")),
+            w=html('<span class="badge warn">{n} commit{s} waiting</span>', n=p["waiting"], s="" if p["waiting"] == 1 else "s")
+            if p["waiting"]
+            else Markup('<span class="muted">all integrated</span>'),
+        )
+        for p in pushers
+    ]
+    return html(
+        '<h3 class="sub">Machines that push here</h3><p class="muted">They have this machine as their peer; '
+        "what they push is integrated by this machine's next sync (its timer, <code>anamnesis watch</code>, or "
+        "<code>anamnesis sync</code>) and passed on from there.</p>"
+        '<div class="table-scroll"><table class="table" id="pushers"><thead><tr><th>Machine</th><th>Newest commit</th>'
+        "<th>Work</th></tr></thead><tbody>{r}</tbody></table></div>",
+        r=rows,
     )
 
 
@@ -841,11 +873,11 @@ def fleet(request: Request) -> HTMLResponse:
     summary = bridge.last_sync(web.store)
     last = summary["last_sync"] if summary else None
     own_sync = str((last or {}).get("at") or "")
-    own_peers = {str(p.get("name")) for p in bridge.peers(web.store)}
+    links = _fleet_links(machines, web.machine, [str(p.get("name")) for p in bridge.peers(web.store)],
+                         [str(p["machine"]) for p in bridge.pushers(web.store)])
     rows = []
     for m in machines:
         mine = m.machine == web.machine
-        peers = sorted((m.peers | own_peers) if mine else m.peers)
         rows.append(
             html(
                 """<tr><td><span class="machine-dot"></span><code>{m}</code>{me}</td><td class="num">{n}</td>
@@ -857,7 +889,8 @@ def fleet(request: Request) -> HTMLResponse:
                 last=when(m.last),
                 sync=when(own_sync if mine and own_sync else m.last_sync),
                 peers=join(
-                    (html('<code class="chip">{p}</code>', p=p.removeprefix("incoming/")) for p in peers), " "
+                    (html('<code class="chip" title="{t}">{p}</code>', p=label, t=title) for label, title in links[m.machine]),
+                    " ",
                 )
                 or Markup('<span class="muted">—</span>'),
                 msg=short_message(m.last_message, m.machine),
@@ -867,16 +900,52 @@ def fleet(request: Request) -> HTMLResponse:
         """<header class="page-head"><h1>Fleet</h1>
 <p class="lede">Every machine that has written to this memory, read from the git history (commits are
 authored <code>anamnesis@&lt;machine&gt;</code>). This machine's last sync and peers come from its own
-sync log and settings; for the others, from their sync commits.</p></header>
+sync log, settings and the refs other machines push to; for the others, from their sync commits. Under
+<em>Syncs with</em>: a name is a peer it fetches from; <code>→ M</code>: it pushes into M's store;
+<code>← M</code>: M pushes into its store.</p></header>
 <section class="card"><div class="table-scroll"><table class="table">
 <thead><tr><th>Machine</th><th class="num">Commits</th><th>First seen</th><th>Last write</th><th>Last sync</th>
-<th>Peers</th><th>Last change</th></tr></thead>
+<th>Syncs with</th><th>Last change</th></tr></thead>
 <tbody>{rows}</tbody></table></div></section>
 <section class="card"><h2>This machine's sync</h2>{sync}</section>""",
         rows=rows or [Markup('<tr><td colspan="7" class="muted">No commits yet.</td></tr>')],
         sync=sync_card(web.store),
     )
     return web.render(request, title="Fleet", body=body, active="fleet")
+
+
+def _fleet_links(
+    machines: list[history.MachineActivity], me: str, peers: list[str], pushers: list[str]
+) -> dict[str, list[tuple[str, str]]]:
+    """Per machine, (label, title) of the machines it syncs with.
+
+    This machine's come from now: its configured peers and the machines that
+    push here. The others' from the history: the sources their sync merges
+    named (a peer, or `incoming/M`: M pushed into its store), the merges of
+    other machines that name them as `incoming/...` (they push there), and
+    whether they push here.
+    """
+    pushes_to: dict[str, set[str]] = {m.machine: set() for m in machines}
+    pushed_by: dict[str, set[str]] = {m.machine: set() for m in machines}
+    fetches: dict[str, set[str]] = {m.machine: set() for m in machines}
+    for m in machines:
+        for source in m.peers:
+            if source.startswith("incoming/"):
+                sender = refs.incoming_machine(source)
+                pushed_by[m.machine].add(sender)
+                pushes_to.setdefault(sender, set()).add(m.machine)
+            else:
+                fetches[m.machine].add(source)
+    pushed_by[me] = set(pushers)
+    fetches[me] = set(peers)
+    for sender in pushers:
+        pushes_to.setdefault(sender, set()).add(me)
+    return {
+        m.machine: [(name, "a peer: its syncs fetch from it") for name in sorted(fetches[m.machine])]
+        + [(f"→ {name}", f"pushes into {name}'s store") for name in sorted(pushes_to.get(m.machine, set()) - fetches[m.machine])]
+        + [(f"← {name}", f"{name} pushes into its store") for name in sorted(pushed_by[m.machine])]
+        for m in machines
+    }
 
 
 def memory_map(request: Request) -> HTMLResponse:
