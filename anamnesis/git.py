@@ -592,14 +592,14 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
         )
     alive = line_with("not responding")
     if alive and alive.startswith("Timeout"):
-        return Failure(alive, f"{target} stopped answering in the middle; sync retries next time")
+        return Failure(alive, f"{target} stopped answering in the middle")
     resolve = line_with("Could not resolve hostname")
     if resolve:
         return Failure(resolve, "check the name in the URL (`anamnesis peers list`); for Tailscale: "
                                 "is `tailscale status` up, with MagicDNS on?")
     connect = line_with("ssh: connect to host")
     if connect:
-        return Failure(connect, f"{target} is off, asleep or not running ssh; sync retries by itself")
+        return Failure(connect, f"{target} is off, asleep or not running ssh")
     missing = line_with("git-upload-pack", "git-receive-pack")
     if missing and "not found" in missing:
         return Failure(missing, f"git is not installed on {target}, or not on the PATH of its ssh logins")

@@ -17,6 +17,7 @@ from anamnesis import schedule
 from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.git import stop_on_signals
 from anamnesis.peers import add_peer, check_name, list_peers, name_from_url, normalize_url
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -56,10 +57,9 @@ def first_sync(store: Store, join: JoinPlan | None) -> list[str]:
     if join is not None:
         with stop_on_signals("init"):
             result = join_peer(store, join.url, join.name)
-        notes = len(result.changed)
         return [
-            f"joined {join.url} as peer {join.name!r}: received {result.received} commits, "
-            f"{notes} note{'s' if notes != 1 else ''}; {result.outcome}"
+            f"joined {join.url} as peer {join.name!r}: received {plural(result.received, 'commit')}, "
+            f"{plural(len(result.changed), 'note')}; {result.outcome}"
         ]
     if not list_peers(store):
         return []
@@ -79,6 +79,11 @@ def schedule_choice(store: Store, wanted: bool | None, interactive: bool) -> Sch
     if not list_peers(store):
         return "skip"
     return "ask" if interactive else "hint"
+
+
+def timer_installed(store: Store) -> bool:
+    """Whether this store's sync timer (or LaunchAgent) files are there: a second `init` leaves them be."""
+    return all(path.exists() for path in schedule.plan(store).files)
 
 
 def schedule_question(every: str = EVERY) -> str:

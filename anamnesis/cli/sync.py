@@ -6,21 +6,23 @@ Thin adapter: every command calls one core function (anamnesis.sync,
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json, run_editor
+from anamnesis.cli._common import ask, console, get_store, no_answer, print_json, run_editor
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
+    from anamnesis.paths import Store
     from anamnesis.sync import SyncResult
 
 peers_app = typer.Typer(help="The machines and hub repos this store syncs with.", no_args_is_help=True)
 schedule_app = typer.Typer(help="Run `anamnesis sync` on a timer (systemd on Linux, launchd on macOS).", no_args_is_help=True)
 
 SYNC_EPILOG = (
-    "Exit codes: 0 synced; 10 a same-line conflict was recorded (both versions kept in the note); "
+    "Exit codes: 0 synced; 10 a same-line conflict was recorded (every version kept in the note); "
     "11 some peer was unreachable or refused the push (retried next sync); "
     "12 refused: memory/ was left mid-rebase/merge by hand (the message says how to get out); "
     "13 (only with --fail-after) a peer has been unreachable for longer than that. "
@@ -91,7 +93,7 @@ def sync(
             data["exit_code"] = EXIT_STALE
         print_json(data)
     else:
-        _print_result(result, quiet)
+        _print_result(store, result, quiet)
         for item in stale:
             console().print(
                 f"  [red]{escape(item.name)}[/red]: no sync has reached it since {escape(item.since)} "
@@ -103,8 +105,10 @@ def sync(
         raise typer.Exit(result.exit_code)
 
 
-def _print_result(result: SyncResult, quiet: bool) -> None:
+def _print_result(store: Store, result: SyncResult, quiet: bool) -> None:
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
+
+    from anamnesis.conflicts import versions_kept  # lazy: --help loads every command module
 
     out = console()
     problems = bool(result.conflicts or result.unreachable)
@@ -115,7 +119,7 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
     for line in result.repaired:
         out.print(f"  [dim]repaired:[/dim] {line}")
     if result.committed:
-        out.print(f"  committed {len(result.committed)} local change{'s' if len(result.committed) != 1 else ''}")
+        out.print(f"  committed {plural(len(result.committed), 'local change')}")
     if not result.peers:
         out.print("  [dim]no peers yet: add one with `anamnesis peers add NAME URL`[/dim]")
     for report in result.peers:
@@ -128,12 +132,15 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
             moved = f"received {report.received}, sent {report.sent}" if (report.received or report.sent) else ""
             out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
     if result.changed and not quiet:
-        out.print(f"  {len(result.changed)} note{'s' if len(result.changed) != 1 else ''} changed here")
+        out.print(f"  {plural(len(result.changed), 'note')} changed here")
     shown = result.conflicts if len(result.conflicts) <= MAX_CONFLICT_LINES else result.conflicts[: MAX_CONFLICT_LINES - 1]
     for path in shown:
-        out.print(f"  [red]conflict[/red] in {path} — both versions kept; see `anamnesis conflicts`")
+        versions = versions_kept(store, path)
+        kept = f"{plural(versions, 'version')} kept" if versions > 1 else "every version kept"
+        out.print(f"  [red]conflict[/red] in {path} — {kept}; see `anamnesis conflicts`")
     if len(shown) < len(result.conflicts):
-        out.print(f"  [red]conflicts[/red] in {len(result.conflicts) - len(shown)} more notes — see `anamnesis conflicts`")
+        more = plural(len(result.conflicts) - len(shown), "more note")
+        out.print(f"  [red]conflicts[/red] in {more} — see `anamnesis conflicts`")
 
 
 # -- peers --------------------------------------------------------------------------------
@@ -430,28 +437,49 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
 class InitSyncStep:
     """`init`'s sync part: the prompt over anamnesis.setup_plan (join --peer, first sync, the timer)."""
 
-    def __init__(self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str) -> None:
+    def __init__(
+        self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str,
+        interactive: bool = False,
+    ) -> None:
         from anamnesis.setup_plan import plan_join  # lazy: --help loads every command module
 
         self.store = store
         self.join = plan_join(peer, peer_name)
         self.schedule = schedule
         self.every = every
+        self.interactive = interactive
         self.planned: list[str] = [self.join.describe()] if self.join else []
         if schedule:
             self.planned.append(f"install a timer that runs `anamnesis sync` every {every}")
 
-    def apply(self) -> list[str]:
-        """Do it; the lines for init's report."""
+    def steps(self) -> list[tuple[str, Callable[[], list[str]]]]:
+        """(what it does, do it) in order: init runs them, and names those not reached when one fails."""
+        first = f"join {self.join.url} as peer {self.join.name!r} and sync" if self.join else "sync with the peers, if any"
+        return [(first, self.first_sync), ("the sync timer", self.timer)]
+
+    def first_sync(self) -> list[str]:
+        """Join --peer, or sync with the peers there are; the lines for init's report."""
         from anamnesis import setup_plan  # lazy: --help loads every command module
 
-        done = setup_plan.first_sync(self.store, self.join)
-        interactive = sys.stdin.isatty() and sys.stdout.isatty()
-        choice = setup_plan.schedule_choice(self.store, self.schedule, interactive)
+        return setup_plan.first_sync(self.store, self.join)
+
+    def timer(self) -> list[str]:
+        """Install the timer, ask, or say how (a closed stdin is no answer: say how, and the flag)."""
+        from anamnesis import setup_plan  # lazy: --help loads every command module
+
+        if self.schedule is None and setup_plan.timer_installed(self.store):
+            return ["sync timer already installed (`anamnesis schedule status`)"]
+        choice = setup_plan.schedule_choice(self.store, self.schedule, self.interactive)
+        notes: list[str] = []
         if choice == "ask":
-            choice = "install" if typer.confirm(setup_plan.schedule_question(self.every), default=True) else "skip"
+            answer = ask(setup_plan.schedule_question(self.every), default=True)
+            if answer is None:
+                choice = "hint"
+                notes.append(no_answer("sync timer not installed", "--schedule or --no-schedule"))
+            else:
+                choice = "install" if answer else "skip"
         if choice == "install":
-            done.extend(setup_plan.install_schedule(self.store, self.every))
-        elif choice == "hint":
-            done.append(setup_plan.schedule_hint())
-        return done
+            return setup_plan.install_schedule(self.store, self.every)
+        if choice == "hint":
+            return [*notes, setup_plan.schedule_hint()]
+        return []

@@ -26,6 +26,7 @@ from anamnesis.merge import KEEP_PREFIX, Block, Stray, label_names, parse_blocks
 from anamnesis.notes import GLOBAL_TYPES, NOTE_TYPES
 from anamnesis.search import search as run_search
 from anamnesis.store import load_note
+from anamnesis.text import plural
 from anamnesis.web import bridge
 from anamnesis.web.context import text_sha, web_of
 from anamnesis.web.graph import build_graph, neighbourhood
@@ -296,7 +297,7 @@ def overview(request: Request) -> HTMLResponse:
     )
     body = html(
         """<header class="page-head"><h1>Overview</h1>
-<p class="lede">The memory on <code>{machine}</code> — {notes} notes in <code>{home}</code></p></header>
+<p class="lede">The memory on <code>{machine}</code> — {notes} in <code>{home}</code></p></header>
 {stats}
 <div class="grid two">
   <section class="card"><h2>By project</h2>{projects}</section>
@@ -307,7 +308,7 @@ def overview(request: Request) -> HTMLResponse:
   <section class="card"><h2>Conflicts</h2>{conflicts}</section>
 </div>""",
         machine=web.machine,
-        notes=counts["notes"],
+        notes=plural(counts["notes"], "note"),
         home=_homely(web.store.memory),
         stats=stats,
         projects=bars(project_rows, counts["notes"])
@@ -521,9 +522,8 @@ def search(request: Request) -> HTMLResponse:
         )
     else:
         results = html(
-            '<p class="lede">{n} result{s} for <strong>{q}</strong></p>{list}',
-            n=len(hits),
-            s="" if len(hits) == 1 else "s",
+            '<p class="lede">{n} for <strong>{q}</strong></p>{list}',
+            n=plural(len(hits), "result"),
             q=query,
             list=note_list(
                 hits, snippets=True, empty="Nothing matches. Try fewer or other words.", replacements=replacements
