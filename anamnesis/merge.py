@@ -740,6 +740,8 @@ def resolve_body(
 ) -> tuple[str, dict[str, Any], list[str]]:
     """(body without conflict blocks, front-matter values chosen, front-matter fields removed)."""
     pieces = parse_blocks(body, first_line)
+    if keep.startswith(KEEP_PREFIX):
+        keep = KEEP_PREFIX + machine_named(keep[len(KEEP_PREFIX) :].strip(), [p for p in pieces if isinstance(p, Block)])
     strays = [p for p in pieces if isinstance(p, Stray)]
     if strays and keep not in ("both", "all"):
         where = ", ".join(f"line {p.number} `{p.rstrip()}`" for p in strays[:5])
@@ -768,6 +770,19 @@ def resolve_body(
         for section in _chosen(piece, keep, me):
             out.extend(_with_newline(section.lines))
     return "".join(out), field_values, removed
+
+
+def machine_named(name: str, blocks: list[Block]) -> str:
+    """The machine of `blocks` that `name` means: itself, or the one machine whose id it begins
+    (`server` for `server-61ef`); a prefix of several is a UsageError naming them. A name that
+    matches none is returned as it is, for the caller to say which machines there are."""
+    machines = list(dict.fromkeys(m for block in blocks for m in block.machines))
+    if name in machines:
+        return name
+    candidates = [m for m in machines if m.startswith(name)]
+    if len(candidates) > 1:
+        raise UsageError(f"--keep {name} could be {', '.join(candidates)}: give more of the machine id")
+    return candidates[0] if candidates else name
 
 
 def _chosen(block: Block, keep: str, me: str | None) -> list[Section]:

@@ -137,6 +137,30 @@ def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:
     assert json.loads(c.cli("conflicts", "--json").stdout) == []
 
 
+def test_resolve_keep_takes_the_start_of_a_machine_id_when_only_one_machine_has_it(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    names = ("server-61ef", "server-7c3d", "laptop-1a2b")
+    machines = [fleet.machine(name, {"hub": fleet.url(hub)}) for name in names]
+    note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
+    for m in machines:
+        m.sync()
+    for m in machines:
+        update_note(m.store, note.id, body=f"top\nmiddle from {m.name}\nbottom\n")
+    for m in machines:
+        m.sync()
+    laptop = machines[2]
+    proc = laptop.cli("resolve", note.id, "--keep", "server")  # two machines' ids start so
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "server-61ef, server-7c3d" in proc.stderr, proc.stderr
+    assert "<<<<<<<" in laptop.read(note.path)  # nothing changed
+    proc = laptop.cli("resolve", note.id, "--keep", "nobody")
+    assert proc.returncode == 2 and "laptop-1a2b" in proc.stderr, proc.stderr  # the machines it has
+    proc = laptop.cli("resolve", note.id, "--keep", "server-7")
+    assert proc.returncode == 0, proc.stderr
+    text = laptop.read(note.path)
+    assert "middle from server-7c3d\n" in text and "from server-61ef" not in text and "<<<<<<<" not in text
+
+
 def test_a_sync_with_many_conflicts_prints_a_bounded_report(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})

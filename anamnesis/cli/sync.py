@@ -277,7 +277,8 @@ def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSO
 def resolve(
     note: str = typer.Argument(..., help="Path, id or id prefix of the conflicted note."),
     keep_machine: str = typer.Option(
-        None, "--keep", metavar="MACHINE", help="Keep MACHINE's version in every conflict block."
+        None, "--keep", metavar="MACHINE",
+        help="Keep MACHINE's version in every conflict block (the start of its id will do: server for server-61ef).",
     ),
     ours: bool = typer.Option(False, "--ours", help="Keep this machine's version in every conflict block."),
     theirs: bool = typer.Option(
