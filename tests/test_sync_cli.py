@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fleet import Fleet, fleet  # noqa: F401
+from procs import run_anamnesis
 
 from anamnesis.store import create_note, update_note
 
@@ -44,6 +45,26 @@ def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:
     proc = a.cli("peers", "add", "later", str(fleet.root / "missing.git"))
     assert proc.returncode == 0 and "cannot reach" in proc.stdout
     assert "does not appear to be a git repository" in proc.stdout  # the reason, not the boilerplate
+
+
+def test_peers_list_at_80_columns_keeps_every_url_time_and_state_whole(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    long_url = "ssh://someone@desktop.tail1234.ts.net:2222/home/someone/.anamnesis/memory"
+    fleet.add_peer(a, "desktop", long_url)
+    fleet.add_peer(a, "gone", str(fleet.root / "gone.git"))
+    assert a.cli("sync").returncode == 11
+    peers = {p["name"]: p for p in json.loads(a.cli("peers", "list", "--json").stdout)}
+    for columns in ("80", "200"):
+        proc = run_anamnesis(["peers", "list"], a.env(COLUMNS=columns))
+        assert proc.returncode == 0, proc.stderr
+        assert "…" not in proc.stdout, proc.stdout
+        for name, peer in peers.items():
+            assert peer["url"] in proc.stdout, proc.stdout
+            assert (peer["last_ok"] or "never") in proc.stdout
+            if name != "hub":
+                assert f"failing since {peer['failing_since']}" in proc.stdout, proc.stdout
+    assert long_url in proc.stdout and "kind" in proc.stdout.splitlines()[0]  # wide enough: the table
 
 
 def test_sync_exit_codes_and_json(fleet: Fleet) -> None:

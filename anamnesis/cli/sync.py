@@ -212,10 +212,17 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     for column in ("name", "url", "kind", "last synced", "state"):
         table.add_column(column)
     failing = [p for p in peers if p.last_error and p.last_error_at >= p.last_ok]
+    rows = []
     for p in peers:
         state = f"[yellow]failing since {escape(p.failing_since or p.last_error_at)}[/yellow]" if p in failing else "ok"
-        table.add_row(escape(p.name), escape(p.url), p.kind or "?", p.last_ok or "never", state)
-    out.print(table)
+        rows.append((escape(p.name), escape(p.url), p.kind or "?", p.last_ok or "never", state))
+        table.add_row(*rows[-1])
+    if out.measure(table, options=out.options.update_width(10_000)).maximum <= out.width:
+        out.print(table)
+    else:  # a table this wide would cut URLs and times: one block per peer, every value whole
+        for name, url, kind, last, state in rows:
+            out.print(f"[bold]{name}[/bold]  {url}", highlight=False)
+            out.print(f"  {'kind ?' if kind == '?' else kind} · last synced {last} · {state}", highlight=False)
     for p in failing:
         out.print(
             f"[yellow]{escape(p.name)}[/yellow] ({escape(ago(p.last_error_at))}): {escape(p.last_error)}",
