@@ -117,16 +117,20 @@ def configured_urls(store: Store) -> dict[str, str]:
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
     """LAN peers and Tailscale candidates, each marked with the configured peer it already is."""
     # lazy: discovery brings zeroconf (~90 ms): only the LAN search needs it
-    from anamnesis.discovery import discover, tailscale_candidates
+    from anamnesis.discovery import connectable_url, discover, tailscale_candidates
 
     configured = configured_urls(store)
     try:
-        lan = [p.to_dict() for p in discover(store, seconds, any_store=any_store)]
+        seen = discover(store, seconds, any_store=any_store)
     except OSError as exc:
         raise AnamnesisError(f"LAN discovery failed: {exc}") from exc
-    for peer in lan:
-        peer["configured_as"] = configured.get(peer["url"])
     found = tailscale_candidates()
+    lan = []
+    for machine in seen:
+        peer = machine.to_dict()
+        peer["suggested_url"] = connectable_url(machine.url, machine.addresses, found) if machine.url else ""
+        peer["configured_as"] = configured.get(peer["url"]) or configured.get(peer["suggested_url"])
+        lan.append(peer)
     tailscale = None
     if found is not None:
         tailscale = []
@@ -180,7 +184,7 @@ def peer_offers(report: dict[str, Any]) -> list[PeerOffer]:
     """The LAN machines to offer, in the order found (those without a URL cannot be offered)."""
     offers: list[PeerOffer] = []
     for peer in report["lan"]:
-        url, machine = peer.get("url"), peer["machine_id"]
+        url, machine = peer.get("suggested_url") or peer.get("url"), peer["machine_id"]
         if url:
             action: Literal["add", "join"] = "add" if peer["same_store"] else "join"
             offers.append(PeerOffer(action, machine, url, _peer_name(machine, url)))

@@ -4,55 +4,23 @@ half-way: it says what it did and did not, and running it again finishes the job
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
-import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from fleet import ROOT, Fleet, Machine, fleet  # noqa: F401
+from fleet import Fleet, Machine, fleet  # noqa: F401
+from procs import run_in_terminal
 
 from anamnesis.store import create_note
 
 pytestmark = pytest.mark.timeout(180)
 
-QUESTION_ENDS = (b"[Y/n]: ", b"[y/N]: ")
+EOF = "\x04"  # Ctrl-D at a terminal: the input ends, as when stdin is closed
 
 
-def at_a_terminal(machine: Machine, *args: str, timeout: float = 120) -> tuple[int, str, int]:
-    """Run `anamnesis ARGS` as `machine` on a pseudo-terminal, ending the input (Ctrl-D) at every
-    question; (exit code, what the terminal showed, how many questions were asked)."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: stdin, stdout and stderr are the terminal
-        os.chdir(ROOT)
-        os.execve(sys.executable, [sys.executable, "-m", "anamnesis", *args], machine.env())
-    shown = b""
-    asked = 0
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 1)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # the child closed the terminal: it has finished
-                break
-            if not chunk:
-                break
-            shown += chunk
-            if shown.rstrip(b" ").endswith(tuple(q.rstrip(b" ") for q in QUESTION_ENDS)):
-                asked += 1
-                os.write(fd, b"\x04")  # Ctrl-D: end of input, as when stdin is closed
-        else:
-            os.kill(pid, signal.SIGKILL)
-    finally:
-        _, status = os.waitpid(pid, 0)
-        os.close(fd)
-    return os.waitstatus_to_exitcode(status), shown.decode("utf-8", "replace").replace("\r\n", "\n"), asked
+def at_a_terminal(machine: Machine, args: list[str], answers: list[tuple[str, str]], expect: int = 0) -> str:
+    """`anamnesis ARGS` run as `machine` on a pseudo-terminal, each prompt answered as `answers` say."""
+    return run_in_terminal([sys.executable, "-m", "anamnesis", *args], machine.env(), answers, 120, expect)
 
 
 def test_init_peer_with_stdin_closed_at_the_timer_question_says_what_it_did(fleet: Fleet, tmp_path: Path) -> None:
@@ -61,40 +29,36 @@ def test_init_peer_with_stdin_closed_at_the_timer_question_says_what_it_did(flee
     note = create_note(a.store, type="semantic", title="From a", body="text\n")
     a.sync()
     b = Machine("b", tmp_path / "b")
-    code, shown, asked = at_a_terminal(b, "init", "--peer", str(hub), "--no-claude", "--agent", "codex",
-                                       "--no-instructions")
-    assert asked == 1 and "Sync automatically every 5m" in shown, shown
-    assert code == 0, shown
-    assert "aborted" not in shown
+    args = ["init", "--peer", str(hub), "--no-claude", "--agent", "codex", "--no-instructions"]
+    shown = at_a_terminal(b, args, [("Sync automatically every 5m", EOF)])
+    assert shown.count("[Y/n]") == 1 and "aborted" not in shown, shown
     assert "joined" in shown and "received" in shown, shown
     assert "sync timer not installed: no answer (stdin was closed)" in shown, shown
     assert "--schedule" in shown and "anamnesis schedule install" in shown, shown
     assert (b.memory / note.path).exists()
     assert [p["name"] for p in json.loads(b.cli("peers", "list", "--json").stdout)] == ["hub"]
     # Again: nothing is done twice, the question comes again, the answer still has a default.
-    code, shown, asked = at_a_terminal(b, "init", "--peer", str(hub), "--no-claude", "--agent", "codex",
-                                       "--no-instructions")
-    assert code == 0 and asked == 1, shown
+    shown = at_a_terminal(b, args, [("Sync automatically every 5m", EOF)])
+    assert shown.count("[Y/n]") == 1, shown
     assert "created" not in shown and "received 0 commits" in shown, shown
 
 
 def test_a_closed_stdin_at_the_memory_block_question_takes_the_default_and_names_the_flag(
     fleet: Fleet, tmp_path: Path
 ) -> None:
-    b = Machine("b", tmp_path / "b")
-    code, shown, asked = at_a_terminal(b, "init", "--no-claude", "--agent", "codex", "--no-schedule")
-    assert code == 0 and asked >= 1, shown
+    hub = fleet.hub()
+    b = fleet.machine("b", {"hub": fleet.url(hub)})  # a peer already: init looks for no other machine
+    shown = at_a_terminal(b, ["init", "--no-claude", "--agent", "codex", "--no-schedule"], [("Add a short block", EOF)])
     assert "memory block added (the default): no answer (stdin was closed)" in shown, shown
     assert "--instructions or --no-instructions" in shown
     assert "aborted" not in shown
-    assert "anamnesis" in (tmp_path / ".b-codex" / "AGENTS.md").read_text()
+    assert "anamnesis" in (b.home.parent / ".b-codex" / "AGENTS.md").read_text()
 
 
 def test_rm_at_a_terminal_whose_input_ends_deletes_nothing_and_names_yes(fleet: Fleet) -> None:
     a = fleet.machine("a")
     note = create_note(a.store, type="semantic", title="Keep me", body="text\n")
-    code, shown, asked = at_a_terminal(a, "rm", note.id)
-    assert asked == 1 and code == 2, shown
+    shown = at_a_terminal(a, ["rm", note.id], [("Delete", EOF)], expect=2)
     assert "nothing was deleted" in shown and "--yes" in shown and "aborted" not in shown, shown
     assert (a.memory / note.path).exists()
 

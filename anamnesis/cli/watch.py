@@ -157,7 +157,10 @@ def _print_peer(out: Any, peer: dict[str, Any]) -> None:
     elif peer.get("url"):
         verb = "anamnesis peers add" if peer["same_store"] else "anamnesis init --peer"
         name = peer["machine_id"] if peer["same_store"] else ""
-        out.print(f"    [dim]{verb} {name + ' ' if name else ''}{peer['url']}[/dim]")
+        url = peer.get("suggested_url") or peer["url"]
+        out.print(f"    [dim]{verb} {name + ' ' if name else ''}{url}[/dim]")
+        if url != peer["url"]:
+            out.print(f"    [dim](it announces {peer['url']}; no ssh alias here knows that name)[/dim]")
 
 
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
