@@ -49,6 +49,7 @@ import yaml
 from anamnesis.errors import GitError, UsageError
 from anamnesis.git import run_git_bytes
 from anamnesis.notes import has_conflict_markers, split_front_matter
+from anamnesis.text import plural
 
 START, MIDDLE, BASE, END = "<<<<<<< ", "=======", "||||||| ", ">>>>>>> "
 FRONT_MATTER_LABEL = "(front matter)"
@@ -795,7 +796,7 @@ def _chosen(block: Block, keep: str, me: str | None) -> list[Section]:
         mine = [s for s in block.sections if me is not None and me in s.names]
         if len(block.sections) != 2:
             raise UsageError(
-                f"{where} has {len(block.sections)} versions ({have}); --theirs means the other one of two: "
+                f"{where} has {plural(len(block.sections), 'version')} ({have}); --theirs means the other one of two: "
                 "choose one with --keep MACHINE, or keep them all with --both"
             )
         if len(mine) != 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 from fleet import Fleet, Machine, fleet  # noqa: F401
@@ -41,13 +42,28 @@ def _messages(tree: ast.AST) -> list[ast.Constant]:
 
 
 def test_no_message_hedges_a_plural_or_spells_its_own() -> None:
-    """Every count meets its noun through `text.plural`: no `note(s)`, no `'s' if n != 1 else ''`."""
+    """Every count meets its noun through `text.plural`: no `note(s)`, no `'s' if n != 1 else ''`,
+    no `f"{len(found)} notes"`."""
     hedged: list[str] = []
     inline: list[str] = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    counted: list[str] = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "hooks").rglob("*.py")]):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         where = path.relative_to(PACKAGE.parent)
         hedged += [f"{where}:{c.lineno}: {c.value!r}" for c in _messages(tree) if "(s)" in c.value]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.JoinedStr):
+                continue
+            for value, after in zip(node.values, node.values[1:], strict=False):
+                if (
+                    isinstance(value, ast.FormattedValue)
+                    and isinstance(value.value, ast.Call)
+                    and isinstance(value.value.func, ast.Name)
+                    and value.value.func.id == "len"
+                    and isinstance(after, ast.Constant)
+                    and re.match(r" [a-z]+s\b", str(after.value))
+                ):
+                    counted.append(f"{where}:{node.lineno}: {{len(...)}}{after.value!r}")
         for node in ast.walk(tree):
             if not isinstance(node, ast.IfExp):
                 continue
@@ -59,6 +75,7 @@ def test_no_message_hedges_a_plural_or_spells_its_own() -> None:
                 inline.append(f"{where}:{node.lineno}: {words}")
     assert hedged == [], hedged
     assert inline == [], inline
+    assert counted == [], counted
 
 
 def test_status_counts_one_conflicted_note_in_the_singular(fleet: Fleet) -> None:
