@@ -24,10 +24,7 @@ def at_a_terminal(machine: Machine, args: list[str], answers: list[tuple[str, st
 
 
 def test_init_peer_with_stdin_closed_at_the_timer_question_says_what_it_did(fleet: Fleet, tmp_path: Path) -> None:
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    note = create_note(a.store, type="semantic", title="From a", body="text\n")
-    a.sync()
+    hub, note = fleet.hub_with_a_note()
     b = Machine("b", tmp_path / "b")
     args = ["init", "--peer", str(hub), "--no-claude", "--agent", "codex", "--no-instructions"]
     shown = at_a_terminal(b, args, [("Sync automatically every 5m", EOF)])
@@ -64,10 +61,7 @@ def test_rm_at_a_terminal_whose_input_ends_deletes_nothing_and_names_yes(fleet: 
 
 
 def test_a_failed_init_peer_says_what_it_did_and_a_second_run_finishes_it(fleet: Fleet, tmp_path: Path) -> None:
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    note = create_note(a.store, type="semantic", title="From a", body="text\n")
-    a.sync()
+    hub, note = fleet.hub_with_a_note()
     b = Machine("b", tmp_path / "b")
     typo = str(fleet.root / "hubb.git")
     proc = b.cli("init", "--peer", typo, "--no-schedule", "--no-claude")

@@ -140,13 +140,7 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:
 
 
 def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    machines = [fleet.machine(name, {"hub": fleet.url(hub)}) for name in ("a", "b", "c")]
-    note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
-    for m in machines:
-        m.sync()
-    for m in machines:
-        update_note(m.store, note.id, body=f"top\nmiddle from {m.name}\nbottom\n")
+    machines, note = fleet.one_line_edited_everywhere(("a", "b", "c"))
     for m in machines:
         m.sync()
     c = machines[2]
@@ -159,14 +153,7 @@ def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:
 
 
 def test_resolve_keep_takes_the_start_of_a_machine_id_when_only_one_machine_has_it(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    names = ("server-61ef", "server-7c3d", "laptop-1a2b")
-    machines = [fleet.machine(name, {"hub": fleet.url(hub)}) for name in names]
-    note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
-    for m in machines:
-        m.sync()
-    for m in machines:
-        update_note(m.store, note.id, body=f"top\nmiddle from {m.name}\nbottom\n")
+    machines, note = fleet.one_line_edited_everywhere(("server-61ef", "server-7c3d", "laptop-1a2b"))
     for m in machines:
         m.sync()
     laptop = machines[2]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
-from anamnesis.store import create_note, update_note
 from anamnesis.text import plural
 
 PACKAGE = Path(__file__).resolve().parent.parent / "anamnesis"
@@ -79,14 +78,7 @@ def test_no_message_hedges_a_plural_or_spells_its_own() -> None:
 
 
 def test_status_counts_one_conflicted_note_in_the_singular(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    b = fleet.machine("b", {"hub": fleet.url(hub)})
-    note = create_note(a.store, type="semantic", title="Shared", body="one\ntwo\nthree\n")
-    a.sync()
-    b.sync()
-    update_note(a.store, note.id, body="one\ntwo from a\nthree\n")
-    update_note(b.store, note.id, body="one\ntwo from b\nthree\n")
+    (a, b), _note = fleet.one_line_edited_everywhere(("a", "b"))
     a.sync()
     assert b.sync().exit_code == 10
     out = b.cli("status").stdout
@@ -95,14 +87,7 @@ def test_status_counts_one_conflicted_note_in_the_singular(fleet: Fleet) -> None
 
 
 def test_a_conflict_of_three_machines_says_three_versions_were_kept(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    machines = [fleet.machine(name, {"hub": fleet.url(hub)}) for name in ("a", "b", "c")]
-    note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
-    for m in machines:
-        m.sync()
-    for m in machines:
-        update_note(m.store, note.id, body=f"top\nmiddle from {m.name}\nbottom\n")
-    a, b, c = machines
+    (a, b, c), note = fleet.one_line_edited_everywhere(("a", "b", "c"))
     assert a.cli("sync").returncode == 0
     proc = b.cli("sync")
     assert proc.returncode == 10 and f"conflict in {note.path} — 2 versions kept" in proc.stdout, proc.stdout
