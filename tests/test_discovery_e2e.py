@@ -198,6 +198,18 @@ def test_init_offers_to_join_a_machine_found_on_the_lan(tmp_path: Path, watchers
         watchers.append(wa)
         wa.start()
 
+        # Input that ends at the offer (Ctrl-D) is no answer: nothing joined, and init says how to do it.
+        quiet = Machine("quiet", tmp_path / "quiet")
+        said = run_in_terminal(
+            [*network.prefix("b"), sys.executable, "-m", "anamnesis", "init", "--no-claude", "--no-schedule"],
+            quiet.env(HOME=str(tmp_path / "user-home"), TERM="dumb"),
+            [("Join the memory of a", "\x04")],
+            timeout=120,
+        )
+        assert "a not added: no answer (stdin was closed); pass --peer URL" in said, said
+        assert "anamnesis peers discover" in said and "aborted" not in said
+        assert not finds(quiet, "hedgehog")
+
         new = Machine("newcomer", tmp_path / "newcomer")
         env = new.env(HOME=str(tmp_path / "user-home"), TERM="dumb")
         said = run_in_terminal(
