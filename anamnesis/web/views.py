@@ -736,9 +736,9 @@ def conflict_view(web: Any, note: Note, base: str) -> Markup:
             out.append(
                 html(
                     """<div class="conflict-block" id="conflict-{n}"><div class="conflict-head"><strong>Conflict</strong>
-<span>{count} versions{where}</span></div><div class="conflict-sides">{sides}</div></div>""",
+<span>{count}{where}</span></div><div class="conflict-sides">{sides}</div></div>""",
                     n=number,
-                    count=len(piece.sections),
+                    count=plural(len(piece.sections), "version"),
                     where=f" · {where}" if where else "",
                     sides=sides,
                 )
