@@ -32,7 +32,7 @@ from anamnesis.redact import redact, redact_field
 from anamnesis.settings import load_settings, writer_machine_id
 from anamnesis.store import load_note, require_writable, save_note, write_lock
 from anamnesis.summarize_model import split_section, with_section
-from anamnesis.text import trim
+from anamnesis.text import plural, trim
 from anamnesis.transcript import SessionSummary, summarize
 
 if TYPE_CHECKING:
@@ -84,10 +84,6 @@ def _relative(path: str, cwd: str) -> str:
     if cwd and path.startswith(cwd.rstrip("/") + "/"):
         return path[len(cwd.rstrip("/")) + 1 :]
     return path
-
-
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _code(text: str) -> str:
@@ -153,9 +149,9 @@ def render_body(summary: SessionSummary, project: str) -> str:
     if summary.branch:
         where += f", branch {_code(redact_field(summary.branch))}"
     out.append(f"- {where}")
-    counts = f"{_plural(len(summary.prompts), 'prompt')}, {_plural(summary.tool_calls, 'tool call')}"
+    counts = f"{plural(len(summary.prompts), 'prompt')}, {plural(summary.tool_calls, 'tool call')}"
     if summary.compactions:
-        counts += f", {_plural(summary.compactions, 'compaction')}"
+        counts += f", {plural(summary.compactions, 'compaction')}"
     span = f"{summary.started} → {summary.ended}" if summary.started else "time unknown"
     out.append(f"- {span}; {counts}")
     if summary.tools:

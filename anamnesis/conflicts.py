@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anamnesis import repo
-from anamnesis.errors import UsageError
+from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.git import run_git_bytes
 from anamnesis.index import open_index
@@ -61,6 +61,16 @@ def list_conflicts(store: Store) -> list[ConflictedNote]:
             strays = [n + 2 for n, line in enumerate(fm_text.splitlines()) if marker_of(line)] + strays
         found.append(ConflictedNote(path, title, labels, strays))
     return found
+
+
+def versions_kept(store: Store, relpath: str) -> int:
+    """The most versions any conflict block of `relpath` holds (0: no block, or not a text file),
+    for a message that counts them instead of saying "both"."""
+    try:
+        text = safe_path(store, relpath).read_text(encoding="utf-8", errors="replace")
+    except (OSError, AnamnesisError):
+        return 0
+    return max((len(p.sections) for p in parse_blocks(text) if isinstance(p, Block)), default=0)
 
 
 def binary_conflicts(store: Store) -> list[tuple[str, str]]:

@@ -28,6 +28,7 @@ from anamnesis.peers import add_peer
 from anamnesis.search import search
 from anamnesis.store import create_note, init_store, update_note
 from anamnesis.sync import SyncResult, sync
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -72,7 +73,7 @@ def _sync_line(out: Console, name: str, result: SyncResult) -> None:
     colour = {0: "green", 10: "yellow", 11: "yellow"}.get(result.exit_code, "red")
     out.print(
         f"  [bold]{name}[/bold] $ anamnesis sync  →  [{colour}]{result.outcome}[/{colour}] "
-        f"(exit {result.exit_code}): sent {result.sent}, received {result.received} commits"
+        f"(exit {result.exit_code}): sent {result.sent}, received {plural(result.received, 'commit')}"
         f"  [dim]{result.seconds * 1000:.0f} ms[/dim]"
     )
 
@@ -151,7 +152,7 @@ def run_demo(out: Console, keep: bool = False) -> float:
         resolved = (server.memory / checklist.path).read_text(encoding="utf-8")
         body = resolved.split("---", 2)[-1].strip()
         out.print(Panel(Markdown(body), title="server: Deploy checklist", expand=False))
-        out.print(f"  server has {counts['notes']} notes, {len(conflicted)} conflicted\n")
+        out.print(f"  server has {plural(counts['notes'], 'note')}, {len(conflicted)} conflicted\n")
 
         elapsed = time.perf_counter() - started
         out.rule(f"[green]done in {elapsed:.1f} s[/green]")

@@ -21,9 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import ipaddress
 import json
 import logging
 import queue
+import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -36,6 +39,7 @@ from typing import Any
 import ifaddr
 from zeroconf import IPVersion, ServiceBrowser, ServiceInfo, Zeroconf
 
+from anamnesis.git import is_local_url, user_ssh_command
 from anamnesis.paths import Store
 from anamnesis.repo import root_commits
 from anamnesis.settings import load_settings, machine_id
@@ -307,6 +311,89 @@ def discover(store: Store, seconds: float = 3.0, any_store: bool = False) -> lis
     finally:
         zc.close()
     return sorted(found.values(), key=lambda p: (not p.same_store, p.machine_id))
+
+
+# -- a URL that will connect ---------------------------------------------------------------
+
+_URL_HOST = re.compile(r"^(?P<head>(?:ssh|git\+ssh|ssh\+git)://(?:[^@/]+@)?)(?P<host>\[[^\]]+\]|[^:/]+)(?P<tail>.*)$")
+_SCP_HOST = re.compile(r"^(?P<head>(?:[^@/:]+@)?)(?P<host>[^@/:]+)(?P<tail>:.*)$")
+
+
+def url_host(url: str) -> str:
+    """The host an ssh URL names ('' for a path or a URL with no host)."""
+    if is_local_url(url):
+        return ""
+    match = _URL_HOST.match(url) or _SCP_HOST.match(url)
+    return match.group("host") if match else ""
+
+
+def with_host(url: str, host: str) -> str:
+    """`url` with its host replaced (an IPv6 address bracketed where the URL form needs it)."""
+    match = _URL_HOST.match(url)
+    if match:
+        bracketed = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        return f"{match.group('head')}{bracketed}{match.group('tail')}"
+    match = _SCP_HOST.match(url)
+    if match and ":" not in host:
+        return f"{match.group('head')}{host}{match.group('tail')}"
+    return url
+
+
+def ssh_alias(host: str, ssh: str | None = None) -> bool:
+    """Whether the user's ssh configuration gives `host` a HostName of its own (an alias that will
+    connect although no DNS knows the name). Reads the configuration only (`ssh -G`): no network."""
+    try:
+        command = [*shlex.split(ssh or user_ssh_command()), "-G", host]
+        proc = subprocess.run(
+            command, capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL, check=False
+        )
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return False
+    for line in proc.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        if key.lower() == "hostname":
+            return proc.returncode == 0 and value.strip().lower() != host.lower()
+    return False
+
+
+def local_networks() -> list[ipaddress.IPv4Network]:
+    """The IPv4 networks this machine has an address in (loopback left out)."""
+    found = []
+    for adapter in ifaddr.get_adapters():
+        for ip in adapter.ips:
+            if isinstance(ip.ip, str) and not ip.ip.startswith("127."):
+                with contextlib.suppress(ValueError):
+                    found.append(ipaddress.ip_network(f"{ip.ip}/{ip.network_prefix}", strict=False))
+    return [n for n in found if isinstance(n, ipaddress.IPv4Network)]
+
+
+def connectable_url(
+    url: str,
+    addresses: tuple[str, ...],
+    tailnet: list[TailscaleCandidate] | None = None,
+    networks: list[ipaddress.IPv4Network] | None = None,
+    ssh: str | None = None,
+) -> str:
+    """The URL to suggest for a machine that announced `url` from `addresses`.
+
+    A machine announces `ssh://user@<its hostname>/…` unless told otherwise,
+    and a bare hostname (`laptop`) reaches it only through an ssh alias of
+    that name. So a bare name that is no alias here becomes the machine's
+    Tailscale name (when its name or an address is on the tailnet), else the
+    address it was seen at, one of this machine's networks first. A name with
+    a dot (a DNS or MagicDNS name, an `advertise_url` someone chose), an
+    address, a path, or an alias are kept as they are.
+    """
+    host = url_host(url)
+    if not host or "." in host or ":" in host or host.startswith("[") or ssh_alias(host, ssh):
+        return url
+    for cand in tailnet or []:
+        if cand.hostname.lower() == host.lower() or set(cand.addresses) & set(addresses):
+            return with_host(url, cand.name)
+    seen = [a for a in addresses if ":" not in a and not a.startswith("127.")]
+    nets = local_networks() if networks is None else networks
+    near = [a for a in seen if any(ipaddress.ip_address(a) in net for net in nets)]
+    return with_host(url, (near or seen)[0]) if seen else url
 
 
 # -- Tailscale ----------------------------------------------------------------------------

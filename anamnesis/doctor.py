@@ -22,6 +22,7 @@ from anamnesis.settings import load_settings
 from anamnesis.store import check_home
 from anamnesis.supersede import SIMILAR_TYPES, Components, read_links, similar_pairs
 from anamnesis.synclog import log_path, recent
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.index import Index
@@ -232,8 +233,8 @@ def _queue_findings(store: Store) -> list[Finding]:
     return [
         Finding(
             str(waiting[0].parent),
-            f"{len(waiting)} session note(s) captured while memory/ was mid-rebase or on another branch"
-            " are waiting to be written",
+            f"{plural(len(waiting), 'session note')} captured while memory/ was mid-rebase or on another branch"
+            f" {'is' if len(waiting) == 1 else 'are'} waiting to be written",
             "once memory/ is back on main, the next sync or session capture writes them",
         )
     ]
@@ -254,7 +255,7 @@ def _index_findings(store: Store) -> list[Finding]:
             findings.append(
                 Finding(
                     str(store.index_path),
-                    f"index was out of date by {report.changed} notes (now updated)",
+                    f"index was out of date by {plural(report.changed, 'note')} (now updated)",
                     "nothing: it refreshes itself before every search; if this repeats, check file times",
                     level=SUGGESTION,  # notes saved by hand a moment ago: nothing is wrong
                 )

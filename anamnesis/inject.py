@@ -24,7 +24,7 @@ from anamnesis.project import current_branch, project_key
 from anamnesis.search import recency, search
 from anamnesis.settings import load_settings
 from anamnesis.store import load_note
-from anamnesis.text import trim
+from anamnesis.text import plural, trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 if TYPE_CHECKING:
@@ -218,8 +218,8 @@ def build_context(store: Store, cwd: str | Path, *, budget: int | None = None) -
         names = ", ".join(f"`{h.path}`" for h in conflicts[:5])
         more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
         warning = (
-            f"\n⚠ {len(conflicts)} note(s) have unresolved sync conflicts: {names}{more}. "
-            "Their text shows both sides between <<<<<<< and >>>>>>> markers; tell the user to resolve "
+            f"\n⚠ {plural(len(conflicts), 'note has', 'notes have')} unresolved sync conflicts: {names}{more}. "
+            "Their text shows every version between <<<<<<< and >>>>>>> markers; tell the user to resolve "
             "them (`anamnesis conflicts`).\n"
         )
     headings = sum(len(title) + 2 for title, items in sections if items)

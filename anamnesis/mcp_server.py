@@ -23,6 +23,7 @@ from mcp_types import ToolAnnotations
 from anamnesis import __version__
 from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.paths import Store, open_store
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.refresh import PeriodicRefresh
@@ -87,7 +88,7 @@ def _check_text(name: str, value: str | None, limit: int, *, required: bool = Fa
     if required and not value.strip():
         raise ToolError(f"{name} must not be empty")
     if len(value) > limit:
-        raise ToolError(f"{name} is {len(value)} characters; the limit is {limit}")
+        raise ToolError(f"{name} is {plural(len(value), 'character')}; the limit is {limit}")
     return value
 
 

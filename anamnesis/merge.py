@@ -49,6 +49,7 @@ import yaml
 from anamnesis.errors import GitError, UsageError
 from anamnesis.git import run_git_bytes
 from anamnesis.notes import has_conflict_markers, split_front_matter
+from anamnesis.text import plural
 
 START, MIDDLE, BASE, END = "<<<<<<< ", "=======", "||||||| ", ">>>>>>> "
 FRONT_MATTER_LABEL = "(front matter)"
@@ -740,6 +741,8 @@ def resolve_body(
 ) -> tuple[str, dict[str, Any], list[str]]:
     """(body without conflict blocks, front-matter values chosen, front-matter fields removed)."""
     pieces = parse_blocks(body, first_line)
+    if keep.startswith(KEEP_PREFIX):
+        keep = KEEP_PREFIX + machine_named(keep[len(KEEP_PREFIX) :].strip(), [p for p in pieces if isinstance(p, Block)])
     strays = [p for p in pieces if isinstance(p, Stray)]
     if strays and keep not in ("both", "all"):
         where = ", ".join(f"line {p.number} `{p.rstrip()}`" for p in strays[:5])
@@ -770,6 +773,19 @@ def resolve_body(
     return "".join(out), field_values, removed
 
 
+def machine_named(name: str, blocks: list[Block]) -> str:
+    """The machine of `blocks` that `name` means: itself, or the one machine whose id it begins
+    (`server` for `server-61ef`); a prefix of several is a UsageError naming them. A name that
+    matches none is returned as it is, for the caller to say which machines there are."""
+    machines = list(dict.fromkeys(m for block in blocks for m in block.machines))
+    if name in machines:
+        return name
+    candidates = [m for m in machines if m.startswith(name)]
+    if len(candidates) > 1:
+        raise UsageError(f"--keep {name} could be {', '.join(candidates)}: give more of the machine id")
+    return candidates[0] if candidates else name
+
+
 def _chosen(block: Block, keep: str, me: str | None) -> list[Section]:
     """The sections of `block` that `keep` asks for (see resolve_text)."""
     if keep in ("both", "all"):
@@ -780,7 +796,7 @@ def _chosen(block: Block, keep: str, me: str | None) -> list[Section]:
         mine = [s for s in block.sections if me is not None and me in s.names]
         if len(block.sections) != 2:
             raise UsageError(
-                f"{where} has {len(block.sections)} versions ({have}); --theirs means the other one of two: "
+                f"{where} has {plural(len(block.sections), 'version')} ({have}); --theirs means the other one of two: "
                 "choose one with --keep MACHINE, or keep them all with --both"
             )
         if len(mine) != 1:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from anamnesis.errors import UsageError
 from anamnesis.paths import default_home
+from anamnesis.text import plural
 
 MARKER = ".anamnesis-project"
 MAX_KEY = 200
@@ -37,7 +38,7 @@ def check_project_key(key: str) -> str:
     if not key:
         why = "it is empty"
     elif len(key) > MAX_KEY:
-        why = f"it is {len(key)} characters; the limit is {MAX_KEY}"
+        why = f"it is {plural(len(key), 'character')}; the limit is {MAX_KEY}"
     elif any(ord(c) < 32 or ord(c) == 127 for c in key):
         why = "it holds a line break or control character"
     elif not any(c.isalnum() for c in key):

@@ -39,6 +39,7 @@ from anamnesis.index import open_index
 from anamnesis.merge import Side, merge_texts
 from anamnesis.paths import Store
 from anamnesis.repo import changed_paths
+from anamnesis.text import plural
 
 CHECKOUT_MARKER = "sync-checkout.json"
 RUNNING_MARKER = "sync-running.json"
@@ -154,12 +155,12 @@ def finish_checkout(
             run_git(repo, "update-ref", "-m", "anamnesis sync: finish interrupted checkout", refs.MAIN, target, orig)
             if run_git(repo, "read-tree", "-m", orig, target, check=False).returncode != 0:
                 run_git(repo, "read-tree", target)
-            note = f"finished an interrupted sync: moved to {target[:10]} ({fixed} files brought up to date)"
+            note = f"finished an interrupted sync: moved to {target[:10]} ({plural(fixed, 'file')} brought up to date)"
         elif fixed and goal == target:
-            note = f"finished an interrupted sync: {fixed} files its checkout left unfinished brought up to date"
+            note = f"finished an interrupted sync: {plural(fixed, 'file')} its checkout left unfinished brought up to date"
         elif fixed:
             note = (
-                f"finished an interrupted sync: {fixed} files its checkout had half moved put back as in "
+                f"finished an interrupted sync: {plural(fixed, 'file')} its checkout had half moved put back as in "
                 f"{head[:10]} (committed on top of it meanwhile); this sync brings the changes in again"
             )
         _reindex(store, paths)

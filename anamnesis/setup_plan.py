@@ -19,6 +19,7 @@ from anamnesis import schedule
 from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.git import stop_on_signals
 from anamnesis.peers import add_peer, check_name, list_peers, name_from_url, normalize_url
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -58,10 +59,9 @@ def first_sync(store: Store, join: JoinPlan | None) -> list[str]:
     if join is not None:
         with stop_on_signals("init"):
             result = join_peer(store, join.url, join.name)
-        notes = len(result.changed)
         return [
-            f"joined {join.url} as peer {join.name!r}: received {result.received} commits, "
-            f"{notes} note{'s' if notes != 1 else ''}; {result.outcome}"
+            f"joined {join.url} as peer {join.name!r}: received {plural(result.received, 'commit')}, "
+            f"{plural(len(result.changed), 'note')}; {result.outcome}"
         ]
     if not list_peers(store):
         return []
@@ -82,6 +82,11 @@ def schedule_choice(store: Store, wanted: bool | None, interactive: bool) -> Sch
     if wanted is not None:
         return "install" if wanted else "skip"
     return "ask" if interactive else "hint"
+
+
+def timer_installed(store: Store) -> bool:
+    """Whether this store's sync timer (or LaunchAgent) files are there: a second `init` leaves them be."""
+    return all(path.exists() for path in schedule.plan(store).files)
 
 
 def schedule_question(every: str = EVERY) -> str:
@@ -139,16 +144,20 @@ def configured_urls(store: Store) -> dict[str, str]:
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
     """LAN peers and Tailscale candidates, each marked with the configured peer it already is."""
     # lazy: discovery brings zeroconf (~90 ms): only the LAN search needs it
-    from anamnesis.discovery import discover, tailscale_candidates
+    from anamnesis.discovery import connectable_url, discover, tailscale_candidates
 
     configured = configured_urls(store)
     try:
-        lan = [p.to_dict() for p in discover(store, seconds, any_store=any_store)]
+        seen = discover(store, seconds, any_store=any_store)
     except OSError as exc:
         raise AnamnesisError(f"LAN discovery failed: {exc}") from exc
-    for peer in lan:
-        peer["configured_as"] = configured.get(peer["url"])
     found = tailscale_candidates()
+    lan = []
+    for machine in seen:
+        peer = machine.to_dict()
+        peer["suggested_url"] = connectable_url(machine.url, machine.addresses, found) if machine.url else ""
+        peer["configured_as"] = configured.get(peer["url"]) or configured.get(peer["suggested_url"])
+        lan.append(peer)
     tailscale = None
     if found is not None:
         tailscale = []
@@ -202,7 +211,7 @@ def peer_offers(report: dict[str, Any]) -> list[PeerOffer]:
     """The LAN machines to offer, in the order found (those without a URL cannot be offered)."""
     offers: list[PeerOffer] = []
     for peer in report["lan"]:
-        url, machine = peer.get("url"), peer["machine_id"]
+        url, machine = peer.get("suggested_url") or peer.get("url"), peer["machine_id"]
         if url:
             action: Literal["add", "join"] = "add" if peer["same_store"] else "join"
             offers.append(PeerOffer(action, machine, url, _peer_name(machine, url)))

@@ -47,6 +47,7 @@ from anamnesis.notes import (
 from anamnesis.paths import Store
 from anamnesis.redact import redact_note_fields
 from anamnesis.settings import load_settings, new_machine_id, save_settings, writer_machine_id
+from anamnesis.text import plural
 
 MAX_NOTE_BYTES = 1_000_000
 MAX_TITLE = 200
@@ -242,7 +243,7 @@ def resolve_ref(store: Store, ref: str) -> str:
     if not matches:
         raise NoteNotFound(f"no note matches {ref!r} (try `anamnesis search` or `anamnesis list`)")
     shown = ", ".join(matches[:5])
-    raise UsageError(f"{ref!r} matches {len(matches)} notes: {shown} — be more specific")
+    raise UsageError(f"{ref!r} matches {plural(len(matches), 'note')}: {shown} — be more specific")
 
 
 def read_note(store: Store, ref: str) -> Note:

@@ -65,6 +65,7 @@ from anamnesis.recovery import SyncRefused
 from anamnesis.repo import changed_paths
 from anamnesis.semantic import start_background_update
 from anamnesis.settings import machine_id
+from anamnesis.text import plural
 from anamnesis.transport import FetchFailed, transport_for
 from anamnesis.treemerge import TreeMerger, private_index
 
@@ -272,8 +273,7 @@ class _Sync:
         if not paths:
             return []
         notes = sum(1 for p in paths if p.endswith(".md")) or len(paths)
-        noun = "note" if notes == 1 else "notes"
-        run_git(self.repo, "commit", "-q", "--no-verify", "-m", f"{self.machine}: sync: {notes} {noun} changed")
+        run_git(self.repo, "commit", "-q", "--no-verify", "-m", f"{self.machine}: sync: {plural(notes, 'note')} changed")
         return paths
 
     # -- step 3: fetch ----------------------------------------------------------------

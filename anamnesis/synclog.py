@@ -13,6 +13,7 @@ from typing import TypedDict, cast
 
 from anamnesis.paths import Store
 from anamnesis.peers import DAY, ago, stale_peers
+from anamnesis.text import plural
 
 LOG_NAME = "sync.log"
 MAX_BYTES = 512 * 1024
@@ -121,7 +122,7 @@ def describe(entry: LogEntry) -> str:
             if entry.get(key):
                 moved.append(f"{key} {entry[key]}")
         if entry.get("conflicts"):
-            moved.append(f"{len(entry['conflicts'])} conflicts")
+            moved.append(plural(len(entry["conflicts"]), "conflict"))
         if moved:
             parts.append(", ".join(moved))
     return " — ".join(parts)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from anamnesis.errors import AnamnesisError
 from anamnesis.index import mark_behind
 from anamnesis.paths import Store
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
@@ -330,7 +331,7 @@ class Watcher:
                 if self._retry_at is not None:
                     if now >= self._retry_at:
                         self._retry_at = None
-                        return f"retry after {self._failures} failed sync(s)", False
+                        return f"retry after {plural(self._failures, 'failed sync')}", False
                     due = min(due, self._retry_at)
                 if now >= next_periodic:
                     return "safety-net sync", False
@@ -758,5 +759,5 @@ def status_summary(store: Store) -> dict[str, object]:
         parts.append(f"last error {_ago(now - float(beat['last_error_at']))}: {beat['last_error']}")
     seen = beat.get("peers_seen") or {}
     if seen:
-        parts.append(f"{len(seen)} peer(s) seen on the LAN")
+        parts.append(f"{plural(len(seen), 'peer')} seen on the LAN")
     return {"watch": ", ".join(parts)}

@@ -98,6 +98,7 @@ def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     # lazy: only SessionStart injects; keeps it off the other hooks
     from anamnesis.inject import build_context
     from anamnesis.recall import remember_shown  # lazy: keeps recall off the PreCompact and SessionEnd hooks
+    from anamnesis.text import plural  # lazy: as the line above: only the events that inject count notes
 
     inject = load_settings(store).get("inject")
     if isinstance(inject, dict) and inject.get("enabled") is False:
@@ -109,12 +110,13 @@ def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     source = data.get("source") or "?"
     if not text:
         return "", f"({source}) nothing to inject"
-    return _context_json("SessionStart", text), f"({source}) {len(text)} chars, {len(shown)} notes"
+    return _context_json("SessionStart", text), f"({source}) {plural(len(text), 'char')}, {plural(len(shown), 'note')}"
 
 
 def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     """Recall notes matching the prompt, or print nothing."""
     from anamnesis.recall import build_recall, remember_shown  # lazy: keeps recall off the capture hooks
+    from anamnesis.text import plural  # lazy: as the line above
 
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
@@ -125,7 +127,7 @@ def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
         return "", "no match"
     if session_id:
         remember_shown(store, session_id, shown)
-    return _context_json("UserPromptSubmit", text), f"{len(shown)} notes"
+    return _context_json("UserPromptSubmit", text), plural(len(shown), "note")
 
 
 def capture_event(

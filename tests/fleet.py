@@ -27,6 +27,7 @@ import pytest
 from procs import run_anamnesis, stop_process
 
 from anamnesis.git import git_processes_in
+from anamnesis.notes import Note
 from anamnesis.paths import Store, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -375,6 +376,30 @@ class Fleet:
 
         add_peer(machine.store, name, url)
         machine.peers[name] = url
+
+    def hub_with_a_note(self, title: str = "Shared") -> tuple[Path, Note]:
+        """A hub that machine `a` has filled with one note: what a newcomer joins."""
+        from anamnesis.store import create_note
+
+        hub = self.hub()
+        a = self.machine("a", {"hub": self.url(hub)})
+        note = create_note(a.store, type="semantic", title=title, body="shared text\n")
+        a.sync()
+        return hub, note
+
+    def one_line_edited_everywhere(self, names: tuple[str, ...]) -> tuple[list[Machine], Note]:
+        """Machines of one hub that share a note and have each changed its middle line, not synced yet:
+        syncing them in turn makes one conflict block with a version per machine."""
+        from anamnesis.store import create_note, update_note
+
+        hub = self.hub()
+        machines = [self.machine(name, {"hub": self.url(hub)}) for name in names]
+        note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
+        for m in machines:
+            m.sync()
+        for m in machines:
+            update_note(m.store, note.id, body=f"top\nmiddle from {m.name}\nbottom\n")
+        return machines, note
 
 
 @pytest.fixture(scope="session")

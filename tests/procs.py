@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -40,6 +42,44 @@ def clone_working_tree(dest: Path) -> None:
         if (ROOT / path).is_file():
             target.write_bytes((ROOT / path).read_bytes())
             target.chmod((ROOT / path).stat().st_mode)
+
+
+def run_in_terminal(
+    cmd: list[str], env: dict[str, str], answers: list[tuple[str, str]], timeout: float, expect: int = 0
+) -> str:
+    """Run `cmd` on a pseudo-terminal (so it asks its questions), answering each prompt once it shows
+    (an answer of "\x04" is Ctrl-D: the input ends); checks it exits with `expect`, returns what it showed."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True)
+    os.close(slave)
+    output = b""
+    pending = list(answers)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                output += chunk
+                if pending and pending[0][0] in output.decode("utf-8", "replace"):
+                    os.write(master, pending.pop(0)[1].encode())
+            elif proc.poll() is not None:
+                break
+        else:
+            raise AssertionError(f"{cmd} did not finish in {timeout}s; it said: {output.decode(errors='replace')}")
+        assert proc.wait(timeout=30) == expect, output.decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        os.close(master)
+    assert not pending, f"never asked {pending}; said: {output.decode(errors='replace')}"
+    return output.decode("utf-8", "replace").replace("\r\n", "\n")
 
 
 def run_anamnesis(

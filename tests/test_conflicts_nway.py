@@ -52,13 +52,7 @@ def assert_well_formed(text: str) -> list[Block]:
 def three_way(fleet: Fleet) -> tuple[list[Machine], str, str]:
     """The issue's reproduction: three machines and a hub, one line edited on all three, then
     `sync` on m1, `sync --no-push` on m0 (its conflict commit stays unpushed), `sync` on m2, `sync` on m0."""
-    hub = fleet.hub()
-    machines = [fleet.machine(f"m{i}", {"hub": fleet.url(hub)}) for i in range(3)]
-    note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
-    for m in machines:
-        m.sync()
-    for m in machines:
-        update_note(m.store, note.id, body=f"top\nmiddle from {m.name}\nbottom\n")
+    machines, note = fleet.one_line_edited_everywhere(("m0", "m1", "m2"))
     m0, m1, m2 = machines
     assert m1.cli("sync").returncode == 0
     assert m0.cli("sync", "--no-push").returncode == 10

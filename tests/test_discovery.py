@@ -5,6 +5,7 @@ The two-process, two-namespace tests are in test_discovery_e2e.py.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 import threading
@@ -22,6 +23,7 @@ from anamnesis.discovery import (
     Announcer,
     Peer,
     advertise_url,
+    connectable_url,
     discover,
     parse_tailscale_status,
     parse_txt,
@@ -122,6 +124,39 @@ def test_tailscale_candidates_from_a_recorded_status() -> None:
     assert laptop.addresses == ("100.88.41.3", "fd7a:115c:a1e0::3901:2903")
     assert laptop.suggested_url == "laptop.tail4e2a9c.ts.net:.anamnesis/memory"
     assert not found[2].same_user
+
+
+def test_a_bare_host_name_is_suggested_as_a_name_or_address_that_will_connect(tmp_path: Path) -> None:
+    """A machine announces ssh://bob@laptop/… (its hostname); `laptop` reaches it only through an ssh
+    alias of that name. Read with this user's real ssh configuration (`ssh -G`, an empty one here)."""
+    no_alias = tmp_path / "ssh_config"
+    no_alias.write_text("")
+    ssh = f"ssh -F {no_alias}"
+    tailnet = parse_tailscale_status(json.loads((DATA / "tailscale-status.json").read_text()))
+    announced = "ssh://bob@laptop/home/bob/.anamnesis/memory"
+    lan = (ipaddress.ip_network("192.168.1.0/24"),)
+    seen = ("10.9.0.4", "192.168.1.31", "100.88.41.3")
+    # On the tailnet (by its name, or by an address it announced): its MagicDNS name.
+    assert connectable_url(announced, seen, tailnet, list(lan), ssh) == (
+        "ssh://bob@laptop.tail4e2a9c.ts.net/home/bob/.anamnesis/memory"
+    )
+    renamed = "ssh://bob@mbp/home/bob/.anamnesis/memory"
+    assert connectable_url(renamed, seen, tailnet, list(lan), ssh) == (
+        "ssh://bob@laptop.tail4e2a9c.ts.net/home/bob/.anamnesis/memory"
+    )
+    # No tailnet: the address it was seen at, one on this machine's own network first.
+    assert connectable_url(announced, seen, None, list(lan), ssh) == "ssh://bob@192.168.1.31/home/bob/.anamnesis/memory"
+    assert connectable_url(announced, seen, None, [], ssh) == "ssh://bob@10.9.0.4/home/bob/.anamnesis/memory"
+    assert connectable_url("bob@laptop:.anamnesis/memory", seen, None, list(lan), ssh) == (
+        "bob@192.168.1.31:.anamnesis/memory"
+    )
+    # Kept as announced: an ssh alias of that name here, a dotted name, an address, a path, nothing seen.
+    alias = tmp_path / "ssh_config_alias"
+    alias.write_text("Host laptop\n  HostName 192.168.1.31\n")
+    assert connectable_url(announced, seen, tailnet, list(lan), f"ssh -F {alias}") == announced
+    for kept in ("ssh://bob@laptop.lan/m", "bob@192.168.1.31:m", "/srv/memory.git", "file:///srv/m.git"):
+        assert connectable_url(kept, seen, tailnet, list(lan), ssh) == kept
+    assert connectable_url(announced, (), None, list(lan), ssh) == announced
 
 
 def test_tailscale_status_of_a_stopped_or_odd_tailnet() -> None:
@@ -235,6 +270,40 @@ def test_a_new_head_reaches_the_other_machine(
     assert changed.wait(15), f"the new HEAD never arrived; saw {seen}"
     assert listener.peers[a_id].head == "1" * 40
     assert all(p.machine_id == a_id for p in seen)  # never itself
+
+
+@on_host_network
+@pytest.mark.timeout(90)
+def test_peers_discover_suggests_the_address_a_bare_host_name_was_seen_at(
+    tmp_path: Path, host_network: None, announcers: list[Announcer], run_cli: RunCli
+) -> None:
+    tag = run_tag()
+    a = make_store(tmp_path, f"sugg-a-{tag}")
+    b = make_store(tmp_path, f"sugg-b-{tag}", clone_of=a)
+    settings = load_settings(a)
+    settings["advertise_url"] = f"ssh://bob@laptop-{tag}/home/bob/.anamnesis/memory"  # a bare hostname
+    save_settings(a, settings)
+    announcer = Announcer(a)
+    announcers.append(announcer)
+    announcer.start(head(a.memory))
+    no_alias = tmp_path / "ssh_config"
+    no_alias.write_text("")
+    env = {"GIT_SSH_COMMAND": f"ssh -F {no_alias}"}
+    mine: list[dict[str, Any]] = []
+    for _ in range(5):  # one window can miss a late answer (see discover_mine)
+        proc = run_cli("peers", "discover", "--seconds", "2", "--json", home_dir=b.home, env=env)
+        assert proc.returncode == 0, proc.stderr
+        mine = [p for p in json.loads(proc.stdout)["lan"] if p["machine_id"] == f"sugg-a-{tag}"]
+        if mine:
+            break
+    assert len(mine) == 1, mine
+    found = mine[0]
+    assert found["url"] == settings["advertise_url"]
+    host = found["suggested_url"].removeprefix("ssh://bob@").removesuffix("/home/bob/.anamnesis/memory")
+    assert host in found["addresses"], found
+    proc = run_cli("peers", "discover", "--seconds", "2", home_dir=b.home, env=env)
+    if f"sugg-a-{tag}" in proc.stdout:
+        assert f"anamnesis peers add sugg-a-{tag} {found['suggested_url']}" in proc.stdout, proc.stdout
 
 
 def test_init_outside_a_terminal_only_says_how_to_look(run_cli: RunCli) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from fleet import Fleet, Machine
 from lan import Lan, lan
-from procs import stop_process
+from procs import run_in_terminal, stop_process
 
 from anamnesis.settings import load_settings, save_settings
 from anamnesis.watch import read_heartbeat
@@ -186,44 +186,6 @@ def test_watch_survives_the_link_going_down_and_up(tmp_path: Path, watchers: lis
         assert "Traceback" not in wa.log() + wb.log()
 
 
-def run_in_terminal(cmd: list[str], env: dict[str, str], answers: list[tuple[str, str]], timeout: float) -> str:
-    """Run `cmd` on a pseudo-terminal (so it asks its questions), answering each prompt once it shows."""
-    import os
-    import select
-
-    master, slave = os.openpty()
-    proc = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True)
-    os.close(slave)
-    output = b""
-    pending = list(answers)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:  # the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                output += chunk
-                if pending and pending[0][0] in output.decode("utf-8", "replace"):
-                    os.write(master, pending.pop(0)[1].encode())
-            elif proc.poll() is not None:
-                break
-        else:
-            raise AssertionError(f"{cmd} did not finish in {timeout}s; it said: {output.decode(errors='replace')}")
-        assert proc.wait(timeout=30) == 0, output.decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        os.close(master)
-    assert not pending, f"never asked {pending}; said: {output.decode(errors='replace')}"
-    return output.decode("utf-8", "replace")
-
-
 def test_init_offers_to_join_a_machine_found_on_the_lan(tmp_path: Path, watchers: list[WatchProcess]) -> None:
     with lan(require_netns=False) as network:
         fleet = Fleet(tmp_path)
@@ -235,6 +197,18 @@ def test_init_offers_to_join_a_machine_found_on_the_lan(tmp_path: Path, watchers
         wa = WatchProcess(a, network, "a")
         watchers.append(wa)
         wa.start()
+
+        # Input that ends at the offer (Ctrl-D) is no answer: nothing joined, and init says how to do it.
+        quiet = Machine("quiet", tmp_path / "quiet")
+        said = run_in_terminal(
+            [*network.prefix("b"), sys.executable, "-m", "anamnesis", "init", "--no-claude", "--no-schedule"],
+            quiet.env(HOME=str(tmp_path / "user-home"), TERM="dumb"),
+            [("Join the memory of a", "\x04")],
+            timeout=120,
+        )
+        assert "a not added: no answer (stdin was closed); pass --peer URL" in said, said
+        assert "anamnesis peers discover" in said and "aborted" not in said
+        assert not finds(quiet, "hedgehog")
 
         new = Machine("newcomer", tmp_path / "newcomer")
         env = new.env(HOME=str(tmp_path / "user-home"), TERM="dumb")

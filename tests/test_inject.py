@@ -185,7 +185,7 @@ def test_conflict_warning_last(store: Store, tmp_path: Path) -> None:
     with open_index(store) as index:
         index.refresh()
     text, _ = build_context(store, repo)
-    warning = text.index("⚠ 1 note(s) have unresolved sync conflicts")
+    warning = text.index("⚠ 1 note has unresolved sync conflicts")
     assert "`projects/x/facts/clash-aaaaaaaaaa.md`" in text[warning:]
     assert warning > text.index("Fine fact")
 

@@ -229,6 +229,22 @@ def test_an_unknown_host_key_is_named_everywhere_with_what_to_do(
     assert proc.returncode != 0
     assert "Host key verification failed." in proc.stderr and "fleet-ssh true" in proc.stderr, proc.stderr
     assert "Could not read from remote repository" not in proc.stderr
+    # It says what it did not do (the join, the timer), and how to finish.
+    not_done = proc.stdout.partition("Not done")[2]
+    assert f"join {sshd.url(hub)} as peer" in not_done and "the sync timer" in not_done, proc.stdout
+    assert f"run `anamnesis init --peer {sshd.url(hub)} --no-claude --no-schedule` again" in proc.stdout
+    # The host key recorded (the test's own config knows it), the same command finishes the setup.
+    proc = subprocess.run(
+        [sys.executable, "-m", "anamnesis", "init", "--peer", sshd.url(hub), "--no-claude", "--no-schedule"],
+        capture_output=True,
+        text=True,
+        env=b.env(GIT_SSH_COMMAND=sshd.git_ssh_command),
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"joined {sshd.url(hub)}" in proc.stdout, proc.stdout
+    assert [p["name"] for p in json.loads(b.cli("peers", "list", "--json").stdout)] == ["fleet-ssh"]
 
 
 def test_a_refused_key_says_permission_denied_and_that_timers_have_no_agent(

@@ -318,10 +318,7 @@ def test_join_new_machine_takes_history_and_one_with_notes_merges(fleet: Fleet) 
 
 
 def test_init_with_peer_joins_from_the_command_line(fleet: Fleet, tmp_path: Path) -> None:
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    note = create_note(a.store, type="semantic", title="Shared", body="shared text\n")
-    a.sync()
+    hub, note = fleet.hub_with_a_note()
     newcomer = Machine("new", tmp_path / "new")
     proc = newcomer.cli("init", "--peer", str(hub), "--no-schedule", "--no-claude", "--json")
     assert proc.returncode == 0, proc.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fleet import Fleet, fleet  # noqa: F401
+from procs import run_anamnesis
 
 from anamnesis.store import create_note, update_note
 
@@ -45,6 +46,26 @@ def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:
     proc = a.cli("peers", "add", "later", str(fleet.root / "usb" / "missing.git"))
     assert proc.returncode == 0 and "cannot reach" in proc.stdout
     assert "does not appear to be a git repository" in proc.stdout  # the reason, not the boilerplate
+
+
+def test_peers_list_at_80_columns_keeps_every_url_time_and_state_whole(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    long_url = "ssh://someone@desktop.tail1234.ts.net:2222/home/someone/.anamnesis/memory"
+    fleet.add_peer(a, "desktop", long_url)
+    fleet.add_peer(a, "gone", str(fleet.root / "gone.git"))
+    assert a.cli("sync").returncode == 11
+    peers = {p["name"]: p for p in json.loads(a.cli("peers", "list", "--json").stdout)}
+    for columns in ("80", "200"):
+        proc = run_anamnesis(["peers", "list"], a.env(COLUMNS=columns))
+        assert proc.returncode == 0, proc.stderr
+        assert "…" not in proc.stdout, proc.stdout
+        for name, peer in peers.items():
+            assert peer["url"] in proc.stdout, proc.stdout
+            assert (peer["last_ok"] or "never") in proc.stdout
+            if name != "hub":
+                assert f"failing since {peer['failing_since']}" in proc.stdout, proc.stdout
+    assert long_url in proc.stdout and "kind" in proc.stdout.splitlines()[0]  # wide enough: the table
 
 
 def test_sync_exit_codes_and_json(fleet: Fleet) -> None:
@@ -121,13 +142,7 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:
 
 
 def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    machines = [fleet.machine(name, {"hub": fleet.url(hub)}) for name in ("a", "b", "c")]
-    note = create_note(machines[0].store, type="semantic", title="Shared", body="top\nmiddle\nbottom\n")
-    for m in machines:
-        m.sync()
-    for m in machines:
-        update_note(m.store, note.id, body=f"top\nmiddle from {m.name}\nbottom\n")
+    machines, note = fleet.one_line_edited_everywhere(("a", "b", "c"))
     for m in machines:
         m.sync()
     c = machines[2]
@@ -137,6 +152,23 @@ def test_three_machines_on_one_line_resolve_in_one_go(fleet: Fleet) -> None:
     text = c.read(note.path)
     assert "<<<<<<<" not in text and all(f"middle from {n}\n" in text for n in ("a", "b", "c"))
     assert json.loads(c.cli("conflicts", "--json").stdout) == []
+
+
+def test_resolve_keep_takes_the_start_of_a_machine_id_when_only_one_machine_has_it(fleet: Fleet) -> None:
+    machines, note = fleet.one_line_edited_everywhere(("server-61ef", "server-7c3d", "laptop-1a2b"))
+    for m in machines:
+        m.sync()
+    laptop = machines[2]
+    proc = laptop.cli("resolve", note.id, "--keep", "server")  # two machines' ids start so
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "server-61ef, server-7c3d" in proc.stderr, proc.stderr
+    assert "<<<<<<<" in laptop.read(note.path)  # nothing changed
+    proc = laptop.cli("resolve", note.id, "--keep", "nobody")
+    assert proc.returncode == 2 and "laptop-1a2b" in proc.stderr, proc.stderr  # the machines it has
+    proc = laptop.cli("resolve", note.id, "--keep", "server-7")
+    assert proc.returncode == 0, proc.stderr
+    text = laptop.read(note.path)
+    assert "middle from server-7c3d\n" in text and "from server-61ef" not in text and "<<<<<<<" not in text
 
 
 def test_a_sync_with_many_conflicts_prints_a_bounded_report(fleet: Fleet) -> None:

@@ -380,7 +380,7 @@ def test_move_keeps_the_id_rewrites_links_and_syncs(chrome: Any, fleet: tuple[Fl
         watched.open("/note/" + old)
         page.click("a:has-text('Move / rename')")
         page.wait_for_url("**/move/**")
-        assert "1 note link here" in page.inner_text("main")
+        assert "1 note links here" in page.inner_text("main")
         page.fill("input[name=new_path]", new)
         page.click("button:has-text('Move')")
         page.wait_for_url(re.compile(r"/note/.*\?msg=moved$"))

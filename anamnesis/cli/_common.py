@@ -37,6 +37,44 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
+def interactive() -> bool:
+    """Whether a person is there to answer a question: stdin and stdout are both a terminal."""
+    return sys.stdin is not None and sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def ask(question: str, default: bool) -> bool | None:
+    """A yes/no question on the terminal; Enter takes `default`.
+
+    None when stdin ends before an answer (closed, Ctrl-D): the caller then
+    does what it does with no terminal, and says which flag decides it, where
+    click's confirm would only abort, with whatever was done so far unsaid.
+    """
+    choices = "[Y/n]" if default else "[y/N]"
+    while True:
+        sys.stdout.write(f"{question} {choices}: ")
+        sys.stdout.flush()
+        try:
+            line = sys.stdin.readline() if sys.stdin is not None else ""
+        except (OSError, ValueError):  # stdin closed under us
+            line = ""
+        if not line:  # end of input: no answer will come
+            sys.stdout.write("\n")
+            return None
+        answer = line.strip().lower()
+        if not answer:
+            return default
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("n", "no"):
+            return False
+        sys.stdout.write("Please answer y or n.\n")
+
+
+def no_answer(what: str, flags: str) -> str:
+    """The report line for a question stdin closed on: what was done instead, and the flag to decide it."""
+    return f"{what}: no answer (stdin was closed); pass {flags} to decide without a question"
+
+
 def read_stdin_if_piped() -> str | None:
     """stdin's text when it is a pipe or file, None when it is a terminal."""
     if sys.stdin is None or sys.stdin.isatty():

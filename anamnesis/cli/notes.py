@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json, read_stdin_if_piped, run_editor
+from anamnesis.cli._common import ask, console, get_store, print_json, read_stdin_if_piped, run_editor
 
 if TYPE_CHECKING:
     from anamnesis.index import Hit
@@ -437,14 +437,23 @@ def rm(
       anamnesis rm 7k2m                             asks first when run in a terminal
       anamnesis rm 7k2m9q4x1c -y --json
     """
-    # lazy: --help loads every command module
-    from anamnesis.store import check_writable, delete_note, read_note
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.store import (  # lazy: --help loads every command module
+        check_writable,
+        delete_note,
+        read_note,
+    )
 
     store = get_store()
     note = read_note(store, ref)
     check_writable(store)  # refused before asking
-    if not yes and sys.stdin.isatty() and not typer.confirm(f"Delete {note.path} ({note.title})?"):
-        raise typer.Exit(1)
+    if not yes and sys.stdin.isatty():
+        answer = ask(f"Delete {note.path} ({note.title})?", default=False)
+        if answer is None:
+            raise UsageError("no answer (stdin was closed): nothing was deleted; pass --yes to delete without a question")
+        if not answer:
+            console().print("nothing was deleted")
+            raise typer.Exit(1)
     delete_note(store, note.path)
     if json_out:
         print_json({"deleted": note.path, "id": note.id})

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from anamnesis.cli._common import console, counting, get_store, print_json
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     pass
@@ -92,7 +93,7 @@ def enable(
     if background:
         out.print("  embedding notes in the background; `anamnesis semantic status` shows how far it got")
     else:
-        out.print(f"  embedded {embedded} notes")
+        out.print(f"  embedded {plural(embedded, 'note')}")
 
 
 @semantic_app.command()
@@ -122,7 +123,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
         return
     running = " (embedding now)" if info.get("embedding_now") else ""
     out.print(f"semantic search: on, model {info['fingerprint']} in {info['model_dir']}")
-    out.print(f"  {info['embedded']} of {info['notes']} notes embedded, {info['pending']} waiting{running}")
+    out.print(f"  {info['embedded']} of {plural(info['notes'], 'note')} embedded, {info['pending']} waiting{running}")
 
 
 @semantic_app.command()
@@ -139,4 +140,4 @@ def update(
     if json_out:
         print_json({"embedded": embedded})
     elif not quiet:
-        console().print(f"embedded {embedded} notes")
+        console().print(f"embedded {plural(embedded, 'note')}")

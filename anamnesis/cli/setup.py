@@ -9,15 +9,17 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import typer
 
-from anamnesis.cli._common import console, counting, get_store, print_json
+from anamnesis.cli._common import ask, console, counting, get_store, interactive, no_answer, print_json
 from anamnesis.cli.semantic import embed_with_progress
 from anamnesis.cli.sync import InitSyncStep
 from anamnesis.cli.watch import init_discovery_step
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.installation import Installation
@@ -80,10 +82,12 @@ def init(
       anamnesis init --peer me@desk.tailnet.ts.net:.anamnesis/memory
       anamnesis init --local-only                     just the store
     """
+    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
     from anamnesis.store import check_home  # lazy: --help loads every command module
 
     store = get_store(require=False)
     check_home(store)  # a file where the store should be: one line naming it, before any step
+    asking = interactive() and not json_out
     plan: list[str] = []
     done: list[str] = []
     if not store.exists():
@@ -96,14 +100,18 @@ def init(
 
         agents = chosen(agent, with_claude=not no_claude)
         if instructions is None:
-            instructions = True
+            instructions = True  # the default with no terminal
             lacking = lacking_instructions(agents)
-            if lacking and not (print_only or json_out) and _interactive():
-                instructions = typer.confirm(
+            if lacking and not print_only and asking:
+                answer = ask(
                     "Add a short block to " + ", ".join(str(p) for p in lacking)
                     + " telling those agents to search and write memory?",
                     default=True,
                 )
+                if answer is None:
+                    done.append(no_answer("memory block added (the default)", "--instructions or --no-instructions"))
+                else:
+                    instructions = answer
         agents_step = AgentsStep(store, agents, with_instructions=instructions)
         if print_only and not json_out:
             for line in agents_step.planned(with_diff=True):
@@ -115,7 +123,9 @@ def init(
     if not local_only:
         from anamnesis.setup_plan import EVERY  # lazy: --help loads every command module
 
-        sync_step = InitSyncStep(store, peer, peer_name, schedule, every=EVERY, enable=not no_enable)
+        sync_step = InitSyncStep(
+            store, peer, peer_name, schedule, every=EVERY, enable=not no_enable, interactive=asking
+        )
         plan.extend(sync_step.planned)
     # -- end of the sync step --
     if print_only:
@@ -123,15 +133,21 @@ def init(
         return
     from anamnesis.store import init_store  # lazy: --help loads every command module
 
-    done.extend(init_store(store))
+    steps: list[tuple[str, Callable[[], list[str]]]] = [(f"create the store at {store.home}", lambda: init_store(store))]
     if agents_step is not None:  # agents step
-        done.extend(agents_step.apply())
+        steps.append(("set up the agents (MCP server, hooks)", agents_step.apply))
     # -- discovery step (anamnesis/cli/watch.py): offer the machines found on the LAN / tailnet --
     if not local_only and not peer:
-        done.extend(init_discovery_step(store, _interactive() and not json_out))
+        steps.append(("look for your other machines", lambda: init_discovery_step(store, asking)))
     # -- end of the discovery step --
     if sync_step is not None:  # sync step
-        done.extend(sync_step.apply())
+        steps.extend(sync_step.steps())
+    for number, (_what, step) in enumerate(steps):
+        try:
+            done.extend(step())
+        except (AnamnesisError, OSError, KeyboardInterrupt) as exc:
+            _report_unfinished(done, [what for what, _step in steps[number:]], exc, json_out)
+            raise
     _report_init(done or [f"store at {store.home} is ready; nothing to change"], json_out, planned=False)
 
 
@@ -238,10 +254,6 @@ def _uninstall_schedule(store: Store) -> list[str]:
     return done + [note for note in outcome.notes if outcome.removed]
 
 
-def _interactive() -> bool:
-    return sys.stdin.isatty() and sys.stdout.isatty()
-
-
 def _report_init(lines: list[str], json_out: bool, planned: bool) -> None:
     if json_out:
         print_json({"planned" if planned else "done": lines})
@@ -251,6 +263,30 @@ def _report_init(lines: list[str], json_out: bool, planned: bool) -> None:
     out.print(f"[bold]{title}[/bold]")
     for line in lines:
         out.print(f"  • {line}")
+
+
+def _report_unfinished(done: list[str], left: list[str], exc: BaseException, json_out: bool) -> None:
+    """What a failed `init` did and did not do, and that running it again finishes the job
+    (every step skips what is there already). The error itself follows on stderr."""
+    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+
+    again = " ".join(["anamnesis", *(shlex.quote(arg) for arg in sys.argv[1:])])
+    if json_out:
+        code = exc.exit_code if isinstance(exc, AnamnesisError) else 130 if isinstance(exc, KeyboardInterrupt) else 1
+        print_json({"done": done, "not_done": left, "error": str(exc) or type(exc).__name__, "exit_code": code,
+                    "finish_with": again})
+        return
+    from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
+
+    out = console()
+    if done:
+        out.print("[bold]Done:[/bold]")
+        for line in done:
+            out.print(f"  • {escape(line)}")
+    out.print("[bold]Not done[/bold] (stopped by the error below):")
+    for line in left:
+        out.print(f"  • {escape(line)}")
+    out.print(f"[dim]once it is fixed, run `{escape(again)}` again: it does only what is missing[/dim]")
 
 
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
@@ -302,7 +338,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     table.add_row("notes", f"{counts['notes']}  " + ", ".join(f"{k} {v}" for k, v in counts["by_type"].items()))
     table.add_row("projects", str(len([k for k in counts["by_project"] if k != "(global)"])))
     table.add_row(
-        "index", f"up to date ({time.strftime('%Y-%m-%d %H:%M:%S')}), {report.changed} notes refreshed just now"
+        "index", f"up to date ({time.strftime('%Y-%m-%d %H:%M:%S')}), {plural(report.changed, 'note')} refreshed just now"
     )
     table.add_row("peers", ", ".join(info["peers"]) or ("none" if pushers else "none (local only)"))  # type: ignore[arg-type]
     if pushers:
@@ -314,9 +350,9 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
         table.add_row("[red]unreachable[/red]", escape(str(info["unreachable"])))
     table.add_row("semantic", _semantic_line(info["semantic"]))  # type: ignore[arg-type]
     if counts["conflicted"]:
-        table.add_row("[red]conflicts[/red]", f"{counts['conflicted']} notes — run `anamnesis conflicts`")
+        table.add_row("[red]conflicts[/red]", f"{plural(counts['conflicted'], 'note')} — run `anamnesis conflicts`")
     if info["problems"]:
-        table.add_row("[yellow]problems[/yellow]", f"{info['problems']} files — run `anamnesis doctor`")
+        table.add_row("[yellow]problems[/yellow]", f"{plural(counts['with_problems'] + counts['skipped'], 'file')} — run `anamnesis doctor`")
     out.print(table)
 
 
@@ -326,7 +362,7 @@ def _semantic_line(info: dict[str, object]) -> str:
     if not info["active"]:
         return "[yellow]unavailable[/yellow]: keyword search only (`anamnesis semantic status`)"
     running = ", embedding now" if info.get("embedding_now") else ""
-    return f"on: {info['embedded']} of {info['notes']} notes embedded{running}"
+    return f"on: {info['embedded']} of {plural(cast(int, info['notes']), 'note')} embedded{running}"
 
 
 def _status_extras(store: Store) -> list[dict[str, object]]:
@@ -416,9 +452,9 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
     out = console()
-    out.print(f"indexed {report.added} notes in {report.seconds:.2f}s")
+    out.print(f"indexed {plural(report.added, 'note')} in {report.seconds:.2f}s")
     if embedded is not None:
-        out.print(f"embedded {embedded} notes for semantic search")
+        out.print(f"embedded {plural(embedded, 'note')} for semantic search")
     for path, problem in report.problems:
         out.print(f"[yellow]•[/yellow] {escape(path)}: {escape(problem)}")
 

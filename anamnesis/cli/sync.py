@@ -6,14 +6,16 @@ Thin adapter: every command calls one core function (anamnesis.sync,
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json, run_editor
+from anamnesis.cli._common import ask, console, get_store, no_answer, print_json, run_editor
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
+    from anamnesis.paths import Store
     from anamnesis.sync import SyncResult
 
 peers_app = typer.Typer(help="The machines and hub repos this store syncs with.", no_args_is_help=True)
@@ -96,7 +98,7 @@ def sync(
         data["exit_code"] = code
         print_json(data)
     else:
-        _print_result(result, quiet)
+        _print_result(store, result, quiet)
         for item in stale:
             console().print(
                 f"  [red]{escape(item.name)}[/red]: no sync has reached it since {escape(item.since)} "
@@ -106,8 +108,10 @@ def sync(
         raise typer.Exit(code)
 
 
-def _print_result(result: SyncResult, quiet: bool) -> None:
+def _print_result(store: Store, result: SyncResult, quiet: bool) -> None:
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
+
+    from anamnesis.conflicts import versions_kept  # lazy: --help loads every command module
 
     out = console()
     problems = bool(result.conflicts or result.unreachable)
@@ -118,7 +122,7 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
     for line in result.repaired:
         out.print(f"  [dim]repaired:[/dim] {line}")
     if result.committed:
-        out.print(f"  committed {len(result.committed)} local change{'s' if len(result.committed) != 1 else ''}")
+        out.print(f"  committed {plural(len(result.committed), 'local change')}")
     if not result.peers and not result.incoming:
         out.print("  [dim]no peers yet: add one with `anamnesis peers add NAME URL`[/dim]")
     _print_incoming(result, quiet)
@@ -137,12 +141,15 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
             moved = f"received {report.received}, sent {report.sent}" if (report.received or report.sent) else ""
             out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
     if result.changed and not quiet:
-        out.print(f"  {len(result.changed)} note{'s' if len(result.changed) != 1 else ''} changed here")
+        out.print(f"  {plural(len(result.changed), 'note')} changed here")
     shown = result.conflicts if len(result.conflicts) <= MAX_CONFLICT_LINES else result.conflicts[: MAX_CONFLICT_LINES - 1]
     for path in shown:
-        out.print(f"  [red]conflict[/red] in {path} — both versions kept; see `anamnesis conflicts`")
+        versions = versions_kept(store, path)
+        kept = f"{plural(versions, 'version')} kept" if versions > 1 else "every version kept"
+        out.print(f"  [red]conflict[/red] in {path} — {kept}; see `anamnesis conflicts`")
     if len(shown) < len(result.conflicts):
-        out.print(f"  [red]conflicts[/red] in {len(result.conflicts) - len(shown)} more notes — see `anamnesis conflicts`")
+        more = plural(len(result.conflicts) - len(shown), "more note")
+        out.print(f"  [red]conflicts[/red] in {more} — see `anamnesis conflicts`")
 
 
 def _print_incoming(result: SyncResult, quiet: bool) -> None:
@@ -260,13 +267,20 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     for column in ("name", "url", "kind", "last synced", "state"):
         table.add_column(column)
     failing = [p for p in peers if p.failing]
+    rows = []
     for p in peers:
         since = escape(p.failing_since or p.last_error_at)
         state = "ok" if p not in failing else (
             f"[red]misconfigured since {since}[/red]" if p.misconfigured else f"[yellow]failing since {since}[/yellow]"
         )
-        table.add_row(escape(p.name), escape(p.url), p.kind or "?", p.last_ok or "never", state)
-    out.print(table)
+        rows.append((escape(p.name), escape(p.url), p.kind or "?", p.last_ok or "never", state))
+        table.add_row(*rows[-1])
+    if out.measure(table, options=out.options.update_width(10_000)).maximum <= out.width:
+        out.print(table)
+    else:  # a table this wide would cut URLs and times: one block per peer, every value whole
+        for name, url, kind, last, state in rows:
+            out.print(f"[bold]{name}[/bold]  {url}", highlight=False)
+            out.print(f"  {'kind ?' if kind == '?' else kind} · last synced {last} · {state}", highlight=False)
     for p in failing:
         out.print(
             f"[yellow]{escape(p.name)}[/yellow] ({escape(ago(p.last_error_at))}): {escape(p.last_error)}",
@@ -343,7 +357,8 @@ def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSO
 def resolve(
     note: str = typer.Argument(..., help="Path, id or id prefix of the conflicted note."),
     keep_machine: str = typer.Option(
-        None, "--keep", metavar="MACHINE", help="Keep MACHINE's version in every conflict block."
+        None, "--keep", metavar="MACHINE",
+        help="Keep MACHINE's version in every conflict block (the start of its id will do: server for server-61ef).",
     ),
     ours: bool = typer.Option(False, "--ours", help="Keep this machine's version in every conflict block."),
     theirs: bool = typer.Option(
@@ -506,6 +521,7 @@ class InitSyncStep:
     def __init__(
         self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str,
         enable: bool = True,
+        interactive: bool = False,
     ) -> None:
         from anamnesis.setup_plan import plan_join  # lazy: --help loads every command module
 
@@ -514,23 +530,42 @@ class InitSyncStep:
         self.schedule = schedule
         self.every = every
         self.enable = enable
+        self.interactive = interactive
         self.planned: list[str] = [self.join.describe()] if self.join else []
         if schedule:
             self.planned.append(f"install a timer that runs `anamnesis sync` every {every}")
 
-    def apply(self) -> list[str]:
-        """Do it; the lines for init's report."""
+    def steps(self) -> list[tuple[str, Callable[[], list[str]]]]:
+        """(what it does, do it) in order: init runs them, and names those not reached when one fails."""
+        first = f"join {self.join.url} as peer {self.join.name!r} and sync" if self.join else "sync with the peers, if any"
+        return [(first, self.first_sync), ("the sync timer", self.timer)]
+
+    def first_sync(self) -> list[str]:
+        """Join --peer, or sync with the peers there are; the lines for init's report."""
         from anamnesis import setup_plan  # lazy: --help loads every command module
 
-        done = setup_plan.first_sync(self.store, self.join)
-        interactive = sys.stdin.isatty() and sys.stdout.isatty()
-        choice = setup_plan.schedule_choice(self.store, self.schedule, interactive)
+        return setup_plan.first_sync(self.store, self.join)
+
+    def timer(self) -> list[str]:
+        """Install the timer, ask, or say how (a closed stdin is no answer: say how, and the flag)."""
+        from anamnesis import setup_plan  # lazy: --help loads every command module
+
+        if self.schedule is None and setup_plan.timer_installed(self.store):
+            first = setup_plan.first_machine_lines(self.store) if self.join is None else []
+            return ["sync timer already installed (`anamnesis schedule status`)", *first]
+        choice = setup_plan.schedule_choice(self.store, self.schedule, self.interactive)
+        notes: list[str] = []
         if choice == "ask":
-            choice = "install" if typer.confirm(setup_plan.schedule_question(self.every), default=True) else "skip"
+            answer = ask(setup_plan.schedule_question(self.every), default=True)
+            if answer is None:
+                choice = "hint"
+                notes.append(no_answer("sync timer not installed", "--schedule or --no-schedule"))
+            else:
+                choice = "install" if answer else "skip"
         if choice == "install":
-            done.extend(setup_plan.install_schedule(self.store, self.every, activate=self.enable))
+            notes += setup_plan.install_schedule(self.store, self.every, activate=self.enable)
         elif choice == "hint":
-            done.append(setup_plan.schedule_hint())
+            notes.append(setup_plan.schedule_hint())
         if self.join is None:
-            done.extend(setup_plan.first_machine_lines(self.store))
-        return done
+            notes += setup_plan.first_machine_lines(self.store)
+        return notes

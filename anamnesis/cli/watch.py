@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from anamnesis.cli._common import console, get_store, print_json
+from anamnesis.cli._common import ask, console, get_store, no_answer, print_json
 from anamnesis.cli.sync import peers_app
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -124,7 +125,7 @@ def peers_discover(
     out = console()
     lan: list[dict[str, Any]] = report["lan"]
     if lan:
-        out.print(f"[bold]On the LAN[/bold] ({len(lan)} machine{'s' if len(lan) != 1 else ''}):")
+        out.print(f"[bold]On the LAN[/bold] ({plural(len(lan), 'machine')}):")
     else:
         out.print(f"[bold]On the LAN[/bold]: no machine of this memory answered within {seconds:g} s")
         out.print("  [dim](machines announce themselves while `anamnesis watch` runs there)[/dim]")
@@ -156,7 +157,10 @@ def _print_peer(out: Any, peer: dict[str, Any]) -> None:
     elif peer.get("url"):
         verb = "anamnesis peers add" if peer["same_store"] else "anamnesis init --peer"
         name = peer["machine_id"] if peer["same_store"] else ""
-        out.print(f"    [dim]{verb} {name + ' ' if name else ''}{peer['url']}[/dim]")
+        url = peer.get("suggested_url") or peer["url"]
+        out.print(f"    [dim]{verb} {name + ' ' if name else ''}{url}[/dim]")
+        if url != peer["url"]:
+            out.print(f"    [dim](it announces {peer['url']}; no ssh alias here knows that name)[/dim]")
 
 
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
@@ -169,7 +173,7 @@ def discovery_report(store: Store, seconds: float, any_store: bool = False) -> d
 def init_discovery_step(
     store: Store,
     interactive: bool,
-    confirm: Callable[[str, bool], bool] | None = None,
+    confirm: Callable[[str, bool], bool | None] | None = None,
     seconds: float | None = None,
 ) -> list[str]:
     """`init`'s discovery step: the prompts over anamnesis.setup_plan's offers.
@@ -186,7 +190,7 @@ def init_discovery_step(
     if not interactive:
         return [setup_plan.DISCOVER_HINT]
     if confirm is None:
-        confirm = _typer_confirm
+        confirm = ask
     seconds = setup_plan.DISCOVERY_SECONDS if seconds is None else seconds
     console(stderr=True).print(f"[dim]looking for your other machines on the LAN ({seconds:g} s)…[/dim]")
     try:
@@ -195,12 +199,12 @@ def init_discovery_step(
         return [f"LAN discovery skipped: {exc}"]
     done: list[str] = []
     for offer in setup_plan.peer_offers(report):
-        if confirm(offer.question, offer.default):
+        answer = confirm(offer.question, offer.default)
+        if answer is None:  # stdin closed: no more questions; what a run without a terminal says instead
+            done += [no_answer(f"{offer.machine} not added", "--peer URL"), setup_plan.DISCOVER_HINT]
+            break
+        if answer:
             done.append(setup_plan.accept_offer(store, offer))
             if offer.action == "join":
                 break  # this machine now belongs to that memory: offer no other
     return done + setup_plan.discovery_notes(report)
-
-
-def _typer_confirm(question: str, default: bool) -> bool:
-    return bool(typer.confirm(question, default=default))

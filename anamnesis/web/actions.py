@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from anamnesis.errors import AnamnesisError
 from anamnesis.index import open_index
+from anamnesis.text import plural
 from anamnesis.web import bridge
 from anamnesis.web.context import Action, Report, Web, checked_form, web_of
 from anamnesis.web.html import Markup, html, note_url
@@ -127,13 +128,12 @@ def sync_sections(data: dict[str, Any]) -> Markup:
 
 def sync_summary(data: dict[str, Any]) -> str:
     """One line about a sync: outcome, what moved, how long."""
-    changed = len(data.get("changed") or [])
-    parts = [f"sent {data.get('sent', 0)}", f"received {data.get('received', 0)} commits"]
-    parts.append(f"{changed} note{'' if changed == 1 else 's'} changed")
+    parts = [f"sent {data.get('sent', 0)}", f"received {plural(int(data.get('received') or 0), 'commit')}"]
+    parts.append(f"{plural(len(data.get('changed') or []), 'note')} changed")
     if data.get("committed"):
-        parts.append(f"{len(data['committed'])} local file(s) committed")
+        parts.append(f"{plural(len(data['committed']), 'local file')} committed")
     if data.get("conflicts"):
-        parts.append(f"{len(data['conflicts'])} conflict(s) recorded")
+        parts.append(f"{plural(len(data['conflicts']), 'conflict')} recorded")
     outcome = str(data.get("outcome") or "finished")
     return (
         f"{outcome[:1].upper()}{outcome[1:]}: {', '.join(parts)} in {float(data.get('seconds') or 0):.2f} s."
@@ -158,7 +158,7 @@ def _reindex(web: Web) -> tuple[bool, str, dict[str, Any]]:
         f"{report.unchanged} unchanged in {report.seconds:.2f} s."
     )
     if report.problems:
-        summary += f" {len(report.problems)} file(s) have problems (see `anamnesis doctor`)."
+        summary += f" {plural(len(report.problems), 'file has', 'files have')} problems (see `anamnesis doctor`)."
     return True, summary, data
 
 

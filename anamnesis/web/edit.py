@@ -25,6 +25,7 @@ from anamnesis.store import (
     move_note,
     save_note,
 )
+from anamnesis.text import plural
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, html, join, note_url, when
 from anamnesis.web.markdown import render_markdown
@@ -398,14 +399,13 @@ def history_page(request: Request) -> HTMLResponse:
     body = html(
         """<header class="page-head"><div class="crumbs"><code class="path">{p}</code></div>
 <h1>History of “<a href="{u}">{t}</a>”</h1>
-<p class="lede">{n} version{s}, newest first. <em>Restore this version</em> saves an old version again as a new
+<p class="lede">{n}, newest first. <em>Restore this version</em> saves an old version again as a new
 commit: nothing is lost.</p></header>
 <ol class="versions">{items}</ol>""",
         p=relpath,
         u=note_url(relpath),
         t=note.title,
-        n=len(versions),
-        s="" if len(versions) == 1 else "s",
+        n=plural(len(versions), "version"),
         items=items or [Markup('<li class="muted">This note is not committed yet.</li>')],
     )
     return web.render(request, title=f"History of {note.title}", body=body, active="browse")
@@ -487,7 +487,7 @@ def _move_form(web: Web, relpath: str, note: Note, base: str, new_path: str, bac
         n=new_path,
         opts=[html('<option value="{v}">', v=f) for f in folders],
         id=note.id or "—",
-        links=f"{backlinks} note{'' if backlinks == 1 else 's'} link here; links by path or file name are "
+        links=f"{plural(backlinks, 'note links', 'notes link')} here; links by path or file name are "
         "rewritten to the new path in the same commit (links by id or title need no change)."
         if backlinks
         else "No note links here.",

@@ -26,6 +26,7 @@ from anamnesis.merge import KEEP_PREFIX, Block, Stray, label_names, parse_blocks
 from anamnesis.notes import GLOBAL_TYPES, NOTE_TYPES
 from anamnesis.search import search as run_search
 from anamnesis.store import load_note
+from anamnesis.text import plural
 from anamnesis.web import bridge
 from anamnesis.web.context import text_sha, web_of
 from anamnesis.web.graph import build_graph, neighbourhood
@@ -328,7 +329,7 @@ def overview(request: Request) -> HTMLResponse:
     )
     body = html(
         """<header class="page-head"><h1>Overview</h1>
-<p class="lede">The memory on <code>{machine}</code> — {notes} notes in <code>{home}</code></p></header>
+<p class="lede">The memory on <code>{machine}</code> — {notes} in <code>{home}</code></p></header>
 {stats}
 <div class="grid two">
   <section class="card"><h2>By project</h2>{projects}</section>
@@ -339,7 +340,7 @@ def overview(request: Request) -> HTMLResponse:
   <section class="card"><h2>Conflicts</h2>{conflicts}</section>
 </div>""",
         machine=web.machine,
-        notes=counts["notes"],
+        notes=plural(counts["notes"], "note"),
         home=_homely(web.store.memory),
         stats=stats,
         projects=bars(project_rows, counts["notes"])
@@ -553,9 +554,8 @@ def search(request: Request) -> HTMLResponse:
         )
     else:
         results = html(
-            '<p class="lede">{n} result{s} for <strong>{q}</strong></p>{list}',
-            n=len(hits),
-            s="" if len(hits) == 1 else "s",
+            '<p class="lede">{n} for <strong>{q}</strong></p>{list}',
+            n=plural(len(hits), "result"),
             q=query,
             list=note_list(
                 hits, snippets=True, empty="Nothing matches. Try fewer or other words.", replacements=replacements
@@ -768,9 +768,9 @@ def conflict_view(web: Any, note: Note, base: str) -> Markup:
             out.append(
                 html(
                     """<div class="conflict-block" id="conflict-{n}"><div class="conflict-head"><strong>Conflict</strong>
-<span>{count} versions{where}</span></div><div class="conflict-sides">{sides}</div></div>""",
+<span>{count}{where}</span></div><div class="conflict-sides">{sides}</div></div>""",
                     n=number,
-                    count=len(piece.sections),
+                    count=plural(len(piece.sections), "version"),
                     where=f" · {where}" if where else "",
                     sides=sides,
                 )
