@@ -36,6 +36,7 @@ from anamnesis.git import (
 from anamnesis.lock import store_lock
 from anamnesis.paths import Store
 from anamnesis.settings import load_settings, save_settings
+from anamnesis.text import plural
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
@@ -239,8 +240,12 @@ def retire_refs(store: Store, name: str) -> None:
     if not (store.memory / ".git").exists():
         return
     out = run_git(
-        store.memory, "for-each-ref", "--format=%(objectname) %(refname)",
-        refs.peer_branches(name), refs.pushed(name), check=False,
+        store.memory,
+        "for-each-ref",
+        "--format=%(objectname) %(refname)",
+        refs.peer_branches(name),
+        refs.pushed(name),
+        check=False,
     ).stdout
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     commands = ""
@@ -295,7 +300,7 @@ class IncomingMachine:
 
     def describe(self) -> str:
         """One line: who, when, and what waits."""
-        waits = f", {self.waiting} commit{'s' if self.waiting != 1 else ''} waiting to be integrated" if self.waiting else ""
+        waits = f", {plural(self.waiting, 'commit')} waiting to be integrated" if self.waiting else ""
         return f"{self.machine} (newest commit {ago(self.last_commit)}{waits})"
 
 
@@ -308,7 +313,10 @@ def incoming_machines(store: Store) -> list[IncomingMachine]:
     if not (store.memory / ".git").exists():
         return []
     out = run_git(
-        store.memory, "for-each-ref", "--format=%(refname) %(objectname) %(committerdate:unix)", refs.INCOMING,
+        store.memory,
+        "for-each-ref",
+        "--format=%(refname) %(objectname) %(committerdate:unix)",
+        refs.INCOMING,
         check=False,
     ).stdout
     grouped: dict[str, list[tuple[str, str, int]]] = {}
@@ -317,7 +325,9 @@ def incoming_machines(store: Store) -> list[IncomingMachine]:
         grouped.setdefault(refs.incoming_machine(ref), []).append((refs.short(ref), oid, int(when or 0)))
     found = []
     for machine, rows in sorted(grouped.items()):
-        proc = run_git(store.memory, "rev-list", "--count", *(oid for _, oid, _ in rows), "--not", "HEAD", check=False)
+        proc = run_git(
+            store.memory, "rev-list", "--count", *(oid for _, oid, _ in rows), "--not", "HEAD", check=False
+        )
         newest = max(when for _, _, when in rows)
         stamp = dt.datetime.fromtimestamp(newest, dt.UTC).isoformat().replace("+00:00", "Z") if newest else ""
         waiting = int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
@@ -325,7 +335,9 @@ def incoming_machines(store: Store) -> list[IncomingMachine]:
     return found
 
 
-UNTAKEN_SECONDS = 3600.0  # a machine's store that leaves our push out of its main this long syncs by itself no more
+UNTAKEN_SECONDS = (
+    3600.0  # a machine's store that leaves our push out of its main this long syncs by itself no more
+)
 
 
 @dataclass(frozen=True)
@@ -353,7 +365,12 @@ def untaken_pushes(store: Store, older_than: float = UNTAKEN_SECONDS) -> list[Un
         if since_push is None or since_fetch is None or since_push - since_fetch < older_than:
             continue
         proc = run_git(
-            store.memory, "merge-base", "--is-ancestor", refs.pushed(peer.name), refs.peer_main(peer.name), check=False
+            store.memory,
+            "merge-base",
+            "--is-ancestor",
+            refs.pushed(peer.name),
+            refs.peer_main(peer.name),
+            check=False,
         )
         if proc.returncode == 1:  # 0: taken in; 128: a ref is missing, nothing to tell
             found.append(UntakenPush(peer, pushed_at))
@@ -442,7 +459,9 @@ def stale_peers(store: Store, older_than: float = DAY, names: list[str] | None =
         age = _age(peer.failing_since) if peer.failing_since else None
         if age is not None and age > older_than:
             found.append(
-                StalePeer(peer.name, peer.url, peer.failing_since, peer.last_ok, peer.last_error, peer.last_hint)
+                StalePeer(
+                    peer.name, peer.url, peer.failing_since, peer.last_ok, peer.last_error, peer.last_hint
+                )
             )
     return found
 
@@ -483,7 +502,9 @@ def lock_hint(url: str, lock: str) -> str:
         return "the lock file is gone now; the next sync pushes"
     pids = git_processes_in(repo)
     if pids:
-        return f"a git process (pid {', '.join(map(str, pids))}) is working in {repo}; the next sync tries again"
+        return (
+            f"a git process (pid {', '.join(map(str, pids))}) is working in {repo}; the next sync tries again"
+        )
     if age >= STALE_LOCK_SECONDS:
         return (
             f"it was left by a git that was killed: it is {_duration(age)} old and no git process is working "
@@ -547,8 +568,10 @@ def peer_problems(store: Store, older_than: float = DAY) -> list[PeerProblem]:
         else:
             problem = f"no sync has reached it since {ago(peer.failing_since)}: {reason}"
             if age is not None and age > GONE_FOR_GOOD:
-                fix += (f"; gone for {_duration(age)}: if that machine is gone for good, forget it: "
-                        f"`anamnesis peers rm {peer.name}`")
+                fix += (
+                    f"; gone for {_duration(age)}: if that machine is gone for good, forget it: "
+                    f"`anamnesis peers rm {peer.name}`"
+                )
         problems.append(PeerProblem(f"peer {peer.name} ({peer.url})", problem, fix))
     for peer, lock, age in peer_lock_files(store):
         if age < STALE_LOCK_SECONDS:
@@ -562,7 +585,7 @@ def peer_problems(store: Store, older_than: float = DAY) -> list[PeerProblem]:
                 str(lock),
                 f"a lock file in peer {peer.name}'s repository, {_duration(age)} old, with no git process "
                 "working there: left by a git that was killed, it makes every push to that peer fail "
-                "(\"cannot lock ref\")",
+                '("cannot lock ref")',
                 f"rm {shlex.quote(str(lock))}",
             )
         )

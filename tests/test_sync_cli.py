@@ -53,7 +53,8 @@ def test_peers_list_at_80_columns_keeps_every_url_time_and_state_whole(fleet: Fl
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     long_url = "ssh://someone@desktop.tail1234.ts.net:2222/home/someone/.anamnesis/memory"
     fleet.add_peer(a, "desktop", long_url)
-    fleet.add_peer(a, "gone", str(fleet.root / "gone.git"))
+    (fleet.root / "usb").mkdir()  # the disk it lives on is not mounted: an outage
+    fleet.add_peer(a, "gone", str(fleet.root / "usb" / "gone.git"))
     assert a.cli("sync").returncode == 11
     peers = {p["name"]: p for p in json.loads(a.cli("peers", "list", "--json").stdout)}
     for columns in ("80", "200"):

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from anamnesis.sync import SyncResult
 
 peers_app = typer.Typer(help="The machines and hub repos this store syncs with.", no_args_is_help=True)
-schedule_app = typer.Typer(help="Run `anamnesis sync` on a timer (systemd on Linux, launchd on macOS).", no_args_is_help=True)
+schedule_app = typer.Typer(
+    help="Run `anamnesis sync` on a timer (systemd on Linux, launchd on macOS).", no_args_is_help=True
+)
 
 SYNC_EPILOG = (
     "Exit codes: 0 synced; 10 a same-line conflict was recorded (every version kept in the note); "
@@ -59,7 +61,9 @@ def sync(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only problems (for timers)."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
     fail_after: str = typer.Option(
-        None, "--fail-after", metavar="DURATION",
+        None,
+        "--fail-after",
+        metavar="DURATION",
         help="Exit 13 when a peer has been unreachable for longer than this (24h, 90m...): the timer's health check.",
     ),
 ) -> None:
@@ -94,7 +98,9 @@ def sync(
     if json_out:
         data = result.to_dict()
         if stale:
-            data["stale_peers"] = [{"name": s.name, "since": s.since, "last_ok": s.last_ok or None} for s in stale]
+            data["stale_peers"] = [
+                {"name": s.name, "since": s.since, "last_ok": s.last_ok or None} for s in stale
+            ]
         data["exit_code"] = code
         print_json(data)
     else:
@@ -102,7 +108,8 @@ def sync(
         for item in stale:
             console().print(
                 f"  [red]{escape(item.name)}[/red]: no sync has reached it since {escape(item.since)} "
-                f"(over --fail-after {escape(fail_after)})", highlight=False,
+                f"(over --fail-after {escape(fail_after)})",
+                highlight=False,
             )
     if code:
         raise typer.Exit(code)
@@ -117,7 +124,13 @@ def _print_result(store: Store, result: SyncResult, quiet: bool) -> None:
     problems = bool(result.conflicts or result.unreachable)
     if quiet and not problems:
         return
-    mark = "[green]✔[/green]" if not problems else "[red]✘[/red]" if result.misconfigured else "[yellow]![/yellow]"
+    mark = (
+        "[green]✔[/green]"
+        if not problems
+        else "[red]✘[/red]"
+        if result.misconfigured
+        else "[yellow]![/yellow]"
+    )
     out.print(f"{mark} [bold]{result.outcome}[/bold] [dim]({result.seconds:.2f} s)[/dim]")
     for line in result.repaired:
         out.print(f"  [dim]repaired:[/dim] {line}")
@@ -130,19 +143,27 @@ def _print_result(store: Store, result: SyncResult, quiet: bool) -> None:
         if report.status == "misconfigured":
             out.print(
                 f"  [red]{report.name}[/red]: misconfigured — {escape(report.detail)} "
-                "[dim](waiting will not fix it)[/dim]", highlight=False,
+                "[dim](waiting will not fix it)[/dim]",
+                highlight=False,
             )
         elif report.status in ("unreachable", "rejected"):
             out.print(
                 f"  [yellow]{report.name}[/yellow]: {report.status} — {escape(report.detail)} "
-                "[dim](will retry next sync)[/dim]", highlight=False,
+                "[dim](will retry next sync)[/dim]",
+                highlight=False,
             )
         elif not quiet:
-            moved = f"received {report.received}, sent {report.sent}" if (report.received or report.sent) else ""
+            moved = (
+                f"received {report.received}, sent {report.sent}" if (report.received or report.sent) else ""
+            )
             out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
     if result.changed and not quiet:
         out.print(f"  {plural(len(result.changed), 'note')} changed here")
-    shown = result.conflicts if len(result.conflicts) <= MAX_CONFLICT_LINES else result.conflicts[: MAX_CONFLICT_LINES - 1]
+    shown = (
+        result.conflicts
+        if len(result.conflicts) <= MAX_CONFLICT_LINES
+        else result.conflicts[: MAX_CONFLICT_LINES - 1]
+    )
     for path in shown:
         versions = versions_kept(store, path)
         kept = f"{plural(versions, 'version')} kept" if versions > 1 else "every version kept"
@@ -163,9 +184,11 @@ def _print_incoming(result: SyncResult, quiet: bool) -> None:
         return
     for machine, count in received.items():
         if count:
-            console().print(f"  {escape(machine)} (pushes here): integrated {count} commit{'s' if count != 1 else ''}")
+            console().print(f"  {escape(machine)} (pushes here): integrated {plural(count, 'commit')}")
     if not result.peers and not any(received.values()):
-        console().print(f"  pushed here by {escape(', '.join(received))}: nothing new to integrate", highlight=False)
+        console().print(
+            f"  pushed here by {escape(', '.join(received))}: nothing new to integrate", highlight=False
+        )
 
 
 # -- peers --------------------------------------------------------------------------------
@@ -173,7 +196,9 @@ def _print_incoming(result: SyncResult, quiet: bool) -> None:
 
 def peers_add(
     name: str = typer.Argument(..., help="A short name: letters, digits, '.', '_', '-'."),
-    url: str = typer.Argument(..., help="Any git URL: user@host.tailnet.ts.net:.anamnesis/memory, ssh://..., a path."),
+    url: str = typer.Argument(
+        ..., help="Any git URL: user@host.tailnet.ts.net:.anamnesis/memory, ssh://..., a path."
+    ),
     no_check: bool = typer.Option(False, "--no-check", help="Do not try to reach the peer now."),
     force: bool = typer.Option(
         False, "--force", help="Keep the peer even if it answers that there is no repository at that path."
@@ -204,7 +229,12 @@ def peers_add(
         before = None
     with stop_on_signals("peers add"):
         problem = None if no_check else probe(url, repo=store.memory)
-    if problem is not None and problem.kind == "misconfigured" and "repository" in problem.reason and not force:
+    if (
+        problem is not None
+        and problem.kind == "misconfigured"
+        and "repository" in problem.reason
+        and not force
+    ):
         raise NoRepository(f"{problem.text}; nothing was saved (`--force` keeps it anyway)")
     peer, changed = add_peer(store, name, url)
     if json_out:
@@ -221,18 +251,25 @@ def peers_add(
         return
     out = console()
     if changed and before is not None:
-        out.print(f"changed peer [bold]{peer.name}[/bold] → {peer.url} [dim](was {before})[/dim]", highlight=False)
+        out.print(
+            f"changed peer [bold]{peer.name}[/bold] → {peer.url} [dim](was {before})[/dim]", highlight=False
+        )
     else:
         out.print(f"{'added' if changed else 'already had'} peer [bold]{peer.name}[/bold] → {peer.url}")
     if problem:
         from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
         if problem.kind == "outage":
-            out.print(f"[yellow]warning:[/yellow] cannot reach it now: {escape(problem.text)} (sync will keep trying)",
-                      highlight=False)
+            out.print(
+                f"[yellow]warning:[/yellow] cannot reach it now: {escape(problem.text)} (sync will keep trying)",
+                highlight=False,
+            )
         else:
-            out.print(f"[red]warning:[/red] it answered, but this will not work: {escape(problem.text)} "
-                      "(every sync fails with exit 14 until it is fixed)", highlight=False)
+            out.print(
+                f"[red]warning:[/red] it answered, but this will not work: {escape(problem.text)} "
+                "(every sync fails with exit 14 until it is fixed)",
+                highlight=False,
+            )
     out.print("[dim]next: `anamnesis sync`[/dim]")
 
 
@@ -253,12 +290,19 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     if json_out:
         print_json(
             [{**p.to_dict(), "configured": True} for p in peers]
-            + [{"name": m.machine, "url": None, "kind": "incoming", "configured": False, **m.to_dict()} for m in pushers]
+            + [
+                {"name": m.machine, "url": None, "kind": "incoming", "configured": False, **m.to_dict()}
+                for m in pushers
+            ]
         )
         return
     out = console()
     if not peers:
-        out.print("no peers yet — add one with `anamnesis peers add NAME URL`" if not pushers else "no peers configured")
+        out.print(
+            "no peers yet — add one with `anamnesis peers add NAME URL`"
+            if not pushers
+            else "no peers configured"
+        )
         _print_pushers(pushers)
         return
     from rich.table import Table  # lazy: rich stays off --help, which loads every command module
@@ -270,8 +314,14 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     rows = []
     for p in peers:
         since = escape(p.failing_since or p.last_error_at)
-        state = "ok" if p not in failing else (
-            f"[red]misconfigured since {since}[/red]" if p.misconfigured else f"[yellow]failing since {since}[/yellow]"
+        state = (
+            "ok"
+            if p not in failing
+            else (
+                f"[red]misconfigured since {since}[/red]"
+                if p.misconfigured
+                else f"[yellow]failing since {since}[/yellow]"
+            )
         )
         rows.append((escape(p.name), escape(p.url), p.kind or "?", p.last_ok or "never", state))
         table.add_row(*rows[-1])
@@ -280,7 +330,9 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     else:  # a table this wide would cut URLs and times: one block per peer, every value whole
         for name, url, kind, last, state in rows:
             out.print(f"[bold]{name}[/bold]  {url}", highlight=False)
-            out.print(f"  {'kind ?' if kind == '?' else kind} · last synced {last} · {state}", highlight=False)
+            out.print(
+                f"  {'kind ?' if kind == '?' else kind} · last synced {last} · {state}", highlight=False
+            )
     for p in failing:
         out.print(
             f"[yellow]{escape(p.name)}[/yellow] ({escape(ago(p.last_error_at))}): {escape(p.last_error)}",
@@ -300,7 +352,9 @@ def _print_pushers(pushers: list[Any]) -> None:
     for machine in pushers:
         out.print(f"  {escape(machine.describe())}", highlight=False)
     if any(m.waiting for m in pushers):
-        out.print("[dim]the next sync here integrates the waiting work (the timer, `anamnesis watch`, or `anamnesis sync`)[/dim]")
+        out.print(
+            "[dim]the next sync here integrates the waiting work (the timer, `anamnesis watch`, or `anamnesis sync`)[/dim]"
+        )
 
 
 def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
@@ -350,14 +404,18 @@ def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSO
             "or `anamnesis resolve NOTE --ours|--keep MACHINE|--theirs|--both|--edit`[/dim]"
         )
     if binaries:
-        out.print("[dim]binary files: keep the version you want under the file's name, delete the "
-                  "`.conflict` one, then `anamnesis sync`[/dim]")
+        out.print(
+            "[dim]binary files: keep the version you want under the file's name, delete the "
+            "`.conflict` one, then `anamnesis sync`[/dim]"
+        )
 
 
 def resolve(
     note: str = typer.Argument(..., help="Path, id or id prefix of the conflicted note."),
     keep_machine: str = typer.Option(
-        None, "--keep", metavar="MACHINE",
+        None,
+        "--keep",
+        metavar="MACHINE",
         help="Keep MACHINE's version in every conflict block (the start of its id will do: server for server-61ef).",
     ),
     ours: bool = typer.Option(False, "--ours", help="Keep this machine's version in every conflict block."),
@@ -365,7 +423,9 @@ def resolve(
         False, "--theirs", help="Keep the other machine's version (blocks of two versions only)."
     ),
     both: bool = typer.Option(False, "--both", "--all", help="Keep every version, one after the other."),
-    edit: bool = typer.Option(False, "--edit", help="Open the note in $VISUAL/$EDITOR, then check the markers are gone."),
+    edit: bool = typer.Option(
+        False, "--edit", help="Open the note in $VISUAL/$EDITOR, then check the markers are gone."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Resolve a conflicted note and commit it (the next sync sends the resolution).
@@ -380,7 +440,13 @@ def resolve(
 
     chosen = [
         name
-        for name, flag in (("keep", keep_machine is not None), ("ours", ours), ("theirs", theirs), ("both", both), ("edit", edit))
+        for name, flag in (
+            ("keep", keep_machine is not None),
+            ("ours", ours),
+            ("theirs", theirs),
+            ("both", both),
+            ("edit", edit),
+        )
         if flag
     ]
     if len(chosen) > 1:
@@ -417,7 +483,9 @@ def schedule_install(
     no_enable: bool = typer.Option(False, "--no-enable", help="Write the files but do not activate them."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
     watch: bool = typer.Option(
-        False, "--watch", help="Keep `anamnesis watch` running instead (syncs seconds after a change; --every is its safety net)."
+        False,
+        "--watch",
+        help="Keep `anamnesis watch` running instead (syncs seconds after a change; --every is its safety net).",
     ),
 ) -> None:
     """Install a systemd user timer (Linux) or LaunchAgent (macOS) that runs `anamnesis sync`.
@@ -451,14 +519,20 @@ def schedule_install(
     for removed in outcome.removed:
         out.print(f"removed {removed}")
     if outcome.activated:
-        what = f"watch runs as a service (safety-net sync every {every})" if watch else f"sync runs every {every}"
+        what = (
+            f"watch runs as a service (safety-net sync every {every})"
+            if watch
+            else f"sync runs every {every}"
+        )
         out.print(f"[green]✔[/green] {what}")
     for note in outcome.notes:
         out.print(f"[yellow]note:[/yellow] {note}")
 
 
 def schedule_remove(
-    no_enable: bool = typer.Option(False, "--no-enable", help="Only delete the files (do not call systemctl/launchctl)."),
+    no_enable: bool = typer.Option(
+        False, "--no-enable", help="Only delete the files (do not call systemctl/launchctl)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Stop and remove the sync timer/agent."""
@@ -485,7 +559,10 @@ def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report 
         return
     out = console()
     state = "installed" if info["installed"] else "not installed"
-    out.print(f"{info['kind']} {info['name']}: [bold]{state}[/bold]" + (f", every {info['every']}" if info["every"] else ""))
+    out.print(
+        f"{info['kind']} {info['name']}: [bold]{state}[/bold]"
+        + (f", every {info['every']}" if info["every"] else "")
+    )
     for key in ("enabled", "active", "last_run", "last_sync", "last_error", "unreachable", "warning"):
         if info.get(key):
             out.print(f"  {key.replace('_', ' ')}: {info[key]}", markup=False, highlight=False)
@@ -500,7 +577,9 @@ def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report 
 # -- demo ---------------------------------------------------------------------------------
 
 
-def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder to look around afterwards.")) -> None:
+def demo(
+    keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder to look around afterwards."),
+) -> None:
     """Watch sync work: three machines and a hub in a temporary folder, in a few seconds.
 
     Writes notes on one machine, syncs, finds them by search on another,
@@ -519,7 +598,12 @@ class InitSyncStep:
     """`init`'s sync part: the prompt over anamnesis.setup_plan (join --peer, first sync, the timer)."""
 
     def __init__(
-        self, store: Any, peer: str | None, peer_name: str | None, schedule: bool | None, every: str,
+        self,
+        store: Any,
+        peer: str | None,
+        peer_name: str | None,
+        schedule: bool | None,
+        every: str,
         enable: bool = True,
         interactive: bool = False,
     ) -> None:
@@ -537,7 +621,11 @@ class InitSyncStep:
 
     def steps(self) -> list[tuple[str, Callable[[], list[str]]]]:
         """(what it does, do it) in order: init runs them, and names those not reached when one fails."""
-        first = f"join {self.join.url} as peer {self.join.name!r} and sync" if self.join else "sync with the peers, if any"
+        first = (
+            f"join {self.join.url} as peer {self.join.name!r} and sync"
+            if self.join
+            else "sync with the peers, if any"
+        )
         return [(first, self.first_sync), ("the sync timer", self.timer)]
 
     def first_sync(self) -> list[str]:

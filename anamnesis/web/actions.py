@@ -91,13 +91,18 @@ def sync_sections(data: dict[str, Any]) -> Markup:
             r=peer_rows,
         )
         if peer_rows
-        else Markup('<p class="muted">No peers configured: only what other machines pushed here was integrated.</p>')
+        else Markup(
+            '<p class="muted">No peers configured: only what other machines pushed here was integrated.</p>'
+        )
         if data.get("incoming")
         else Markup('<p class="muted">No peers configured: local changes were committed only.</p>')
     )
     incoming = [
-        html("<li><code>{m}</code> (pushes here): {n} commit{s} integrated</li>", m=i["machine"], n=i["received"],
-             s="" if i["received"] == 1 else "s")
+        html(
+            "<li><code>{m}</code> (pushes here): {n} integrated</li>",
+            m=i["machine"],
+            n=plural(i["received"], "commit"),
+        )
         for i in data.get("incoming") or []
         if i.get("received")
     ]
@@ -158,7 +163,9 @@ def _reindex(web: Web) -> tuple[bool, str, dict[str, Any]]:
         f"{report.unchanged} unchanged in {report.seconds:.2f} s."
     )
     if report.problems:
-        summary += f" {plural(len(report.problems), 'file has', 'files have')} problems (see `anamnesis doctor`)."
+        summary += (
+            f" {plural(len(report.problems), 'file has', 'files have')} problems (see `anamnesis doctor`)."
+        )
     return True, summary, data
 
 

@@ -238,7 +238,9 @@ def sync_card(store: Any) -> Markup:
             r=peer_rows,
         )
         if peer_rows
-        else Markup('<p class="muted">No peers configured: this machine syncs only with the machines that push here.</p>')
+        else Markup(
+            '<p class="muted">No peers configured: this machine syncs only with the machines that push here.</p>'
+        )
         if pushers
         else Markup('<p class="muted">No peers configured (<code>anamnesis peers add NAME URL</code>).</p>')
     )
@@ -259,7 +261,7 @@ def _pushers_table(pushers: list[dict[str, Any]]) -> Markup | str:
             "<tr><td><code>{m}</code></td><td>{at}</td><td>{w}</td></tr>",
             m=p["machine"],
             at=when(str(p.get("last_commit") or "")),
-            w=html('<span class="badge warn">{n} commit{s} waiting</span>', n=p["waiting"], s="" if p["waiting"] == 1 else "s")
+            w=html('<span class="badge warn">{n} waiting</span>', n=plural(p["waiting"], "commit"))
             if p["waiting"]
             else Markup('<span class="muted">all integrated</span>'),
         )
@@ -476,7 +478,8 @@ def browse(request: Request) -> HTMLResponse:
         for t in NOTE_TYPES
     ]
     tag_items = [
-        (f"#{t}", n, url("/browse", project=project, scope=scope, type=kind, tag=t), t == tag) for t, n in tags
+        (f"#{t}", n, url("/browse", project=project, scope=scope, type=kind, tag=t), t == tag)
+        for t, n in tags
     ]
     filters = [
         f
@@ -558,7 +561,10 @@ def search(request: Request) -> HTMLResponse:
             n=plural(len(hits), "result"),
             q=query,
             list=note_list(
-                hits, snippets=True, empty="Nothing matches. Try fewer or other words.", replacements=replacements
+                hits,
+                snippets=True,
+                empty="Nothing matches. Try fewer or other words.",
+                replacements=replacements,
             ),
         )
     body = html(
@@ -661,7 +667,7 @@ def hit_of(index: Index, path: str) -> Hit | None:
 
 
 def supersession_banner(hit: Hit | None, known: Replacements) -> Markup:
-    """"Superseded by …" (with links) and "Supersedes …" for a note page."""
+    """ "Superseded by …" (with links) and "Supersedes …" for a note page."""
     if hit is None:
         return Markup("")
     parts = []
@@ -778,9 +784,7 @@ def conflict_view(web: Any, note: Note, base: str) -> Markup:
         else:
             plain.append(piece)
     flush()
-    every = (
-        " Keeping a machine's version keeps it in every conflict of this note." if len(blocks) > 1 else ""
-    )
+    every = " Keeping a machine's version keeps it in every conflict of this note." if len(blocks) > 1 else ""
     head = html(
         """<div class="alert warn conflict-banner" id="conflict-banner"><strong>Unresolved sync conflict.</strong>
 <span>{machines} changed the same lines; each version is shown below, labelled by machine.{every}</span></div>
@@ -873,8 +877,12 @@ def fleet(request: Request) -> HTMLResponse:
     summary = bridge.last_sync(web.store)
     last = summary["last_sync"] if summary else None
     own_sync = str((last or {}).get("at") or "")
-    links = _fleet_links(machines, web.machine, [str(p.get("name")) for p in bridge.peers(web.store)],
-                         [str(p["machine"]) for p in bridge.pushers(web.store)])
+    links = _fleet_links(
+        machines,
+        web.machine,
+        [str(p.get("name")) for p in bridge.peers(web.store)],
+        [str(p["machine"]) for p in bridge.pushers(web.store)],
+    )
     rows = []
     for m in machines:
         mine = m.machine == web.machine
@@ -889,7 +897,10 @@ def fleet(request: Request) -> HTMLResponse:
                 last=when(m.last),
                 sync=when(own_sync if mine and own_sync else m.last_sync),
                 peers=join(
-                    (html('<code class="chip" title="{t}">{p}</code>', p=label, t=title) for label, title in links[m.machine]),
+                    (
+                        html('<code class="chip" title="{t}">{p}</code>', p=label, t=title)
+                        for label, title in links[m.machine]
+                    ),
                     " ",
                 )
                 or Markup('<span class="muted">—</span>'),
@@ -942,7 +953,10 @@ def _fleet_links(
         pushes_to.setdefault(sender, set()).add(me)
     return {
         m.machine: [(name, "a peer: its syncs fetch from it") for name in sorted(fetches[m.machine])]
-        + [(f"→ {name}", f"pushes into {name}'s store") for name in sorted(pushes_to.get(m.machine, set()) - fetches[m.machine])]
+        + [
+            (f"→ {name}", f"pushes into {name}'s store")
+            for name in sorted(pushes_to.get(m.machine, set()) - fetches[m.machine])
+        ]
         + [(f"← {name}", f"{name} pushes into its store") for name in sorted(pushed_by[m.machine])]
         for m in machines
     }
