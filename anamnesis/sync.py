@@ -40,10 +40,13 @@ from typing import Any, Literal
 from anamnesis import peers as peers_mod
 from anamnesis import recovery, refs, synclog
 from anamnesis.capture import flush_queued
+from anamnesis.conflicts import ConflictedNote, HeldNote, conflicted_at, half_resolved
 from anamnesis.errors import AnamnesisError, GitError
+from anamnesis.fsutil import atomic_write_bytes
 from anamnesis.git import Failure, git_out, run_git, run_git_bytes
 from anamnesis.index import open_index
 from anamnesis.lock import store_lock
+from anamnesis.merge import Side, merge_texts
 from anamnesis.notes import now_iso
 from anamnesis.paths import Store
 from anamnesis.peers import (
@@ -84,7 +87,8 @@ MAX_PUSH_ATTEMPTS = 5
 LOCK_RETRIES = 3  # pushes tried against a locked ref before reporting the lock file
 
 PeerStatus = Literal["synced", "up to date", "unreachable", "rejected", "skipped"]
-Outcome = Literal["synced", "conflict recorded", "some peers unreachable"]
+Outcome = Literal["synced", "conflict recorded", "conflict received", "note held back", "some peers unreachable"]
+HELD_MARKER = "sync-held-edits.json"  # a held-back edit set aside while the files move (see _Sync.checkout)
 
 
 @dataclass
@@ -125,7 +129,13 @@ class SyncResult:
     received: int = 0
     sent: int = 0
     changed: list[str] = field(default_factory=list)
+    # The notes in conflict after this sync among those it changed (recorded here, received, or
+    # committed from here), with what their blocks hold; `recorded` are the ones this machine's
+    # merges wrote blocks into (during the run: they may have been resolved again before the end).
     conflicts: list[str] = field(default_factory=list)
+    conflict_notes: list[ConflictedNote] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)
+    held_back: list[HeldNote] = field(default_factory=list)  # half-resolved notes left uncommitted
     peers: list[PeerReport] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     index_seconds: float = 0.0
@@ -137,8 +147,9 @@ class SyncResult:
 
     @property
     def exit_code(self) -> int:
-        """0 synced; 10 a conflict was recorded; 11 some peer was skipped (conflict wins)."""
-        if self.conflicts:
+        """0 synced; 10 a note is in conflict (recorded or brought in) or held back; 11 some peer was
+        skipped (10 wins)."""
+        if self.conflicts or self.held_back:
             return EXIT_CONFLICT
         if self.unreachable:
             return EXIT_UNREACHABLE
@@ -147,7 +158,9 @@ class SyncResult:
     @property
     def outcome(self) -> Outcome:
         if self.conflicts:
-            return "conflict recorded"
+            return "conflict recorded" if set(self.recorded) & set(self.conflicts) else "conflict received"
+        if self.held_back:
+            return "note held back"
         return "some peers unreachable" if self.unreachable else "synced"
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,6 +176,10 @@ class SyncResult:
             "sent": self.sent,
             "changed": self.changed,
             "conflicts": self.conflicts,
+            "conflict_notes": [
+                {**c.to_dict(), "recorded_here": c.path in self.recorded} for c in self.conflict_notes
+            ],
+            "held_back": [h.to_dict() for h in self.held_back],
             "peers": [p.to_dict() for p in self.peers],
             "repaired": self.repaired,
             "index_seconds": round(self.index_seconds, 4),
@@ -180,6 +197,7 @@ class _Sync:
         self.machine = result.machine
         self.merger = TreeMerger(self.repo, private_index(store.state_dir))
         self.peer_updates: dict[str, PeerState] = {}
+        self.held: dict[str, HeldNote] = {}  # half-resolved notes left out of the commit
 
     def _kind(self, peer: Peer) -> PeerKind:
         """What this sync (or an earlier one) learnt the peer is: a hub, a machine's store, or ''."""
@@ -205,13 +223,23 @@ class _Sync:
     # -- step 2: commit what changed locally ------------------------------------------
 
     def commit_local(self) -> list[str]:
-        """Commit every change in the working tree; the paths committed."""
+        """Commit every change in the working tree; the paths committed.
+
+        A file whose edit leaves conflict marker lines outside a complete block
+        (a resolution done half way) is left out, in the working tree as it is,
+        and reported, until it is whole again (`conflicts.half_resolved`).
+        """
         status = run_git_bytes(self.repo, "status", "--porcelain", "-z", "--untracked-files=all").stdout
         if not status.strip(b"\0"):
             return []
         run_git(self.repo, "add", "-A")
         out = run_git_bytes(self.repo, "diff", "--cached", "--name-only", "-z", "--no-renames").stdout
         paths = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+        held = half_resolved(self.store, paths)
+        if held:
+            run_git(self.repo, "--literal-pathspecs", "reset", "-q", "--", *[h.path for h in held])
+            self.held.update((h.path, h) for h in held)
+            paths = [p for p in paths if p not in self.held]
         if not paths:
             return []
         notes = sum(1 for p in paths if p.endswith(".md")) or len(paths)
@@ -278,8 +306,8 @@ class _Sync:
 
     def _conflicts(self, paths: Iterable[str], notices: Iterable[str] = ()) -> None:
         for path in paths:
-            if path not in self.result.conflicts:
-                self.result.conflicts.append(path)
+            if path not in self.result.recorded:
+                self.result.recorded.append(path)
         for notice in notices:  # what the merge settled on its own (a note moved to two places)
             if notice not in self.result.repaired:
                 self.result.repaired.append(notice)
@@ -298,12 +326,17 @@ class _Sync:
         """
         if old == new:
             return True
+        moved = set(changed_paths(self.repo, old, new)) & set(self.held) if self.held else set()
+        if moved:
+            set_aside(self.store, old, sorted(moved))  # a held-back edit of a note that changes here
         recovery.start_checkout(self.store, old, new)
         proc = run_git(self.repo, "-c", "checkout.workers=1", "reset", "-q", "--keep", new, check=False)
         if proc.returncode != 0 and self.head() == old and recovery.checkout_started(self.store):
-            recovery.finish_checkout(self.store, self.result.conflicts)  # raises (the marker stays) if still failing
+            recovery.finish_checkout(self.store, self.result.recorded)  # raises (the marker stays) if still failing
+            put_back(self.store)
             return self.head() == new
         recovery.clear_marker(self.store, recovery.CHECKOUT_MARKER)
+        put_back(self.store)
         return proc.returncode == 0
 
     def integrate_all(self, sources: list[tuple[str, str, PeerReport | None]]) -> None:
@@ -464,7 +497,8 @@ def sync(
     try:
         with store_lock(store, "sync", timeout=lock_timeout):
             killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
-            result.repaired = recovery.prepare(store, result.conflicts)
+            result.repaired = recovery.prepare(store, result.recorded)
+            put_back(store)  # a held-back edit a killed sync had set aside
             flush_queued(store)  # session notes captured while memory/ could not be written go in now
             _mirror(store)  # mirrored sources (docs/import.md) go in before the commit; never fails the sync
             job = _Sync(store, result)
@@ -479,7 +513,9 @@ def sync(
                 job.merger.close()
                 peers_mod.record(store, job.peer_updates)
                 result.head_after = job.head()
+                result.held_back = [job.held[p] for p in sorted(job.held) if (store.memory / p).exists()]
                 _refresh_index(store, result, base)
+                _report_conflicts(store, result)
                 recovery.clear_marker(store, recovery.RUNNING_MARKER)
     except BaseException as exc:
         error = exc
@@ -539,6 +575,69 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
         start_background_update(store)  # vectors of what came in, without holding up the sync
 
 
+def _report_conflicts(store: Store, result: SyncResult) -> None:
+    """Fill `result.conflicts`: the notes in conflict at the new HEAD among those this sync changed
+    (received from a peer, merged with conflict blocks here, or committed from here). A conflict
+    recorded on another machine is thus reported on every machine whose sync brings it in, and a
+    conflict recorded here and resolved again within the same sync is not reported."""
+    if not result.head_after:
+        return
+    touched = [*result.recorded, *changed_paths(store.memory, result.head_before, result.head_after)]
+    result.conflict_notes = conflicted_at(store, result.head_after, touched)
+    result.conflicts = [c.path for c in result.conflict_notes]
+
+
+def set_aside(store: Store, old: str, paths: list[str]) -> None:
+    """Before the files move: record each held-back edit of `paths` (as a git blob, with the
+    committed version it was made on) and put that version back, so the move can go ahead;
+    `put_back` then lays the edit over the incoming version. The record is written first, so a
+    sync killed in between loses nothing: the next one puts the edits back."""
+    record: dict[str, str] = {}
+    for path in paths:
+        edit = git_out(store.memory, "hash-object", "-w", "--no-filters", "--", path)
+        base = run_git(store.memory, "rev-parse", "--verify", "-q", f"{old}:{path}", check=False).stdout.strip()
+        record[path] = f"{base or '-'} {edit}"
+    recovery.write_marker(store, HELD_MARKER, record)
+    for path in paths:
+        base, _edit = record[path].split(" ")
+        target = store.memory / path
+        if base == "-":
+            target.unlink(missing_ok=True)
+        else:
+            atomic_write_bytes(target, run_git_bytes(store.memory, "cat-file", "blob", base).stdout)
+
+
+def put_back(store: Store) -> None:
+    """Lay the held-back edits `set_aside` recorded over what the files hold now (the incoming
+    version): a three-way merge on the version the edit was made on. The edit stays uncommitted."""
+    record = recovery.read_marker(store, HELD_MARKER)
+    if record is None:
+        return
+    me = machine_id(store)
+    for path, oids in sorted(record.items()):
+        if path == "pid" or " " not in oids:
+            continue
+        base, edit = oids.split(" ", 1)
+        edit_text = _blob_text(store, edit)
+        target = store.memory / path
+        try:
+            now: str | None = target.read_text(encoding="utf-8", errors="surrogateescape")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            now = None
+        base_text = None if base == "-" else _blob_text(store, base)
+        if now is None or now == base_text:
+            text = edit_text  # deleted elsewhere (an edit beats a deletion), or not moved after all
+        else:
+            text = merge_texts(path, base_text, Side(f"{me} (not committed)", edit_text), Side("incoming", now)).text
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, text.encode("utf-8", "surrogateescape"))
+    recovery.clear_marker(store, HELD_MARKER)
+
+
+def _blob_text(store: Store, oid: str) -> str:
+    return run_git_bytes(store.memory, "cat-file", "blob", oid).stdout.decode("utf-8", "surrogateescape")
+
+
 def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
     entry: synclog.LogEntry = {
         "at": result.started,
@@ -550,6 +649,7 @@ def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
         "sent": result.sent,
         "changed": len(result.changed),
         "conflicts": result.conflicts,
+        "held_back": [h.path for h in result.held_back],
         "unreachable": [{"peer": p.name, "detail": p.detail} for p in result.unreachable],
         "repaired": result.repaired,
         "seconds": round(result.seconds, 3),

@@ -37,7 +37,8 @@ class LogEntry(TypedDict, total=False):
     received: int
     sent: int
     changed: int
-    conflicts: list[str]
+    conflicts: list[str]  # notes in conflict after the sync among those it changed (SyncResult.conflicts)
+    held_back: list[str]  # half-resolved notes it did not commit
     unreachable: list[UnreachablePeer]
     repaired: list[str]
     seconds: float
@@ -119,8 +120,10 @@ def describe(entry: LogEntry) -> str:
         for key in ("committed", "received", "sent"):
             if entry.get(key):
                 moved.append(f"{key} {entry[key]}")
-        if entry.get("conflicts"):
-            moved.append(f"{len(entry['conflicts'])} conflicts")
+        for key, noun in (("conflicts", "in conflict"), ("held_back", "held back")):
+            count = len(entry.get(key) or [])  # type: ignore[arg-type]
+            if count:
+                moved.append(f"{count} note{'s' if count != 1 else ''} {noun}")
         if moved:
             parts.append(", ".join(moved))
     return " — ".join(parts)

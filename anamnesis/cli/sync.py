@@ -20,7 +20,8 @@ peers_app = typer.Typer(help="The machines and hub repos this store syncs with."
 schedule_app = typer.Typer(help="Run `anamnesis sync` on a timer (systemd on Linux, launchd on macOS).", no_args_is_help=True)
 
 SYNC_EPILOG = (
-    "Exit codes: 0 synced; 10 a same-line conflict was recorded (both versions kept in the note); "
+    "Exit codes: 0 synced; 10 a note is in conflict: this sync recorded a same-line conflict or brought one "
+    "in (every version kept in the note), or held back a half-resolved note (left uncommitted); "
     "11 some peer was unreachable or refused the push (retried next sync); "
     "12 refused: memory/ was left mid-rebase/merge by hand (the message says how to get out); "
     "13 (only with --fail-after) a peer has been unreachable for longer than that. "
@@ -107,7 +108,7 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
     out = console()
-    problems = bool(result.conflicts or result.unreachable)
+    problems = bool(result.conflicts or result.held_back or result.unreachable)
     if quiet and not problems:
         return
     mark = "[green]✔[/green]" if not problems else "[yellow]![/yellow]"
@@ -129,11 +130,28 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
             out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
     if result.changed and not quiet:
         out.print(f"  {len(result.changed)} note{'s' if len(result.changed) != 1 else ''} changed here")
-    shown = result.conflicts if len(result.conflicts) <= MAX_CONFLICT_LINES else result.conflicts[: MAX_CONFLICT_LINES - 1]
-    for path in shown:
-        out.print(f"  [red]conflict[/red] in {path} — both versions kept; see `anamnesis conflicts`")
-    if len(shown) < len(result.conflicts):
-        out.print(f"  [red]conflicts[/red] in {len(result.conflicts) - len(shown)} more notes — see `anamnesis conflicts`")
+    notes = result.conflict_notes
+    shown = notes if len(notes) <= MAX_CONFLICT_LINES else notes[: MAX_CONFLICT_LINES - 1]
+    for note in shown:
+        title = f" ({escape(note.title)})" if note.title != note.path else ""
+        if note.beside:
+            what = f"both versions kept, the other one beside it as {escape(note.beside)}"
+        else:
+            what = note.kept + (f": {', '.join(note.machines)}" if note.machines else "")
+        here = "recorded here" if note.path in result.recorded else "brought in"
+        out.print(
+            f"  [red]conflict[/red] in {escape(note.path)}{title} — {what} [dim]({here})[/dim]; "
+            "see `anamnesis conflicts`", highlight=False,
+        )
+    if len(shown) < len(notes):
+        more = len(notes) - len(shown)
+        out.print(f"  [red]{more} more notes in conflict[/red] — see `anamnesis conflicts`")
+    for held in result.held_back:
+        out.print(
+            f"  [red]held back[/red]: {escape(held.path)} — conflict marker outside a complete block at "
+            f"{escape(held.where)}; your edit stays in the file, not committed, until no marker line is "
+            "left outside a whole block (finish it, or `anamnesis resolve NOTE --edit`)", highlight=False,
+        )
 
 
 # -- peers --------------------------------------------------------------------------------
