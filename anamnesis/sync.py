@@ -605,6 +605,7 @@ def set_aside(store: Store, old: str, paths: list[str]) -> None:
             target.unlink(missing_ok=True)
         else:
             atomic_write_bytes(target, run_git_bytes(store.memory, "cat-file", "blob", base).stdout)
+    run_git(store.memory, "update-index", "-q", "--refresh", check=False)  # the files match HEAD again
 
 
 def put_back(store: Store) -> None:

@@ -1,0 +1,172 @@
+"""A conflict is announced on every machine whose sync brings it in, and a note resolved half way
+is never committed nor sent: real git, several machines (ANAMNESIS_HOME folders) in the README's
+setup (the first machine a plain store the others push into) or around a bare hub.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from fleet import Fleet, Machine, fleet  # noqa: F401
+
+from anamnesis import recovery
+from anamnesis.notes import has_conflict_markers
+from anamnesis.schedule import command
+from anamnesis.store import create_note, update_note
+from anamnesis.sync import HELD_MARKER, set_aside
+from anamnesis.synclog import recent
+
+ROOT_NOTE = "top\none\ntwo\nmiddle\nthree\nbottom\n"  # room between the lines edited
+
+
+def readme_fleet(fleet: Fleet) -> tuple[Machine, Machine, Machine]:
+    """desktop (no peer), laptop and server with desktop as their peer, as `init --peer` makes them."""
+    desktop = fleet.machine("desktop")
+    laptop = fleet.machine("laptop", {"desktop": fleet.url(desktop)})
+    server = fleet.machine("server", {"desktop": fleet.url(desktop)})
+    return desktop, laptop, server
+
+
+def three_versions(fleet: Fleet) -> tuple[Machine, Machine, Machine, str, str]:
+    """The issue's case: one line edited on all three; desktop's sync records a three-version block."""
+    desktop, laptop, server = readme_fleet(fleet)
+    note = create_note(desktop.store, type="semantic", title="Shared", body=ROOT_NOTE)
+    for m in (laptop, server, desktop):
+        m.sync()
+    for m in (desktop, laptop, server):
+        update_note(m.store, note.id, body=ROOT_NOTE.replace("middle", f"middle from {m.name}"))
+    assert laptop.sync().exit_code == 10  # each records a two-version block...
+    assert server.sync().exit_code == 10
+    recorded = desktop.cli("sync")  # ...and desktop, integrating both, the three-version one
+    assert recorded.returncode == 10, recorded.stdout + recorded.stderr
+    assert f"conflict in {note.path} (Shared) — all 3 versions kept: desktop, laptop, server" in recorded.stdout
+    assert "recorded here" in recorded.stdout and "both versions kept" not in recorded.stdout
+    return desktop, laptop, server, note.id, note.path
+
+
+def test_every_machine_whose_sync_brings_in_a_conflict_says_so(fleet: Fleet) -> None:
+    desktop, laptop, server, _note_id, path = three_versions(fleet)
+    # laptop, in JSON: the note, its versions, and that it came in rather than being recorded here.
+    proc = laptop.cli("sync", "--json")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 10 and data["exit_code"] == 10, proc.stdout
+    assert data["outcome"] == "conflict received" and data["conflicts"] == [path]
+    [found] = data["conflict_notes"]
+    assert (found["path"], found["title"], found["versions"]) == (path, "Shared", 3)
+    assert found["machines"] == ["desktop", "laptop", "server"] and found["recorded_here"] is False
+    assert recent(laptop.store)[-1]["conflicts"] == [path]  # the sync log
+    # server, as its timer runs it: the journal gets the line, and the exit code is 10.
+    timer = subprocess.run(command(), env=server.env(), capture_output=True, text=True, timeout=120)
+    assert timer.returncode == 10, timer.stdout + timer.stderr
+    assert f"conflict in {path} (Shared) — all 3 versions kept: desktop, laptop, server (brought in)" in timer.stdout
+    assert recent(server.store)[-1]["conflicts"] == [path]
+    assert recent(server.store)[-1]["outcome"] == "conflict received"
+    # Said once, by the sync that brought it in: the next ones have nothing new to say.
+    for m in (desktop, laptop, server):
+        again = m.cli("sync", "--json")
+        assert again.returncode == 0 and json.loads(again.stdout)["conflicts"] == [], again.stdout
+        assert recent(m.store)[-1]["conflicts"] == []
+
+
+def test_a_hub_fleet_announces_it_on_the_machines_that_only_receive_it(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a, b, c = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in ("a", "b", "c"))
+    note = create_note(a.store, type="semantic", title="Hubbed", body=ROOT_NOTE)
+    for m in (a, b, c):
+        m.sync()
+    update_note(a.store, note.id, body=ROOT_NOTE.replace("middle", "middle from a"))
+    update_note(b.store, note.id, body=ROOT_NOTE.replace("middle", "middle from b"))
+    assert a.sync().exit_code == 0
+    recorded = b.sync()
+    assert recorded.exit_code == 10 and recorded.outcome == "conflict recorded" and recorded.recorded == [note.path]
+    for m in (a, c):  # both only receive it
+        result = m.sync()
+        assert result.exit_code == 10 and result.conflicts == [note.path] and result.outcome == "conflict received"
+        assert result.conflict_notes[0].kept == "both versions kept"
+    # Resolved on c: the resolution brings no conflict anywhere.
+    assert c.cli("resolve", note.id, "--keep", "a").returncode == 0
+    for m in (c, a, b):
+        assert m.sync().exit_code == 0
+
+
+def test_a_note_resolved_half_way_is_held_back_until_it_is_whole(fleet: Fleet) -> None:
+    desktop, laptop, server, _note_id, path = three_versions(fleet)
+    for m in (laptop, server):
+        m.sync()
+    blocked = server.read(path)
+    # Every version but the closing `>>>>>>> server` line removed by hand, as in the issue.
+    half = blocked.replace(
+        "<<<<<<< desktop\nmiddle from desktop\n======= laptop\nmiddle from laptop\n=======\n", ""
+    )
+    assert half.count(">>>>>>> server\n") == 1 and "<<<<<<<" not in half
+    server.write(path, half)
+    line = half.splitlines().index(">>>>>>> server") + 1
+    other = create_note(server.store, type="semantic", title="Other", body="unrelated\n", commit=False)
+    head = server.git("rev-parse", "HEAD")
+    proc = server.cli("sync")
+    assert proc.returncode == 10, proc.stdout + proc.stderr
+    assert f"held back: {path} — conflict marker outside a complete block at line {line} `>>>>>>> server`" in proc.stdout
+    assert server.read(path) == half  # the person's edit stays, uncommitted
+    assert server.git("status", "--porcelain", "--", path) == f"M {path}"
+    assert server.git("show", f"HEAD:{path}") == blocked.rstrip("\n")
+    assert server.git("rev-list", "--count", f"{head}..HEAD") == "1"  # the other note was committed
+    log = recent(server.store)[-1]
+    assert log["held_back"] == [path] and log["exit_code"] == 10 and log["outcome"] == "note held back"
+    data = json.loads(server.cli("sync", "--json").stdout)
+    assert data["held_back"] == [{"path": path, "title": "Shared", "lines": [{"line": line, "text": ">>>>>>> server"}]}]
+    # Nothing of it left the machine; every other note kept syncing.
+    for m in (desktop, laptop):
+        m.sync()
+        assert m.read(path) == blocked and m.read(other.path).endswith("unrelated\n")
+    # Meanwhile laptop changes another line of the note: it comes in under the held edit.
+    laptop.write(path, laptop.read(path).replace("\ntop\n", "\ntop (laptop)\n", 1))
+    laptop.sync()
+    desktop.sync()
+    assert server.sync().exit_code == 10
+    now = server.read(path)
+    assert "top (laptop)\n" in now and ">>>>>>> server\n" in now and "middle from laptop" not in now
+    assert server.git("status", "--porcelain", "--", path) == f"M {path}"
+    # Finished: committed and sent like any edit.
+    server.write(path, now.replace(">>>>>>> server\n", ""))
+    result = server.sync()
+    assert result.exit_code == 0 and result.held_back == [], result
+    for m in (desktop, laptop):
+        m.sync()
+        final = m.read(path)
+        assert not has_conflict_markers(final) and "top (laptop)\none\ntwo\nmiddle from server\nthree\n" in final
+
+
+def test_whole_blocks_sync_and_a_note_that_quotes_markers_is_not_held(fleet: Fleet) -> None:
+    """'Whole' means every marker line belongs to a complete block: a person who drops one version
+    of three still sends the two-version block (still announced as a conflict)."""
+    desktop, laptop, server, _note_id, path = three_versions(fleet)
+    laptop.sync()
+    text = laptop.read(path)
+    laptop.write(path, text.replace("======= laptop\nmiddle from laptop\n", ""))
+    result = laptop.sync()
+    assert result.exit_code == 10 and result.held_back == [] and result.conflicts == [path]
+    assert result.conflict_notes[0].kept == "both versions kept"
+    assert desktop.sync().conflict_notes[0].machines == ["desktop", "server"]
+    # A note about git that quotes a lone marker line, committed so, keeps syncing when edited.
+    quoting = create_note(
+        laptop.store, type="semantic", title="Git markers", body="A rebase stops at:\n\n>>>>>>> theirs\n"
+    )
+    laptop.write(quoting.path, laptop.read(quoting.path) + "\nand more text\n")
+    result = laptop.sync()
+    assert result.held_back == [] and laptop.git("status", "--porcelain") == ""
+    assert desktop.sync().exit_code == 10  # listed like any note with markers, as docs/sync.md says
+    assert desktop.read(quoting.path).endswith("and more text\n")
+
+
+def test_a_sync_killed_with_an_edit_set_aside_loses_nothing(fleet: Fleet) -> None:
+    desktop, laptop, server, _note_id, path = three_versions(fleet)
+    server.sync()
+    half = server.read(path).replace("<<<<<<< desktop\n", "")
+    server.write(path, half)
+    head = server.git("rev-parse", "HEAD")
+    set_aside(server.store, head, [path])  # what a sync does before moving the files; then it is killed
+    assert server.read(path) != half and recovery.read_marker(server.store, HELD_MARKER)
+    result = server.sync()  # the next sync puts the edit back first, then holds it back
+    assert server.read(path) == half and [h.path for h in result.held_back] == [path]
+    assert recovery.read_marker(server.store, HELD_MARKER) is None
