@@ -14,7 +14,6 @@ from anamnesis import recovery
 from anamnesis.notes import has_conflict_markers
 from anamnesis.schedule import command
 from anamnesis.store import create_note, update_note
-from anamnesis.sync import HELD_MARKER, set_aside
 from anamnesis.synclog import recent
 
 ROOT_NOTE = "top\none\ntwo\nmiddle\nthree\nbottom\n"  # room between the lines edited
@@ -160,6 +159,7 @@ def test_whole_blocks_sync_and_a_note_that_quotes_markers_is_not_held(fleet: Fle
 
 
 def test_a_sync_killed_with_an_edit_set_aside_loses_nothing(fleet: Fleet) -> None:
+    from anamnesis.sync import HELD_MARKER, set_aside  # here: the other tests run on code without them
     desktop, laptop, server, _note_id, path = three_versions(fleet)
     server.sync()
     half = server.read(path).replace("<<<<<<< desktop\n", "")
@@ -170,3 +170,41 @@ def test_a_sync_killed_with_an_edit_set_aside_loses_nothing(fleet: Fleet) -> Non
     result = server.sync()  # the next sync puts the edit back first, then holds it back
     assert server.read(path) == half and [h.path for h in result.held_back] == [path]
     assert recovery.read_marker(server.store, HELD_MARKER) is None
+
+
+def test_history_shows_the_merge_that_brought_the_block_and_each_version_a_resolution_replaced(
+    fleet: Fleet,
+) -> None:
+    import httpx
+    from web_support import dashboard
+
+    from anamnesis import history
+
+    desktop, laptop, server, note_id, path = three_versions(fleet)
+    laptop.sync()
+    assert laptop.cli("resolve", note_id, "--keep", "desktop").returncode == 0
+    versions = history.note_history(laptop.store, path)
+    # The merge commit where the three-version block came in is a version of the note.
+    [merge] = [v for v in versions if v.message.startswith("desktop: sync: merge")]
+    assert history.version_text(laptop.store, merge).count("middle from ") == 3
+    changes = [history.describe_change(laptop.store, v, "Shared") for v in versions]
+    assert changes[versions.index(merge)].title.endswith("conflict, all 3 versions kept: desktop, laptop, server")
+    # The resolution: a real title, and a diff against every version it replaced.
+    resolution = changes[0]
+    assert resolution.title == "resolve conflict in “Shared”"
+    assert [who for who, _diff in resolution.replaced] == ["desktop", "laptop", "server"]
+    replaced = dict(resolution.replaced)
+    assert replaced["desktop"] == []  # the version kept
+    for dropped in ("laptop", "server"):
+        assert f"-middle from {dropped}" in replaced[dropped] and "+middle from desktop" in replaced[dropped]
+    assert "-middle from server" in resolution.diff  # its parent is the merge, not laptop's own edit
+    # Each version is diffed against its own parent, not another machine's edit made beside it.
+    mine = next(c for c in changes if c.version.message.startswith("laptop: update"))
+    assert not any("middle from server" in line for line in mine.diff)
+    with dashboard(laptop.home) as running, httpx.Client(
+        base_url=running.base, cookies={f"anamnesis_{running.port}": running.token}, timeout=30
+    ) as http:
+        page = http.get("/history/" + path).text
+    assert "resolve conflict in “Shared”" in page and "Against server’s version" in page
+    assert "sync: merge incoming/server — conflict, all 3 versions kept: desktop, laptop, server" in page
+    assert "-middle from server" in page
