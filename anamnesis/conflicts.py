@@ -22,6 +22,7 @@ from anamnesis.lock import store_lock
 from anamnesis.merge import Block, Stray, label_names, marker_of, parse_blocks, resolve_body, resolve_text
 from anamnesis.notes import has_conflict_markers, parse_note, split_front_matter
 from anamnesis.paths import Store
+from anamnesis.recovery import read_blobs
 from anamnesis.settings import machine_id
 from anamnesis.store import require_writable, resolve_ref, safe_path
 
@@ -122,14 +123,13 @@ def conflicted_at(store: Store, commit: str, paths: Iterable[str]) -> list[Confl
     proc = run_git_bytes(
         store.memory, "--literal-pathspecs", "grep", "-l", "-z", "-I", *_GREP, commit, "--", *named, check=False
     )
-    found: dict[str, ConflictedNote] = {}
     prefix = f"{commit}:"
-    for hit in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        path = hit.removeprefix(prefix)
-        if not hit or path not in wanted:
-            continue
-        blob = run_git_bytes(store.memory, "cat-file", "blob", f"{commit}:{path}", check=False)
-        note = describe(path, blob.stdout.decode("utf-8", "replace")) if blob.returncode == 0 else None
+    hits = [h.removeprefix(prefix) for h in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if h]
+    hits = [p for p in hits if p in wanted and "\n" not in p]
+    blobs = read_blobs(store.memory, [f"{commit}:{p}" for p in hits])  # one git process for them all
+    found: dict[str, ConflictedNote] = {}
+    for path in hits:
+        note = describe(path, blobs.get(f"{commit}:{path}", b"").decode("utf-8", "replace"))
         if note is not None:
             found[path] = note
     for original, side in binary_conflicts(store):
