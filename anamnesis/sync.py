@@ -5,7 +5,9 @@ and `watch`. Under the store lock it:
 
 1. repairs what a killed sync left, or refuses a repo a person left
    mid-rebase/merge (`recovery.prepare`);
-2. commits local changes ("<machine>: sync: N notes changed");
+2. commits local changes ("<machine>: sync: N notes changed"), except a note
+   left half resolved (marker lines outside a complete block), which stays
+   uncommitted in the working tree and is reported;
 3. fetches every peer into refs/anamnesis/peers/<name>/*;
 4. integrates each peer's main, and whatever other machines pushed into
    refs/anamnesis/incoming/*: commits only this machine has and never gave
@@ -18,7 +20,9 @@ and `watch`. Under the store lock it:
    meanwhile: fetch, integrate, push again); another machine's store, whose
    main is checked out, gets refs/anamnesis/incoming/<our machine>, which it
    integrates on its own next sync;
-7. updates the index from the paths that changed between the old and new HEAD.
+7. updates the index from the paths that changed between the old and new HEAD,
+   and reports the notes among them that are in conflict now, wherever the
+   conflict was recorded.
 
 What was fetched from or pushed to anyone is "published" (every ref under
 refs/anamnesis/ marks it; their names are in `refs`) and is never rewritten.
