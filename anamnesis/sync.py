@@ -721,6 +721,10 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     result = sync(store)
     result.received += received
     result.changed = list(dict.fromkeys([*adopted, *result.changed]))
+    if adopted and result.head_after:  # a note in conflict among those taken as they were is news too
+        found = {c.path: c for c in [*conflicted_at(store, result.head_after, adopted), *result.conflict_notes]}
+        result.conflict_notes = [found[p] for p in sorted(found)]
+        result.conflicts = sorted(found)
     return result
 
 

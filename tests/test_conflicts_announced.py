@@ -14,7 +14,8 @@ from anamnesis import recovery
 from anamnesis.notes import has_conflict_markers
 from anamnesis.schedule import command
 from anamnesis.store import create_note, update_note
-from anamnesis.synclog import recent
+from anamnesis.sync import join
+from anamnesis.synclog import describe, recent
 
 ROOT_NOTE = "top\none\ntwo\nmiddle\nthree\nbottom\n"  # room between the lines edited
 
@@ -54,7 +55,11 @@ def test_every_machine_whose_sync_brings_in_a_conflict_says_so(fleet: Fleet) -> 
     [found] = data["conflict_notes"]
     assert (found["path"], found["title"], found["versions"]) == (path, "Shared", 3)
     assert found["machines"] == ["desktop", "laptop", "server"] and found["recorded_here"] is False
-    assert recent(laptop.store)[-1]["conflicts"] == [path]  # the sync log
+    assert recent(laptop.store)[-1]["conflicts"] == [path]  # the sync log, and `status` from it
+    assert "1 note in conflict" in describe(recent(laptop.store)[-1])
+    # A machine joining now (`init --peer`) is told too.
+    joined = fleet.machine("tablet")
+    assert join(joined.store, fleet.url(desktop), "desktop").conflicts == [path]
     # server, as its timer runs it: the journal gets the line, and the exit code is 10.
     timer = subprocess.run(command(), env=server.env(), capture_output=True, text=True, timeout=120)
     assert timer.returncode == 10, timer.stdout + timer.stderr
