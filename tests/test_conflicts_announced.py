@@ -144,7 +144,7 @@ def test_a_note_resolved_half_way_is_held_back_until_it_is_whole(fleet: Fleet) -
 def test_whole_blocks_sync_and_a_note_that_quotes_markers_is_not_held(fleet: Fleet) -> None:
     """'Whole' means every marker line belongs to a complete block: a person who drops one version
     of three still sends the two-version block (still announced as a conflict)."""
-    desktop, laptop, server, _note_id, path = three_versions(fleet)
+    desktop, laptop, _server, _note_id, path = three_versions(fleet)
     laptop.sync()
     text = laptop.read(path)
     laptop.write(path, text.replace("======= laptop\nmiddle from laptop\n", ""))
@@ -165,7 +165,7 @@ def test_whole_blocks_sync_and_a_note_that_quotes_markers_is_not_held(fleet: Fle
 
 def test_a_sync_killed_with_an_edit_set_aside_loses_nothing(fleet: Fleet) -> None:
     from anamnesis.sync import HELD_MARKER, set_aside  # here: the other tests run on code without them
-    desktop, laptop, server, _note_id, path = three_versions(fleet)
+    _desktop, _laptop, server, _note_id, path = three_versions(fleet)
     server.sync()
     half = server.read(path).replace("<<<<<<< desktop\n", "")
     server.write(path, half)
@@ -185,7 +185,7 @@ def test_history_shows_the_merge_that_brought_the_block_and_each_version_a_resol
 
     from anamnesis import history
 
-    desktop, laptop, server, note_id, path = three_versions(fleet)
+    _desktop, laptop, _server, note_id, path = three_versions(fleet)
     laptop.sync()
     assert laptop.cli("resolve", note_id, "--keep", "desktop").returncode == 0
     versions = history.note_history(laptop.store, path)
