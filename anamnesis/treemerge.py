@@ -386,7 +386,7 @@ def _with_notices(message: str, notices: list[str]) -> str:
 
 def _with_conflicts(message: str, conflicts: list[str]) -> str:
     lines = "".join(f"\t{path}\n" for path in conflicts)
-    return f"{message.rstrip()}\n\nConflicts (both sides kept, with markers):\n{lines}"
+    return f"{message.rstrip()}\n\nConflicts (every version kept, with markers):\n{lines}"
 
 
 def private_index(state_dir: Path) -> Path:
