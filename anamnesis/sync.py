@@ -69,7 +69,7 @@ from anamnesis.repo import changed_paths
 from anamnesis.semantic import start_background_update
 from anamnesis.settings import machine_id
 from anamnesis.transport import FetchFailed, transport_for
-from anamnesis.treemerge import TreeMerger, private_index
+from anamnesis.treemerge import TreeMerger, private_index, recorded_in, with_conflicts
 
 __all__ = [
     "EXIT_CONFLICT",
@@ -202,6 +202,7 @@ class _Sync:
         self.merger = TreeMerger(self.repo, private_index(store.state_dir))
         self.peer_updates: dict[str, PeerState] = {}
         self.held: dict[str, HeldNote] = {}  # half-resolved notes left out of the commit
+        self.unrecorded = set(result.recorded)  # blocks recovery wrote into files, not committed yet
 
     def _kind(self, peer: Peer) -> PeerKind:
         """What this sync (or an earlier one) learnt the peer is: a hub, a machine's store, or ''."""
@@ -248,7 +249,12 @@ class _Sync:
             return []
         notes = sum(1 for p in paths if p.endswith(".md")) or len(paths)
         noun = "note" if notes == 1 else "notes"
-        run_git(self.repo, "commit", "-q", "--no-verify", "-m", f"{self.machine}: sync: {notes} {noun} changed")
+        message = f"{self.machine}: sync: {notes} {noun} changed"
+        blocks = [p for p in paths if p in self.unrecorded]
+        if blocks:  # so that the machines this commit reaches announce the conflict too
+            message = with_conflicts(message, blocks)
+            self.unrecorded -= set(blocks)
+        run_git(self.repo, "commit", "-q", "--no-verify", "-m", message)
         return paths
 
     # -- step 3: fetch ----------------------------------------------------------------
@@ -580,15 +586,25 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
 
 
 def _report_conflicts(store: Store, result: SyncResult) -> None:
-    """Fill `result.conflicts`: the notes in conflict at the new HEAD among those this sync changed
-    (received from a peer, merged with conflict blocks here, or committed from here). A conflict
-    recorded on another machine is thus reported on every machine whose sync brings it in, and a
-    conflict recorded here and resolved again within the same sync is not reported."""
+    """Fill `result.conflicts`: the notes in conflict at the new HEAD whose conflict this sync
+    recorded, or a commit it brought in recorded (their messages name them: `recorded_in`).
+    A conflict recorded on another machine is thus reported on every machine whose sync brings
+    it in; one recorded and settled again within the same sync is not, nor is a note that only
+    quotes conflict markers (a note about git), nor one that was in conflict already."""
     if not result.head_after:
         return
-    touched = [*result.recorded, *changed_paths(store.memory, result.head_before, result.head_after)]
+    touched = [*result.recorded, *_recorded_between(store, result.head_before, result.head_after)]
     result.conflict_notes = conflicted_at(store, result.head_after, touched)
     result.conflicts = [c.path for c in result.conflict_notes]
+
+
+def _recorded_between(store: Store, old: str | None, new: str) -> list[str]:
+    """The paths the commits of `new` that `old` lacks say they recorded conflicts in."""
+    if old == new:
+        return []
+    revs = [new, "--not", old] if old else [new]
+    messages = run_git_bytes(store.memory, "log", "-z", "--format=%B", *revs).stdout.decode("utf-8", "replace")
+    return list(dict.fromkeys(p for m in messages.split("\0") for p in recorded_in(m)))
 
 
 def set_aside(store: Store, old: str, paths: list[str]) -> None:
@@ -682,6 +698,7 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
         previous = None
     peer, changed = add_peer(store, name, url)
     adopted: list[str] = []
+    adopted_from: str | None = None
     received = 0
     with store_lock(store, "join"):
         killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
@@ -712,6 +729,7 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                 if not job.checkout(head, tip):
                     raise AnamnesisError("memory/ changed while joining; run the command again")
                 adopted = [p for p in changed_paths(store.memory, head, tip) if p.endswith(".md")]
+                adopted_from = head
                 with open_index(store) as index:
                     index.refresh()
             if killed is None:
@@ -722,7 +740,8 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     result.received += received
     result.changed = list(dict.fromkeys([*adopted, *result.changed]))
     if adopted and result.head_after:  # a note in conflict among those taken as they were is news too
-        found = {c.path: c for c in [*conflicted_at(store, result.head_after, adopted), *result.conflict_notes]}
+        taken = _recorded_between(store, adopted_from, result.head_after)
+        found = {c.path: c for c in [*conflicted_at(store, result.head_after, taken), *result.conflict_notes]}
         result.conflict_notes = [found[p] for p in sorted(found)]
         result.conflicts = sorted(found)
     return result

@@ -143,24 +143,28 @@ def test_a_note_resolved_half_way_is_held_back_until_it_is_whole(fleet: Fleet) -
 
 def test_whole_blocks_sync_and_a_note_that_quotes_markers_is_not_held(fleet: Fleet) -> None:
     """'Whole' means every marker line belongs to a complete block: a person who drops one version
-    of three still sends the two-version block (still announced as a conflict)."""
+    of three sends the two-version block like any edit (a note already in conflict: not news)."""
     desktop, laptop, _server, _note_id, path = three_versions(fleet)
     laptop.sync()
     text = laptop.read(path)
     laptop.write(path, text.replace("======= laptop\nmiddle from laptop\n", ""))
     result = laptop.sync()
-    assert result.exit_code == 10 and result.held_back == [] and result.conflicts == [path]
-    assert result.conflict_notes[0].kept == "both versions kept"
-    assert desktop.sync().conflict_notes[0].machines == ["desktop", "server"]
-    # A note about git that quotes a lone marker line, committed so, keeps syncing when edited.
+    assert result.exit_code == 0 and result.held_back == [] and result.conflicts == []
+    assert desktop.sync().conflicts == [] and desktop.read(path) == laptop.read(path)
+    [listed] = json.loads(desktop.cli("conflicts", "--json").stdout)
+    assert listed["machines"] == ["desktop", "server"] and listed["versions"] == 2
+    # A note about git that quotes conflict markers, committed so, keeps syncing when edited, and
+    # no sync announces it as a conflict (no merge recorded one): only `conflicts` lists it.
     quoting = create_note(
         laptop.store, type="semantic", title="Git markers", body="A rebase stops at:\n\n>>>>>>> theirs\n"
     )
     laptop.write(quoting.path, laptop.read(quoting.path) + "\nand more text\n")
     result = laptop.sync()
-    assert result.held_back == [] and laptop.git("status", "--porcelain") == ""
-    assert desktop.sync().exit_code == 10  # listed like any note with markers, as docs/sync.md says
+    assert result.held_back == [] and result.conflicts == [] and laptop.git("status", "--porcelain") == ""
+    result = desktop.sync()
+    assert result.exit_code == 0 and result.conflicts == []
     assert desktop.read(quoting.path).endswith("and more text\n")
+    assert quoting.path in desktop.cli("conflicts").stdout
 
 
 def test_a_sync_killed_with_an_edit_set_aside_loses_nothing(fleet: Fleet) -> None:
@@ -213,3 +217,12 @@ def test_history_shows_the_merge_that_brought_the_block_and_each_version_a_resol
     assert "resolve conflict in “Shared”" in page and "Against server’s version" in page
     assert "sync: merge incoming/server — conflict, all 3 versions kept: desktop, laptop, server" in page
     assert "-middle from server" in page
+
+
+def test_commit_messages_name_the_notes_they_recorded_conflicts_in() -> None:
+    from anamnesis.treemerge import recorded_in, with_conflicts
+
+    message = with_conflicts("m1: sync: merge hub", ["a.md", "dir/b c.md"])
+    assert recorded_in(message) == ["a.md", "dir/b c.md"]
+    older = "m1: update x.md\n\nConflicts (both sides kept, with markers):\n\tx.md\n\nrepaired: y\n"
+    assert recorded_in(older) == ["x.md"] and recorded_in("m1: sync: 2 notes changed\n") == []
