@@ -8,7 +8,6 @@ demo use on a store.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,16 @@ from anamnesis.fsutil import atomic_write_text
 from anamnesis.git import run_git_bytes
 from anamnesis.index import open_index
 from anamnesis.lock import store_lock
-from anamnesis.merge import Block, Stray, label_names, marker_of, parse_blocks, resolve_body, resolve_text
+from anamnesis.merge import (
+    Block,
+    label_names,
+    marker_of,
+    new_strays,
+    parse_blocks,
+    resolve_body,
+    resolve_text,
+    stray_lines,
+)
 from anamnesis.notes import has_conflict_markers, parse_note, split_front_matter
 from anamnesis.paths import Store
 from anamnesis.recovery import read_blobs
@@ -78,17 +86,6 @@ def block_labels_of(path: str, text: str) -> list[list[str]]:
     """The section labels of each complete block (front matter aside, for a note)."""
     body = split_front_matter(text)[1] if path.endswith(".md") else text
     return [p.labels for p in parse_blocks(body) if isinstance(p, Block)]
-
-
-def stray_lines(path: str, text: str) -> list[tuple[int, str]]:
-    """(line number, line) of every conflict marker line outside a complete block, front matter
-    included: what a block half removed by hand leaves."""
-    fm_text, body = split_front_matter(text) if path.endswith(".md") else (None, text)
-    first_line = text[: len(text) - len(body)].count("\n") + 1
-    found = [(p.number, p.rstrip("\r\n")) for p in parse_blocks(body, first_line) if isinstance(p, Stray)]
-    if fm_text is not None and has_conflict_markers(fm_text):
-        found = [(n + 2, line) for n, line in enumerate(fm_text.splitlines()) if marker_of(line)] + found
-    return found
 
 
 def list_conflicts(store: Store) -> list[ConflictedNote]:
@@ -243,17 +240,10 @@ def half_resolved(store: Store, paths: Iterable[str], commit: str = "HEAD") -> l
         text = data.decode("utf-8", "replace")
         if not has_conflict_markers(text):
             continue
-        strays = stray_lines(path, text)
-        if not strays:
+        if not stray_lines(path, text):
             continue
         before = run_git_bytes(store.memory, "cat-file", "blob", f"{commit}:{path}", check=False)
-        had = Counter(line for _n, line in stray_lines(path, before.stdout.decode("utf-8", "replace")))
-        new: list[tuple[int, str]] = []
-        for number, line in strays:
-            if had[line] > 0:
-                had[line] -= 1
-            else:
-                new.append((number, line))
+        new = new_strays(path, text, before.stdout.decode("utf-8", "replace"))
         if new:
             title = parse_note(text, path).title if path.endswith(".md") else path
             held.append(HeldNote(path, title, new))

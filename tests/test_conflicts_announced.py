@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
+import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
+from procs import run_anamnesis
 
 from anamnesis import recovery
+from anamnesis.errors import UsageError
 from anamnesis.notes import has_conflict_markers
 from anamnesis.schedule import command
 from anamnesis.store import create_note, update_note
@@ -226,3 +230,24 @@ def test_commit_messages_name_the_notes_they_recorded_conflicts_in() -> None:
     assert recorded_in(message) == ["a.md", "dir/b c.md"]
     older = "m1: update x.md\n\nConflicts (both sides kept, with markers):\n\tx.md\n\nrepaired: y\n"
     assert recorded_in(older) == ["x.md"] and recorded_in("m1: sync: 2 notes changed\n") == []
+
+
+def test_an_editor_or_an_agent_cannot_save_a_note_resolved_half_way(fleet: Fleet, tmp_path: Path) -> None:
+    """`anamnesis edit`, the dashboard's editor and the MCP `update` save through the store, which
+    refuses what sync would hold back; the person's text is kept, the note is unchanged."""
+    _desktop, laptop, _server, note_id, path = three_versions(fleet)
+    laptop.sync()
+    text = laptop.read(path)
+    editor = tmp_path / "half-resolve"
+    editor.write_text("#!/bin/sh\nsed -i '/^<<<<<<< desktop$/d' \"$1\"\n")
+    editor.chmod(0o755)
+    proc = run_anamnesis(("edit", note_id), laptop.env(EDITOR=str(editor), VISUAL=str(editor)), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "conflict marker outside a complete block" in proc.stderr and "your text is kept in" in proc.stderr
+    assert laptop.read(path) == text and laptop.git("status", "--porcelain") == ""
+    with pytest.raises(UsageError, match="half done"):
+        update_note(laptop.store, note_id, body=text.split("---\n", 2)[2].replace(">>>>>>> server\n", ""))
+    assert laptop.read(path) == text
+    # Settled (or with the block kept whole) it saves as ever.
+    update_note(laptop.store, note_id, body=ROOT_NOTE.replace("middle", "middle, settled"))
+    assert not has_conflict_markers(laptop.read(path))
