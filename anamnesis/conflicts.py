@@ -21,6 +21,7 @@ from anamnesis.lock import store_lock
 from anamnesis.merge import (
     Block,
     label_names,
+    lines_named,
     marker_of,
     new_strays,
     parse_blocks,
@@ -111,7 +112,8 @@ def conflicted_at(store: Store, commit: str, paths: Iterable[str]) -> list[Confl
     """Which of `paths` are in conflict in `commit`: text files holding conflict markers, and
     binary files whose other version lies beside them (`<file>.<machine>.conflict`).
 
-    What sync reports: the notes in conflict after it, among those it changed.
+    What sync reports: the notes in conflict after it, among those whose conflict it recorded or
+    brought in.
     """
     wanted = set(paths)
     if not wanted:
@@ -217,8 +219,7 @@ class HeldNote:
     @property
     def where(self) -> str:
         """'line 12 `>>>>>>> server`' (the first few), for a one-line message."""
-        shown = ", ".join(f"line {n} `{t}`" for n, t in self.lines[:3])
-        return shown + (f" and {len(self.lines) - 3} more" if len(self.lines) > 3 else "")
+        return lines_named(self.lines)
 
 
 def half_resolved(store: Store, paths: Iterable[str], commit: str = "HEAD") -> list[HeldNote]:

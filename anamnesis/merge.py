@@ -714,6 +714,12 @@ def stray_lines(path: str, text: str) -> list[tuple[int, str]]:
     return found
 
 
+def lines_named(lines: list[tuple[int, str]], most: int = 3) -> str:
+    """'line 12 `>>>>>>> server`, ...' for the first `most` of (number, line), for a one-line message."""
+    shown = ", ".join(f"line {n} `{text}`" for n, text in lines[:most])
+    return shown + (f" and {len(lines) - most} more" if len(lines) > most else "")
+
+
 def new_strays(path: str, text: str, before: str) -> list[tuple[int, str]]:
     """The marker lines of `text` outside a complete block that `before` (the version it was made
     from) did not have as many of: what a resolution stopped half way leaves. A note that quotes

@@ -330,13 +330,13 @@ def save_note(
 def _refuse_half_resolved(relpath: str, text: str, current: str) -> None:
     """A note in conflict saved with marker lines outside a complete block that it did not have
     (a resolution stopped half way) is refused, as sync holds such a hand edit back."""
-    from anamnesis.merge import new_strays  # lazy: merge loads yaml; only a note in conflict needs it
+    # lazy: merge loads yaml; only a note in conflict needs it
+    from anamnesis.merge import lines_named, new_strays
 
     left = new_strays(relpath, text, current)
     if left:
-        where = ", ".join(f"line {n} `{line}`" for n, line in left[:3])
         raise UsageError(
-            f"{relpath}: {where} is a conflict marker outside a complete block, so the resolution is "
+            f"{relpath}: {lines_named(left)} is a conflict marker outside a complete block, so the resolution is "
             "half done; remove every marker line of the block (or keep the block whole), or use "
             "`anamnesis resolve NOTE --edit`; nothing was saved"
         )

@@ -133,9 +133,9 @@ class SyncResult:
     received: int = 0
     sent: int = 0
     changed: list[str] = field(default_factory=list)
-    # The notes in conflict after this sync among those it changed (recorded here, received, or
-    # committed from here), with what their blocks hold; `recorded` are the ones this machine's
-    # merges wrote blocks into (during the run: they may have been resolved again before the end).
+    # The notes in conflict after this sync whose conflict it recorded or brought in (a commit it
+    # received recorded it), with what their blocks hold (`_report_conflicts`); `recorded` are the
+    # ones this machine's merges wrote blocks into during the run (maybe settled again since).
     conflicts: list[str] = field(default_factory=list)
     conflict_notes: list[ConflictedNote] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)
