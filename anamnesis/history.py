@@ -12,9 +12,11 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
+from anamnesis.conflicts import ConflictedNote, block_labels_of
 from anamnesis.errors import NoteNotFound, UsageError
 from anamnesis.git import run_git
 from anamnesis.lock import store_lock
+from anamnesis.merge import KEEP_PREFIX, resolve_text
 from anamnesis.notes import now_iso, parse_note
 from anamnesis.paths import Store
 from anamnesis.settings import machine_id
@@ -38,7 +40,8 @@ class Version:
     date: str
     message: str
     path: str
-    status: str  # A, M, R, D, C ... as git reports it
+    status: str  # A, M, R, D, C ... as git reports it; two letters (MM) for a merge that changed it itself
+    old_path: str = ""  # where it was before this commit, when this commit moved it
 
     @property
     def short(self) -> str:
@@ -88,7 +91,13 @@ def _safe_rel(store: Store, relpath: str) -> str:
 
 
 def note_history(store: Store, relpath: str, limit: int = 200) -> list[Version]:
-    """Every commit that changed the note, newest first, following renames."""
+    """Every commit that changed the note, newest first, following renames.
+
+    A merge commit whose note differs from every parent (sync merged two
+    machines' edits, or wrote a conflict block) is a version too: `--follow`
+    alone drops every merge, since git shows no diff for one unless asked
+    (`-c`: the paths a merge changed itself).
+    """
     relpath = _safe_rel(store, relpath)
     proc = run_git(
         store.memory,
@@ -96,6 +105,7 @@ def note_history(store: Store, relpath: str, limit: int = 200) -> list[Version]:
         "log",
         "--follow",
         "-M",
+        "-c",
         f"--max-count={int(limit)}",
         f"--format={_LOG_FORMAT}",
         "--name-status",
@@ -115,11 +125,12 @@ def note_history(store: Store, relpath: str, limit: int = 200) -> list[Version]:
         if len(parts) < 5:
             continue
         commit, author, _email, date, message = parts[:5]
-        status, path = "M", relpath
-        fields = rest.lstrip("\n").split("\0")
+        status, path, old_path = "M", relpath, ""
+        fields = rest.lstrip("\n\0").split("\0")  # a merge's header ends with one more NUL
         if len(fields) >= 2 and fields[0]:
             status = fields[0]
             path = fields[2] if status[:1] in "RC" and len(fields) >= 3 else fields[1]
+            old_path = fields[1] if status[:1] in "RC" else ""
         versions.append(
             Version(
                 commit=commit,
@@ -129,6 +140,7 @@ def note_history(store: Store, relpath: str, limit: int = 200) -> list[Version]:
                 message=message,
                 path=path,
                 status=status,
+                old_path=old_path,
             )
         )
     return versions
@@ -163,13 +175,78 @@ def version_text(store: Store, version: Version) -> str:
     return "" if version.deleted else text_at(store, version.commit, version.path)
 
 
+def parent_text(store: Store, version: Version) -> tuple[str, str]:
+    """(the note's text just before `version`, its diff label): in the commit's first parent, which
+    for a merge is what the merging machine had; ('', '/dev/null') where it did not exist.
+
+    Not the next older entry of the history: with merges, that may be another
+    machine's edit made side by side, which this version never replaced.
+    """
+    before = version.old_path or version.path
+    proc = run_git(store.memory, "rev-parse", "--verify", "-q", f"{version.commit}^", check=False)
+    parent = proc.stdout.strip()
+    if not parent:
+        return "", "/dev/null"
+    try:
+        return text_at(store, parent, before), f"{parent[:10]}:{before}"
+    except NoteNotFound:
+        return "", "/dev/null"
+
+
 def change_diff(store: Store, versions: list[Version], position: int) -> list[str]:
-    """The diff that `versions[position]` made, against the version before it."""
+    """The diff that `versions[position]` made, against the note in that commit's parent."""
     new = versions[position]
-    older = versions[position + 1] if position + 1 < len(versions) else None
-    old_text = version_text(store, older) if older else ""
-    old_label = f"{older.short}:{older.path}" if older else "/dev/null"
+    old_text, old_label = parent_text(store, new)
     return unified_diff(old_text, version_text(store, new), old_label, f"{new.short}:{new.path}")
+
+
+@dataclass
+class Change:
+    """One entry of a note's history as the dashboard shows it: a title that says what happened,
+    the diff against the note before it, and, for a resolution, a diff against each version of
+    the conflict blocks it settled (so a version it dropped shows, not only the one it kept)."""
+
+    version: Version
+    title: str
+    diff: list[str]
+    replaced: list[tuple[str, list[str]]] = field(default_factory=list)  # (machine, diff)
+    conflict: str = ""  # 'all 3 versions kept: a, b, c' when this version holds conflict blocks
+
+
+def describe_change(store: Store, version: Version, note_title: str) -> Change:
+    """The `Change` of one version (two blob reads, a diff per version replaced)."""
+    old_text, old_label = parent_text(store, version)
+    new_text = version_text(store, version)
+    diff = unified_diff(old_text, new_text, old_label, f"{version.short}:{version.path}")
+    old_blocks, new_blocks = block_labels_of(version.path, old_text), block_labels_of(version.path, new_text)
+    conflict = ""
+    if new_blocks:
+        found = ConflictedNote(version.path, note_title, new_blocks)
+        conflict = f"{found.kept}: {', '.join(found.machines)}"
+    replaced: list[tuple[str, list[str]]] = []
+    machines = ConflictedNote(version.path, note_title, old_blocks).machines
+    left = set(ConflictedNote(version.path, note_title, new_blocks).machines)
+    if old_blocks and (len(new_blocks) < len(old_blocks) or set(machines) - left) and not version.deleted:
+        for name in machines:
+            try:
+                chosen = resolve_text(old_text, f"{KEEP_PREFIX}{name}")
+            except UsageError:
+                continue  # some block of it has no version of this machine
+            replaced.append((name, unified_diff(chosen, new_text, f"{name}'s version", f"{version.short}:{version.path}")))
+    return Change(version, entry_title(version, note_title, conflict), diff, replaced, conflict)
+
+
+def entry_title(version: Version, note_title: str, conflict: str = "") -> str:
+    """What a version did, in words: its commit message without the machine prefix, the note's path
+    given as its title ('resolve conflict in “Deploy checklist”'), and the conflict it holds."""
+    head, sep, rest = version.message.partition(":")
+    text = rest.strip() if sep and head.strip() == version.machine else version.message
+    named = f"“{note_title}”" if note_title else version.path
+    for path in {version.path, version.old_path} - {""}:
+        text = text.replace(path, named)
+    if conflict:
+        text += f" — conflict, {conflict}"
+    return text
 
 
 def working_text(store: Store, relpath: str) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.conflicts import ConflictedNote, describe
 from anamnesis.errors import AnamnesisError
 from anamnesis.index import Hit, Index, open_index
 from anamnesis.project import current_branch, project_key
@@ -213,15 +214,7 @@ def build_context(store: Store, cwd: str | Path, *, budget: int | None = None) -
         "remembering with `write`.\n"
     )
     footer = f"{MEMORY_CLOSE}\n"
-    warning = ""
-    if conflicts:
-        names = ", ".join(f"`{h.path}`" for h in conflicts[:5])
-        more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
-        warning = (
-            f"\n⚠ {plural(len(conflicts), 'note has', 'notes have')} unresolved sync conflicts: {names}{more}. "
-            "Their text shows every version between <<<<<<< and >>>>>>> markers; tell the user to resolve "
-            "them (`anamnesis conflicts`).\n"
-        )
+    warning = conflict_warning(store, conflicts, project)
     headings = sum(len(title) + 2 for title, items in sections if items)
     room = limit - len(header) - len(footer) - len(warning) - headings
     flat = [item for _title, items in sections for item in items]
@@ -245,6 +238,47 @@ def build_context(store: Store, cwd: str | Path, *, budget: int | None = None) -
 
 
 _DIGEST_SECTIONS = ("## Decisions", "## Open items")
+MAX_CONFLICTS_NAMED = 3
+
+
+def conflict_warning(store: Store, conflicts: list[Hit], project: str) -> str:
+    """The paragraph that tells the agent which notes of this project (or global ones, which apply
+    everywhere) are in conflict, with their title, id and versions, and how the user resolves
+    them; notes of other projects are only counted. '' when there are none."""
+    if not conflicts:
+        return ""
+    here = [h for h in conflicts if h.project in (project, None)]
+    parts: list[str] = []
+    if here:
+        named = []
+        for hit in here[:MAX_CONFLICTS_NAMED]:
+            found = _conflict_of(store, hit.path)
+            what = f", {found.kept}: {', '.join(found.machines)}" if found and found.machines else ""
+            named.append(f"“{trim(hit.title, 80)}” (id `{hit.id}`, `{hit.path}`{what})")
+        more = f" and {len(here) - len(named)} more" if len(here) > len(named) else ""
+        one = len(here) == 1
+        parts.append(
+            f"⚠ {plural(len(here), 'note')} of this project {'is' if one else 'are'} in a sync "
+            f"conflict: {'; '.join(named)}{more}. "
+            f"{'It holds' if one else 'Each holds'} every machine's version of the lines they changed, between "
+            "`<<<<<<<` and `>>>>>>>` lines, so none of them is settled: tell the user, who resolves it with "
+            "`anamnesis resolve ID --keep MACHINE` (or `--both`, or by editing the file; `anamnesis conflicts` "
+            "lists them)."
+        )
+    others = len(conflicts) - len(here)
+    if others:
+        parts.append(
+            f"{'⚠ ' if not here else ''}{plural(others, 'note')} of other projects "
+            f"{'is' if others == 1 else 'are'} in a sync conflict too (`anamnesis conflicts`)."
+        )
+    return "\n" + " ".join(parts) + "\n"
+
+
+def _conflict_of(store: Store, relpath: str) -> ConflictedNote | None:
+    try:
+        return describe(relpath, (store.memory / relpath).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
 
 
 def lead_with(body: str, headings: tuple[str, ...]) -> str:

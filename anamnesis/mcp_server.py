@@ -356,8 +356,9 @@ class MemoryTools:
 
     def sync(self) -> dict[str, Any]:
         """Sync the memory with the user's other machines now (commit, pull --rebase from every
-        peer, push), as `anamnesis sync` does. Reports what came in and went out, conflicts
-        recorded (both sides kept in the note) and peers that could not be reached."""
+        peer, push), as `anamnesis sync` does. Reports what came in and went out, the notes in
+        conflict it recorded or brought in (every version kept in the note), notes held back as
+        half resolved, and peers that could not be reached."""
         from anamnesis.sync import sync  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():

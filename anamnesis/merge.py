@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -701,6 +702,37 @@ def block_labels(text: str) -> list[list[str]]:
 def stray_markers(text: str, first_line: int = 1) -> list[int]:
     """Line numbers of conflict marker lines outside any complete block."""
     return [p.number for p in parse_blocks(text, first_line) if isinstance(p, Stray)]
+
+
+def stray_lines(path: str, text: str) -> list[tuple[int, str]]:
+    """(line number, line) of every conflict marker line outside a complete block, front matter
+    included: what a block half removed by hand leaves."""
+    fm_text, body = split_front_matter(text) if path.endswith(".md") else (None, text)
+    first_line = text[: len(text) - len(body)].count("\n") + 1
+    found = [(p.number, p.rstrip("\r\n")) for p in parse_blocks(body, first_line) if isinstance(p, Stray)]
+    if fm_text is not None and has_conflict_markers(fm_text):
+        found = [(n + 2, line) for n, line in enumerate(fm_text.splitlines()) if marker_of(line)] + found
+    return found
+
+
+def lines_named(lines: list[tuple[int, str]], most: int = 3) -> str:
+    """'line 12 `>>>>>>> server`, ...' for the first `most` of (number, line), for a one-line message."""
+    shown = ", ".join(f"line {n} `{text}`" for n, text in lines[:most])
+    return shown + (f" and {len(lines) - most} more" if len(lines) > most else "")
+
+
+def new_strays(path: str, text: str, before: str) -> list[tuple[int, str]]:
+    """The marker lines of `text` outside a complete block that `before` (the version it was made
+    from) did not have as many of: what a resolution stopped half way leaves. A note that quotes
+    a lone marker line on purpose, and had it already, has none."""
+    had = Counter(line for _n, line in stray_lines(path, before))
+    new: list[tuple[int, str]] = []
+    for number, line in stray_lines(path, text):
+        if had[line] > 0:
+            had[line] -= 1
+        else:
+            new.append((number, line))
+    return new
 
 
 # -- resolving ----------------------------------------------------------------------------

@@ -324,7 +324,7 @@ def _disk(repo: Path, paths: list[str]) -> tuple[dict[str, tuple[str, str]], dic
 
 
 def read_blobs(repo: Path, oids: list[str]) -> dict[str, bytes]:
-    """The bytes of blobs, read with one `git cat-file --batch`."""
+    """The bytes of blobs (ids, or `commit:path` names), read with one `git cat-file --batch`."""
     unique = list(dict.fromkeys(oids))
     if not unique:
         return {}

@@ -34,6 +34,7 @@ from anamnesis.lock import store_lock
 from anamnesis.notes import (
     Note,
     check_type,
+    has_conflict_markers,
     is_note_id,
     new_id,
     normalize_tags,
@@ -312,19 +313,34 @@ def save_note(
     path = safe_path(store, note.path)
     with write_lock(store, "save note"):
         machine = require_writable(store)
-        if expected_text is not None:
-            current = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-            if current != expected_text:
-                raise NoteChanged(f"{note.path} changed on disk since it was read; reload and try again")
+        try:
+            current = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+        except OSError:
+            current = ""  # unreadable: writing it says why
+        if expected_text is not None and current != expected_text:
+            raise NoteChanged(f"{note.path} changed on disk since it was read; reload and try again")
         if not note.machine:
             note.machine = machine
-        write_unit(
-            store,
-            note.path,
-            render_note(note).encode("utf-8"),
-            (message or f"{machine}: save {note.path}") if commit else None,
-        )
+        text = render_note(note)
+        if has_conflict_markers(current):
+            _refuse_half_resolved(note.path, text, current)
+        write_unit(store, note.path, text.encode("utf-8"), (message or f"{machine}: save {note.path}") if commit else None)
     return note
+
+
+def _refuse_half_resolved(relpath: str, text: str, current: str) -> None:
+    """A note in conflict saved with marker lines outside a complete block that it did not have
+    (a resolution stopped half way) is refused, as sync holds such a hand edit back."""
+    # lazy: merge loads yaml; only a note in conflict needs it
+    from anamnesis.merge import lines_named, new_strays
+
+    left = new_strays(relpath, text, current)
+    if left:
+        raise UsageError(
+            f"{relpath}: {lines_named(left)} is a conflict marker outside a complete block, so the resolution is "
+            "half done; remove every marker line of the block (or keep the block whole), or use "
+            "`anamnesis resolve NOTE --edit`; nothing was saved"
+        )
 
 
 def _refresh_index(store: Store, paths: list[str]) -> int:
@@ -671,6 +687,12 @@ def save_edited_text(store: Store, relpath: str, data: bytes, *, expected: bytes
             if current != expected:  # finishing an interrupted sync is a change on disk too
                 gone = "was deleted" if current is None else "changed on disk"
                 raise NoteChanged(f"{relpath} {gone} while you were editing it; nothing was overwritten")
+        try:
+            on_disk = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            on_disk = ""
+        if has_conflict_markers(on_disk):
+            _refuse_half_resolved(relpath, text, on_disk)
         stamped = stamp_updated(text)
         out = data if stamped == text else stamped.encode("utf-8")
         write_unit(store, relpath, out, f"{machine}: edit {relpath}")

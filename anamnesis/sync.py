@@ -5,7 +5,9 @@ and `watch`. Under the store lock it:
 
 1. repairs what a killed sync left, or refuses a repo a person left
    mid-rebase/merge (`recovery.prepare`);
-2. commits local changes ("<machine>: sync: N notes changed");
+2. commits local changes ("<machine>: sync: N notes changed"), except a note
+   left half resolved (marker lines outside a complete block), which stays
+   uncommitted in the working tree and is reported;
 3. fetches every peer into refs/anamnesis/peers/<name>/*;
 4. integrates each peer's main, and whatever other machines pushed into
    refs/anamnesis/incoming/*: commits only this machine has and never gave
@@ -18,7 +20,9 @@ and `watch`. Under the store lock it:
    meanwhile: fetch, integrate, push again); another machine's store, whose
    main is checked out, gets refs/anamnesis/incoming/<our machine>, which it
    integrates on its own next sync;
-7. updates the index from the paths that changed between the old and new HEAD.
+7. updates the index from the paths that changed between the old and new HEAD,
+   and reports the notes among them that are in conflict now, wherever the
+   conflict was recorded.
 
 What was fetched from or pushed to anyone is "published" (every ref under
 refs/anamnesis/ marks it; their names are in `refs`) and is never rewritten.
@@ -43,11 +47,20 @@ from typing import Any, Literal
 from anamnesis import peers as peers_mod
 from anamnesis import recovery, refs, synclog
 from anamnesis.capture import flush_queued
+from anamnesis.conflicts import ConflictedNote, HeldNote, conflicted_at, half_resolved
 from anamnesis.errors import AnamnesisError, ExitCode, GitError, LocalFault
-from anamnesis.fsutil import NO_SPACE_WORDS, is_out_of_space, no_space_error, write_fix, write_problem
+from anamnesis.fsutil import (
+    NO_SPACE_WORDS,
+    atomic_write_bytes,
+    is_out_of_space,
+    no_space_error,
+    write_fix,
+    write_problem,
+)
 from anamnesis.git import Failure, git_out, run_git, run_git_bytes
 from anamnesis.index import open_index
 from anamnesis.lock import store_lock
+from anamnesis.merge import Side, merge_texts
 from anamnesis.notes import now_iso
 from anamnesis.paths import Store
 from anamnesis.peers import (
@@ -67,7 +80,7 @@ from anamnesis.semantic import start_background_update
 from anamnesis.settings import machine_id
 from anamnesis.text import plural
 from anamnesis.transport import FetchFailed, transport_for
-from anamnesis.treemerge import TreeMerger, private_index
+from anamnesis.treemerge import TreeMerger, private_index, recorded_in, with_conflicts
 
 __all__ = [
     "EXIT_CONFLICT",
@@ -94,7 +107,15 @@ LOCK_RETRIES = 3  # pushes tried against a locked ref before reporting the lock 
 PeerStatus = Literal["synced", "up to date", "unreachable", "rejected", "misconfigured", "skipped"]
 """unreachable: not reached now, retried next sync; rejected: it refused the push (a lock, a peer that
 kept moving on); misconfigured: its answer says it will never work as set up (git.FailureKind)."""
-Outcome = Literal["synced", "conflict recorded", "some peers unreachable", "a peer is misconfigured"]
+Outcome = Literal[
+    "synced",
+    "conflict recorded",
+    "conflict received",
+    "note held back",
+    "some peers unreachable",
+    "a peer is misconfigured",
+]
+HELD_MARKER = "sync-held-edits.json"  # a held-back edit set aside while the files move (see _Sync.checkout)
 
 # What a fetch's git says when it could not write here (a fetch writes nothing at the peer).
 _LOCAL_WRITE_WORDS = (
@@ -169,7 +190,13 @@ class SyncResult:
     received: int = 0
     sent: int = 0
     changed: list[str] = field(default_factory=list)
+    # The notes in conflict after this sync whose conflict it recorded or brought in (a commit it
+    # received recorded it), with what their blocks hold (`_report_conflicts`); `recorded` are the
+    # ones this machine's merges wrote blocks into during the run (maybe settled again since).
     conflicts: list[str] = field(default_factory=list)
+    conflict_notes: list[ConflictedNote] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)
+    held_back: list[HeldNote] = field(default_factory=list)  # half-resolved notes left uncommitted
     peers: list[PeerReport] = field(default_factory=list)
     incoming: list[IncomingReport] = field(default_factory=list)  # what machines that push here sent
     repaired: list[str] = field(default_factory=list)
@@ -188,11 +215,12 @@ class SyncResult:
 
     @property
     def exit_code(self) -> ExitCode:
-        """0 synced; 14 a peer is misconfigured (a failure for the timer at once); 10 a conflict was
-        recorded; 11 some peer was skipped for now. The first that applies wins."""
+        """0 synced; 14 a peer is misconfigured (a failure for the timer at once); 10 a note is in
+        conflict (recorded or brought in) or held back; 11 some peer was skipped for now. The first
+        that applies wins."""
         if self.misconfigured:
             return EXIT_MISCONFIGURED
-        if self.conflicts:
+        if self.conflicts or self.held_back:
             return EXIT_CONFLICT
         if self.unreachable:
             return EXIT_UNREACHABLE
@@ -203,7 +231,9 @@ class SyncResult:
         if self.misconfigured:
             return "a peer is misconfigured"
         if self.conflicts:
-            return "conflict recorded"
+            return "conflict recorded" if set(self.recorded) & set(self.conflicts) else "conflict received"
+        if self.held_back:
+            return "note held back"
         return "some peers unreachable" if self.unreachable else "synced"
 
     def to_dict(self) -> dict[str, Any]:
@@ -219,6 +249,10 @@ class SyncResult:
             "sent": self.sent,
             "changed": self.changed,
             "conflicts": self.conflicts,
+            "conflict_notes": [
+                {**c.to_dict(), "recorded_here": c.path in self.recorded} for c in self.conflict_notes
+            ],
+            "held_back": [h.to_dict() for h in self.held_back],
             "peers": [p.to_dict() for p in self.peers],
             "incoming": [i.to_dict() for i in self.incoming],
             "repaired": self.repaired,
@@ -238,6 +272,8 @@ class _Sync:
         self.merger = TreeMerger(self.repo, private_index(store.state_dir))
         self.peer_updates: dict[str, PeerState] = {}
         self.stage = "committing local changes"  # a key of _KEPT: what a fault here leaves behind
+        self.held: dict[str, HeldNote] = {}  # half-resolved notes left out of the commit
+        self.unrecorded = set(result.recorded)  # blocks recovery wrote into files, not committed yet
 
     def _kind(self, peer: Peer) -> PeerKind:
         """What this sync (or an earlier one) learnt the peer is: a hub, a machine's store, or ''."""
@@ -263,17 +299,32 @@ class _Sync:
     # -- step 2: commit what changed locally ------------------------------------------
 
     def commit_local(self) -> list[str]:
-        """Commit every change in the working tree; the paths committed."""
+        """Commit every change in the working tree; the paths committed.
+
+        A file whose edit leaves conflict marker lines outside a complete block
+        (a resolution done half way) is left out, in the working tree as it is,
+        and reported, until it is whole again (`conflicts.half_resolved`).
+        """
         status = run_git_bytes(self.repo, "status", "--porcelain", "-z", "--untracked-files=all").stdout
         if not status.strip(b"\0"):
             return []
         run_git(self.repo, "add", "-A")
         out = run_git_bytes(self.repo, "diff", "--cached", "--name-only", "-z", "--no-renames").stdout
         paths = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+        held = half_resolved(self.store, paths)
+        if held:
+            run_git(self.repo, "--literal-pathspecs", "reset", "-q", "--", *[h.path for h in held])
+            self.held.update((h.path, h) for h in held)
+            paths = [p for p in paths if p not in self.held]
         if not paths:
             return []
         notes = sum(1 for p in paths if p.endswith(".md")) or len(paths)
-        run_git(self.repo, "commit", "-q", "--no-verify", "-m", f"{self.machine}: sync: {plural(notes, 'note')} changed")
+        message = f"{self.machine}: sync: {plural(notes, 'note')} changed"
+        blocks = [p for p in paths if p in self.unrecorded]
+        if blocks:  # so that the machines this commit reaches announce the conflict too
+            message = with_conflicts(message, blocks)
+            self.unrecorded -= set(blocks)
+        run_git(self.repo, "commit", "-q", "--no-verify", "-m", message)
         return paths
 
     # -- step 3: fetch ----------------------------------------------------------------
@@ -366,8 +417,8 @@ class _Sync:
 
     def _conflicts(self, paths: Iterable[str], notices: Iterable[str] = ()) -> None:
         for path in paths:
-            if path not in self.result.conflicts:
-                self.result.conflicts.append(path)
+            if path not in self.result.recorded:
+                self.result.recorded.append(path)
         for notice in notices:  # what the merge settled on its own (a note moved to two places)
             if notice not in self.result.repaired:
                 self.result.repaired.append(notice)
@@ -386,12 +437,17 @@ class _Sync:
         """
         if old == new:
             return True
+        moved = set(changed_paths(self.repo, old, new)) & set(self.held) if self.held else set()
+        if moved:
+            set_aside(self.store, old, sorted(moved))  # a held-back edit of a note that changes here
         recovery.start_checkout(self.store, old, new)
         proc = run_git(self.repo, "-c", "checkout.workers=1", "reset", "-q", "--keep", new, check=False)
         if proc.returncode != 0 and self.head() == old and recovery.checkout_started(self.store):
-            recovery.finish_checkout(self.store, self.result.conflicts)  # raises (the marker stays) if still failing
+            recovery.finish_checkout(self.store, self.result.recorded)  # raises (the marker stays) if still failing
+            put_back(self.store)
             return self.head() == new
         recovery.clear_marker(self.store, recovery.CHECKOUT_MARKER)
+        put_back(self.store)
         return proc.returncode == 0
 
     def integrate_all(self, sources: list[tuple[str, str, PeerReport | IncomingReport]]) -> None:
@@ -601,7 +657,8 @@ def sync(
     try:
         with store_lock(store, "sync", timeout=lock_timeout):
             killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
-            result.repaired = recovery.prepare(store, result.conflicts)
+            result.repaired = recovery.prepare(store, result.recorded)
+            put_back(store)  # a held-back edit a killed sync had set aside
             flush_queued(store)  # session notes captured while memory/ could not be written go in now
             _mirror(store)  # mirrored sources (docs/import.md) go in before the commit; never fails the sync
             job = _Sync(store, result)
@@ -617,7 +674,9 @@ def sync(
                 job.merger.close()
                 peers_mod.record(store, job.peer_updates)
                 result.head_after = job.head()
+                result.held_back = [job.held[p] for p in sorted(job.held) if (store.memory / p).exists()]
                 _refresh_index(store, result, base)
+                _report_conflicts(store, result)
                 recovery.clear_marker(store, recovery.RUNNING_MARKER)
     except BaseException as exc:
         local = _local_error(store, job, exc)  # a full disk or a store we cannot write: say so, blame no peer
@@ -680,6 +739,80 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
         start_background_update(store)  # vectors of what came in, without holding up the sync
 
 
+def _report_conflicts(store: Store, result: SyncResult) -> None:
+    """Fill `result.conflicts`: the notes in conflict at the new HEAD whose conflict this sync
+    recorded, or a commit it brought in recorded (their messages name them: `recorded_in`).
+    A conflict recorded on another machine is thus reported on every machine whose sync brings
+    it in; one recorded and settled again within the same sync is not, nor is a note that only
+    quotes conflict markers (a note about git), nor one that was in conflict already."""
+    if not result.head_after:
+        return
+    touched = [*result.recorded, *_recorded_between(store, result.head_before, result.head_after)]
+    result.conflict_notes = conflicted_at(store, result.head_after, touched)
+    result.conflicts = [c.path for c in result.conflict_notes]
+
+
+def _recorded_between(store: Store, old: str | None, new: str) -> list[str]:
+    """The paths the commits of `new` that `old` lacks say they recorded conflicts in."""
+    if old == new:
+        return []
+    revs = [new, "--not", old] if old else [new]
+    messages = run_git_bytes(store.memory, "log", "-z", "--format=%B", *revs).stdout.decode("utf-8", "replace")
+    return list(dict.fromkeys(p for m in messages.split("\0") for p in recorded_in(m)))
+
+
+def set_aside(store: Store, old: str, paths: list[str]) -> None:
+    """Before the files move: record each held-back edit of `paths` (as a git blob, with the
+    committed version it was made on) and put that version back, so the move can go ahead;
+    `put_back` then lays the edit over the incoming version. The record is written first, so a
+    sync killed in between loses nothing: the next one puts the edits back."""
+    record: dict[str, str] = {}
+    for path in paths:
+        edit = git_out(store.memory, "hash-object", "-w", "--no-filters", "--", path)
+        base = run_git(store.memory, "rev-parse", "--verify", "-q", f"{old}:{path}", check=False).stdout.strip()
+        record[path] = f"{base or '-'} {edit}"
+    recovery.write_marker(store, HELD_MARKER, record)
+    for path in paths:
+        base, _edit = record[path].split(" ")
+        target = store.memory / path
+        if base == "-":
+            target.unlink(missing_ok=True)
+        else:
+            atomic_write_bytes(target, run_git_bytes(store.memory, "cat-file", "blob", base).stdout)
+    run_git(store.memory, "update-index", "-q", "--refresh", check=False)  # the files match HEAD again
+
+
+def put_back(store: Store) -> None:
+    """Lay the held-back edits `set_aside` recorded over what the files hold now (the incoming
+    version): a three-way merge on the version the edit was made on. The edit stays uncommitted."""
+    record = recovery.read_marker(store, HELD_MARKER)
+    if record is None:
+        return
+    me = machine_id(store)
+    for path, oids in sorted(record.items()):
+        if path == "pid" or " " not in oids:
+            continue
+        base, edit = oids.split(" ", 1)
+        edit_text = _blob_text(store, edit)
+        target = store.memory / path
+        try:
+            now: str | None = target.read_text(encoding="utf-8", errors="surrogateescape")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            now = None
+        base_text = None if base == "-" else _blob_text(store, base)
+        if now is None or now == base_text:
+            text = edit_text  # deleted elsewhere (an edit beats a deletion), or not moved after all
+        else:
+            text = merge_texts(path, base_text, Side(f"{me} (not committed)", edit_text), Side("incoming", now)).text
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, text.encode("utf-8", "surrogateescape"))
+    recovery.clear_marker(store, HELD_MARKER)
+
+
+def _blob_text(store: Store, oid: str) -> str:
+    return run_git_bytes(store.memory, "cat-file", "blob", oid).stdout.decode("utf-8", "surrogateescape")
+
+
 def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
     entry: synclog.LogEntry = {
         "at": result.started,
@@ -691,6 +824,7 @@ def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:
         "sent": result.sent,
         "changed": len(result.changed),
         "conflicts": result.conflicts,
+        "held_back": [h.path for h in result.held_back],
         "unreachable": [{"peer": p.name, "detail": p.detail, "status": p.status} for p in result.unreachable],
         "repaired": result.repaired,
         "seconds": round(result.seconds, 3),
@@ -718,6 +852,7 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
         previous = None
     peer, changed = add_peer(store, name, url)
     adopted: list[str] = []
+    adopted_from: str | None = None
     received = 0
     with store_lock(store, "join"):
         killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
@@ -751,6 +886,7 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                 if not job.checkout(head, tip):
                     raise AnamnesisError("memory/ changed while joining; run the command again")
                 adopted = [p for p in changed_paths(store.memory, head, tip) if p.endswith(".md")]
+                adopted_from = head
                 with open_index(store) as index:
                     index.refresh()
             if killed is None:
@@ -760,6 +896,11 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     result = sync(store)
     result.received += received
     result.changed = list(dict.fromkeys([*adopted, *result.changed]))
+    if adopted and result.head_after:  # a note in conflict among those taken as they were is news too
+        taken = _recorded_between(store, adopted_from, result.head_after)
+        found = {c.path: c for c in [*conflicted_at(store, result.head_after, taken), *result.conflict_notes]}
+        result.conflict_notes = [found[p] for p in sorted(found)]
+        result.conflicts = sorted(found)
     return result
 
 

@@ -39,7 +39,8 @@ class LogEntry(TypedDict, total=False):
     received: int
     sent: int
     changed: int
-    conflicts: list[str]
+    conflicts: list[str]  # notes in conflict after the sync among those it changed (SyncResult.conflicts)
+    held_back: list[str]  # half-resolved notes it did not commit
     unreachable: list[UnreachablePeer]
     repaired: list[str]
     seconds: float
@@ -121,8 +122,10 @@ def describe(entry: LogEntry) -> str:
         for key in ("committed", "received", "sent"):
             if entry.get(key):
                 moved.append(f"{key} {entry[key]}")
-        if entry.get("conflicts"):
-            moved.append(plural(len(entry["conflicts"]), "conflict"))
+        for key, noun in (("conflicts", "in conflict"), ("held_back", "held back")):
+            count = len(entry.get(key) or [])  # type: ignore[arg-type]
+            if count:
+                moved.append(f"{plural(count, 'note')} {noun}")
         if moved:
             parts.append(", ".join(moved))
     return " — ".join(parts)

@@ -82,7 +82,7 @@ class TreeMerger:
             return None
         message, author = self._message_and_author(commit)
         notices = list(self._notices)
-        message = _with_notices(_with_conflicts(message, conflicts) if conflicts else message, notices)
+        message = _with_notices(with_conflicts(message, conflicts) if conflicts else message, notices)
         return Built(self.commit_tree(tree, [onto], message, author), conflicts, notices)
 
     def merge(self, ours: str, theirs: str, message: str) -> Built:
@@ -90,7 +90,7 @@ class TreeMerger:
         base = self.merge_base(ours, theirs) or EMPTY_TREE
         tree, conflicts = self.apply(ours, base, theirs)
         notices = list(self._notices)
-        message = _with_notices(_with_conflicts(message, conflicts) if conflicts else message, notices)
+        message = _with_notices(with_conflicts(message, conflicts) if conflicts else message, notices)
         return Built(self.commit_tree(tree, [ours, theirs], message), conflicts, notices)
 
     # -- the path-level three-way merge -------------------------------------------
@@ -384,9 +384,29 @@ def _with_notices(message: str, notices: list[str]) -> str:
     return f"{message.rstrip()}\n\n" + "".join(f"{line}\n" for line in notices)
 
 
-def _with_conflicts(message: str, conflicts: list[str]) -> str:
+CONFLICTS_HEADING = "Conflicts (every version kept, with markers):"
+
+
+def with_conflicts(message: str, conflicts: list[str]) -> str:
+    """`message` naming the paths its commit recorded conflict blocks in (read by `recorded_in`)."""
     lines = "".join(f"\t{path}\n" for path in conflicts)
-    return f"{message.rstrip()}\n\nConflicts (both sides kept, with markers):\n{lines}"
+    return f"{message.rstrip()}\n\n{CONFLICTS_HEADING}\n{lines}"
+
+
+def recorded_in(message: str) -> list[str]:
+    """The paths a commit message says its commit recorded conflicts in: how a machine tells a
+    conflict it brings in from a note that only quotes conflict markers (earlier versions wrote
+    'Conflicts (both sides kept, with markers):')."""
+    found: list[str] = []
+    inside = False
+    for line in message.splitlines():
+        if line.startswith("Conflicts (") and line.endswith("):"):
+            inside = True
+        elif inside and line.startswith("\t"):
+            found.append(line[1:])
+        else:
+            inside = False
+    return found
 
 
 def private_index(state_dir: Path) -> Path:

@@ -140,7 +140,8 @@ def describe_result(result: Any) -> tuple[str, str | None]:
     ]
     line = f"{result.outcome}" + (f" ({', '.join(moved)})" if moved else "") + f" in {result.seconds:.2f}s"
     problems = [f"peer {p.name} {p.status}: {p.detail}" for p in result.unreachable]
-    problems += [f"conflict recorded in {path}" for path in result.conflicts]
+    problems += [f"conflict in {path}" for path in result.conflicts]
+    problems += [f"held back {h.path} ({h.where})" for h in getattr(result, "held_back", [])]
     return line, "; ".join(problems) or None
 
 

@@ -164,27 +164,32 @@ def test_markers_half_removed_by_hand_are_found_and_resolve_says_what_to_do(flee
     b.sync()
     text = b.read(note.path)
     b.write(note.path, text.replace("<<<<<<< a\n", ""))  # the opening line deleted, the rest left
-    assert b.sync().exit_code == 0
+    result = b.sync()  # never committed nor sent half resolved: held back, the edit kept
+    assert result.exit_code == 10 and [h.path for h in result.held_back] == [note.path]
+    assert b.read(note.path) == text.replace("<<<<<<< a\n", "")
     a.sync()
-    for m in (a, b):
-        listed = json.loads(m.cli("conflicts", "--json").stdout)
-        assert [c["path"] for c in listed] == [note.path]
-        assert listed[0]["blocks"] == [] and len(listed[0]["stray_markers"]) == 2
-        proc = m.cli("conflicts")
-        assert note.path in proc.stdout and "--edit" in proc.stdout
-        with open_index(m.store) as index:
-            assert [h.path for h in index.conflicted()] == [note.path]
-    proc = a.cli("resolve", note.id)
+    assert a.read(note.path) == text  # the other machine still has the whole block
+    listed = json.loads(b.cli("conflicts", "--json").stdout)
+    assert [c["path"] for c in listed] == [note.path]
+    assert listed[0]["blocks"] == [] and len(listed[0]["stray_markers"]) == 2
+    proc = b.cli("conflicts")
+    assert note.path in proc.stdout and "--edit" in proc.stdout
+    with open_index(b.store) as index:
+        index.refresh()
+        assert [h.path for h in index.conflicted()] == [note.path]
+    proc = b.cli("resolve", note.id)
     assert (
         proc.returncode == 2 and "conflict marker" in proc.stderr and "nothing to resolve" not in proc.stderr
     )
-    proc = a.cli("resolve", note.id, "--ours")
+    proc = b.cli("resolve", note.id, "--ours")
     assert proc.returncode == 2 and "--edit" in proc.stderr and "line" in proc.stderr
-    proc = a.cli("resolve", note.id, "--both")  # every version kept, every stray marker line gone
+    proc = b.cli("resolve", note.id, "--both")  # every version kept, every stray marker line gone
     assert proc.returncode == 0, proc.stderr
-    resolved = a.read(note.path)
+    resolved = b.read(note.path)
     assert "x\nline from a\nline from b\ny\n" in resolved and not has_conflict_markers(resolved)
-    assert json.loads(a.cli("conflicts", "--json").stdout) == []
+    assert json.loads(b.cli("conflicts", "--json").stdout) == []
+    assert b.sync().exit_code == 0 and a.sync().exit_code == 0  # whole again: it syncs
+    assert a.read(note.path) == resolved
 
 
 def test_the_dashboard_shows_each_version_and_keeps_the_one_chosen(fleet: Fleet) -> None:

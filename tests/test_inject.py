@@ -177,17 +177,29 @@ def test_many_preferences_cannot_overflow(store: Store, tmp_path: Path) -> None:
 def test_conflict_warning_last(store: Store, tmp_path: Path) -> None:
     repo = _checkout(tmp_path)
     _note(store, "semantic", "Fine fact", "fine", PROJECT)
+    mine = _note(store, "procedural", "Deploy checklist", "top\nmiddle\nbottom\n", PROJECT)
+    text = (store.memory / mine.path).read_text().replace(
+        "middle\n", "<<<<<<< desk\nmiddle a\n======= lap\nmiddle b\n=======\nmiddle c\n>>>>>>> srv\n"
+    )
+    (store.memory / mine.path).write_text(text)
     bad = store.memory / "projects" / "x" / "facts" / "clash-aaaaaaaaaa.md"
     bad.parent.mkdir(parents=True)
     bad.write_text(
-        "---\ntitle: Clash\ntype: semantic\n---\n<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> peer\n"
+        "---\ntitle: Clash\ntype: semantic\nproject: x\n---\n<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> peer\n"
     )
     with open_index(store) as index:
         index.refresh()
     text, _ = build_context(store, repo)
-    warning = text.index("⚠ 1 note has unresolved sync conflicts")
-    assert "`projects/x/facts/clash-aaaaaaaaaa.md`" in text[warning:]
-    assert warning > text.index("Fine fact")
+    warning = text.index("⚠ 1 note of this project is in a sync conflict")
+    assert warning > text.index("Fine fact")  # after the notes, where it is read last
+    said = text[warning:]
+    # This project's note by title, id and versions, and how the user resolves it.
+    assert f"“Deploy checklist” (id `{mine.id}`" in said and "all 3 versions kept: desk, lap, srv" in said
+    assert "`anamnesis resolve ID --keep MACHINE`" in said
+    # Another project's note is only counted.
+    assert "1 note of other projects is in a sync conflict too" in said and "clash" not in said
+    small, _ = build_context(store, repo, budget=800)
+    assert len(small) <= 800 and "in a sync conflict" in small
 
 
 def test_trim_and_allocate() -> None:

@@ -186,7 +186,7 @@ def test_a_sync_with_many_conflicts_prints_a_bounded_report(fleet: Fleet) -> Non
     a.sync()
     proc = b.cli("sync")
     assert proc.returncode == 10
-    assert proc.stdout.count("conflict in many/") == 9 and "in 16 more notes" in proc.stdout
+    assert proc.stdout.count("conflict in many/") == 9 and "16 more notes in conflict" in proc.stdout
     assert len(json.loads(b.cli("conflicts", "--json").stdout)) == 25
 
 

@@ -24,7 +24,8 @@ schedule_app = typer.Typer(
 )
 
 SYNC_EPILOG = (
-    "Exit codes: 0 synced; 10 a same-line conflict was recorded (every version kept in the note); "
+    "Exit codes: 0 synced; 10 a note is in conflict: this sync recorded a same-line conflict or brought one "
+    "in (every version kept in the note), or held back a half-resolved note (left uncommitted); "
     "11 some peer could not be reached now, or refused the push (retried next sync); "
     "14 a peer's answer says it will never work as set up: no repository at that path, a host key "
     "unknown or changed, a refused key (fix the setting; the timer reports it at once); "
@@ -118,10 +119,9 @@ def sync(
 def _print_result(store: Store, result: SyncResult, quiet: bool) -> None:
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
-    from anamnesis.conflicts import versions_kept  # lazy: --help loads every command module
 
     out = console()
-    problems = bool(result.conflicts or result.unreachable)
+    problems = bool(result.conflicts or result.held_back or result.unreachable)
     if quiet and not problems:
         return
     mark = (
@@ -159,18 +159,28 @@ def _print_result(store: Store, result: SyncResult, quiet: bool) -> None:
             out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
     if result.changed and not quiet:
         out.print(f"  {plural(len(result.changed), 'note')} changed here")
-    shown = (
-        result.conflicts
-        if len(result.conflicts) <= MAX_CONFLICT_LINES
-        else result.conflicts[: MAX_CONFLICT_LINES - 1]
-    )
-    for path in shown:
-        versions = versions_kept(store, path)
-        kept = f"{plural(versions, 'version')} kept" if versions > 1 else "every version kept"
-        out.print(f"  [red]conflict[/red] in {path} — {kept}; see `anamnesis conflicts`")
-    if len(shown) < len(result.conflicts):
-        more = plural(len(result.conflicts) - len(shown), "more note")
-        out.print(f"  [red]conflicts[/red] in {more} — see `anamnesis conflicts`")
+    notes = result.conflict_notes
+    shown = notes if len(notes) <= MAX_CONFLICT_LINES else notes[: MAX_CONFLICT_LINES - 1]
+    for note in shown:
+        title = f" ({escape(note.title)})" if note.title != note.path else ""
+        if note.beside:
+            what = f"both versions kept, the other one beside it as {escape(note.beside)}"
+        else:
+            what = note.kept + (f": {', '.join(note.machines)}" if note.machines else "")
+        here = "recorded here" if note.path in result.recorded else "brought in"
+        out.print(
+            f"  [red]conflict[/red] in {escape(note.path)}{title} — {what} [dim]({here})[/dim]; "
+            "see `anamnesis conflicts`", highlight=False,
+        )
+    if len(shown) < len(notes):
+        more = plural(len(notes) - len(shown), "more note")
+        out.print(f"  [red]{more} in conflict[/red] — see `anamnesis conflicts`")
+    for held in result.held_back:
+        out.print(
+            f"  [red]held back[/red]: {escape(held.path)} — conflict marker outside a complete block at "
+            f"{escape(held.where)}; your edit stays in the file, not committed, until no marker line is "
+            "left outside a whole block (finish it, or `anamnesis resolve NOTE --edit`)", highlight=False,
+        )
 
 
 def _print_incoming(result: SyncResult, quiet: bool) -> None:

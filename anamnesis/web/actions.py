@@ -113,6 +113,16 @@ def sync_sections(data: dict[str, Any]) -> Markup:
             '<li><a class="btn small" href="{u}">Resolve {p}</a></li>', u="/conflicts/" + note_url(p)[6:], p=p
         )
         for p in data.get("conflicts") or []
+    ] + [
+        html(
+            '<li><a class="btn small" href="{u}">Finish {p}</a> <span class="muted small">held back: a marker '
+            "line outside a complete block (line {n}); not committed until it is whole</span></li>",
+            u=note_url(h["path"], "conflicts"),
+            p=h["path"],
+            n=", ".join(str(line["line"]) for line in h.get("lines") or []),
+        )
+        for h in data.get("held_back") or []
+        if isinstance(h, dict) and h.get("path")
     ]
     return html(
         """<section class="card"><h2>Peers</h2>{peers}</section>
@@ -137,8 +147,10 @@ def sync_summary(data: dict[str, Any]) -> str:
     parts.append(f"{plural(len(data.get('changed') or []), 'note')} changed")
     if data.get("committed"):
         parts.append(f"{plural(len(data['committed']), 'local file')} committed")
-    if data.get("conflicts"):
-        parts.append(f"{plural(len(data['conflicts']), 'conflict')} recorded")
+    for key, noun in (("conflicts", "in conflict"), ("held_back", "held back (half resolved)")):
+        count = len(data.get(key) or [])
+        if count:
+            parts.append(f"{plural(count, 'note')} {noun}")
     outcome = str(data.get("outcome") or "finished")
     return (
         f"{outcome[:1].upper()}{outcome[1:]}: {', '.join(parts)} in {float(data.get('seconds') or 0):.2f} s."

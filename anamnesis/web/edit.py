@@ -29,7 +29,7 @@ from anamnesis.text import plural
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, html, join, note_url, when
 from anamnesis.web.markdown import render_markdown
-from anamnesis.web.views import _options, strip_machine, type_label
+from anamnesis.web.views import _options, type_label
 
 STALE = "changed on disk since it was read"
 
@@ -359,7 +359,7 @@ def history_page(request: Request) -> HTMLResponse:
     base = text_sha(current)
     items = []
     for i, version in enumerate(versions):
-        diff = _diff_html(history.change_diff(web.store, versions, i)) if i < MAX_DIFFS else Markup("")
+        change = history.describe_change(web.store, version, note.title) if i < MAX_DIFFS else None
         restore: Markup | str = ""
         if i > 0 and not version.deleted:
             restore = html(
@@ -373,11 +373,19 @@ def history_page(request: Request) -> HTMLResponse:
             )
         changes = (
             html(
-                '<details class="v-changes"{open}><summary>What changed</summary>{diff}</details>',
+                '<details class="v-changes"{open}><summary>What changed</summary>{diff}</details>{replaced}',
                 open=Markup(" open") if i == 0 else "",
-                diff=diff,
+                diff=_diff_html(change.diff),
+                replaced=join(
+                    html(
+                        '<details class="v-changes v-replaced"><summary>Against {who}’s version</summary>{d}</details>',
+                        who=who,
+                        d=_diff_html(lines),
+                    )
+                    for who, lines in change.replaced
+                ),
             )
-            if i < MAX_DIFFS
+            if change is not None
             else Markup('<p class="muted small">Older than the diffs shown here.</p>')
         )
         items.append(
@@ -388,8 +396,7 @@ def history_page(request: Request) -> HTMLResponse:
 {changes}</li>""",
                 d=when(version.date),
                 m=version.machine,
-                msg=strip_machine(version.message, version.machine).replace(version.path, "").strip()
-                or version.message,
+                msg=change.title if change is not None else history.entry_title(version, note.title),
                 short=version.short,
                 current=Markup('<span class="badge">current</span>') if i == 0 else "",
                 restore=restore,
