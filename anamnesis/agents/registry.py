@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from anamnesis.agents import instructions
 from anamnesis.agents.base import Agent, McpFileAgent
-from anamnesis.agents.claude import ClaudeCode
+from anamnesis.agents.claude import ClaudeCode, find_old_hooks
 from anamnesis.agents.codex import Codex
 from anamnesis.agents.files import FileChange, describe, read_text
 from anamnesis.agents.gemini import Gemini
@@ -44,6 +44,28 @@ def chosen(names: list[str] | None, with_claude: bool = True) -> list[Agent]:
                 picked.append(agent)
         return picked
     return [agent for agent in AGENTS.values() if (with_claude or agent.name != "claude") and agent.detect()]
+
+
+def old_claude_hooks(agents: list[Agent]) -> tuple[Path, list[str]] | None:
+    """(Claude Code's settings.json, events) when Claude Code is among `agents` and its settings
+    still hold hooks of anamnesis-memory 0.1.3 (they run that program against this store)."""
+    if not any(isinstance(agent, ClaudeCode) for agent in agents):
+        return None
+    path, events = find_old_hooks()
+    return (path, events) if events else None
+
+
+def dropping_old_hooks(agents: list[Agent]) -> list[Agent]:
+    """`agents` with Claude Code set to remove the 0.1.3 hooks as it is set up."""
+    return [ClaudeCode(drop_old=True) if isinstance(agent, ClaudeCode) else agent for agent in agents]
+
+
+def old_hooks_line(path: Path, events: list[str]) -> str:
+    """What init and doctor say about 0.1.3 hooks left in Claude Code's settings."""
+    return (
+        f"Claude Code: {path} still holds hooks of anamnesis-memory 0.1.3 ({', '.join(events)}); they run"
+        " that program in every session, against this store: `anamnesis init --remove-old-hooks` removes them"
+    )
 
 
 class AgentsStep:
