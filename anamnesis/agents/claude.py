@@ -56,6 +56,7 @@ from anamnesis.agents.files import (
     mode_of,
     python_path,
     read_json,
+    remove_empty_folders,
 )
 from anamnesis.fsutil import atomic_write_text
 
@@ -305,6 +306,10 @@ def install(store: Store, python: str | None = None, drop_old: bool = False) -> 
         if change.path == claude_files().settings and "permission_preexisted" not in manifest:
             manifest["permission_preexisted"] = not any(PERMISSION in w for w in change.what)
     done = apply(changes)
+    made = [d for change in changes for d in change.made_dirs]
+    if made:
+        folders = manifest.setdefault("folders", [])
+        folders.extend(d for d in made if d not in folders)
     atomic_write_text(_manifest_path(store), dumps_json(manifest), mode=0o600)
     return done
 
@@ -396,13 +401,15 @@ def _removal(
 
 
 def uninstall(store: Store) -> list[str]:
-    """Remove what init added to Claude Code's config; returns what was done."""
+    """Remove what init added to Claude Code's config, and the folder it made if left empty;
+    returns what was done."""
+    made = _read_manifest(store).get("folders", [])
     done = apply(plan_uninstall(store))
     try:
         _manifest_path(store).unlink()
     except FileNotFoundError:
         pass
-    return done
+    return done + remove_empty_folders([f for f in made if isinstance(f, str)] if isinstance(made, list) else [])
 
 
 class ClaudeCode(Agent):

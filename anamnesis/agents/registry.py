@@ -15,7 +15,7 @@ from anamnesis.agents import instructions
 from anamnesis.agents.base import Agent, McpFileAgent
 from anamnesis.agents.claude import ClaudeCode, find_old_hooks
 from anamnesis.agents.codex import Codex
-from anamnesis.agents.files import FileChange, describe, read_text
+from anamnesis.agents.files import AgentConfigError, FileChange, describe, read_text
 from anamnesis.agents.gemini import Gemini
 from anamnesis.agents.opencode import OpenCode
 from anamnesis.errors import AnamnesisError, UsageError
@@ -69,19 +69,36 @@ def old_hooks_line(path: Path, events: list[str]) -> str:
 
 
 class AgentsStep:
-    """init's agents step: plan every chosen agent's changes now, apply them later."""
+    """init's agents step: plan every chosen agent's changes now, apply them later.
 
-    def __init__(self, store: Store, agents: list[Agent], with_instructions: bool = True) -> None:
+    A config file that cannot be edited safely stops the step before
+    anything is written when the person named that agent (`--agent`), and
+    always for Claude Code. An agent init found installed on its own is
+    skipped instead, with a line saying why and how to set it up later: the
+    store, Claude Code and the other agents are still set up.
+    """
+
+    def __init__(
+        self, store: Store, agents: list[Agent], with_instructions: bool = True, named: bool = False
+    ) -> None:
         self.store = store
         self.with_instructions = with_instructions
-        # planned before anything is written: raises AgentConfigError, nothing changed
-        self.plans: list[tuple[Agent, list[FileChange]]] = [
-            (agent, agent.plan_install(store, with_instructions=with_instructions)) for agent in agents
-        ]
+        self.plans: list[tuple[Agent, list[FileChange]]] = []
+        self.skipped: list[str] = []
+        for agent in agents:  # planned before anything is written
+            try:
+                self.plans.append((agent, agent.plan_install(store, with_instructions=with_instructions)))
+            except AgentConfigError as exc:
+                if named or isinstance(agent, ClaudeCode):
+                    raise
+                self.skipped.append(
+                    f"{agent.title}: skipped (its config cannot be edited safely): {exc}. Once it is fixed,"
+                    f" `anamnesis init --agent {agent.name}` sets it up"
+                )
 
     def planned(self, with_diff: bool = False) -> list[str]:
         """Lines for init's plan, per agent (with diffs for --print)."""
-        return titled(self.plans, with_diff)
+        return titled(self.plans, with_diff) + self.skipped
 
     def apply(self) -> list[str]:
         """Write the changes (idempotent); the lines for init's report."""
@@ -89,7 +106,7 @@ class AgentsStep:
         for agent, _changes in self.plans:
             lines = agent.install(self.store, with_instructions=self.with_instructions)
             done.extend(f"{agent.title}: {line}" for line in lines or ["already set up, nothing to change"])
-        return done
+        return done + self.skipped
 
 
 def titled(plans: list[tuple[Agent, list[FileChange]]], with_diff: bool = False) -> list[str]:

@@ -138,7 +138,7 @@ def init(
                     + " telling those agents to search and write memory?",
                     default=True,
                 )
-        agents_step = AgentsStep(store, agents, with_instructions=instructions)
+        agents_step = AgentsStep(store, agents, with_instructions=instructions, named=bool(agent))
         if print_only and not json_out:
             for line in agents_step.planned(with_diff=True):
                 print(line)
