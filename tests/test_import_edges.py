@@ -215,3 +215,27 @@ def test_odd_notes_of_a_real_0_1_3_store(store: Store, run_cli: RunCli, tmp_path
     assert reasons["01JZZZZZZZZZZZZZZZZZZZZZZZ.md"] == "front matter is not closed by a '---' line"
     titled = read_note(store, "01JABCDEFGHJKMNPQRSTVWXYZ0")
     assert titled.title.startswith("Only a title") and titled.body.strip() == ""
+
+
+def test_sync_reports_what_the_mirror_imported(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    from test_import import MEMORIES, make_project, write_memories
+
+    from anamnesis.importers import set_mirror
+    from anamnesis.importers.claude_auto_memory import sanitise
+
+    project = make_project(tmp_path / "work" / "api")
+    folder = tmp_path / "claude-config" / "projects" / sanitise(str(project.resolve())) / "memory"
+    write_memories(folder, {k: v for k, v in MEMORIES.items() if k != "broken.md"})
+    set_mirror(store, "claude-auto-memory", project, True)
+    proc = run_cli("sync", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (brought,) = json.loads(proc.stdout)["imported"]
+    assert brought["source"] == "claude-auto-memory" and brought["created"] == 4 and brought["updated"] == 0
+    assert brought["commit"] == head(store)
+
+    write_memories(folder, {"project_owner.md": "---\nname: owner\ndescription: The billing team owns invoices\n---\n\nAsk them.\n"})
+    text = run_cli("sync")
+    assert text.returncode == 0, text.stderr
+    assert "imported from claude-auto-memory" in text.stdout and "1 new, 0 updated notes" in text.stdout
+    quiet = run_cli("sync", "--json")  # nothing changed in the source: nothing imported, nothing said
+    assert json.loads(quiet.stdout)["imported"] == []

@@ -114,6 +114,11 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
     out.print(f"{mark} [bold]{result.outcome}[/bold] [dim]({result.seconds:.2f} s)[/dim]")
     for line in result.repaired:
         out.print(f"  [dim]repaired:[/dim] {line}")
+    for item in result.imported:  # the mirrored sources (`anamnesis import ... --mirror`)
+        out.print(
+            f"  imported from {item['source']} ({escape(item['from'])}): {item['created']} new,"
+            f" {item['updated']} updated notes", highlight=False,
+        )
     if result.committed:
         out.print(f"  committed {len(result.committed)} local change{'s' if len(result.committed) != 1 else ''}")
     if not result.peers:

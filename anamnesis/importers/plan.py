@@ -180,6 +180,12 @@ class ImportReport:
             f" {self.count('unchanged')} unchanged, {len(self.skipped)} skipped (from {self.label}){kept}"
         )
 
+    def brief(self) -> dict[str, Any]:
+        """The counts and the commit, without the notes (what `sync --json` lists per mirror)."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("notes", "dry_run", "skipped")} | {
+            "skipped": len(self.skipped)
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
