@@ -39,35 +39,29 @@ OPENCODE_JSONC = """{
 CODEX_BOM = "\ufeff# mine\nmodel = \"o3\"  # keep\n\n[mcp_servers.other]\ncommand = \"/bin/true\"\n"
 
 
-def test_a_gemini_settings_file_with_comments_is_edited_keeping_them(
-    store: Store, agent_homes: dict[str, Path]
+@pytest.mark.parametrize(
+    ("agent", "name", "original", "kept", "dialect", "key"),
+    [
+        ("gemini", "settings.json", GEMINI_COMMENTED,
+         ["// my look", "/* servers I use:\n     one, for now */", "// keep"], jsonedit.WITH_COMMENTS, "mcpServers"),
+        ("opencode", "opencode.jsonc", OPENCODE_JSONC,
+         ["// schema, for the editor", '"enabled": false,}, // off'], jsonedit.JSONC, "mcp"),
+    ],
+)
+def test_a_json_config_with_comments_is_edited_keeping_them(
+    store: Store, agent_homes: dict[str, Path], agent: str, name: str, original: str, kept: list[str],
+    dialect: jsonedit.Dialect, key: str,
 ) -> None:
-    settings = agent_homes["gemini"] / "settings.json"
-    settings.parent.mkdir(parents=True)
-    settings.write_text(GEMINI_COMMENTED)
-    AGENTS["gemini"].install(store, with_instructions=False)
-    text = settings.read_text()
-    for comment in ("// my look", "/* servers I use:\n     one, for now */", "// keep"):
-        assert comment in text
-    data = jsonedit.loads(text, jsonedit.WITH_COMMENTS)
-    assert set(data["mcpServers"]) == {"anamnesis", "other"} and sorted(data["hooks"]) == ["SessionEnd", "SessionStart"]
-    assert AGENTS["gemini"].install(store, with_instructions=False) == []  # idempotent
-    AGENTS["gemini"].uninstall(store)
-    assert settings.read_text() == GEMINI_COMMENTED
-
-
-def test_an_opencode_jsonc_file_with_comments_and_trailing_commas_is_edited(
-    store: Store, agent_homes: dict[str, Path]
-) -> None:
-    config = agent_homes["opencode"] / "opencode.jsonc"
+    config = agent_homes[agent] / name
     config.parent.mkdir(parents=True)
-    config.write_text(OPENCODE_JSONC)
-    AGENTS["opencode"].install(store, with_instructions=False)
+    config.write_text(original)
+    AGENTS[agent].install(store, with_instructions=False)
     text = config.read_text()
-    assert "// schema, for the editor" in text and '"enabled": false,}, // off' in text
-    assert set(jsonedit.loads(text, jsonedit.JSONC)["mcp"]) == {"anamnesis", "other"}
-    AGENTS["opencode"].uninstall(store)
-    assert config.read_text() == OPENCODE_JSONC
+    assert all(comment in text for comment in kept), text
+    assert set(jsonedit.loads(text, dialect)[key]) == {"anamnesis", "other"}
+    assert AGENTS[agent].install(store, with_instructions=False) == []  # idempotent
+    AGENTS[agent].uninstall(store)
+    assert config.read_text() == original
 
 
 def test_a_codex_config_with_a_byte_order_mark_is_edited_keeping_it(store: Store, agent_homes: dict[str, Path]) -> None:
