@@ -29,7 +29,7 @@ import yaml
 
 from anamnesis import repo
 from anamnesis.errors import AnamnesisError
-from anamnesis.git import run_git
+from anamnesis.git import run_git, run_git_bytes
 from anamnesis.merge import Side, merge_lines
 from anamnesis.notes import (
     _ID_ALPHABET,
@@ -258,9 +258,10 @@ class Built:
 
 
 def _build(
-    store: Store, item: Item, source: str, existing: Imported | None, machine: str, now: str
+    store: Store, item: Item, source: str, existing: Imported | None, base: Note | None, machine: str, now: str
 ) -> Built | Skip:
-    """The file for an item, or why it cannot be written."""
+    """The file for an item, or why it cannot be written; `base` is the existing note as an import
+    last wrote it from its source alone (None: not found in this history)."""
     title, body, tags, extra = _redacted(item)
     if not body.strip() and not item.keep_empty:
         return Skip(item.origin, "empty: no text to keep")
@@ -274,7 +275,6 @@ def _build(
                 item.origin,
                 f"{path} holds a conflict not resolved yet; resolve it (`anamnesis conflicts`) and import again",
             )
-        base = last_imported(store, path)  # None (history cut short): every difference is kept
         if base is None or note.body.strip() != base.body.strip() or note.title != base.title:
             # edited here since the import wrote it: merge the source's change in, never replace the edit
             base_body = base.body if base is not None else ""
@@ -317,23 +317,45 @@ def _build(
     return Built(path, render_note(note).encode("utf-8"), conflicted, kept)
 
 
-def last_imported(store: Store, path: str) -> Note | None:
-    """The note at `path` as an import last wrote it from its source alone (None: no such commit
-    in this history). An import that merged a person's edit in says so in its commit message
-    (KEPT_EDIT): what it wrote is not the source's text, so an earlier version is the base."""
+def last_imported(store: Store, paths: list[str]) -> dict[str, Note]:
+    """Each note at `paths` as an import last wrote it from its source alone (a path missing:
+    no such commit in this history), read with two git processes however many paths there are.
+    An import that merged a person's edit in says so in its commit message (KEPT_EDIT): what it
+    wrote there is not the source's text, so an earlier import's version is the base."""
+    if not paths:
+        return {}
+    wanted = set(paths)
     log = run_git(
-        store.memory, "log", "-50", "--format=%H%x00%B%x01", "--fixed-strings", f"--grep={COMMIT_MARK}",
-        "--", path, check=False,
+        store.memory, "log", "--format=%x01%H%x00%B%x02", "--name-only", "--fixed-strings",
+        f"--grep={COMMIT_MARK}", check=False,
     )
-    if log.returncode != 0:
-        return None
-    for entry in log.stdout.split("\x01"):
-        commit, _, message = entry.strip().partition("\0")
-        if not commit or f"{KEPT_EDIT}{path}" in message.splitlines():
+    where: dict[str, str] = {}  # path -> the commit to read it from
+    for entry in log.stdout.split("\x01")[1:] if log.returncode == 0 else []:
+        head, _, names = entry.partition("\x02")
+        commit, _, message = head.partition("\0")
+        kept = {line[len(KEPT_EDIT) :] for line in message.splitlines() if line.startswith(KEPT_EDIT)}
+        for name in names.splitlines():
+            if name in wanted and name not in where and name not in kept:
+                where[name] = commit
+    if not where:
+        return {}
+    order = list(where.items())
+    specs = "".join(f"{commit}:{path}\n" for path, commit in order).encode("utf-8")
+    out = run_git_bytes(store.memory, "cat-file", "--batch", input=specs, check=False).stdout
+    found: dict[str, Note] = {}
+    at = 0
+    for path, _commit in order:
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) != 3 or header[1] != b"blob":  # "<spec> missing"
             continue
-        shown_file = run_git(store.memory, "show", f"{commit}:{path}", check=False)
-        return parse_note(shown_file.stdout, path) if shown_file.returncode == 0 else None
-    return None
+        size = int(header[2])
+        found[path] = parse_note(out[at : at + size].decode("utf-8", errors="replace"), path)
+        at += size + 1
+    return found
 
 
 def _applied(found: Imported, item: Item) -> bool:
@@ -367,7 +389,8 @@ def apply(
         changes: dict[str, bytes | None] = {}
         kept: list[str] = []
         total = len(plan.items)
-        for done, item in enumerate(plan.items, 1):
+        matched: list[tuple[Item, Imported | None, bool]] = []  # item, its note, whether to write it
+        for item in plan.items:
             found = existing.get(item.key)
             rekey = False
             if found is None:
@@ -377,15 +400,16 @@ def apply(
                 if old is not None:
                     found, rekey = existing[old], True
                     adopted.add(old)
-            if (
-                found is not None
-                and found.digest == item.digest
-                and not rekey
-                and (not plan.options or _applied(found, item))
-            ):
+            same = found is not None and found.digest == item.digest and not rekey
+            applied = found is not None and (not plan.options or _applied(found, item))
+            matched.append((item, found, not (same and applied)))
+        bases = last_imported(store, [found.path for _, found, write in matched if found is not None and write])
+        for done, (item, found, write) in enumerate(matched, 1):
+            if found is not None and not write:
                 report.steps.append(Step("unchanged", found.path, item))
             else:
-                built = _build(store, item, plan.source, found, machine, now)
+                base = bases.get(found.path) if found is not None else None
+                built = _build(store, item, plan.source, found, base, machine, now)
                 if isinstance(built, Skip):
                     report.skipped.append(built)
                 elif built.path in changes:
