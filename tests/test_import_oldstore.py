@@ -136,3 +136,61 @@ def test_hooks_the_0_1_3_package_left_are_found_and_removed(tmp_path: Path, run_
     assert mine["command"] in commands and sum("-m anamnesis.hooks" in c for c in commands) == 4
     assert run_cli("doctor", env=env).returncode == 0
     assert os.path.exists(settings)
+
+
+def _answer_in_a_terminal(args: list[str], env: dict[str, str], answers: list[tuple[str, str]]) -> tuple[int, str]:
+    """Run `anamnesis ARGS` on a pseudo-terminal, answering each question in turn as it is asked;
+    (exit status, output)."""
+    import select
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis", *args], stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT,
+        close_fds=True,
+    )
+    os.close(slave)
+    seen = b""
+    waiting = list(answers)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the other end closed: the command is done
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if waiting and waiting[0][0].encode() in b" ".join(seen.split()):
+                os.write(master, waiting.pop(0)[1].encode() + b"\r")
+                seen = b""  # the next question is asked after this
+        elif proc.poll() is not None:
+            break
+    os.close(master)
+    return proc.wait(timeout=60), seen.decode("utf-8", "replace")
+
+
+def test_init_in_a_terminal_asks_before_moving_the_store_and_removing_the_hooks(tmp_path: Path, home: Path) -> None:
+    from conftest import cli_env
+
+    user = tmp_path / "user"
+    old, note_id = make_old_install(user)
+    env = cli_env(old, CLAUDE_CONFIG_DIR=str(user / ".claude"), PATH="/usr/bin:/bin", TERM="dumb", COLUMNS="400")
+    store_question = "import its notes into a new store here?"
+    declined, out = _answer_in_a_terminal(["init", "--no-schedule"], env, [(store_question, "n")])
+    assert declined == 3 and "--move-old-store" in out and not old.with_name(".anamnesis-0.1.3").exists()
+    code, out = _answer_in_a_terminal(
+        ["init", "--no-schedule"], env, [(store_question, "y"), ("which run that program against this store. Remove them?", "n")]
+    )
+    assert code == 0, out
+    assert old.with_name(".anamnesis-0.1.3").is_dir() and read_note(open_store(old), note_id).id == note_id
+    assert "still holds hooks of anamnesis-memory 0.1.3" in " ".join(out.split())  # declined: said at the end
+    code, out = _answer_in_a_terminal(["init", "--no-schedule"], env, [("Remove them?", "y")])
+    assert code == 0, out
+    assert "removed the hooks of anamnesis-memory 0.1.3" in " ".join(out.split())
+    assert "anamnesis capture" not in (user / ".claude" / "settings.json").read_text()
