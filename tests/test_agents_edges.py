@@ -96,6 +96,12 @@ def test_an_agent_whose_file_truly_cannot_be_edited_is_skipped_and_the_rest_set_
     named = run_cli("init", "--agent", "gemini", "--no-schedule", env=env)  # asked for by name: refused
     assert named.returncode == 7 and str(settings) in named.stderr
 
+    gone = run_cli("uninstall", env=env)  # the same for uninstall: the rest is removed
+    assert gone.returncode == 0, gone.stderr
+    assert "`anamnesis uninstall --agent gemini`" in " ".join(gone.stdout.split())
+    assert not (agent_homes["codex"] / "config.toml").exists() and settings.read_text() == broken
+    assert run_cli("uninstall", "--agent", "gemini", env=env).returncode == 7
+
 
 def test_uninstall_removes_the_empty_folders_init_made_and_only_those(
     agent_homes: dict[str, Path], run_cli: RunCli, tmp_path: Path

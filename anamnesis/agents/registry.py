@@ -123,13 +123,28 @@ def plan_removal(store: Store, agents: list[Agent]) -> list[tuple[Agent, list[Fi
     return [(agent, agent.plan_uninstall(store)) for agent in agents]
 
 
-def remove(store: Store, agents: list[Agent]) -> list[str]:
-    """Remove what init added to these agents; the lines for the report."""
-    plan_removal(store, agents)  # a file that cannot be safely edited stops it before anything is written
-    done: list[str] = []
+def remove(store: Store, agents: list[Agent], named: bool = True) -> list[str]:
+    """Remove what init added to these agents; the lines for the report. A file that cannot be
+    safely edited stops it before anything is written when the agents were `named` (--agent);
+    otherwise that agent is skipped with a line saying how to remove it later."""
+    skipped: list[str] = []
+    ready: list[Agent] = []
     for agent in agents:
+        try:
+            agent.plan_uninstall(store)
+        except AgentConfigError as exc:
+            if named:
+                raise
+            skipped.append(
+                f"{agent.title}: skipped (its config cannot be edited safely): {exc}. Once it is fixed,"
+                f" `anamnesis uninstall --agent {agent.name}` removes what init added"
+            )
+            continue
+        ready.append(agent)
+    done: list[str] = []
+    for agent in ready:
         done.extend(f"{agent.title}: {line}" for line in agent.uninstall(store))
-    return done
+    return done + skipped
 
 
 def lacking_instructions(agents: list[Agent]) -> list[Path]:

@@ -210,7 +210,7 @@ def uninstall(
         for line in titled(plans, with_diff=True):
             print(line)
         return
-    done = remove(store, agents)
+    done = remove(store, agents, named=bool(agent))
     if not agent:
         done.extend(_uninstall_schedule(store))
     if json_out:
