@@ -73,6 +73,13 @@ def plain(text: str, dialect: Dialect = JSON) -> str:
     return _EXTRAS.sub(blank, text)
 
 
+def comments(text: str) -> list[str]:
+    """The comments of a text, in order (none in plain JSON)."""
+    if "/" not in text:
+        return []
+    return [m.group() for m in _EXTRAS.finditer(text) if m.group().startswith("/")]
+
+
 def loads(text: str, dialect: Dialect = JSON) -> Any:
     """The data a text of this dialect holds (json.loads' errors for anything else)."""
     return json.loads(plain(text, dialect))
@@ -94,8 +101,9 @@ class _Child:
 
 
 class _Editor:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, original: str | None = None) -> None:
         self.text = text
+        self.original = text if original is None else original  # with its comments, where it has some
         self.edits: list[tuple[int, int, str]] = []
         self.key_sep = ": "
         self.item_sep = ", "
@@ -274,6 +282,10 @@ class _Editor:
             gap = self.text[kids[0].value_end : kids[1].start]
             if "\n" not in gap:
                 sep = "," + gap.split(",", 1)[-1]
+        if not kept and self.original[start + 1 : end - 1] != self.text[start + 1 : end - 1]:
+            items = [item for at in sorted(inserts) for item in inserts[at]]
+            self.edits.append((start + 1, end - 1, self._around_comments(holder, kids, start, end, render(items, None))))
+            return
         if not kept:
             items = [item for at in sorted(inserts) for item in inserts[at]]
             multiline = "\n" in self.text[start:end] or (self.starts_line(holder) and bool(items))
@@ -328,6 +340,30 @@ class _Editor:
                     gap = sep or self.item_sep
                     text = "".join(gap + item for item in render(items, None, sep))
                 self.edits.append((after.value_end, after.value_end, text))
+
+    def _around_comments(self, holder: int, kids: list[_Child], start: int, end: int, items: list[str]) -> str:
+        """The inside of a container whose every child goes (or that had none) and that holds
+        comments: the children cut out, the comments kept, `items` added on lines of their own."""
+        source = self.original
+        pieces: list[str] = []
+        pos = start + 1
+        for kid in kids:
+            pieces.append(source[pos : kid.start])
+            after = kid.value_end
+            while source[after : after + 1] in (" ", "\t", "\r", "\n"):
+                after += 1
+            pos = after + 1 if source[after : after + 1] == "," else kid.value_end
+        pieces.append(source[pos : end - 1])
+        rest = re.sub(r"\n[ \t]*(?=\r?\n)", "", "".join(pieces))
+        if not items:
+            return rest
+        body = rest.rstrip()
+        tail = rest[len(body) :]
+        outer = self.indent_of(holder)
+        indent = outer + self.unit
+        nl = self.newline
+        added = nl + indent + ("," + nl + indent).join(items)
+        return body + added + (tail if "\n" in tail else nl + outer)
 
     def result(self, text: str | None = None) -> str:
         """The edits made in `text` (default: the text scanned; or the same text with its comments)."""
@@ -410,7 +446,7 @@ def edit(text: str, new: Any, dump_whole: Any = None, dialect: Dialect = JSON) -
         if extras:
             raise Uneditable("the file is not a JSON object that can be edited in place")
         return str(fallback(new))
-    editor = _Editor(scanned)
+    editor = _Editor(scanned, text)
     try:
         start = editor._ws(0)
         end = editor._value_end(start)

@@ -142,3 +142,18 @@ def test_backups_do_not_pile_up(agent_homes: dict[str, Path], run_cli: RunCli, t
         assert len(backups) <= 1, backups  # one per file at most
     assert (claude / "settings.json").read_text() == '{"theme": "dark"}\n'
     assert (codex / "config.toml").read_text() == 'model = "o3"\n'
+
+
+def test_comments_inside_an_object_init_fills_or_empties_are_kept(store: Store, agent_homes: dict[str, Path]) -> None:
+    settings = agent_homes["gemini"] / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{\n  "mcpServers": {\n    // none yet\n  },\n  "hooks": {} /* later */\n}\n')
+    AGENTS["gemini"].install(store, with_instructions=False)
+    text = settings.read_text()
+    assert "// none yet" in text and "/* later */" in text
+    assert "anamnesis" in jsonedit.loads(text, jsonedit.WITH_COMMENTS)["mcpServers"]
+    settings.write_text(text.replace("// none yet", "// none yet, but soon"))  # changed since: no backup fits
+    AGENTS["gemini"].uninstall(store)
+    after = settings.read_text()
+    assert "// none yet, but soon" in after and "/* later */" in after
+    assert jsonedit.loads(after, jsonedit.WITH_COMMENTS) == {"mcpServers": {}, "hooks": {}}

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis import jsonedit
 from anamnesis.agents import instructions
 from anamnesis.agents.files import (
     FILE_CREATED,
@@ -131,6 +132,11 @@ class McpFileAgent(Agent):
     def parsed(self, text: str) -> Any:
         """The settings a text of the config file holds (for finding the backup to give back)."""
 
+    def kept(self, backup: str, text: str) -> bool:
+        """Whether giving `backup` back keeps what the person wrote into `text` since besides the
+        settings (their comments): only then is it given back."""
+        return True
+
     def plan_install(
         self, store: Store, python: str | None = None, with_instructions: bool = True
     ) -> list[FileChange]:
@@ -159,8 +165,8 @@ class McpFileAgent(Agent):
             created = created_by.get(str(path), [])
             after, what = self.remove_server(path, text, created)
             if what:
-                wanted = self.parsed(after)
-                after = backup_holding(path, lambda old: self.parsed(old) == wanted) or after
+                wanted, now = self.parsed(after), text
+                after = backup_holding(path, lambda old: self.parsed(old) == wanted and self.kept(old, now)) or after
             change = FileChange(path, text, after, mode_of(path, self.file_mode), what, same=self.same)
             change.remove = bool(what) and FILE_CREATED in created and not self.parsed(after)
             changes.append(change)
@@ -249,3 +255,6 @@ class JsonMcpAgent(McpFileAgent):
 
     def parsed(self, text: str) -> Any:
         return loads_json(text, self.dialect) if text.strip() else {}
+
+    def kept(self, backup: str, text: str) -> bool:
+        return self.dialect == JSON or jsonedit.comments(backup) == jsonedit.comments(text)
