@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from anamnesis import schedule, watch
+from anamnesis.agents.claude import find_old_hooks
 from anamnesis.capture import queued_notes
 from anamnesis.errors import AnamnesisError, ExitCode
 from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_fix, write_problem
@@ -106,6 +107,7 @@ def run_checks(store: Store) -> list[Finding]:
                 )
             )
     findings.extend(_sync_findings(store))
+    findings.extend(_old_hook_findings())
     findings.extend(_peer_findings(store))
     findings.extend(_relay_findings(store))
     findings.extend(_queue_findings(store))
@@ -184,6 +186,22 @@ def _sync_findings(store: Store) -> list[Finding]:
             str(log_path(store)),
             f"the last sync ({last.get('at', '?')}) failed with exit {code}: {what}",
             fix or "run `anamnesis sync` to see whether it still fails",
+        )
+    ]
+
+
+def _old_hook_findings() -> list[Finding]:
+    """Hooks anamnesis-memory 0.1.3 left in Claude Code's settings: that program runs in every
+    session and writes into this store (its `capture` commits, makes `local/`, adds tables)."""
+    path, events = find_old_hooks()
+    if not events:
+        return []
+    return [
+        Finding(
+            str(path),
+            f"hooks of anamnesis-memory 0.1.3 ({', '.join(events)}) run that program in every Claude Code"
+            " session, against this store",
+            "run `anamnesis init --remove-old-hooks` (it removes them, with a backup of the file)",
         )
     ]
 

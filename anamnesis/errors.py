@@ -75,6 +75,10 @@ class StoreMissing(AnamnesisError):
     exit_code = ExitCode.NO_STORE
 
 
+class OldStore(StoreMissing):
+    """ANAMNESIS_HOME holds a store of the anamnesis-memory 0.1.3 package: not ours to open or change."""
+
+
 class NoteNotFound(AnamnesisError):
     """A note reference matched nothing."""
 

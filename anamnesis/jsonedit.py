@@ -12,6 +12,14 @@ The text is scanned one level at a time and only where the data differs, so
 a large file (Claude Code's `~/.claude.json` keeps history) costs little.
 The result is checked by parsing it; should it ever not give `new`, the
 document is written out whole instead (correct, if not byte-preserving).
+
+Some agents read JSON with comments (`//`, `/* */`) and, some, trailing
+commas (a `Dialect`). Such a text is edited the same way: comments and
+trailing commas are blanked out to spaces of the same length (newlines
+kept), so the offsets found in that plain JSON are the offsets in the text
+itself, and the edits are made in the text with its comments. A text with
+comments is never written out whole (that would drop them): if an edit
+cannot be made in place, `Uneditable` is raised.
 """
 
 from __future__ import annotations
@@ -30,6 +38,53 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 PAIRING_LIMIT = 2500  # old x new elements of a changed array paired by likeness; longer ones by kind
 
 
+@dataclass(frozen=True)
+class Dialect:
+    """What a reader of the file accepts besides plain JSON."""
+
+    comments: bool = False  # `// line` and `/* block */`
+    trailing_commas: bool = False  # `[1, 2,]`, `{"a": 1,}`
+
+
+JSON = Dialect()
+WITH_COMMENTS = Dialect(comments=True)
+JSONC = Dialect(comments=True, trailing_commas=True)
+_EXTRAS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*[\s\S]*?\*/|,(?=(?:\s|//[^\n]*|/\*[\s\S]*?\*/)*[]}])')
+
+
+class Uneditable(ValueError):
+    """A text with comments that cannot be edited in place (writing it whole would drop them)."""
+
+
+def plain(text: str, dialect: Dialect = JSON) -> str:
+    """`text` with the comments and trailing commas `dialect` allows blanked out (same length,
+    newlines kept): plain JSON with every offset unchanged. Others are left for the parser to refuse."""
+    if dialect == JSON or ("/" not in text and "," not in text):
+        return text
+
+    def blank(match: re.Match[str]) -> str:
+        token = match.group()
+        if token.startswith('"') or (token == "," and not dialect.trailing_commas):
+            return token
+        if token.startswith("/") and not dialect.comments:
+            return token
+        return re.sub(r"[^\r\n]", " ", token)
+
+    return _EXTRAS.sub(blank, text)
+
+
+def comments(text: str) -> list[str]:
+    """The comments of a text, in order (none in plain JSON)."""
+    if "/" not in text:
+        return []
+    return [m.group() for m in _EXTRAS.finditer(text) if m.group().startswith("/")]
+
+
+def loads(text: str, dialect: Dialect = JSON) -> Any:
+    """The data a text of this dialect holds (json.loads' errors for anything else)."""
+    return json.loads(plain(text, dialect))
+
+
 class _Unexpected(ValueError):
     """The text is not the JSON we expected (it was checked with json.loads first, so: a bug)."""
 
@@ -46,8 +101,9 @@ class _Child:
 
 
 class _Editor:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, original: str | None = None) -> None:
         self.text = text
+        self.original = text if original is None else original  # with its comments, where it has some
         self.edits: list[tuple[int, int, str]] = []
         self.key_sep = ": "
         self.item_sep = ", "
@@ -226,6 +282,10 @@ class _Editor:
             gap = self.text[kids[0].value_end : kids[1].start]
             if "\n" not in gap:
                 sep = "," + gap.split(",", 1)[-1]
+        if not kept and self.original[start + 1 : end - 1] != self.text[start + 1 : end - 1]:
+            items = [item for at in sorted(inserts) for item in inserts[at]]
+            self.edits.append((start + 1, end - 1, self._around_comments(holder, kids, start, end, render(items, None))))
+            return
         if not kept:
             items = [item for at in sorted(inserts) for item in inserts[at]]
             multiline = "\n" in self.text[start:end] or (self.starts_line(holder) and bool(items))
@@ -281,8 +341,33 @@ class _Editor:
                     text = "".join(gap + item for item in render(items, None, sep))
                 self.edits.append((after.value_end, after.value_end, text))
 
-    def result(self) -> str:
-        text = self.text
+    def _around_comments(self, holder: int, kids: list[_Child], start: int, end: int, items: list[str]) -> str:
+        """The inside of a container whose every child goes (or that had none) and that holds
+        comments: the children cut out, the comments kept, `items` added on lines of their own."""
+        source = self.original
+        pieces: list[str] = []
+        pos = start + 1
+        for kid in kids:
+            pieces.append(source[pos : kid.start])
+            after = kid.value_end
+            while source[after : after + 1] in (" ", "\t", "\r", "\n"):
+                after += 1
+            pos = after + 1 if source[after : after + 1] == "," else kid.value_end
+        pieces.append(source[pos : end - 1])
+        rest = re.sub(r"\n[ \t]*(?=\r?\n)", "", "".join(pieces))
+        if not items:
+            return rest
+        body = rest.rstrip()
+        tail = rest[len(body) :]
+        outer = self.indent_of(holder)
+        indent = outer + self.unit
+        nl = self.newline
+        added = nl + indent + ("," + nl + indent).join(items)
+        return body + added + (tail if "\n" in tail else nl + outer)
+
+    def result(self, text: str | None = None) -> str:
+        """The edits made in `text` (default: the text scanned; or the same text with its comments)."""
+        text = self.text if text is None else text
         for begin, finish, replacement in sorted(self.edits, key=lambda e: (e[0], e[1]), reverse=True):
             text = text[:begin] + replacement + text[finish:]
         return text
@@ -342,28 +427,36 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=True)
 
 
-def edit(text: str, new: Any, dump_whole: Any = None) -> str:
+def edit(text: str, new: Any, dump_whole: Any = None, dialect: Dialect = JSON) -> str:
     """`text` (a JSON document) changed so that it parses to `new`, everything else kept.
 
     `dump_whole(new)` writes the document out whole when the text cannot be
-    edited in place (blank text, or a top-level value that is not an object).
+    edited in place (blank text, or a top-level value that is not an object);
+    a text with comments or trailing commas (`dialect`) is never written out
+    whole: `Uneditable` is raised instead.
     """
+    scanned = plain(text, dialect)
     try:
-        old = json.loads(text) if text.strip() else None
+        old = json.loads(scanned) if scanned.strip() else None
     except (ValueError, RecursionError):
         old = None
     fallback = dump_whole or (lambda data: json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    extras = scanned != text
     if not isinstance(old, dict) or not isinstance(new, dict):
+        if extras:
+            raise Uneditable("the file is not a JSON object that can be edited in place")
         return str(fallback(new))
-    editor = _Editor(text)
+    editor = _Editor(scanned, text)
     try:
         start = editor._ws(0)
         end = editor._value_end(start)
         editor.infer_style(start, end)
         editor.value(start, start, end, old, new)
-        result = editor.result()
-        if json.loads(result) == new:
+        result = editor.result(text)
+        if loads(result, dialect) == new:
             return result
     except (ValueError, IndexError, RecursionError):
         pass
+    if extras:
+        raise Uneditable("this change cannot be made in place without losing the file's comments")
     return str(fallback(new))

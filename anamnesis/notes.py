@@ -143,12 +143,21 @@ def has_conflict_markers(text: str) -> bool:
     return ("<<<<<<<" in text or ">>>>>>>" in text or "======= " in text) and CONFLICT_RE.search(text) is not None
 
 
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")  # characters beyond the Basic Multilingual Plane: emoji
+
+
 def render_note(note: Note) -> str:
     """The file text of a note: YAML front matter, a blank line, the body."""
     import frontmatter  # lazy: only writers need it; keeps it off search, list and the read-only hooks
 
-    post = frontmatter.Post(note.body.rstrip("\n") + "\n", **note.metadata())
-    return frontmatter.dumps(post, sort_keys=False, allow_unicode=True, width=1000) + "\n"
+    meta = note.metadata()
+    post = frontmatter.Post(note.body.rstrip("\n") + "\n", **meta)
+    options: dict[str, Any] = {}
+    if _ASTRAL.search(repr(meta)):  # libyaml's emitter escapes these ("\U0001F680"); the Python one writes UTF-8
+        import yaml  # lazy: as frontmatter above
+
+        options["Dumper"] = yaml.SafeDumper
+    return frontmatter.dumps(post, sort_keys=False, allow_unicode=True, width=1000, **options) + "\n"
 
 
 def _as_text(value: Any) -> str:

@@ -200,6 +200,7 @@ class SyncResult:
     peers: list[PeerReport] = field(default_factory=list)
     incoming: list[IncomingReport] = field(default_factory=list)  # what machines that push here sent
     repaired: list[str] = field(default_factory=list)
+    imported: list[dict[str, Any]] = field(default_factory=list)  # what the mirrored sources brought in
     index_seconds: float = 0.0
     seconds: float = 0.0
 
@@ -256,6 +257,7 @@ class SyncResult:
             "peers": [p.to_dict() for p in self.peers],
             "incoming": [i.to_dict() for i in self.incoming],
             "repaired": self.repaired,
+            "imported": self.imported,
             "index_seconds": round(self.index_seconds, 4),
             "seconds": round(self.seconds, 4),
         }
@@ -660,7 +662,7 @@ def sync(
             result.repaired = recovery.prepare(store, result.recorded)
             put_back(store)  # a held-back edit a killed sync had set aside
             flush_queued(store)  # session notes captured while memory/ could not be written go in now
-            _mirror(store)  # mirrored sources (docs/import.md) go in before the commit; never fails the sync
+            result.imported = _mirror(store)  # mirrored sources (docs/import.md) go in first; never fails the sync
             job = _Sync(store, result)
             result.head_before = job.head()
             base = _index_base(store, killed, result.head_before)
@@ -690,15 +692,17 @@ def sync(
     return result
 
 
-def _mirror(store: Store) -> None:
-    """Import what changed in the mirrored sources (`anamnesis import ... --mirror`); logs, never raises."""
+def _mirror(store: Store) -> list[dict[str, Any]]:
+    """Import what changed in the mirrored sources (`anamnesis import ... --mirror`); what each
+    import did (`ImportReport.brief`). Logs, never raises."""
     try:
         # lazy: inside the try, so a broken importer never costs a sync
         from anamnesis.importers import mirror_all
 
-        mirror_all(store)
+        return [report.brief() for report in mirror_all(store)]
     except Exception as exc:  # an importer's bug must never cost a sync
         logging.getLogger("anamnesis.importers").warning("mirroring failed: %s", exc)
+        return []
 
 
 def _index_base(store: Store, killed: dict[str, str] | None, head: str) -> str | None:

@@ -41,7 +41,7 @@ def _log(store: Store | None, line: str) -> None:
     try:
         if store is None:
             store = open_store()
-        if not store.home.is_dir():  # no store: do not create one just to log into it
+        if not store.home.is_dir() or store.is_old():  # no store (or 0.1.3's): never write into it
             return
         store.log_dir.mkdir(parents=True, exist_ok=True)
         path = store.log_dir / "hooks.log"

@@ -44,6 +44,31 @@ CASES = [
         '{\n  "$schema": "https://opencode.ai/config.json"\n}\n',
     ),
 ]
+# What each agent accepts besides plain JSON / TOML: edited in place, comments kept, still loaded by the CLI.
+COMMENTED = [
+    Case(
+        "codex",
+        "codex",
+        ".codex/config.toml",
+        ".codex/AGENTS.md",
+        '\ufeff# mine, with a byte order mark\nmodel = "o3"   # keep\n\n[mcp_servers.other]\ncommand = "/bin/true"\n',
+    ),
+    Case(
+        "gemini",
+        "gemini",
+        ".gemini/settings.json",
+        ".gemini/GEMINI.md",
+        '{\n  // my look\n  "ui": {"theme": "Default"}, /* the default */\n  "mcpServers": {}\n}\n',
+    ),
+    Case(
+        "opencode",
+        "opencode",
+        ".config/opencode/opencode.jsonc",
+        ".config/opencode/AGENTS.md",
+        '{\n  // for the editor\n  "$schema": "https://opencode.ai/config.json",\n  "mcp": {\n    "other": {"type": "local",'
+        ' "command": ["/bin/true"], "enabled": false,},\n  },\n}\n',
+    ),
+]
 
 
 def _binary(name: str) -> str:
@@ -67,7 +92,9 @@ def _listing(case: Case, binary: str, env: dict[str, str], cwd: Path) -> str:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("case", CASES, ids=[c.agent for c in CASES])
+@pytest.mark.parametrize(
+    "case", CASES + COMMENTED, ids=[c.agent for c in CASES] + [f"{c.agent}-commented" for c in COMMENTED]
+)
 def test_the_real_cli_lists_the_server_and_uninstall_gives_files_back(
     case: Case, tmp_path: Path, run_cli: RunCli, home: Path
 ) -> None:
@@ -77,7 +104,7 @@ def test_the_real_cli_lists_the_server_and_uninstall_gives_files_back(
     project.mkdir(parents=True)
     config = user / case.config
     config.parent.mkdir(parents=True)
-    config.write_text(case.original)
+    config.write_text(case.original, encoding="utf-8")
     env = {
         "HOME": str(user),
         "CODEX_HOME": str(user / ".codex"),
@@ -106,6 +133,6 @@ def test_the_real_cli_lists_the_server_and_uninstall_gives_files_back(
 
     proc = run_cli("uninstall", "--agent", case.agent, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert config.read_text() == case.original  # byte for byte
+    assert config.read_text(encoding="utf-8") == case.original  # byte for byte
     assert not (user / case.notes).exists()  # init created it; nothing else was in it
     assert "anamnesis" not in _listing(case, binary, cli_env, project).replace("/anamnesis", "")

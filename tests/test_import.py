@@ -338,7 +338,7 @@ def test_bad_input_is_one_line_and_changes_nothing(store: Store, run_cli: RunCli
         (("nonsense",), 2, "unknown source 'nonsense'"),
         (("markdown", str(tmp_path / "missing")), 2, "is not a folder"),
         (("markdown",), 2, "give the folder"),
-        (("markdown", str(store.memory)), 2, "is this store"),
+        (("markdown", str(store.memory)), 2, "is in this store"),
         (("anamnesis-memory", str(tmp_path)), 2, "holds no anamnesis-memory 0.1.3 store"),
         (("markdown", str(tmp_path), "-p", "/abs/path"), 2, "is a path, not a key"),
         (("claude-md", "--mirror"), 2, "--mirror works with claude-auto-memory only"),

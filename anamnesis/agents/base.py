@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis import jsonedit
 from anamnesis.agents import instructions
 from anamnesis.agents.files import (
     FILE_CREATED,
@@ -35,14 +36,17 @@ from anamnesis.agents.files import (
     parse_json,
     python_path,
     read_text,
+    remove_empty_folders,
     same_json,
 )
 from anamnesis.fsutil import atomic_write_text
+from anamnesis.jsonedit import JSON, Dialect
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
 
 MANIFEST = "agents-install.json"  # in the store's state folder: what init created, per agent and file
+FOLDERS = "(folders)"  # manifest key beside the files: the folders init created, for uninstall
 
 
 class Agent(ABC):
@@ -128,6 +132,11 @@ class McpFileAgent(Agent):
     def parsed(self, text: str) -> Any:
         """The settings a text of the config file holds (for finding the backup to give back)."""
 
+    def kept(self, backup: str, text: str) -> bool:
+        """Whether giving `backup` back keeps what the person wrote into `text` since besides the
+        settings (their comments): only then is it given back."""
+        return True
+
     def plan_install(
         self, store: Store, python: str | None = None, with_instructions: bool = True
     ) -> list[FileChange]:
@@ -156,8 +165,8 @@ class McpFileAgent(Agent):
             created = created_by.get(str(path), [])
             after, what = self.remove_server(path, text, created)
             if what:
-                wanted = self.parsed(after)
-                after = backup_holding(path, lambda old: self.parsed(old) == wanted) or after
+                wanted, now = self.parsed(after), text
+                after = backup_holding(path, lambda old: self.parsed(old) == wanted and self.kept(old, now)) or after
             change = FileChange(path, text, after, mode_of(path, self.file_mode), what, same=self.same)
             change.remove = bool(what) and FILE_CREATED in created and not self.parsed(after)
             changes.append(change)
@@ -188,21 +197,28 @@ class McpFileAgent(Agent):
                 previous = mine.setdefault(str(change.path), [])
                 previous.extend(k for k in change.created if k not in previous)
         done = apply(changes)
+        made = [d for change in changes for d in change.made_dirs]
+        if made:
+            folders = mine.setdefault(FOLDERS, [])
+            folders.extend(d for d in made if d not in folders)
         write_manifest(store, {k: v for k, v in manifest.items() if v})
         return done
 
     def uninstall(self, store: Store) -> list[str]:
+        mine = read_manifest(store).get(self.name)
+        made = mine.get(FOLDERS, []) if isinstance(mine, dict) else []
         done = apply(self.plan_uninstall(store))
         manifest = read_manifest(store)
         if manifest.pop(self.name, None) is not None:
             write_manifest(store, manifest)
-        return done
+        return done + remove_empty_folders([f for f in made if isinstance(f, str)])
 
 
 class JsonMcpAgent(McpFileAgent):
     """An `McpFileAgent` whose config is a JSON object with servers under one key."""
 
     servers_key: str  # "mcpServers", "mcp"
+    dialect: Dialect = JSON  # what the agent itself reads: comments, trailing commas
 
     @abstractmethod
     def entry(self, python: str, home: str | None) -> dict[str, Any]:
@@ -211,7 +227,7 @@ class JsonMcpAgent(McpFileAgent):
     def add_server(
         self, path: Path, text: str | None, python: str, home: str | None
     ) -> tuple[str, list[str], list[str]]:
-        data = parse_json(path, text)
+        data = parse_json(path, text, self.dialect)
         new = copy.deepcopy(data)
         created = [] if self.servers_key in data else [self.servers_key]
         servers = container(new, self.servers_key, dict, path)
@@ -221,20 +237,24 @@ class JsonMcpAgent(McpFileAgent):
         verb = "updated" if SERVER_NAME in servers else "registered"
         servers[SERVER_NAME] = wanted
         command = " ".join([python, *mcp_args()])
-        return edited_json(text, new), [f"{verb} the MCP server {SERVER_NAME!r}: {command}"], created
+        after = edited_json(text, new, self.dialect, path)
+        return after, [f"{verb} the MCP server {SERVER_NAME!r}: {command}"], created
 
     def remove_server(self, path: Path, text: str, created: list[str]) -> tuple[str, list[str]]:
-        new = copy.deepcopy(parse_json(path, text))
+        new = copy.deepcopy(parse_json(path, text, self.dialect))
         servers = new.get(self.servers_key)
         if not isinstance(servers, dict) or SERVER_NAME not in servers:
             return text, []
         del servers[SERVER_NAME]
         if not servers and self.servers_key in created:
             del new[self.servers_key]
-        return edited_json(text, new), [f"removed the MCP server {SERVER_NAME!r}"]
+        return edited_json(text, new, self.dialect, path), [f"removed the MCP server {SERVER_NAME!r}"]
 
     def same(self, a: str, b: str) -> bool:
-        return same_json(a, b)
+        return same_json(a, b, self.dialect)
 
     def parsed(self, text: str) -> Any:
-        return loads_json(text) if text.strip() else {}
+        return loads_json(text, self.dialect) if text.strip() else {}
+
+    def kept(self, backup: str, text: str) -> bool:
+        return self.dialect == JSON or jsonedit.comments(backup) == jsonedit.comments(text)

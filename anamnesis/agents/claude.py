@@ -56,6 +56,7 @@ from anamnesis.agents.files import (
     mode_of,
     python_path,
     read_json,
+    remove_empty_folders,
 )
 from anamnesis.fsutil import atomic_write_text
 
@@ -108,6 +109,78 @@ def hook_command(python: str, argument: str, home: str | None = None) -> str:
 def is_our_hook(entry: Any) -> bool:
     """Whether a hook entry in settings.json is one of ours (by the module it runs)."""
     return isinstance(entry, dict) and f"-m {HOOK_MODULE} " in f"{entry.get('command', '')} "
+
+
+# The hooks anamnesis-memory 0.1.3's `init` wrote: `[ANAMNESIS_MACHINE_ID=... ]<its command> inject`,
+# `... sync`, `... capture` and `... capture --source precompact --no-sync`, where its command is an
+# `anamnesis` on PATH or `uv run --project <folder> anamnesis`.
+_OLD_COMMAND = re.compile(r"""(?:^|[\s/'"])anamnesis['"]?\s+(inject|sync|capture)\b(.*)$""", re.S)
+
+
+def is_old_hook(entry: Any) -> bool:
+    """Whether a hook entry is one anamnesis-memory 0.1.3 registered (it runs that program, which
+    writes into this store): its env prefix, or a subcommand form this program never registers."""
+    if not isinstance(entry, dict) or is_our_hook(entry):
+        return False
+    command = str(entry.get("command", ""))
+    match = _OLD_COMMAND.search(command)
+    if match is None:
+        return False
+    if re.search(r"(?:^|\s)ANAMNESIS_(?:MACHINE_ID|GIT_REMOTE)=", command) or " run --project " in command:
+        return True
+    verb, rest = match.group(1), match.group(2).strip()
+    if verb == "inject":
+        return not rest
+    return verb == "capture" and (not rest or rest.startswith(("--source", "--no-sync")))
+
+
+def old_hooks(data: dict[str, Any]) -> list[str]:
+    """The events of settings data that hold a 0.1.3 hook, in order ("SessionEnd", ...)."""
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return []
+    return [
+        event
+        for event, groups in hooks.items()
+        if isinstance(groups, list)
+        and any(
+            isinstance(group, dict) and isinstance(group.get("hooks"), list) and any(map(is_old_hook, group["hooks"]))
+            for group in groups
+        )
+    ]
+
+
+def find_old_hooks() -> tuple[Path, list[str]]:
+    """(Claude Code's settings.json, the events it holds 0.1.3 hooks for); never raises (a file that
+    cannot be read holds none that we can see)."""
+    path = claude_files().settings
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return path, []
+    return path, old_hooks(data) if isinstance(data, dict) else []
+
+
+def drop_old_hooks(data: dict[str, Any]) -> list[str]:
+    """Take the 0.1.3 hooks out of settings data in place (a group left empty goes, and an event
+    left empty); what changed."""
+    events = old_hooks(data)
+    hooks = data.get("hooks")
+    if not events or not isinstance(hooks, dict):
+        return []
+    for event in events:
+        groups = hooks[event]
+        for group in list(groups):
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                kept = [e for e in group["hooks"] if not is_old_hook(e)]
+                if len(kept) != len(group["hooks"]):
+                    if kept:
+                        group["hooks"] = kept
+                    else:
+                        groups.remove(group)
+        if not groups:
+            del hooks[event]
+    return [f"removed the hooks of anamnesis-memory 0.1.3 ({', '.join(events)})"]
 
 
 def server_entry(python: str, home: str | None) -> dict[str, Any]:
@@ -197,8 +270,9 @@ def merge_claude_json(
     return [f"{verb} the MCP server {SERVER_NAME!r} (user scope): {command}"], created
 
 
-def plan_install(store: Store, python: str | None = None) -> list[FileChange]:
-    """The changes `anamnesis init` would make to Claude Code's config (nothing written)."""
+def plan_install(store: Store, python: str | None = None, drop_old: bool = False) -> list[FileChange]:
+    """The changes `anamnesis init` would make to Claude Code's config (nothing written); with
+    `drop_old`, the hooks anamnesis-memory 0.1.3 left in settings.json go too."""
     python = python or python_path()
     home = custom_home(store)
     files = claude_files()
@@ -210,7 +284,9 @@ def plan_install(store: Store, python: str | None = None) -> list[FileChange]:
     changes.append(FileChange(files.claude_json, text, after, 0o600, what, created))
     text, data = read_json(files.settings)
     new = copy.deepcopy(data)
+    dropped = drop_old_hooks(new) if drop_old else []
     what, created = merge_settings(new, python, home, files.settings)
+    what = dropped + what
     after = edited_json(text, new) if what or text is None else text
     changes.append(FileChange(files.settings, text, after, mode_of(files.settings, 0o600), what, created))
     return changes
@@ -220,9 +296,9 @@ def _manifest_path(store: Store) -> Path:
     return store.state_dir / MANIFEST
 
 
-def install(store: Store, python: str | None = None) -> list[str]:
+def install(store: Store, python: str | None = None, drop_old: bool = False) -> list[str]:
     """Register the MCP server, hooks and permission; idempotent; returns what was done."""
-    changes = plan_install(store, python)  # refuses (raises) before anything is written
+    changes = plan_install(store, python, drop_old)  # refuses (raises) before anything is written
     manifest = _read_manifest(store)
     for change in changes:
         previous = manifest.setdefault("created", {}).setdefault(str(change.path), [])
@@ -230,6 +306,10 @@ def install(store: Store, python: str | None = None) -> list[str]:
         if change.path == claude_files().settings and "permission_preexisted" not in manifest:
             manifest["permission_preexisted"] = not any(PERMISSION in w for w in change.what)
     done = apply(changes)
+    made = [d for change in changes for d in change.made_dirs]
+    if made:
+        folders = manifest.setdefault("folders", [])
+        folders.extend(d for d in made if d not in folders)
     atomic_write_text(_manifest_path(store), dumps_json(manifest), mode=0o600)
     return done
 
@@ -321,13 +401,15 @@ def _removal(
 
 
 def uninstall(store: Store) -> list[str]:
-    """Remove what init added to Claude Code's config; returns what was done."""
+    """Remove what init added to Claude Code's config, and the folder it made if left empty;
+    returns what was done."""
+    made = _read_manifest(store).get("folders", [])
     done = apply(plan_uninstall(store))
     try:
         _manifest_path(store).unlink()
     except FileNotFoundError:
         pass
-    return done
+    return done + remove_empty_folders([f for f in made if isinstance(f, str)] if isinstance(made, list) else [])
 
 
 class ClaudeCode(Agent):
@@ -336,6 +418,15 @@ class ClaudeCode(Agent):
     name = "claude"
     title = "Claude Code"
     binary = "claude"
+
+    def __init__(self, drop_old: bool = False) -> None:
+        self.drop_old = drop_old  # init also removes the hooks anamnesis-memory 0.1.3 left
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClaudeCode)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
     def config_dir(self) -> Path:
         config_dir = os.environ.get("CLAUDE_CONFIG_DIR")
@@ -348,13 +439,13 @@ class ClaudeCode(Agent):
     def plan_install(
         self, store: Store, python: str | None = None, with_instructions: bool = True
     ) -> list[FileChange]:
-        return plan_install(store, python)
+        return plan_install(store, python, self.drop_old)
 
     def plan_uninstall(self, store: Store) -> list[FileChange]:
         return plan_uninstall(store)
 
     def install(self, store: Store, python: str | None = None, with_instructions: bool = True) -> list[str]:
-        return install(store, python)
+        return install(store, python, self.drop_old)
 
     def uninstall(self, store: Store) -> list[str]:
         return uninstall(store)

@@ -5,7 +5,9 @@ is appended to the file as a table of its own (TOML allows a sub-table after
 other tables), so every existing line, comment and blank stays as it was;
 an entry of ours that needs updating is edited with tomlkit, which keeps the
 rest of the document's formatting. The result is checked with the standard
-library's TOML parser before anything is written.
+library's TOML parser before anything is written. A file that starts with a
+UTF-8 byte order mark (Codex reads it) keeps it: the mark is set aside while
+the TOML is read and edited, and put back in front.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from anamnesis.agents.base import McpFileAgent
 from anamnesis.agents.files import SERVER_NAME, AgentConfigError, mcp_args
 
 TABLE = "mcp_servers"
+BOM = "\ufeff"
 
 
 class Codex(McpFileAgent):
@@ -46,7 +49,7 @@ class Codex(McpFileAgent):
         return entry
 
     def parsed(self, text: str) -> Any:
-        return tomllib.loads(text)
+        return tomllib.loads(text.removeprefix(BOM))
 
     def same(self, a: str, b: str) -> bool:
         try:
@@ -56,7 +59,7 @@ class Codex(McpFileAgent):
 
     def _load(self, path: Path, text: str | None) -> dict[str, Any]:
         try:
-            data = tomllib.loads(text or "")
+            data: dict[str, Any] = tomllib.loads((text or "").removeprefix(BOM))
         except tomllib.TOMLDecodeError as exc:
             raise AgentConfigError(
                 f"{path} is not valid TOML ({exc}); fix or move it and run again — nothing was changed"
@@ -69,6 +72,13 @@ class Codex(McpFileAgent):
         return data
 
     def add_server(
+        self, path: Path, text: str | None, python: str, home: str | None
+    ) -> tuple[str, list[str], list[str]]:
+        mark = BOM if text and text.startswith(BOM) else ""
+        after, what, created = self._add_server(path, text[len(mark) :] if text else text, python, home)
+        return mark + after, what, created
+
+    def _add_server(
         self, path: Path, text: str | None, python: str, home: str | None
     ) -> tuple[str, list[str], list[str]]:
         import tomlkit  # lazy: tomlkit (~20 ms) only to edit Codex's config.toml; init loads every agent
@@ -110,6 +120,11 @@ class Codex(McpFileAgent):
         return after, what, created
 
     def remove_server(self, path: Path, text: str, created: list[str]) -> tuple[str, list[str]]:
+        mark = BOM if text.startswith(BOM) else ""
+        after, what = self._remove_server(path, text[len(mark) :], created)
+        return mark + after, what
+
+    def _remove_server(self, path: Path, text: str, created: list[str]) -> tuple[str, list[str]]:
         import tomlkit  # lazy: tomlkit (~20 ms) only to edit Codex's config.toml; init loads every agent
 
         data = self._load(path, text)

@@ -3,9 +3,12 @@
 Every agent's set-up is a list of `FileChange`s computed before anything is
 written (a file we cannot safely edit stops the whole step), shown as a
 unified diff for `--print`, and applied with a timestamped backup beside each
-file it changes. Uninstall prefers the newest backup that holds exactly what
-the file should hold after removal, so a file nobody touched since `init`
-comes back byte for byte.
+file it changes: one per file (a newer one replaces the older), and none
+written when the newest already holds the file as it is. Uninstall prefers
+the newest backup that holds exactly what the file should hold after
+removal, so a file nobody touched since `init` comes back byte for byte.
+The folders a write had to create are recorded (`made_dirs`), so uninstall
+can remove them again once they are empty.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from anamnesis import jsonedit
 from anamnesis.errors import AnamnesisError
 from anamnesis.fsutil import atomic_write_text
+from anamnesis.jsonedit import JSON, Dialect
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -57,9 +61,9 @@ def custom_home(store: Store) -> str | None:
     return None if store.home.absolute() == default else str(store.home.absolute())
 
 
-def same_json(a: str, b: str) -> bool:
-    """Whether two JSON texts hold the same data (formatting aside)."""
-    return bool(loads_json(a) == loads_json(b))
+def same_json(a: str, b: str, dialect: Dialect = JSON) -> bool:
+    """Whether two JSON texts hold the same data (formatting and comments aside)."""
+    return bool(loads_json(a, dialect) == loads_json(b, dialect))
 
 
 @dataclass
@@ -74,6 +78,7 @@ class FileChange:
     created: list[str] = field(default_factory=list)  # containers the change adds (for uninstall)
     remove: bool = False  # uninstall: the file was ours alone, delete it
     same: Callable[[str, str], bool] | None = same_json  # texts that mean the same: no change
+    made_dirs: list[str] = field(default_factory=list)  # folders `apply` created for it
 
     def __post_init__(self) -> None:
         if self.before is None:
@@ -102,10 +107,10 @@ class FileChange:
         )
 
 
-def loads_json(text: str) -> Any:
-    """Parsed JSON, or None when the text is not JSON."""
+def loads_json(text: str, dialect: Dialect = JSON) -> Any:
+    """Parsed JSON (of `dialect`: comments, trailing commas), or None when the text is not that."""
     try:
-        return json.loads(text)
+        return jsonedit.loads(text, dialect)
     except ValueError:
         return None
 
@@ -143,15 +148,16 @@ def read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
     return text, parse_json(path, text)
 
 
-def parse_json(path: Path, text: str | None) -> dict[str, Any]:
+def parse_json(path: Path, text: str | None, dialect: Dialect = JSON) -> dict[str, Any]:
     """The object a JSON config text holds ({} for none or blank); refuses anything else."""
     if text is None or not text.strip():
         return {}
     try:
-        data = json.loads(text)
+        data = jsonedit.loads(text, dialect)
     except (ValueError, RecursionError) as exc:
+        kind = "JSON" if dialect == JSON else "JSON with comments" if not dialect.trailing_commas else "JSONC"
         raise AgentConfigError(
-            f"{path} is not valid JSON ({exc}); fix or move it and run again — nothing was changed"
+            f"{path} is not valid {kind} ({exc}); fix or move it and run again — nothing was changed"
         ) from None
     if not isinstance(data, dict):
         raise AgentConfigError(
@@ -174,12 +180,15 @@ def container(data: dict[str, Any], key: str, kind: type, path: Path, where: str
     return value
 
 
-def edited_json(text: str | None, new: dict[str, Any]) -> str:
-    """The file's text changed to hold `new`: only what differs is edited, every other byte is
-    kept; a new or blank file is written whole."""
+def edited_json(text: str | None, new: dict[str, Any], dialect: Dialect = JSON, path: Path | None = None) -> str:
+    """The file's text changed to hold `new`: only what differs is edited, every other byte (the
+    person's comments too) is kept; a new or blank file is written whole."""
     if text is None or not text.strip():
         return dumps_json(new, text)
-    return jsonedit.edit(text, new, dump_whole=lambda data: dumps_json(data, text))
+    try:
+        return jsonedit.edit(text, new, dump_whole=lambda data: dumps_json(data, text), dialect=dialect)
+    except jsonedit.Uneditable as exc:
+        raise AgentConfigError(f"{path or 'a config file'}: {exc}; nothing was changed") from None
 
 
 def mode_of(path: Path, default: int) -> int:
@@ -190,10 +199,15 @@ def mode_of(path: Path, default: int) -> int:
         return default
 
 
+def backups_of(path: Path) -> list[Path]:
+    """The backups beside `path`, newest first (their names sort by time)."""
+    return sorted(path.parent.glob(f"{glob.escape(path.name)}.anamnesis-backup-*"), reverse=True)
+
+
 def backup_holding(path: Path, matches: Callable[[str], bool]) -> str | None:
     """The text of the newest backup of `path` that `matches`: giving it back keeps the
     user's own formatting byte for byte when nothing else changed since init."""
-    for backup in sorted(path.parent.glob(f"{glob.escape(path.name)}.anamnesis-backup-*"), reverse=True):
+    for backup in backups_of(path):
         try:
             text = backup.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError):
@@ -214,7 +228,8 @@ def apply(changes: list[FileChange]) -> list[str]:
             change.path.unlink(missing_ok=True)
             done.append(f"removed {change.path} (init had created it; nothing else was in it)")
             continue
-        if change.before is not None:
+        older = backups_of(change.path)
+        if change.before is not None and not (older and _holds(older[0], change.before)):
             backup = change.path.with_name(f"{change.path.name}.anamnesis-backup-{stamp}")
             number = 1
             while backup.exists():  # two runs in one second: never overwrite an earlier backup
@@ -222,10 +237,33 @@ def apply(changes: list[FileChange]) -> list[str]:
                 backup = change.path.with_name(f"{change.path.name}.anamnesis-backup-{stamp}-{number}")
             atomic_write_text(backup, change.before, mode=change.mode)
             done.append(f"backed up {change.path} to {backup.name}")
+            older = [backup, *older]
         # A linked file (dotfiles) is edited where the link points, not replaced by a copy.
         target = change.path.resolve() if change.path.is_symlink() else change.path
+        change.made_dirs = [str(p) for p in (target.parent, *target.parent.parents) if not p.exists()]
         atomic_write_text(target, change.after, mode=change.mode)
         done.extend(f"{change.path}: {what}" for what in change.what)
+        for stale in older[1:]:  # one backup per file: the newest
+            stale.unlink(missing_ok=True)
+    return done
+
+
+def _holds(backup: Path, text: str) -> bool:
+    try:
+        return backup.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
+
+
+def remove_empty_folders(folders: list[str]) -> list[str]:
+    """Remove the folders init created that are empty now, deepest first; what was done."""
+    done: list[str] = []
+    for folder in sorted(set(folders), key=lambda f: f.count(os.sep), reverse=True):
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty (the agent wrote there since), or gone already
+            continue
+        done.append(f"removed the empty folder {folder} (init had created it)")
     return done
 
 

@@ -1,6 +1,8 @@
 """Gemini CLI: `mcpServers.anamnesis` and two hooks in ~/.gemini/settings.json, the memory block in ~/.gemini/GEMINI.md.
 
 `$GEMINI_CLI_HOME` moves the whole ~/.gemini folder, as it does for the CLI.
+Gemini CLI reads settings.json with `//` and `/* */` comments (not with
+trailing commas): we edit such a file in place, its comments kept.
 Gemini CLI lists a user-level server only in folders the user trusts; it
 then starts it and shows whether it connected (`gemini mcp list`).
 
@@ -25,6 +27,7 @@ from typing import Any
 from anamnesis.agents.base import JsonMcpAgent
 from anamnesis.agents.claude import hook_command, is_our_hook
 from anamnesis.agents.files import container, edited_json, mcp_args, parse_json
+from anamnesis.jsonedit import WITH_COMMENTS
 
 # event -> (hook argument, timeout in milliseconds: Gemini CLI's unit)
 HOOKS: dict[str, tuple[str, int]] = {
@@ -119,6 +122,7 @@ class Gemini(JsonMcpAgent):
     title = "Gemini CLI"
     binary = "gemini"
     servers_key = "mcpServers"
+    dialect = WITH_COMMENTS  # Gemini CLI strips comments from settings.json; a trailing comma fails it
 
     def config_dir(self) -> Path:
         return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini"
@@ -141,17 +145,17 @@ class Gemini(JsonMcpAgent):
     ) -> tuple[str, list[str], list[str]]:
         """The server entry (as every JSON agent) and then the SessionStart/SessionEnd hooks."""
         after, what, created = super().add_server(path, text, python, home)
-        new = copy.deepcopy(parse_json(path, after))
+        new = copy.deepcopy(parse_json(path, after, self.dialect))
         more, made = add_hooks(new, python, home, path)
         if not more:
             return after, what, created + made
-        return edited_json(after, new), what + more, created + made
+        return edited_json(after, new, self.dialect, path), what + more, created + made
 
     def remove_server(self, path: Path, text: str, created: list[str]) -> tuple[str, list[str]]:
         """Without our server entry and our hooks."""
         after, what = super().remove_server(path, text, created)
-        new = copy.deepcopy(parse_json(path, after))
+        new = copy.deepcopy(parse_json(path, after, self.dialect))
         more = remove_hooks(new, created)
         if not more:
             return after, what
-        return edited_json(after, new), what + more
+        return edited_json(after, new, self.dialect, path), what + more

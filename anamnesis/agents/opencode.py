@@ -3,9 +3,10 @@
 OpenCode's global config folder is `$XDG_CONFIG_HOME/opencode` (by default
 ~/.config/opencode); it merges config.json, opencode.json and opencode.jsonc
 from it, and `opencode mcp add` writes to opencode.json, or to
-opencode.jsonc when only that exists. We edit the same file. A .jsonc file
-with comments is refused (nothing written), with the entry to add by hand.
-The global instructions file is AGENTS.md in the same folder.
+opencode.jsonc when only that exists. We edit the same file. OpenCode reads
+all of them as JSONC (comments and trailing commas): so do we, editing the
+file in place with its comments kept. The global instructions file is
+AGENTS.md in the same folder.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from anamnesis.agents.base import JsonMcpAgent
 from anamnesis.agents.files import mcp_args
+from anamnesis.jsonedit import JSONC
 
 
 class OpenCode(JsonMcpAgent):
@@ -25,6 +27,7 @@ class OpenCode(JsonMcpAgent):
     title = "OpenCode"
     binary = "opencode"
     servers_key = "mcp"
+    dialect = JSONC
 
     def config_dir(self) -> Path:
         base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from anamnesis.agents import instructions
 from anamnesis.agents.base import Agent, McpFileAgent
-from anamnesis.agents.claude import ClaudeCode
+from anamnesis.agents.claude import ClaudeCode, find_old_hooks
 from anamnesis.agents.codex import Codex
-from anamnesis.agents.files import FileChange, describe, read_text
+from anamnesis.agents.files import AgentConfigError, FileChange, describe, read_text
 from anamnesis.agents.gemini import Gemini
 from anamnesis.agents.opencode import OpenCode
 from anamnesis.errors import AnamnesisError, UsageError
@@ -46,20 +46,59 @@ def chosen(names: list[str] | None, with_claude: bool = True) -> list[Agent]:
     return [agent for agent in AGENTS.values() if (with_claude or agent.name != "claude") and agent.detect()]
 
 
-class AgentsStep:
-    """init's agents step: plan every chosen agent's changes now, apply them later."""
+def old_claude_hooks(agents: list[Agent]) -> tuple[Path, list[str]] | None:
+    """(Claude Code's settings.json, events) when Claude Code is among `agents` and its settings
+    still hold hooks of anamnesis-memory 0.1.3 (they run that program against this store)."""
+    if not any(isinstance(agent, ClaudeCode) for agent in agents):
+        return None
+    path, events = find_old_hooks()
+    return (path, events) if events else None
 
-    def __init__(self, store: Store, agents: list[Agent], with_instructions: bool = True) -> None:
+
+def dropping_old_hooks(agents: list[Agent]) -> list[Agent]:
+    """`agents` with Claude Code set to remove the 0.1.3 hooks as it is set up."""
+    return [ClaudeCode(drop_old=True) if isinstance(agent, ClaudeCode) else agent for agent in agents]
+
+
+def old_hooks_line(path: Path, events: list[str]) -> str:
+    """What init and doctor say about 0.1.3 hooks left in Claude Code's settings."""
+    return (
+        f"Claude Code: {path} still holds hooks of anamnesis-memory 0.1.3 ({', '.join(events)}); they run"
+        " that program in every session, against this store: `anamnesis init --remove-old-hooks` removes them"
+    )
+
+
+class AgentsStep:
+    """init's agents step: plan every chosen agent's changes now, apply them later.
+
+    A config file that cannot be edited safely stops the step before
+    anything is written when the person named that agent (`--agent`), and
+    always for Claude Code. An agent init found installed on its own is
+    skipped instead, with a line saying why and how to set it up later: the
+    store, Claude Code and the other agents are still set up.
+    """
+
+    def __init__(
+        self, store: Store, agents: list[Agent], with_instructions: bool = True, named: bool = False
+    ) -> None:
         self.store = store
         self.with_instructions = with_instructions
-        # planned before anything is written: raises AgentConfigError, nothing changed
-        self.plans: list[tuple[Agent, list[FileChange]]] = [
-            (agent, agent.plan_install(store, with_instructions=with_instructions)) for agent in agents
-        ]
+        self.plans: list[tuple[Agent, list[FileChange]]] = []
+        self.skipped: list[str] = []
+        for agent in agents:  # planned before anything is written
+            try:
+                self.plans.append((agent, agent.plan_install(store, with_instructions=with_instructions)))
+            except AgentConfigError as exc:
+                if named or isinstance(agent, ClaudeCode):
+                    raise
+                self.skipped.append(
+                    f"{agent.title}: skipped (its config cannot be edited safely): {exc}. Once it is fixed,"
+                    f" `anamnesis init --agent {agent.name}` sets it up"
+                )
 
     def planned(self, with_diff: bool = False) -> list[str]:
         """Lines for init's plan, per agent (with diffs for --print)."""
-        return titled(self.plans, with_diff)
+        return titled(self.plans, with_diff) + self.skipped
 
     def apply(self) -> list[str]:
         """Write the changes (idempotent); the lines for init's report."""
@@ -67,7 +106,7 @@ class AgentsStep:
         for agent, _changes in self.plans:
             lines = agent.install(self.store, with_instructions=self.with_instructions)
             done.extend(f"{agent.title}: {line}" for line in lines or ["already set up, nothing to change"])
-        return done
+        return done + self.skipped
 
 
 def titled(plans: list[tuple[Agent, list[FileChange]]], with_diff: bool = False) -> list[str]:
@@ -84,13 +123,28 @@ def plan_removal(store: Store, agents: list[Agent]) -> list[tuple[Agent, list[Fi
     return [(agent, agent.plan_uninstall(store)) for agent in agents]
 
 
-def remove(store: Store, agents: list[Agent]) -> list[str]:
-    """Remove what init added to these agents; the lines for the report."""
-    plan_removal(store, agents)  # a file that cannot be safely edited stops it before anything is written
-    done: list[str] = []
+def remove(store: Store, agents: list[Agent], named: bool = True) -> list[str]:
+    """Remove what init added to these agents; the lines for the report. A file that cannot be
+    safely edited stops it before anything is written when the agents were `named` (--agent);
+    otherwise that agent is skipped with a line saying how to remove it later."""
+    skipped: list[str] = []
+    ready: list[Agent] = []
     for agent in agents:
+        try:
+            agent.plan_uninstall(store)
+        except AgentConfigError as exc:
+            if named:
+                raise
+            skipped.append(
+                f"{agent.title}: skipped (its config cannot be edited safely): {exc}. Once it is fixed,"
+                f" `anamnesis uninstall --agent {agent.name}` removes what init added"
+            )
+            continue
+        ready.append(agent)
+    done: list[str] = []
+    for agent in ready:
         done.extend(f"{agent.title}: {line}" for line in agent.uninstall(store))
-    return done
+    return done + skipped
 
 
 def lacking_instructions(agents: list[Agent]) -> list[Path]:

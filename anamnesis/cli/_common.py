@@ -18,10 +18,11 @@ if TYPE_CHECKING:
 
 
 def get_store(require: bool = True) -> Store:
-    """The store at ANAMNESIS_HOME; with `require`, a clear error if it is not initialised."""
+    """The store at ANAMNESIS_HOME; with `require`, a clear error if it is not initialised. A store
+    of anamnesis-memory 0.1.3 there is refused either way, before anything reads or writes in it."""
     from anamnesis.paths import open_store  # lazy: --help imports this module but opens no store
 
-    store = open_store()
+    store = open_store().refuse_old()
     return store.require() if require else store
 
 

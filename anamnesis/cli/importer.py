@@ -50,7 +50,12 @@ def import_(
       anamnesis import markdown ~/vault -p github.com/acme/api -g vault --print
     """
     from anamnesis.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.importers import SOURCES, run_import, set_mirror  # lazy: --help loads every command module
+    from anamnesis.importers import (  # lazy: --help loads every command module
+        SOURCES,
+        ImportInterrupted,
+        run_import,
+        set_mirror,
+    )
 
     if source not in SOURCES:
         raise UsageError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
@@ -60,10 +65,13 @@ def import_(
         raise UsageError("--mirror imports with the folder's own project key and no extra tags; drop --project/--tag")
     store = get_store()
     tags = [t for value in tag or [] for t in value.replace(",", " ").split() if t]
-    with counting(f"importing {source}", json_out) as progress:
-        report = run_import(
-            store, source, path, project=project, tags=tags, dry_run=print_only, progress=progress
-        )
+    try:
+        with counting(f"importing {source}", json_out) as progress:
+            report = run_import(
+                store, source, path, project=project, tags=tags, dry_run=print_only, progress=progress
+            )
+    except KeyboardInterrupt:
+        raise ImportInterrupted("interrupted: nothing was imported (every note is as it was)") from None
     mirrored = None
     if mirror is not None and not print_only:
         set_mirror(store, source, path or Path.cwd(), mirror)

@@ -66,6 +66,18 @@ def init(
     no_enable: bool = typer.Option(
         False, "--no-enable", help="With the timer: write its files but do not activate them (no systemctl/launchctl)."
     ),
+    remove_old_hooks: bool = typer.Option(
+        False,
+        "--remove-old-hooks",
+        help="Remove the hooks anamnesis-memory 0.1.3 left in Claude Code's settings.json, without asking "
+        "(default: ask when a terminal is attached, else only warn).",
+    ),
+    move_old_store: bool = typer.Option(
+        False,
+        "--move-old-store",
+        help="When ~/.anamnesis holds a store of anamnesis-memory 0.1.3: move it to ~/.anamnesis-0.1.3 and "
+        "import its notes, without asking (default: ask when a terminal is attached, else refuse).",
+    ),
 ) -> None:
     """Set up Anamnesis on this machine (safe to run again: it only does what is missing).
 
@@ -81,24 +93,53 @@ def init(
       anamnesis init --agent codex                    only register with Codex CLI
       anamnesis init --peer me@desk.tailnet.ts.net:.anamnesis/memory
       anamnesis init --local-only                     just the store
+      anamnesis init --move-old-store                 a 0.1.3 store here: move it aside, import it
     """
     from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.paths import open_store  # lazy: --help loads every command module
     from anamnesis.store import check_home  # lazy: --help loads every command module
 
-    store = get_store(require=False)
+    store = open_store()
     check_home(store)  # a file where the store should be: one line naming it, before any step
     asking = interactive() and not json_out
     plan: list[str] = []
     done: list[str] = []
+    warnings: list[str] = []  # said at the end of the plan and of the report
+    # -- old store step: a 0.1.3 store at the home is moved aside (asked first) and imported, or refused --
+    old_store = _old_store_target(store, move_old_store, print_only or json_out)
+    if old_store is not None:
+        plan.append(f"move the anamnesis-memory 0.1.3 store at {store.home} to {old_store}")
+    # -- end of the old store step --
     if not store.exists():
         plan.append(f"create store at {store.home} (memory/ git repo, settings.json 0600, index.db)")
     # -- agents step (anamnesis/agents): planned (and checked) before anything is written, applied after the store --
     agents_step = None
     if not local_only:
         # lazy: --help loads every command module
-        from anamnesis.agents.registry import AgentsStep, chosen, lacking_instructions
+        from anamnesis.agents.registry import (
+            AgentsStep,
+            chosen,
+            dropping_old_hooks,
+            lacking_instructions,
+            old_claude_hooks,
+            old_hooks_line,
+        )
 
         agents = chosen(agent, with_claude=not no_claude)
+        leftover = old_claude_hooks(agents)
+        if leftover is not None:
+            if not remove_old_hooks and not (print_only or json_out) and interactive():
+                remove_old_hooks = bool(
+                    ask(
+                        f"{leftover[0]} still holds hooks of anamnesis-memory 0.1.3 ({', '.join(leftover[1])}),"
+                        " which run that program against this store. Remove them?",
+                        default=True,
+                    )
+                )
+            if remove_old_hooks:
+                agents = dropping_old_hooks(agents)
+            else:
+                warnings.append(old_hooks_line(*leftover))
         if instructions is None:
             instructions = True  # the default with no terminal
             lacking = lacking_instructions(agents)
@@ -112,12 +153,14 @@ def init(
                     done.append(no_answer("memory block added (the default)", "--instructions or --no-instructions"))
                 else:
                     instructions = answer
-        agents_step = AgentsStep(store, agents, with_instructions=instructions)
+        agents_step = AgentsStep(store, agents, with_instructions=instructions, named=bool(agent))
         if print_only and not json_out:
             for line in agents_step.planned(with_diff=True):
                 print(line)
         plan.extend(agents_step.planned())
     # -- end of the agents step --
+    if old_store is not None:  # old store step
+        plan.append(f"import its notes: anamnesis import anamnesis-memory {old_store}")
     # -- sync step (anamnesis/cli/sync.py): join --peer, first sync, offer the schedule --
     sync_step = None
     if not local_only:
@@ -129,13 +172,18 @@ def init(
         plan.extend(sync_step.planned)
     # -- end of the sync step --
     if print_only:
-        _report_init(plan or ["store exists; nothing to do for the store"], json_out, planned=True)
+        _report_init(plan + warnings or ["store exists; nothing to do for the store"], json_out, planned=True)
         return
     from anamnesis.store import init_store  # lazy: --help loads every command module
 
-    steps: list[tuple[str, Callable[[], list[str]]]] = [(f"create the store at {store.home}", lambda: init_store(store))]
+    steps: list[tuple[str, Callable[[], list[str]]]] = []
+    if old_store is not None:  # old store step
+        steps.append((f"move the anamnesis-memory 0.1.3 store to {old_store}", lambda: _move_old_store(store, old_store)))
+    steps.append((f"create the store at {store.home}", lambda: init_store(store)))
     if agents_step is not None:  # agents step
         steps.append(("set up the agents (MCP server, hooks)", agents_step.apply))
+    if old_store is not None:  # old store step
+        steps.append((f"import the 0.1.3 notes from {old_store}", lambda: _import_old_store(store, old_store)))
     # -- discovery step (anamnesis/cli/watch.py): offer the machines found on the LAN / tailnet --
     if not local_only and not peer:
         steps.append(("look for your other machines", lambda: init_discovery_step(store, asking)))
@@ -148,6 +196,7 @@ def init(
         except (AnamnesisError, OSError, KeyboardInterrupt) as exc:
             _report_unfinished(done, [what for what, _step in steps[number:]], exc, json_out)
             raise
+    done.extend(warnings)
     _report_init(done or [f"store at {store.home} is ready; nothing to change"], json_out, planned=False)
 
 
@@ -199,7 +248,7 @@ def uninstall(
         for line in [*titled(plans, with_diff=True), *extra, *_kept_lines(kept)]:
             print(line)
         return
-    done = remove(store, agents)
+    done = remove(store, agents, named=bool(agent))
     if not agent:
         done.extend(_uninstall_schedule(store))
     if json_out:
@@ -243,6 +292,42 @@ def _kept_lines(kept: dict[str, str] | None) -> list[str]:
         f"kept {kept['memory']}: your notes, untouched.",
         f"  To delete them too, with this machine's settings, index and logs: {kept['delete_with']}",
     ]
+
+
+def _old_store_target(store: Store, move: bool, quiet: bool) -> Path | None:
+    """Where to move a 0.1.3 store found at the home (None: there is none). Asked in a terminal
+    unless `move`; refused (one line: what it is, what to run) when not moved."""
+    from anamnesis.paths import old_store_aside, old_store_error  # lazy: --help loads every command module
+
+    if not store.is_old():
+        return None
+    target = old_store_aside(store.home)
+    if not move and not quiet and interactive():
+        move = bool(
+            ask(
+                f"{store.home} holds a store of anamnesis-memory 0.1.3, which this program cannot use. "
+                f"Move it to {target} and import its notes into a new store here?",
+                default=True,
+            )
+        )
+    if not move:
+        raise old_store_error(
+            store.home,
+            f"run `anamnesis init --move-old-store` to move it to {target} and import its notes, or move it"
+            " away yourself",
+        )
+    return target
+
+
+def _move_old_store(store: Store, target: Path) -> list[str]:
+    store.home.rename(target)
+    return [f"moved the anamnesis-memory 0.1.3 store at {store.home} to {target}"]
+
+
+def _import_old_store(store: Store, old: Path) -> list[str]:
+    from anamnesis.importers import run_import  # lazy: --help loads every command module
+
+    return [run_import(store, "anamnesis-memory", old).summary()]
 
 
 def _uninstall_schedule(store: Store) -> list[str]:

@@ -134,6 +134,11 @@ def _print_result(store: Store, result: SyncResult, quiet: bool) -> None:
     out.print(f"{mark} [bold]{result.outcome}[/bold] [dim]({result.seconds:.2f} s)[/dim]")
     for line in result.repaired:
         out.print(f"  [dim]repaired:[/dim] {line}")
+    for item in result.imported:  # the mirrored sources (`anamnesis import ... --mirror`)
+        out.print(
+            f"  imported from {item['source']} ({escape(item['from'])}): {item['created']} new,"
+            f" {item['updated']} updated notes", highlight=False,
+        )
     if result.committed:
         out.print(f"  committed {plural(len(result.committed), 'local change')}")
     if not result.peers and not result.incoming:

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from anamnesis.errors import UsageError
+from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.importers.plan import ImportReport, Plan, Progress, apply, digest
 from anamnesis.paths import Store
@@ -26,22 +26,45 @@ MIRRORABLE = ("claude-auto-memory",)
 MIRROR_STATE = "import-mirror.json"
 TRIED = "#failed"  # state key suffix: the fingerprint a failed mirror last saw
 
-__all__ = ["SOURCES", "ImportReport", "Plan", "make_plan", "mirror_all", "mirror_changed", "run_import"]
+__all__ = [
+    "SOURCES",
+    "ImportInterrupted",
+    "ImportReport",
+    "Plan",
+    "make_plan",
+    "mirror_all",
+    "mirror_changed",
+    "run_import",
+]
+
+
+class ImportInterrupted(AnamnesisError):
+    """Ctrl-C (SIGINT) stopped an import: it writes its notes in one commit or not at all."""
+
+    exit_code = 130  # as a shell reports a command stopped by SIGINT
 
 
 def make_plan(
     store: Store, source: str, path: Path | None, *, project: str | None = None, tags: list[str] | None = None
 ) -> Plan:
     """What importing `source` from `path` would make (nothing is written)."""
+    if project is not None:
+        project = check_project_key(project)
+    plan = _read(store, source, path, project=project, tags=tags)
+    plan.options = project is not None or bool(tags)  # notes lacking them are updated, sources unchanged
+    return plan
+
+
+def _read(
+    store: Store, source: str, path: Path | None, *, project: str | None, tags: list[str] | None
+) -> Plan:
     # lazy: sync loads this package on every run; a source's reader loads only when it imports
     from anamnesis.importers import anamnesis_memory, claude_auto_memory, claude_md, markdown
 
-    if project is not None:
-        project = check_project_key(project)
     if source == "anamnesis-memory":
         if path is None:
             raise UsageError("give the folder of the anamnesis-memory 0.1.3 store (see docs/import.md)")
-        _not_this_store(store, path)
+        _not_this_store(store, path, source)
         return anamnesis_memory.plan(path, project=project, tags=tags)
     if source == "claude-md":
         return claude_md.plan(path, project=project, tags=tags)
@@ -49,19 +72,23 @@ def make_plan(
         return claude_auto_memory.plan(path, machine=writer_machine_id(store), project=project, tags=tags)
     if source == "markdown":
         if path is not None:
-            _not_this_store(store, path)
+            _not_this_store(store, path, source)
         return markdown.plan(path, project=project, tags=tags)
     raise UsageError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
 
 
-def _not_this_store(store: Store, path: Path) -> None:
-    """Importing the store into itself would only make copies: refused."""
+def _not_this_store(store: Store, path: Path, source: str) -> None:
+    """Importing the store into itself would only make copies: refused, saying so."""
     here = path.resolve()
     for own in (store.home.resolve(), store.memory.resolve()):
         if here == own or own in here.parents:
+            if source == "anamnesis-memory":
+                raise UsageError(
+                    f"{path} is this store ({store.home}), not an anamnesis-memory 0.1.3 store; give the"
+                    " folder the 0.1.3 store was moved to (see docs/import.md)"
+                )
             raise UsageError(
-                f"{path} is this store ({store.home}); move an anamnesis-memory 0.1.3 store aside first"
-                " (see docs/import.md)"
+                f"{path} is in this store ({store.home}): its notes are already here; nothing to import"
             )
 
 

@@ -88,6 +88,7 @@ def plan(root: Path, *, project: str | None = None, tags: list[str] | None = Non
                 if isinstance(supersedes, list)
                 else [str(supersedes)],
                 extra=extra,
+                keep_empty=True,  # 0.1.3 kept a note that is all title: so does the import
             )
         )
     local = memory.parent / "local"
@@ -111,6 +112,8 @@ def _parse(text: str) -> tuple[dict[str, Any], str, str]:
     """(front matter, body, problem): a file 0.1.3 could not read either is a problem, not an error."""
     front, body = split_front_matter(text)
     if front is None:
+        if text.startswith(("---\n", "---\r\n")):
+            return {}, "", "front matter is not closed by a '---' line"
         return {}, "", "no front matter (0.1.3 notes start with a '---' block)"
     try:
         meta = yaml.safe_load(front)

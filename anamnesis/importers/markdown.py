@@ -5,7 +5,14 @@ one note. Its front matter is kept: `title`, `type`, `project`, `tags`,
 `created` and `updated` fill the fields of the same name, every other field
 is kept as it is (an `id` of the source's own is kept as `source_id`: ids
 here are this store's). The title is, in order, the front matter's, the
-first `# ` heading, the file name. Wikilinks and links are kept as written.
+first `# ` heading, the file name (a date in it kept as written: `2026-11-26`).
+Wikilinks and links are kept as written.
+
+A note's import key is the folder's resolved absolute path (shown under `~`
+when it is in the home folder, so the same vault on two machines is one
+source) plus the file's path in it: two folders of the same name never share
+a note. Notes an older version keyed by the folder's name alone are adopted
+under the new key on the next import, not made twice.
 Other files (images, PDFs: attachments) are not copied, since memory/ is
 synced to every machine and holds text; each is reported as skipped.
 """
@@ -13,6 +20,7 @@ synced to every machine and holds text; each is reported as skipped.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from anamnesis.errors import AnamnesisError, UsageError
@@ -33,7 +41,8 @@ def plan(path: Path | None, *, project: str | None = None, tags: list[str] | Non
         raise UsageError(f"{path} is not a folder; give the folder of markdown files to import")
     root = path.absolute()
     result = Plan(NAME, shown(root))
-    base = root.resolve().name or "notes"
+    source = shown(root.resolve())
+    legacy = root.resolve().name or "notes"  # the key older versions gave the folder: its name alone
     for file in _files(root):
         rel = file.relative_to(root).as_posix()
         origin = shown(file)
@@ -46,7 +55,8 @@ def plan(path: Path | None, *, project: str | None = None, tags: list[str] | Non
         item = _item(text, rel, origin, result)
         if item is None:
             continue
-        item.key = f"{NAME}:{base}/{rel}"
+        item.key = f"{NAME}:{source}/{rel}"
+        item.legacy_keys = [f"{NAME}:{legacy}/{rel}"]
         item.project = item.project or project
         item.tags = [*item.tags, *(tags or [])]
         result.add(item)
@@ -88,7 +98,7 @@ def _item(text: str, rel: str, origin: str, result: Plan) -> Item | None:
         key="",
         digest=digest(text),
         type=kind,
-        title=title_text or _title_from(body, rel),
+        title=title_text or file_title(body, rel),
         body=body.strip("\n") + "\n",
         origin=origin,
         project=project,
@@ -97,3 +107,18 @@ def _item(text: str, rel: str, origin: str, result: Plan) -> Item | None:
         updated=iso_z(meta.get("updated")) or iso_z(meta.get("created")),
         extra=extra,
     )
+
+
+_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})(.*)")
+
+
+def file_title(body: str, rel: str) -> str:
+    """The first `# ` heading, else the file's name made readable; a leading date stays as written
+    (`2026-11-26.md` is "2026-11-26", `2026-11-26-standup.md` "2026-11-26 standup")."""
+    found = _title_from(body, rel)
+    stem = Path(rel).stem
+    match = _DATE.fullmatch(stem)
+    if match is None or any(line.startswith("# ") for line in body.splitlines()[:40]):
+        return found
+    rest = match.group(2).replace("-", " ").replace("_", " ").strip()
+    return f"{match.group(1)} {rest}".strip()

@@ -6,6 +6,12 @@ a `digest` of the source text it came from, plus what it skipped and why.
 `apply` compares the plan with the notes already imported (found by the
 `import_key` field they carry, never by title), and writes only what is new
 or whose source changed, as one commit. Running it again changes nothing.
+
+A note a person edited in Anamnesis since the import wrote it is never
+replaced: the source's new version is merged into it line by line against
+what the import last wrote (found in git), and where both changed the same
+lines the note keeps both, in a conflict block (merge.py's format, labelled
+with this machine's id and `import`) that `anamnesis conflicts` lists.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ import yaml
 
 from anamnesis import repo
 from anamnesis.errors import AnamnesisError
+from anamnesis.git import run_git, run_git_bytes
+from anamnesis.merge import Side, merge_lines
 from anamnesis.notes import (
     _ID_ALPHABET,
     Note,
+    has_conflict_markers,
     normalize_tags,
     note_project,
     note_relpath,
@@ -41,6 +50,9 @@ from anamnesis.store import check_writable, require_writable, safe_path, validat
 KEY_FIELD = "import_key"
 DIGEST_FIELD = "import_hash"
 SOURCE_PREFIX = "import:"
+SOURCE_LABEL = "import"  # the source's side of a conflict block (the other side: this machine's id)
+COMMIT_MARK = ": import "  # in the subject of every import commit: "<machine>: import <source>: ..."
+KEPT_EDIT = "kept-edit: "  # a line of an import commit's message: this note holds a person's edit too
 
 Progress = Callable[[int, int], None]
 """Told (done, total) as the plan is compared and written, for a progress bar."""
@@ -80,6 +92,8 @@ class Item:
     note_id: str = ""  # the id to keep (an id another tool gave it); else derived from `key`
     supersedes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    legacy_keys: list[str] = field(default_factory=list)  # keys older versions gave this piece: adopted
+    keep_empty: bool = False  # a note with a title and no body is still a note (0.1.3 kept such notes)
 
 
 @dataclass
@@ -101,6 +115,7 @@ class Plan:
     label: str  # what was read, short, for the commit message and the report
     items: list[Item] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
+    options: bool = False  # --project or --tag given: a note that lacks them is updated, source unchanged
 
     def add(self, item: Item) -> None:
         """Add an item; a second item with the same key is reported as skipped, not doubled."""
@@ -114,7 +129,7 @@ class Plan:
 class Step:
     """What `apply` does (or, with --print, would do) with one item."""
 
-    action: str  # "create", "update" or "unchanged"
+    action: str  # "create", "update", "conflict" (updated, a person's edit kept beside it) or "unchanged"
     path: str
     item: Item
 
@@ -147,15 +162,29 @@ class ImportReport:
     @property
     def written(self) -> int:
         """How many notes were (or would be) written."""
-        return self.count("create") + self.count("update")
+        return self.count("create") + self.count("update") + self.count("conflict")
 
     def summary(self) -> str:
         """One line: what was done."""
         verb = "would import" if self.dry_run else "imported"
-        return (
-            f"{self.source}: {verb} {self.count('create')} new and {self.count('update')} updated notes,"
-            f" {self.count('unchanged')} unchanged, {len(self.skipped)} skipped (from {self.label})"
+        updated = self.count("update") + self.count("conflict")
+        conflicts = self.count("conflict")
+        kept = (
+            f"; {conflicts} edited here and changed at the source: both versions kept in a conflict block"
+            " (`anamnesis conflicts`)"
+            if conflicts
+            else ""
         )
+        return (
+            f"{self.source}: {verb} {self.count('create')} new and {updated} updated notes,"
+            f" {self.count('unchanged')} unchanged, {len(self.skipped)} skipped (from {self.label}){kept}"
+        )
+
+    def brief(self) -> dict[str, Any]:
+        """The counts and the commit, without the notes (what `sync --json` lists per mirror)."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("notes", "dry_run", "skipped")} | {
+            "skipped": len(self.skipped)
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,7 +192,8 @@ class ImportReport:
             "from": self.label,
             "dry_run": self.dry_run,
             "created": self.count("create"),
-            "updated": self.count("update"),
+            "updated": self.count("update") + self.count("conflict"),
+            "conflicted": self.count("conflict"),
             "unchanged": self.count("unchanged"),
             "skipped": [skip.to_dict() for skip in self.skipped],
             "commit": self.commit,
@@ -177,6 +207,8 @@ class Imported:
 
     path: str
     digest: str
+    project: str | None = None
+    tags: list[str] = field(default_factory=list)
 
 
 def note_files(memory: Path) -> Iterator[str]:
@@ -204,7 +236,7 @@ def imported_notes(store: Store) -> dict[str, Imported]:
         note = parse_note(text, relpath)
         key = note.extra.get(KEY_FIELD)
         if isinstance(key, str) and key and key not in found:
-            found[key] = Imported(relpath, str(note.extra.get(DIGEST_FIELD) or ""))
+            found[key] = Imported(relpath, str(note.extra.get(DIGEST_FIELD) or ""), note.project, note.tags)
     return found
 
 
@@ -215,18 +247,43 @@ def _redacted(item: Item) -> tuple[str, str, list[str], dict[str, Any]]:
     return " ".join(title.split()), body, normalize_tags(list(tags)), extra
 
 
+@dataclass
+class Built:
+    """What `_build` makes of an item: the file to write, and whether it holds a conflict block."""
+
+    path: str
+    data: bytes
+    conflicted: bool = False
+    kept_edit: bool = False  # a person's edit was merged with the source's text
+
+
 def _build(
-    store: Store, item: Item, source: str, existing: Imported | None, machine: str, now: str
-) -> tuple[str, bytes] | Skip:
-    """(path, file bytes) for an item, or why it cannot be written."""
+    store: Store, item: Item, source: str, existing: Imported | None, base: Note | None, machine: str, now: str
+) -> Built | Skip:
+    """The file for an item, or why it cannot be written; `base` is the existing note as an import
+    last wrote it from its source alone (None: not found in this history)."""
     title, body, tags, extra = _redacted(item)
-    if not body.strip():
+    if not body.strip() and not item.keep_empty:
         return Skip(item.origin, "empty: no text to keep")
     project = note_project(item.type, item.project)
+    conflicted = kept = False
     if existing is not None:
         path = existing.path
-        old = parse_note(safe_path(store, path).read_text(encoding="utf-8", errors="replace"), path)
-        note = old
+        note = parse_note(safe_path(store, path).read_text(encoding="utf-8", errors="replace"), path)
+        if has_conflict_markers(note.body):
+            return Skip(
+                item.origin,
+                f"{path} holds a conflict not resolved yet; resolve it (`anamnesis conflicts`) and import again",
+            )
+        if base is None or note.body.strip() != base.body.strip() or note.title != base.title:
+            # edited here since the import wrote it: merge the source's change in, never replace the edit
+            base_body = base.body if base is not None else ""
+            merged = merge_lines(base_body, Side(machine, note.body), Side(SOURCE_LABEL, body))
+            body, conflicted, kept = merged.text, merged.conflicted, True
+            if base is not None:
+                title = note.title if note.title != base.title else title
+                project = note.project if note.project != base.project else project
+                tags = [*note.tags, *(t for t in tags if t not in note.tags and t not in base.tags)]
         note.type, note.title, note.body, note.project, note.tags = item.type, title, body, project, tags
         note.updated = item.updated or now
         note.supersedes = list(item.supersedes) or note.supersedes
@@ -257,7 +314,54 @@ def _build(
         validate(note)
     except AnamnesisError as exc:
         return Skip(item.origin, str(exc))
-    return path, render_note(note).encode("utf-8")
+    return Built(path, render_note(note).encode("utf-8"), conflicted, kept)
+
+
+def last_imported(store: Store, paths: list[str]) -> dict[str, Note]:
+    """Each note at `paths` as an import last wrote it from its source alone (a path missing:
+    no such commit in this history), read with two git processes however many paths there are.
+    An import that merged a person's edit in says so in its commit message (KEPT_EDIT): what it
+    wrote there is not the source's text, so an earlier import's version is the base."""
+    if not paths:
+        return {}
+    wanted = set(paths)
+    log = run_git(
+        store.memory, "log", "--format=%x01%H%x00%B%x02", "--name-only", "--fixed-strings",
+        f"--grep={COMMIT_MARK}", check=False,
+    )
+    where: dict[str, str] = {}  # path -> the commit to read it from
+    for entry in log.stdout.split("\x01")[1:] if log.returncode == 0 else []:
+        head, _, names = entry.partition("\x02")
+        commit, _, message = head.partition("\0")
+        kept = {line[len(KEPT_EDIT) :] for line in message.splitlines() if line.startswith(KEPT_EDIT)}
+        for name in names.splitlines():
+            if name in wanted and name not in where and name not in kept:
+                where[name] = commit
+    if not where:
+        return {}
+    order = list(where.items())
+    specs = "".join(f"{commit}:{path}\n" for path, commit in order).encode("utf-8")
+    out = run_git_bytes(store.memory, "cat-file", "--batch", input=specs, check=False).stdout
+    found: dict[str, Note] = {}
+    at = 0
+    for path, _commit in order:
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) != 3 or header[1] != b"blob":  # "<spec> missing"
+            continue
+        size = int(header[2])
+        found[path] = parse_note(out[at : at + size].decode("utf-8", errors="replace"), path)
+        at += size + 1
+    return found
+
+
+def _applied(found: Imported, item: Item) -> bool:
+    """Whether a note already has the project and tags the import's options give it."""
+    _title, _body, tags, _extra = _redacted(item)
+    return found.project == note_project(item.type, item.project) and set(tags) <= set(found.tags)
 
 
 def apply(
@@ -267,8 +371,11 @@ def apply(
 
     Under the store lock and refused like every writer (a repo left
     mid-rebase, a broken settings.json). A note whose source is unchanged
-    (same key, same digest) is not touched; one whose source changed is
-    rewritten in place (same path, same id). Nothing is ever deleted.
+    (same key, same digest) and that has the --project/--tag asked for is
+    not touched; one whose source changed is rewritten in place (same path,
+    same id), a person's edit to it merged with the source's change (see the
+    module docstring). A note an older version keyed differently is adopted
+    under its new key, not made twice. Nothing is ever deleted.
     """
     report = ImportReport(plan.source, plan.label, skipped=list(plan.skipped), dry_run=dry_run)
     machine = check_writable(store)
@@ -276,29 +383,52 @@ def apply(
         if not dry_run:
             machine = require_writable(store)
         existing = imported_notes(store)
+        planned = {item.key for item in plan.items}
+        adopted: set[str] = set()
         now = now_iso()
         changes: dict[str, bytes | None] = {}
+        kept: list[str] = []
         total = len(plan.items)
-        for done, item in enumerate(plan.items, 1):
+        matched: list[tuple[Item, Imported | None, bool]] = []  # item, its note, whether to write it
+        for item in plan.items:
             found = existing.get(item.key)
-            if found is not None and found.digest == item.digest:
+            rekey = False
+            if found is None:
+                old = next(
+                    (k for k in item.legacy_keys if k in existing and k not in adopted and k not in planned), None
+                )
+                if old is not None:
+                    found, rekey = existing[old], True
+                    adopted.add(old)
+            same = found is not None and found.digest == item.digest and not rekey
+            applied = found is not None and (not plan.options or _applied(found, item))
+            matched.append((item, found, not (same and applied)))
+        bases = last_imported(store, [found.path for _, found, write in matched if found is not None and write])
+        for done, (item, found, write) in enumerate(matched, 1):
+            if found is not None and not write:
                 report.steps.append(Step("unchanged", found.path, item))
             else:
-                built = _build(store, item, plan.source, found, machine, now)
+                base = bases.get(found.path) if found is not None else None
+                built = _build(store, item, plan.source, found, base, machine, now)
                 if isinstance(built, Skip):
                     report.skipped.append(built)
-                elif built[0] in changes:
+                elif built.path in changes:
                     report.skipped.append(
-                        Skip(item.origin, f"would be written to {built[0]} like another piece")
+                        Skip(item.origin, f"would be written to {built.path} like another piece")
                     )
                 else:
-                    changes[built[0]] = built[1]
-                    report.steps.append(Step("create" if found is None else "update", built[0], item))
+                    changes[built.path] = built.data
+                    if built.kept_edit:
+                        kept.append(built.path)
+                    action = "create" if found is None else "conflict" if built.conflicted else "update"
+                    report.steps.append(Step(action, built.path, item))
             if progress is not None:
                 progress(done, total)
         if changes and not dry_run:
-            new, updated = report.count("create"), report.count("update")
+            new, updated = report.count("create"), report.count("update") + report.count("conflict")
             message = f"{machine}: import {plan.source}: {new} new, {updated} updated notes from {plan.label}"
+            if kept:
+                message += "\n\n" + "\n".join(f"{KEPT_EDIT}{path}" for path in kept)
             write_units(store, changes, message, f"import {plan.source}")
             report.commit = repo.head(store.memory)
     return report

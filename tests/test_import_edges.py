@@ -1,0 +1,241 @@
+"""`anamnesis import` just off its happy path: two folders of one name, a person's edit meeting a
+changed source, options given again, titles from file names, odd 0.1.3 notes, Ctrl-C, emoji.
+
+Real git, the real CLI (in this process, or as a real process where a signal is sent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT, RunCli, cli_env
+from test_import import head, imported, run_json
+
+from anamnesis.notes import parse_note
+from anamnesis.paths import Store
+from anamnesis.store import read_note, save_note
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def search_paths(run_cli: RunCli, query: str) -> list[str]:
+    proc = run_cli("search", query, "--json")
+    assert proc.returncode == 0, proc.stderr
+    data: Any = json.loads(proc.stdout)
+    hits = data["results"] if isinstance(data, dict) else data
+    return [hit["path"] for hit in hits]
+
+
+def test_two_folders_of_the_same_name_never_share_a_note(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    write(tmp_path / "projA" / "docs" / "README.md", "# Project A readme\nA uses Postgres.\n")
+    write(tmp_path / "projB" / "docs" / "README.md", "# Project B readme\nB uses MySQL.\n")
+    first = run_json(run_cli, "markdown", str(tmp_path / "projA" / "docs"), "-p", "github.com/acme/a")
+    second = run_json(run_cli, "markdown", str(tmp_path / "projB" / "docs"), "-p", "github.com/acme/b")
+    assert (first["created"], second["created"], second["updated"]) == (1, 1, 0)
+    notes = {n.title: n for n in imported(store).values()}
+    assert notes["Project A readme"].project == "github.com/acme/a" and "Postgres" in notes["Project A readme"].body
+    assert notes["Project B readme"].project == "github.com/acme/b"
+    assert len(search_paths(run_cli, "Postgres")) == 1 and len(search_paths(run_cli, "MySQL")) == 1
+
+
+def test_a_note_an_older_version_keyed_by_folder_name_is_adopted_not_doubled(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    docs = tmp_path / "projA" / "docs"
+    write(docs / "README.md", "# Project A readme\nA uses Postgres.\n")
+    run_json(run_cli, "markdown", str(docs))
+    (key, note), = imported(store).items()
+    # as versions before this one keyed it: the folder's name and the file's path
+    text = (store.memory / note.path).read_text(encoding="utf-8").replace(key, "markdown:docs/README.md")
+    (store.memory / note.path).write_text(text, encoding="utf-8")
+    subprocess.run(["git", "-C", str(store.memory), "commit", "-qam", "m: import markdown: 1 new"], check=True)
+
+    again = run_json(run_cli, "markdown", str(docs))
+    assert (again["created"], again["updated"]) == (0, 1)
+    assert list(imported(store)) == [key]  # the one note, under the new key
+    assert run_json(run_cli, "markdown", str(docs))["unchanged"] == 1
+
+
+def edit_body(store: Store, path: str, old: str, new: str) -> None:
+    note = read_note(store, path)
+    assert old in note.body
+    note.body = note.body.replace(old, new)
+    save_note(store, note, message="m: edit by hand")
+
+
+def test_an_edit_made_here_is_merged_with_the_sources_change_or_kept_beside_it(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    source = write(vault / "deploy.md", "# Deploy\n\nStep one: build.\n\nStep two: ship.\n\nStep three: watch.\n")
+    run_json(run_cli, "markdown", str(vault))
+    (note,) = imported(store).values()
+
+    # a change on other lines than the person's: both kept, no conflict
+    edit_body(store, note.path, "Step one: build.", "Step one: build with make.")
+    source.write_text("# Deploy\n\nStep one: build.\n\nStep two: ship.\n\nStep three: watch the graphs.\n")
+    merged = run_json(run_cli, "markdown", str(vault))
+    assert (merged["updated"], merged["conflicted"]) == (1, 0)
+    body = read_note(store, note.path).body
+    assert "build with make" in body and "watch the graphs" in body
+
+    # the same line changed on both sides: both versions in a conflict block, listed by `conflicts`
+    edit_body(store, note.path, "Step two: ship.", "Step two: ship on Tuesdays.")
+    source.write_text("# Deploy\n\nStep one: build.\n\nStep two: ship to staging.\n\nStep three: watch the graphs.\n")
+    clash = run_json(run_cli, "markdown", str(vault))
+    assert (clash["updated"], clash["conflicted"]) == (1, 1)
+    body = read_note(store, note.path).body
+    assert "ship on Tuesdays" in body and "ship to staging" in body and "build with make" in body
+    assert "<<<<<<< import\n" in body and ">>>>>>> " in body  # labelled: the source, and this machine
+    listed = run_cli("conflicts", "--json")
+    assert [c["path"] for c in json.loads(listed.stdout)] == [note.path]
+    human = run_cli("import", "markdown", str(vault))
+    assert human.returncode == 0 and "unchanged" in human.stdout  # the source did not change again
+
+    # a source change while the conflict is unresolved: reported, the note left as it is
+    source.write_text("# Deploy\n\nStep one: build.\n\nStep two: ship to production.\n")
+    before = (store.memory / note.path).read_text()
+    waiting = run_json(run_cli, "markdown", str(vault))
+    assert waiting["updated"] == 0 and "conflict not resolved yet" in waiting["skipped"][0]["reason"]
+    assert (store.memory / note.path).read_text() == before
+
+    # a note nobody edited is still simply updated
+    write(vault / "other.md", "# Other\nfirst\n")
+    run_json(run_cli, "markdown", str(vault))
+    write(vault / "other.md", "# Other\nsecond\n")
+    run_json(run_cli, "markdown", str(vault))
+    other = next(n for n in imported(store).values() if n.title == "Other")
+    assert other.body == "# Other\nsecond\n"
+
+
+def test_another_tag_or_project_on_a_second_run_is_applied(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    write(vault / "pool.md", "# Pool\npool_size is 20\n")
+    run_json(run_cli, "markdown", str(vault))
+    tagged = run_json(run_cli, "markdown", str(vault), "-g", "ops", "-p", "github.com/acme/api")
+    assert (tagged["updated"], tagged["unchanged"]) == (1, 0)
+    (note,) = imported(store).values()
+    assert note.tags == ["ops"] and note.project == "github.com/acme/api"
+    same = run_json(run_cli, "markdown", str(vault), "-g", "ops", "-p", "github.com/acme/api")
+    assert (same["updated"], same["unchanged"]) == (0, 1)
+    assert run_json(run_cli, "markdown", str(vault))["unchanged"] == 1  # no options: nothing to apply
+
+
+def test_titles_from_dated_file_names_keep_the_date(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    vault = tmp_path / "journal"
+    write(vault / "2026-11-26.md", "Shipped the importer.\n")
+    write(vault / "2026-11-27-standup_notes.md", "Talked about sync.\n")
+    write(vault / "release-plan.md", "Freeze on Friday.\n")
+    run_json(run_cli, "markdown", str(vault))
+    titles = sorted(n.title for n in imported(store).values())
+    assert titles == ["2026-11-26", "2026-11-27 standup notes", "release plan"]
+
+
+def test_emoji_titles_are_written_as_utf8(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    write(vault / "deploy.md", "---\ntitle: Déploiement 🚀\ntags: [🚀]\n---\nOn Fridays.\n")
+    run_json(run_cli, "markdown", str(vault))
+    (note,) = imported(store).values()
+    text = (store.memory / note.path).read_text(encoding="utf-8")
+    assert "title: Déploiement 🚀\n" in text and "\\U0001F680" not in text
+    assert parse_note(text, note.path).title == "Déploiement 🚀"
+
+
+def test_importing_this_stores_own_notes_says_so(store: Store, run_cli: RunCli) -> None:
+    for source, words in (("markdown", "its notes are already here"), ("anamnesis-memory", "not an anamnesis-memory 0.1.3 store")):
+        proc = run_cli("import", source, str(store.memory))
+        assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+        assert "move an anamnesis-memory 0.1.3 store aside" not in proc.stderr
+
+
+def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
+    store: Store, home: Path, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    for number in range(20):
+        write(vault / f"a{number:02}.md", f"# Note {number}\ntext {number}\n")
+    os.mkfifo(vault / "zz-pipe.md")  # reading it blocks until a writer comes: the import waits there
+    before = head(store)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis", "import", "markdown", str(vault)],
+        env=cli_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    wchan = Path(f"/proc/{proc.pid}/wchan")
+    while time.monotonic() < deadline and "partner" not in wchan.read_text() and "fifo" not in wchan.read_text():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip().splitlines()[-1] == "anamnesis: error: interrupted: nothing was imported (every note is as it was)"
+    assert head(store) == before and not imported(store)
+    status = subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""
+
+
+@pytest.mark.e2e
+def test_odd_notes_of_a_real_0_1_3_store(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    from test_import_e2e import old_cli, old_env
+
+    old = tmp_path / "old-home" / ".anamnesis"
+    old.mkdir(parents=True)
+    transcript = write(tmp_path / "session.jsonl", "".join(json.dumps(line) + "\n" for line in (
+        {"type": "user", "sessionId": "s1", "cwd": str(tmp_path), "message": {"role": "user", "content": "Fix the cache eviction bug"}},
+        {"type": "assistant", "sessionId": "s1", "message": {"role": "assistant", "content": [{"type": "text", "text": "Fixed the TTL units in cache.py."}]}},
+        {"type": "user", "sessionId": "s1", "message": {"role": "user", "content": "Document it too."}},
+        {"type": "assistant", "sessionId": "s1", "message": {"role": "assistant", "content": [{"type": "text", "text": "Documented in docs/cache.md."}]}},
+    )))
+    proc = subprocess.run(
+        [str(old_cli()), "capture", "--transcript", str(transcript), "--project", "github.com/acme/api", "--no-sync"],
+        env=old_env(old), cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (written,) = (old / "memory" / "episodic").glob("*.md")
+    front = written.read_text().split("---\n")[1]
+    # the same note as 0.1.3 writes it, once with its title and no body, once with a front matter never closed
+    empty = front.replace(written.stem, "01JABCDEFGHJKMNPQRSTVWXYZ0").replace("\ntitle: ", "\ntitle: Only a title ")
+    write(old / "memory" / "semantic" / "01JABCDEFGHJKMNPQRSTVWXYZ0.md", f"---\n{empty}---\n")
+    write(old / "memory" / "semantic" / "01JZZZZZZZZZZZZZZZZZZZZZZZ.md", f"---\n{front}\nthe body\n")
+
+    data = run_json(run_cli, "anamnesis-memory", str(old))
+    assert data["created"] == 2
+    reasons = {Path(s["origin"]).name: s["reason"] for s in data["skipped"]}
+    assert reasons["01JZZZZZZZZZZZZZZZZZZZZZZZ.md"] == "front matter is not closed by a '---' line"
+    titled = read_note(store, "01JABCDEFGHJKMNPQRSTVWXYZ0")
+    assert titled.title.startswith("Only a title") and titled.body.strip() == ""
+
+
+def test_sync_reports_what_the_mirror_imported(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    from test_import import MEMORIES, make_project, write_memories
+
+    from anamnesis.importers import set_mirror
+    from anamnesis.importers.claude_auto_memory import sanitise
+
+    project = make_project(tmp_path / "work" / "api")
+    folder = tmp_path / "claude-config" / "projects" / sanitise(str(project.resolve())) / "memory"
+    write_memories(folder, {k: v for k, v in MEMORIES.items() if k != "broken.md"})
+    set_mirror(store, "claude-auto-memory", project, True)
+    proc = run_cli("sync", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (brought,) = json.loads(proc.stdout)["imported"]
+    assert brought["source"] == "claude-auto-memory" and brought["created"] == 4 and brought["updated"] == 0
+    assert brought["commit"] == head(store)
+
+    write_memories(folder, {"project_owner.md": "---\nname: owner\ndescription: The billing team owns invoices\n---\n\nAsk them.\n"})
+    text = run_cli("sync")
+    assert text.returncode == 0, text.stderr
+    assert "imported from claude-auto-memory" in text.stdout and "1 new, 0 updated notes" in text.stdout
+    quiet = run_cli("sync", "--json")  # nothing changed in the source: nothing imported, nothing said
+    assert json.loads(quiet.stdout)["imported"] == []
