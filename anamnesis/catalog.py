@@ -124,6 +124,7 @@ class Hit:
     problems: list[str] = field(default_factory=list)
     supersedes: list[str] = field(default_factory=list)  # ids this note replaces
     superseded_by: list[str] = field(default_factory=list)  # ids of notes that replace this one
+    similarity: float | None = None  # cosine to the query, when a ranker used meaning
 
     def snippet_text(self, start: str = "**", end: str = "**") -> str:
         """The snippet with matches wrapped in `start`/`end`."""
@@ -346,6 +347,19 @@ class Catalog:
             if found:
                 return found
         return []
+
+    @reads
+    def notes_holding(self, words: list[str]) -> dict[str, int]:
+        """How many notes hold each word, as the start of a word ('polic' finds 'policies'): the
+        rarity prompt recall weighs a prompt's words by."""
+        counts: dict[str, int] = {}
+        for word in words:
+            stem = word if len(word) <= 5 else word[: max(5, len(word) - 2)]
+            phrase = '"' + stem.replace('"', '""') + '"' + ("*" if len(word) > 5 else "")
+            counts[word] = int(
+                self.conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (phrase,)).fetchone()[0]
+            )
+        return counts
 
     @reads
     def count_notes(self) -> int:

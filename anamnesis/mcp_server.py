@@ -10,20 +10,29 @@ never as a crashed server.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, ToolAnnotations
+from pydantic import ConfigDict, Field, ValidationError, with_config
+from typing_extensions import TypedDict  # below 3.12 pydantic reads nested TypedDicts only from here
 
 from anamnesis import __version__
 from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.notes import GLOBAL_TYPES, NoteType, normalize_tags
 from anamnesis.paths import Store, open_store
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.refresh import PeriodicRefresh
@@ -34,6 +43,8 @@ MAX_TAGS = 20
 MAX_TAG = 60
 MAX_PROJECT = 200
 MAX_REF = 1000
+MAX_TITLE = 200
+MAX_BODY = 1_000_000
 MAX_SUPERSEDES = 20
 REFRESH_EVERY = 5.0  # seconds between index scans that pick up hand edits
 SYNC_LOCK_TIMEOUT = 60.0
@@ -59,6 +70,168 @@ INSTRUCTIONS = (
     "Notes are tied to the current project unless made global."
 )
 
+# -- the arguments, as tight in the schema as the checks behind them ------------------------
+# Every constraint here is published in tools/list, so an agent sees the rule before it calls;
+# the few a schema cannot say (a blank title, a NUL byte) are checked in the tool body.
+
+Text = Annotated[str, Field(min_length=1)]
+QueryArg = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_QUERY,
+        description="What to look for: plain words, keywords, code words (parse_config) or a "
+        'command line; "quoted phrases", prefix* and NOT word work.',
+    ),
+]
+RefArg = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_REF,
+        description="The note: its path as search returns it, its id, an id prefix or its file name.",
+    ),
+]
+ProjectArg = Annotated[
+    Annotated[str, Field(max_length=MAX_PROJECT)] | None,
+    Field(description="A project key such as github.com/acme/api (the status tool shows the current one)."),
+]
+TypeArg = Annotated[
+    NoteType | None,
+    Field(
+        description="semantic = facts and decisions, procedural = how-tos, episodic = what happened, "
+        "preference = the user's standing rules."
+    ),
+]
+TagArg = Annotated[
+    Annotated[str, Field(min_length=1, max_length=MAX_TAG)] | None,
+    Field(description="Only notes with this tag."),
+]
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG, pattern=r"^#?[^\s,#]+$")]
+TagsArg = Annotated[
+    list[Tag] | None,
+    Field(
+        max_length=MAX_TAGS, description="Tags, one word each (no spaces or commas); a leading # is dropped."
+    ),
+]
+SupersedesArg = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=MAX_REF)]] | None,
+    Field(
+        max_length=MAX_SUPERSEDES,
+        description="Notes this one replaces (paths or ids, as search returns them); search then ranks "
+        "them below it.",
+    ),
+]
+TitleArg = Annotated[str, Field(min_length=1, max_length=MAX_TITLE, description="A short title.")]
+BodyArg = Annotated[str, Field(min_length=1, max_length=MAX_BODY, description="The note, in markdown.")]
+
+
+def _limit(default: int, what: str) -> Any:
+    return Field(default, ge=1, le=MAX_LIMIT, strict=True, description=f"How many {what} at most.")
+
+
+# -- what the tools return, published as their outputSchema ----------------------------------
+
+
+class NoteHit(TypedDict):
+    """One note as the index knows it (a search result or a listing row)."""
+
+    path: str
+    id: str
+    title: str
+    type: str
+    project: str | None
+    tags: list[str]
+    created: str
+    updated: str
+    machine: str
+    conflicted: bool
+    superseded_by: list[str]
+    supersedes: NotRequired[list[str]]
+    snippet: NotRequired[str]
+    score: NotRequired[float]
+    problems: NotRequired[list[str]]
+
+
+class SearchResult(TypedDict):
+    query: str
+    count: int
+    results: list[NoteHit]
+
+
+class Listing(TypedDict):
+    count: int
+    notes: list[NoteHit]
+
+
+@with_config(ConfigDict(extra="allow"))
+class FullNote(TypedDict):
+    """A whole note: its front matter (any extra fields too), its body and what is wrong with it."""
+
+    path: str
+    id: str
+    type: str
+    title: str
+    project: str | None
+    tags: list[str]
+    created: str
+    updated: str
+    machine: str
+    source: str
+    supersedes: list[str]
+    conflicted: bool
+    body: str
+    problems: NotRequired[list[str]]
+
+
+class StoreStatus(TypedDict):
+    memory: str
+    machine: str | None
+    current_project: str | None
+    notes: int
+    by_type: dict[str, int]
+    by_project: dict[str, int]
+    conflicted: list[str]
+    peers: list[str]
+    pushes_here: list[dict[str, Any]]
+
+
+class Written(TypedDict):
+    written: str
+    id: str
+    project: str | None
+    type: str
+    supersedes: list[str]
+
+
+class Updated(TypedDict):
+    updated: str
+    id: str
+    title: str
+    updated_at: str
+    supersedes: list[str]
+
+
+class Deleted(TypedDict):
+    deleted: str
+    id: str
+
+
+@with_config(ConfigDict(extra="allow"))
+class SyncReport(TypedDict):
+    """What one sync did (the same fields as `anamnesis sync --json`)."""
+
+    machine: str
+    outcome: str
+    exit_code: int
+    committed: list[str]
+    received: int
+    sent: int
+    changed: list[str]
+    conflicts: list[str]
+    peers: list[dict[str, Any]]
+
+
 # The core's store lock is re-entrant per process, and the SDK runs tools in worker
 # threads: serialise tool bodies here so two calls never interleave their writes.
 _serial = threading.Lock()
@@ -71,77 +244,91 @@ def _tool_errors() -> Iterator[None]:
         with _serial:
             yield
     except AnamnesisError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(_for_agents(str(exc))) from None
     except (OSError, ValueError) as exc:
         raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
 
-def _check_text(name: str, value: str | None, limit: int, *, required: bool = False) -> str | None:
+def _for_agents(message: str) -> str:
+    """The core speaks to a person at a shell; an agent has tools, not commands."""
+    return message.replace("`anamnesis search`", "the search tool").replace(
+        "`anamnesis list`", "the list tool"
+    )
+
+
+def _check_text(name: str, value: str | None, *, required: bool = False) -> str | None:
+    """What the schema cannot say: no NUL byte, and not only spaces where text is required."""
     if value is None:
-        if required:
-            raise ToolError(f"{name} is required")
         return None
-    if not isinstance(value, str):
-        raise ToolError(f"{name} must be a string")
     if "\0" in value:
         raise ToolError(f"{name} contains a NUL character")
     if required and not value.strip():
         raise ToolError(f"{name} must not be empty")
-    if len(value) > limit:
-        raise ToolError(f"{name} is {plural(len(value), 'character')}; the limit is {limit}")
     return value
 
 
-def _check_type(kind: str | None) -> str | None:
-    from anamnesis.notes import check_type  # lazy: the first tool call loads the core, not MCP start
-
-    if kind is None or kind == "":
-        return None
-    try:
-        return check_type(kind)
-    except UsageError as exc:
-        raise ToolError(str(exc)) from None
-
-
 def _check_tags(tags: list[str] | None) -> list[str] | None:
-    if tags is None:
-        return None
-    if len(tags) > MAX_TAGS:
-        raise ToolError(f"at most {MAX_TAGS} tags")
-    from anamnesis.notes import normalize_tags  # lazy: the first tool call loads the core, not MCP start
-
-    for tag in tags:
-        word = (_check_text("tag", tag, MAX_TAG) or "").strip().lstrip("#")
-        if not word or any(c.isspace() for c in word) or "," in word:
-            raise ToolError(f"invalid tag {word!r}: one word, no spaces or commas")
-    return normalize_tags(tags)
-
-
-def _check_refs(refs: list[str] | None) -> list[str] | None:
-    if refs is None:
-        return None
-    if len(refs) > MAX_SUPERSEDES:
-        raise ToolError(f"a note can supersede at most {MAX_SUPERSEDES} notes at once")
-    return [_check_text("supersedes", ref, MAX_REF, required=True) or "" for ref in refs]
-
-
-def _check_limit(limit: int) -> int:
-    if not 1 <= limit <= MAX_LIMIT:
-        raise ToolError(f"limit must be between 1 and {MAX_LIMIT}")
-    return limit
+    return None if tags is None else normalize_tags(tags)
 
 
 def _check_project(project: str | None) -> str | None:
     """A project key given by the model, checked by the same rule as everywhere else."""
     from anamnesis.project import check_project_key  # lazy: the first tool call loads the core, not MCP start
 
-    project = _check_text("project", project, MAX_PROJECT)
+    project = _check_text("project", project)
     if project is None or not project.strip():
         return None
     try:
         return check_project_key(project)
     except UsageError as exc:
         raise ToolError(f"{exc} (the status tool shows the current one)") from None
+
+
+def describe_invalid(tool: str, exc: ValidationError, accepted: list[str]) -> str:
+    """One line an agent can act on, for arguments the schema refused (pydantic's own text runs
+    over several lines and ends in a link to its docs)."""
+    parts: list[str] = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            close = difflib.get_close_matches(where, accepted, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            parts.append(f"unknown argument {where!r} ({hint}{tool} takes {', '.join(accepted) or 'none'})")
+        elif kind == "missing":
+            parts.append(f"{where} is required")
+        elif kind == "literal_error":
+            parts.append(f"{where} must be one of {error.get('ctx', {}).get('expected', '')}")
+        else:
+            parts.append(f"{where}: {error['msg'].rstrip('.')}")
+    return f"invalid arguments for {tool}: " + "; ".join(parts)
+
+
+class StrictTool(Tool):
+    """A tool whose arguments are exactly its schema: an unknown or misspelled argument is an
+    error (not silently dropped), and a refused argument comes back as one line."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                accepted = list(self.parameters.get("properties", {}))
+                raise ToolError(describe_invalid(self.name, exc.__cause__, accepted)) from None
+            raise
+
+
+def strict_tool(fn: Any, name: str, annotations: ToolAnnotations) -> StrictTool:
+    """`fn` as a tool whose input schema forbids extra properties, with its docstring dedented."""
+    tool = StrictTool.from_function(
+        fn, name=name, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
+    )
+    assert isinstance(tool, StrictTool)
+    loose = tool.fn_metadata.arg_model
+    closed: type[ArgModelBase] = type(loose.__name__, (loose,), {"model_config": ConfigDict(extra="forbid")})
+    tool.fn_metadata.arg_model = closed
+    tool.parameters = closed.model_json_schema(by_alias=True)
+    return tool
 
 
 class MemoryTools:
@@ -178,65 +365,72 @@ class MemoryTools:
 
     def search(
         self,
-        query: str,
-        project: str | None = None,
-        type: str | None = None,
-        tag: str | None = None,
-        limit: int = 10,
-        require_all: bool = False,
-        any_terms: bool = False,
-    ) -> dict[str, Any]:
-        """Search the memory, best match first. Ask in plain words ("how do we deploy the API?")
-        or give keywords, code words or a command line (`docker run --rm -it`): no word is
-        required, stop words are ignored, and notes of the current project (and global notes)
-        rank first. "quoted phrases", prefix*, and NOT word work; require_all=true keeps only
-        notes holding every word. Filters: project key, type (semantic, procedural, episodic,
-        preference), tag. Results carry paths, titles, snippets, scores and `superseded_by`
-        (a newer note replaces this one: prefer it); use `read` for a whole note."""
+        query: QueryArg,
+        project: ProjectArg = None,
+        type: TypeArg = None,
+        tag: TagArg = None,
+        limit: Annotated[int, _limit(10, "results")] = 10,
+        require_all: Annotated[
+            bool, Field(strict=True, description="Keep only notes holding every word of the query.")
+        ] = False,
+    ) -> SearchResult:
+        """Search the memory, best match first.
+
+        Ask in plain words ("how do we deploy the API?") or give keywords, code words or a
+        command line: no word is required, stop words are ignored, and notes of the current
+        project (and global notes) rank first. Results carry paths, titles, snippets, scores and
+        `superseded_by` (a newer note replaces this one: prefer it); use `read` for a whole note.
+        """
         # lazy: the first tool call loads the core, not MCP start
         from anamnesis.search import search as run_search
 
-        del any_terms  # ranked any-word search is the default now; kept so old callers still validate
         with _tool_errors():
-            _check_text("query", query, MAX_QUERY, required=True)
+            _check_text("query", query, required=True)
             with self._fresh_index() as index:
                 hits = run_search(
                     index,
                     query,
                     project=_check_project(project),
-                    type=_check_type(type),
-                    tag=_check_text("tag", tag, MAX_TAG) or None,
+                    type=type,
+                    tag=_check_text("tag", tag) or None,
                     near_project=self.current_project(),
-                    limit=_check_limit(limit),
+                    limit=limit,
                     require_all=require_all,
                 )
-            return {"query": query, "count": len(hits), "results": [h.to_dict() for h in hits]}
+            results: list[NoteHit] = [h.to_dict() for h in hits]  # type: ignore[misc]
+            return {"query": query, "count": len(hits), "results": results}
 
-    def read(self, ref: str) -> dict[str, Any]:
-        """Read one note in full: by path (as search returns it), id, id prefix or file name."""
+    def read(self, ref: RefArg) -> FullNote:
+        """Read one note in full: its front matter and body."""
         from anamnesis.store import read_note  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
-            _check_text("ref", ref, MAX_REF, required=True)
+            _check_text("ref", ref, required=True)
             self.store.require()
-            return read_note(self.store, ref).to_dict(with_body=True)
+            note: FullNote = read_note(self.store, ref).to_dict(with_body=True)  # type: ignore[assignment]
+            return note
 
     def list_notes(
-        self, project: str | None = None, type: str | None = None, tag: str | None = None, limit: int = 20
-    ) -> dict[str, Any]:
-        """List notes, most recently updated first, optionally filtered by project key, type and tag."""
+        self,
+        project: ProjectArg = None,
+        type: TypeArg = None,
+        tag: TagArg = None,
+        limit: Annotated[int, _limit(20, "notes")] = 20,
+    ) -> Listing:
+        """List notes, most recently updated first, optionally filtered by project, type and tag."""
         with _tool_errors(), self._fresh_index() as index:
             hits = index.list_notes(
                 project=_check_project(project),
-                type=_check_type(type),
-                tag=_check_text("tag", tag, MAX_TAG) or None,
-                limit=_check_limit(limit),
+                type=type,
+                tag=_check_text("tag", tag) or None,
+                limit=limit,
             )
-            return {"count": len(hits), "notes": [h.to_dict() for h in hits]}
+            notes: list[NoteHit] = [h.to_dict() for h in hits]  # type: ignore[misc]
+            return {"count": len(hits), "notes": notes}
 
-    def status(self) -> dict[str, Any]:
-        """Where the memory lives, how many notes of each kind, the current project, conflicts, peers,
-        and the machines that push into this store."""
+    def status(self) -> StoreStatus:
+        """Where the memory lives, how many notes of each kind, the current project, notes in
+        conflict, the peers it syncs with and the machines that push into this store."""
         # lazy: the first tool call loads the core, not MCP start
         from anamnesis.peers import incoming_machines
         from anamnesis.settings import load_settings  # lazy: as the line above
@@ -245,7 +439,7 @@ class MemoryTools:
             counts = index.counts()
             conflicted = [h.path for h in index.conflicted()]
             settings = load_settings(self.store)
-            info: dict[str, Any] = {
+            return {
                 "memory": str(self.store.memory),
                 "machine": settings.get("machine_id"),
                 "current_project": self.current_project(),
@@ -256,47 +450,47 @@ class MemoryTools:
                 "peers": sorted(settings.get("peers") or {}),
                 "pushes_here": [m.to_dict() for m in incoming_machines(self.store)],
             }
-            return info
 
     # -- tools that write --------------------------------------------------------------
 
     def write(
         self,
-        title: str,
-        body: str,
-        type: str = "semantic",
-        tags: list[str] | None = None,
-        project: str | None = None,
-        global_note: bool = False,
-        supersedes: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Save a new note (committed and indexed at once). type: semantic (facts, decisions),
-        procedural (how-tos), episodic (what happened), preference (the user's standing rules,
-        always global). The note belongs to the current project unless `project` names another
-        or global_note is true. supersedes: notes this one replaces (paths or ids, as search
-        returns them) when it corrects or updates them; search then ranks the old ones lower."""
-        from anamnesis.notes import GLOBAL_TYPES  # lazy: the first tool call loads the core, not MCP start
+        title: TitleArg,
+        body: BodyArg,
+        type: Annotated[NoteType, Field(description=TypeArg.__metadata__[0].description)] = "semantic",
+        tags: TagsArg = None,
+        project: ProjectArg = None,
+        global_note: Annotated[
+            bool, Field(strict=True, description="File the note under no project (it holds everywhere).")
+        ] = False,
+        supersedes: SupersedesArg = None,
+    ) -> Written:
+        """Save a new note, committed and indexed at once.
+
+        Write one when you learn something durable the user will want next time. The note
+        belongs to the current project unless `project` names another or `global_note` is true;
+        preferences are always global. Give `supersedes` when it corrects or updates older notes.
+        """
         from anamnesis.store import create_note  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
-            _check_text("title", title, 200, required=True)
-            _check_text("body", body, 2_000_000, required=True)
-            kind = _check_type(type) or "semantic"
+            _check_text("title", title, required=True)
+            _check_text("body", body, required=True)
             key = (
                 None
-                if global_note or kind in GLOBAL_TYPES
+                if global_note or type in GLOBAL_TYPES
                 else (_check_project(project) or self.current_project())
             )
             self.store.require()
             note = create_note(
                 self.store,
-                type=kind,
+                type=type,
                 title=title,
                 body=body,
                 project=key,
                 tags=_check_tags(tags) or [],
                 source="mcp",
-                supersedes=_check_refs(supersedes) or [],
+                supersedes=supersedes or [],
             )
             return {
                 "written": note.path,
@@ -308,22 +502,26 @@ class MemoryTools:
 
     def update(
         self,
-        ref: str,
-        title: str | None = None,
-        body: str | None = None,
-        tags: list[str] | None = None,
-        type: str | None = None,
-        supersedes: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Change an existing note in place (it keeps its path and id): any of title, body
-        (replaces the whole body), tags (replaces the list), type, supersedes (the notes this
-        one replaces, as paths or ids; replaces the list, [] removes every link)."""
+        ref: RefArg,
+        title: Annotated[str | None, Field(max_length=MAX_TITLE, description="A new title.")] = None,
+        body: Annotated[
+            str | None, Field(max_length=MAX_BODY, description="A new body: it replaces the whole body.")
+        ] = None,
+        tags: TagsArg = None,
+        type: TypeArg = None,
+        supersedes: SupersedesArg = None,
+    ) -> Updated:
+        """Change an existing note in place; it keeps its path and id.
+
+        Give any of title, body, tags (replaces the list), type, supersedes (replaces the list;
+        [] removes every link).
+        """
         from anamnesis.store import update_note  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
-            _check_text("ref", ref, MAX_REF, required=True)
-            _check_text("title", title, 200)
-            _check_text("body", body, 2_000_000)
+            _check_text("ref", ref, required=True)
+            _check_text("title", title, required=True)
+            _check_text("body", body)
             if title is None and body is None and tags is None and type is None and supersedes is None:
                 raise ToolError("nothing to change: give title, body, tags, type or supersedes")
             self.store.require()
@@ -333,8 +531,8 @@ class MemoryTools:
                 title=title,
                 body=body,
                 tags=_check_tags(tags),
-                type=_check_type(type),
-                supersedes=_check_refs(supersedes),
+                type=type,
+                supersedes=supersedes,
             )
             return {
                 "updated": note.path,
@@ -344,21 +542,23 @@ class MemoryTools:
                 "supersedes": note.supersedes,
             }
 
-    def delete(self, ref: str) -> dict[str, Any]:
-        """Delete a note (removed from disk and the index; git history keeps it)."""
+    def delete(self, ref: RefArg) -> Deleted:
+        """Delete a note: removed from disk and the index; git history keeps it."""
         from anamnesis.store import delete_note  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
-            _check_text("ref", ref, MAX_REF, required=True)
+            _check_text("ref", ref, required=True)
             self.store.require()
             note = delete_note(self.store, ref)
             return {"deleted": note.path, "id": note.id}
 
-    def sync(self) -> dict[str, Any]:
-        """Sync the memory with the user's other machines now (commit, pull --rebase from every
-        peer, push), as `anamnesis sync` does. Reports what came in and went out, the notes in
+    def sync(self) -> SyncReport:
+        """Sync the memory with the user's other machines now, as `anamnesis sync` does.
+
+        Commits, integrates every peer, pushes. Reports what came in and went out, the notes in
         conflict it recorded or brought in (every version kept in the note), notes held back as
-        half resolved, and peers that could not be reached."""
+        half resolved, and peers that could not be reached.
+        """
         from anamnesis.sync import sync  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
@@ -366,32 +566,187 @@ class MemoryTools:
             result = sync(self.store, lock_timeout=SYNC_LOCK_TIMEOUT)
             if self._refresh is not None:
                 self._refresh.expire()
-            return result.to_dict()
+            report: SyncReport = result.to_dict()  # type: ignore[assignment]
+            return report
+
+    # -- resources and prompts ---------------------------------------------------------
+
+    def note_text(self, note_id: str) -> str:
+        """A note's file as it is on disk, front matter and all."""
+        from anamnesis.store import read_note  # lazy: the first read loads the core, not MCP start
+
+        with _tool_errors():
+            self.store.require()
+            note = read_note(self.store, note_id)
+            return (self.store.memory / note.path).read_text(encoding="utf-8")
+
+    def project_context(self) -> str:
+        """What SessionStart would show for the current folder."""
+        from anamnesis.inject import build_context  # lazy: the first read loads the core, not MCP start
+
+        with _tool_errors():
+            self.store.require()
+            text, _paths = build_context(self.store, self.cwd)
+            return text or "The memory holds nothing about this project yet."
+
+    def recall_prompt(self, topic: str) -> str:
+        """A message that puts what the memory holds about `topic` in front of the model."""
+        found = self.search(topic[:MAX_QUERY], limit=5)
+        if not found["results"]:
+            return f"My memory (Anamnesis) holds no note about: {topic}. Say so if it matters."
+        lines = [f"Here is what my memory (Anamnesis) holds about: {topic}", ""]
+        for hit in found["results"]:
+            newer = " (superseded by a newer note)" if hit["superseded_by"] else ""
+            lines.append(f"- {hit['title']} [{hit['path']}]{newer}: {hit.get('snippet', '')}")
+        lines += ["", "Use the read tool for a whole note. Prefer newer notes over superseded ones."]
+        return "\n".join(lines)
+
+    def tools(self) -> list[Tool]:
+        """Every tool, annotated read-only or not, with a closed input schema."""
+        tools = (
+            (self.search, "search", READ_ONLY),
+            (self.read, "read", READ_ONLY),
+            (self.list_notes, "list", READ_ONLY),
+            (self.status, "status", READ_ONLY),
+            (self.write, "write", WRITES),
+            (self.update, "update", WRITES),
+            (self.delete, "delete", DESTRUCTIVE),
+            (self.sync, "sync", SYNCS),
+        )
+        return [strict_tool(fn, name, annotations) for fn, name, annotations in tools]
 
     def register(self, server: MCPServer[Any]) -> None:
-        """Add every tool to `server`, annotated read-only or not."""
-        server.add_tool(self.search, name="search", annotations=READ_ONLY)
-        server.add_tool(self.read, name="read", annotations=READ_ONLY)
-        server.add_tool(self.list_notes, name="list", annotations=READ_ONLY)
-        server.add_tool(self.status, name="status", annotations=READ_ONLY)
-        server.add_tool(self.write, name="write", annotations=WRITES)
-        server.add_tool(self.update, name="update", annotations=WRITES)
-        server.add_tool(self.delete, name="delete", annotations=DESTRUCTIVE)
-        server.add_tool(self.sync, name="sync", annotations=SYNCS)
+        """Add the resources and prompts to `server`."""
+        server.resource(
+            "anamnesis://note/{note_id}",
+            name="note",
+            description="One note's markdown file, by id (as search and list return it).",
+            mime_type="text/markdown",
+        )(self.note_text)
+        server.resource(
+            "anamnesis://context",
+            name="context",
+            description="What the memory holds for the current project, as a session starts with it.",
+            mime_type="text/markdown",
+        )(self.project_context)
+        server.prompt(
+            name="recall",
+            description="Bring what the memory holds about a topic into the conversation.",
+        )(self.recall_prompt)
+        server.prompt(
+            name="remember",
+            description="Ask the model to save what this conversation settled as notes.",
+        )(remember_prompt)
+
+
+def remember_prompt() -> str:
+    """The standing request to write down what lasts."""
+    return (
+        "Look back over this conversation and save what the user will want next time with the "
+        "Anamnesis write tool: decisions and facts (type semantic), how-tos (procedural), the "
+        "user's standing rules (preference). One note per subject, a short title, the reason "
+        "behind a decision. Search first: when a note on the subject exists, update it, or write "
+        "the new one with `supersedes` naming the old. Never save secrets."
+    )
 
 
 def build_server(store: Store, cwd: str | None = None) -> MCPServer[Any]:
-    """An MCP server with the memory tools for `store`."""
+    """An MCP server with the memory tools, resources and prompts for `store`."""
+    memory = MemoryTools(store, cwd)
     server: MCPServer[Any] = MCPServer(
-        name="anamnesis", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+        name="anamnesis",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+        tools=memory.tools(),
     )
-    MemoryTools(store, cwd).register(server)
+    memory.register(server)
     return server
+
+
+class AnsweringReader:
+    """The stdio read stream, answering what is not JSON-RPC instead of dropping it.
+
+    The SDK's stdio transport hands a line it cannot parse to the server as an exception, and
+    the server logs it and says nothing, so a client that sent it waits forever. JSON-RPC
+    wants an error back: -32700 for text that is not JSON, -32600 for JSON that is no request
+    (with the request's id when one can be read)."""
+
+    def __init__(self, inner: Any, replies: Any) -> None:
+        self._inner = inner
+        self._replies = replies
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    def __aiter__(self) -> AnsweringReader:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        while True:
+            item = await self._inner.__anext__()
+            if not isinstance(item, Exception):
+                return item  # type: ignore[no-any-return]
+            await self._replies.send(SessionMessage(refusal(item)))
+
+    async def receive(self) -> SessionMessage:
+        return await self.__anext__()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> AnsweringReader:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(*exc)
+        return result
+
+
+def refusal(exc: Exception) -> JSONRPCError:
+    """The JSON-RPC error for a line the transport could not read as a message."""
+    errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
+    if any(error["type"] == "json_invalid" for error in errors):
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=None,
+            error=ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON"),
+        )
+    request_id = None
+    for error in errors:
+        sent = error.get("input")
+        if (
+            isinstance(sent, dict)
+            and isinstance(sent.get("id"), int | str)
+            and not isinstance(sent["id"], bool)
+        ):
+            request_id = sent["id"]
+            break
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=ErrorData(
+            code=INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 request or notification"
+        ),
+    )
+
+
+async def serve_stdio(server: MCPServer[Any]) -> None:
+    """`server` on stdin/stdout, answering lines that are not JSON-RPC (see `AnsweringReader`)."""
+    async with stdio_server() as (read_stream, write_stream):
+        lowlevel = server._lowlevel_server  # the SDK offers no public way to run its server on our streams
+        await lowlevel.run(
+            AnsweringReader(read_stream, write_stream),
+            write_stream,
+            lowlevel.create_initialization_options(),
+        )
 
 
 def serve(store: Store) -> None:
     """Run the server on stdin/stdout until the client closes it."""
-    build_server(store).run("stdio")
+    anyio.run(serve_stdio, build_server(store))
 
 
 def main() -> None:

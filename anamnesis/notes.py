@@ -16,11 +16,12 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Literal, get_args
 
 from anamnesis.errors import UsageError
 
-NOTE_TYPES = ("semantic", "procedural", "episodic", "preference")
+NoteType = Literal["semantic", "procedural", "episodic", "preference"]
+NOTE_TYPES: tuple[str, ...] = get_args(NoteType)
 # Folder names a person browsing memory/ will understand, one per type.
 TYPE_FOLDERS = {
     "semantic": "facts",

@@ -56,9 +56,14 @@ class Filters:
 
 
 class Ranker(Protocol):
-    """Scores for the best `pool` notes that pass `filters`, by index rowid; higher is better."""
+    """Scores for the best `pool` notes that pass `filters`, by index rowid; higher is better.
+
+    `similarities` holds, after `rank`, the cosine of the query to each note the ranker
+    compared by meaning (empty for keyword ranking): an absolute measure, unlike the scores,
+    for callers that must decide whether the best note bears on the query at all."""
 
     name: str
+    similarities: dict[int, float]
 
     def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]: ...
 
@@ -79,6 +84,7 @@ class KeywordRanker:
 
     def __init__(self, require_all: bool = False) -> None:
         self.require_all = require_all
+        self.similarities: dict[int, float] = {}
 
     def bm25(self, index: Catalog, match: str, filters: Filters, pool: int) -> list[tuple[int, float]]:
         """(rowid, BM25 score, higher better) of the best `pool` matches of an FTS5 expression."""
@@ -172,9 +178,11 @@ class SemanticRanker:
 
     def __init__(self, engine: SemanticEngine) -> None:
         self.engine = engine
+        self.similarities: dict[int, float] = {}
 
     def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]:
-        return self.engine.similarity(index, query.raw, filters, pool)
+        self.similarities = self.engine.similarity(index, query.raw, filters, pool)
+        return dict(self.similarities)
 
 
 class HybridRanker:
@@ -195,6 +203,7 @@ class HybridRanker:
         self.keyword = keyword
         self.semantic = semantic
         self.weight = weight
+        self.similarities: dict[int, float] = {}
 
     def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]:
         parts = self.keyword.scores(index, query, filters, pool)
@@ -203,6 +212,7 @@ class HybridRanker:
         if self.keyword.require_all or query.excluded:
             # an explicit 'every word' or 'NOT word' is a hard rule: meaning may reorder, not add
             cosines = {rowid: c for rowid, c in cosines.items() if rowid in lexical}
+        self.similarities = cosines
         union = set(lexical) | set(cosines)
         if not union:
             return {}

@@ -10,16 +10,17 @@ nothing matches well, nothing is printed: silence is the common case.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anamnesis.fsutil import atomic_write_text
-from anamnesis.index import Hit, open_index
+from anamnesis.index import Hit, Index, open_index
 from anamnesis.project import project_key
 from anamnesis.query import SAME_AS, STOPWORDS
-from anamnesis.search import search
+from anamnesis.search import default_ranker, search
 from anamnesis.settings import load_settings
 from anamnesis.store import load_note
 from anamnesis.text import trim
@@ -29,9 +30,18 @@ if TYPE_CHECKING:
     from anamnesis.paths import Store
 
 MAX_BUDGET = 4000
-MIN_COVERAGE = 0.5  # below the best match, a note must hold this share of the prompt's words
+# A note must hold this share of the prompt's words, each weighed by its rarity among the notes
+# (the best-ranked note a little less), so a prompt's rare words decide, not its common ones.
+WORDS_ENOUGH = 0.45
+WORDS_FIRST = 0.35
 OTHER_PROJECT_COVERAGE = 0.6  # another project's note must hold this share of them, more than
 OTHER_PROJECT_MARGIN = 0.15  # this project's best holds, and outscore it by this much
+# With semantic search on, meaning decides: a note this close to the prompt bears on it whatever
+# words it shares (off-topic prompts and small talk stay below it: their closest note in our sets
+# sat at a cosine of 0.16 in the median, 0.24-0.29 at the 90th percentile)...
+MEANING_ENOUGH = 0.30
+# ...and a note that holds the prompt's words must not be far from it in meaning either.
+MEANING_FLOOR = 0.18
 # Words too common in prompts to say what a prompt is about (on top of the index's stop words).
 PROMPT_NOISE = frozenset(
     (
@@ -73,22 +83,46 @@ def prompt_terms(text: str) -> list[str]:
     return list(dict.fromkeys(keep))[:MAX_QUERY_WORDS]
 
 
-def coverage(terms: list[str], text: str) -> int:
-    """How many of `terms` occur in `text` (as a word start, so 'policy' finds 'policies');
-    a term written the other usual way counts too ('prod' for 'production')."""
+def specific_terms(text: str) -> set[str]:
+    """The prompt's words that name one thing: code words (`parse_config`, `acme.io/pool`,
+    `useFlag`, `GOTOOLCHAIN`) and words with digits (`raidz2`), as `prompt_terms` spells them."""
+    words = re.findall(r"[^\W_]+(?:[_.'/-][^\W_]+)*", text)
+    return {
+        word.lower()
+        for word in words
+        if re.search(r"[_./\d-]|[a-z][A-Z]", word) or (len(word) > 2 and word.isupper())
+    }
+
+
+def held(terms: list[str], text: str) -> list[str]:
+    """Which of `terms` occur in `text` (as a word start, so 'policy' finds 'policies'); a term
+    written the other usual way counts too ('prod' for 'production')."""
     low = text.lower()
-    found = 0
+    found: list[str] = []
     for term in terms:
         for form in (term, *(" ".join(f) for f in SAME_AS.get(term, ()))):
             stem = form if len(form) <= 5 else form[: max(5, len(form) - 2)]
             if re.search(r"(?<![^\W_])" + re.escape(stem) + ("" if len(form) > 5 else r"(?![^\W_])"), low):
-                found += 1
+                found.append(term)
                 break
     return found
 
 
-def _needed(count: int) -> int:
-    return 1 if count <= 1 else min(3, max(2, -(-count * 2 // 5)))
+def rarity(index: Index, terms: list[str]) -> dict[str, float]:
+    """Each term's weight: how rare it is among the notes (a word most notes hold says little).
+
+    A word no note holds cannot tell notes apart; it weighs what an average held word weighs,
+    so a prompt about something the memory lacks still needs most of its other words matched,
+    without one stray verb ('growing') outweighing every word the notes do hold."""
+    total = max(1, index.count_notes())
+    counts = index.notes_holding(terms)
+    weights = {
+        term: math.log(1 + (total - counts[term] + 0.5) / (counts[term] + 0.5))
+        for term in terms
+        if counts[term]
+    }
+    typical = sum(weights.values()) / len(weights) if weights else 1.0
+    return {term: weights.get(term, typical) for term in terms}
 
 
 def _seen_path(store: Store, session_id: str) -> Path | None:
@@ -141,21 +175,27 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     if not knobs["enabled"]:
         return "", []
     text = strip_injected(prompt).strip()
-    if not text or text.startswith("/") or len(text) < 8:
+    if not text or text.startswith("/"):
         return "", []
     terms = prompt_terms(text[:MAX_QUERY_CHARS])
     if not terms:
         return "", []
+    specific = specific_terms(text[:MAX_QUERY_CHARS])
     seen = seen_notes(store, session_id) if session_id else set()
     near = _project_of(cwd)
     with open_index(store) as index:
+        ranker = default_ranker(store)
+        by_meaning = ranker.name == "hybrid"
         hits = search(
             index,
-            " ".join(terms),
+            text[:MAX_QUERY_CHARS] if by_meaning else " ".join(terms),
             near_project=near,
             limit=min(40, knobs["max_notes"] + len(seen) + 5),
             snippets=False,
+            ranker=ranker,
         )
+        weights = rarity(index, terms)
+    whole = sum(weights.values()) or 1.0
     header = (
         f"{MEMORY_OPEN}\nNotes from memory that may bear on this prompt "
         "(read one in full with the anamnesis MCP `read` tool):\n"
@@ -171,9 +211,21 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
             body = load_note(store, hit.path).body
         except Exception:  # a note that vanished or broke since indexing: leave it out
             continue
-        matched = coverage(terms, f"{hit.title}\n{' '.join(hit.tags)}\n{body[:20000]}")
-        share = matched / len(terms)
-        if matched < _needed(len(terms)) or (share < MIN_COVERAGE and position > 0):
+        found = held(terms, f"{hit.title}\n{' '.join(hit.tags)}\n{body[:20000]}")
+        share = sum(weights[term] for term in found) / whole
+        if (
+            len(found) == 1
+            and found[0] not in specific
+            and not held(found, f"{hit.title}\n{' '.join(hit.tags)}")
+        ):
+            share = 0.0  # one everyday word, and only in passing: a coincidence, not an answer
+        by_words = bool(found) and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)
+        if by_meaning:
+            meaning = hit.similarity if hit.similarity is not None else 0.0
+            if not (meaning >= MEANING_ENOUGH or (by_words and meaning >= MEANING_FLOOR)):
+                continue
+            share = max(share, meaning)
+        elif not by_words:
             continue
         elsewhere = near is not None and hit.project is not None and hit.project != near
         qualified.append((hit, body, share, elsewhere))

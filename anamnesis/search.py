@@ -97,6 +97,7 @@ def search(
     now = dt.datetime.now(dt.UTC)
     adjusted: dict[int, float] = {}
     for rowid, hit in hits.items():
+        hit.similarity = ranker.similarities.get(rowid)
         value = scores[rowid] / top
         if near_project and not project and (hit.project == near_project or hit.project is None):
             value += NEAR_PROJECT_BOOST

@@ -303,3 +303,41 @@ def test_recall_shows_another_projects_note_only_when_clearly_better(store: Stor
     )
     _text, shown = build_recall(store, "tune the kafka consumer lag alert threshold", session_id="d2", cwd=str(repo))
     assert elsewhere.path in shown
+
+
+def test_recall_answers_a_short_code_word_and_ignores_an_everyday_word_in_passing(store: Store) -> None:
+    """A code word names one thing, even alone and only in a note's body; one everyday word of a
+    prompt met in passing is a coincidence ('what is 17 times 23' and a note that retries 3 times)."""
+    flags = create_note(
+        store,
+        type="procedural",
+        title="Feature flags in the web app",
+        body="Read a flag with the useFlag hook; defaults live in flags.ts.",
+        project=PROJECT,
+    )
+    create_note(
+        store,
+        type="semantic",
+        title="Webhook delivery",
+        body="A failed webhook is retried 3 times.",
+        project=PROJECT,
+    )
+    assert build_recall(store, "useFlag", session_id="c1")[1] == [flags.path]
+    assert build_recall(store, "what is 17 times 23", session_id="c2") == ("", [])
+
+
+def test_recall_weighs_a_prompts_rare_words_over_words_every_note_holds(store: Store) -> None:
+    """In a memory where every note is about kafka, 'kafka' says nothing; the rare word decides."""
+    for topic in ("retention", "partitions", "replication", "schema registry"):
+        create_note(
+            store, type="semantic", title=f"Kafka {topic}", body=f"Kafka {topic} notes.", project=PROJECT
+        )
+    acls = create_note(
+        store,
+        type="procedural",
+        title="Kafka ACLs",
+        body="Kafka ACLs are granted with the acl script.",
+        project=PROJECT,
+    )
+    _text, shown = build_recall(store, "how do we grant kafka acls to a new service?", session_id="r1")
+    assert shown == [acls.path]

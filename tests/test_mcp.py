@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -107,7 +110,7 @@ def test_every_tool_round_trip(store: Store, project_dir: Path) -> None:
 
         found = _data(await call("search", {"query": "pg_bouncer"}))
         assert found["count"] == 1 and found["results"][0]["path"] == path
-        assert "**" in found["results"][0]["snippet"] or found["results"][0]["title"]
+        assert "pool size 20" in found["results"][0]["snippet"]
         filtered = _data(await call("search", {"query": "tabs", "type": "preference"}))
         assert [r["path"] for r in filtered["results"]] == [pref["written"]]
 
@@ -167,15 +170,17 @@ def test_bad_input_comes_back_as_tool_errors(store: Store, project_dir: Path, tm
             assert "symlink" in _error(await call(tool, {"ref": "global/alias.md", **extra}))
         assert "outside" in _error(await call("delete", {"ref": "../secret.md"}))
         huge = "x" * 1_500_000
-        assert "limit" in _error(await call("write", {"title": "Huge", "body": huge}))
-        assert "limit" in _error(await call("write", {"title": "t" * 300, "body": "b"}))
-        assert "unknown type" in _error(await call("write", {"title": "T", "body": "b", "type": "gossip"}))
+        assert "body" in _error(await call("write", {"title": "Huge", "body": huge}))
+        assert "at most 200" in _error(await call("write", {"title": "t" * 300, "body": "b"}))
+        assert "type must be one of" in _error(
+            await call("write", {"title": "T", "body": "b", "type": "gossip"})
+        )
         assert "empty" in _error(await call("write", {"title": "  ", "body": "b"}))
-        assert "tag" in _error(await call("write", {"title": "T", "body": "b", "tags": ["two words"]}))
-        assert "limit" in _error(await call("search", {"query": "x", "limit": 1000}))
-        assert "empty" in _error(await call("search", {"query": ""}))
-        assert _error(await call("search", {"query": 5}))  # wrong type: schema validation
-        assert _error(await call("write", {"body": "no title"}))  # missing argument
+        assert "tags.0" in _error(await call("write", {"title": "T", "body": "b", "tags": ["two words"]}))
+        assert "less than or equal to 100" in _error(await call("search", {"query": "x", "limit": 1000}))
+        assert "query" in _error(await call("search", {"query": ""}))
+        assert "query" in _error(await call("search", {"query": 5}))  # wrong type: schema validation
+        assert "title is required" in _error(await call("write", {"body": "no title"}))
         assert "nothing to change" in _error(await call("update", {"ref": "x"}))
         assert _error(await call("no_such_tool", {}))
         # after all that, the server still works
@@ -238,3 +243,141 @@ def test_sync_tool_pushes_to_a_peer(store: Store, project_dir: Path, tmp_path: P
         assert written["written"] in files
 
     _drive(store, project_dir, script)
+
+
+def test_tools_list_publishes_schemas_as_tight_as_the_checks(store: Store, project_dir: Path) -> None:
+    """What an agent reads in tools/list: closed argument objects, enums, bounds, lengths,
+    a description on every parameter, dedented tool descriptions and an output schema."""
+    from anamnesis.notes import NOTE_TYPES
+
+    listed: dict[str, Any] = {}
+
+    async def script(session: ClientSession, call: Call) -> None:
+        for tool in (await session.list_tools()).tools:
+            listed[tool.name] = tool
+
+    _drive(store, project_dir, script)
+    assert set(listed) == {"search", "read", "list", "write", "update", "delete", "sync", "status"}
+
+    def branches(prop: dict[str, Any]) -> list[dict[str, Any]]:
+        return [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]
+
+    for name, tool in listed.items():
+        schema = tool.input_schema
+        assert schema.get("additionalProperties") is False, name
+        assert tool.description and not any(line.startswith(" ") for line in tool.description.splitlines()), (
+            name
+        )
+        assert tool.output_schema and tool.output_schema.get("type") == "object", name
+        for arg, prop in schema.get("properties", {}).items():
+            assert prop.get("description"), (name, arg)
+            for branch in branches(prop):
+                if branch.get("type") == "string" and arg != "type":
+                    assert "maxLength" in branch, (name, arg)
+                if branch.get("type") == "array":
+                    assert "maxItems" in branch and "maxLength" in branch["items"], (name, arg)
+        if "type" in schema.get("properties", {}):
+            (kinds,) = branches(schema["properties"]["type"])
+            assert tuple(kinds["enum"]) == NOTE_TYPES, name
+        if "limit" in schema.get("properties", {}):
+            limit = schema["properties"]["limit"]
+            assert (limit["type"], limit["minimum"], limit["maximum"]) == ("integer", 1, 100), name
+    assert "any_terms" not in listed["search"].input_schema["properties"]
+    assert set(listed["search"].output_schema["properties"]) == {"query", "count", "results"}
+
+
+def test_misspelled_or_mistyped_arguments_are_one_line_errors(store: Store, project_dir: Path) -> None:
+    """A misspelled argument is refused (not silently ignored), and every refusal is one line an
+    agent can act on, naming the tool's own words, not a CLI command or a library's docs."""
+
+    async def script(session: ClientSession, call: Call) -> None:
+        await call("write", {"title": "Docker tips", "body": "Use docker compose.", "type": "procedural"})
+        await call("write", {"title": "Docker preference", "body": "Never docker.", "type": "preference"})
+        messages = {
+            "tpye": _error(await call("search", {"query": "docker", "tpye": "preference"})),
+            "limt": _error(await call("list", {"limt": 2})),
+            "bool": _error(await call("list", {"limit": True})),
+            "missing": _error(await call("write", {"body": "no title"})),
+            "enum": _error(await call("search", {"query": "docker", "type": "facts"})),
+        }
+        assert "'tpye'" in messages["tpye"] and "did you mean 'type'" in messages["tpye"]
+        assert "'limt'" in messages["limt"] and "did you mean 'limit'" in messages["limt"]
+        assert "limit" in messages["bool"] and "integer" in messages["bool"]
+        assert "title is required" in messages["missing"]
+        assert "'semantic', 'procedural', 'episodic' or 'preference'" in messages["enum"]
+        for text in messages.values():
+            assert "\n" not in text and "pydantic" not in text and "http" not in text, text
+        missing = _error(await call("read", {"ref": "does-not-exist"}))
+        assert "the search tool" in missing and "anamnesis search" not in missing
+        # the real filter still works when spelled right
+        only = _data(await call("search", {"query": "docker", "type": "preference"}))
+        assert [r["title"] for r in only["results"]] == ["Docker preference"]
+        assert _data(await call("list", {"limit": 1}))["count"] == 1
+
+    _drive(store, project_dir, script)
+
+
+def test_resources_and_prompts_have_something_behind_them(store: Store, project_dir: Path) -> None:
+    async def script(session: ClientSession, call: Call) -> None:
+        written = _data(await call("write", {"title": "Orders use pg_bouncer", "body": "Pool size 20."}))
+        templates = (await session.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["anamnesis://note/{note_id}"]
+        note = await session.read_resource(f"anamnesis://note/{written['id']}")
+        text = note.contents[0].text  # type: ignore[union-attr]
+        assert text.startswith("---\n") and "Pool size 20." in text
+        resources = (await session.list_resources()).resources
+        assert [str(r.uri) for r in resources] == ["anamnesis://context"]
+        context = (await session.read_resource("anamnesis://context")).contents[0].text  # type: ignore[union-attr]
+        assert "Orders use pg_bouncer" in context
+        prompts = {p.name: p for p in (await session.list_prompts()).prompts}
+        assert set(prompts) == {"recall", "remember"}
+        recalled = await session.get_prompt("recall", {"topic": "pg_bouncer pool"})
+        assert "Orders use pg_bouncer" in recalled.messages[0].content.text  # type: ignore[union-attr]
+        remember = await session.get_prompt("remember", {})
+        assert "write tool" in remember.messages[0].content.text  # type: ignore[union-attr]
+
+    _drive(store, project_dir, script)
+
+
+def test_lines_that_are_not_json_rpc_get_an_error_reply(store: Store, project_dir: Path) -> None:
+    """JSON-RPC answers text that is not JSON (-32700) and JSON that is no request (-32600); the
+    SDK's stdio transport drops both, leaving a client waiting. The server goes on after them."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    lines = [
+        json.dumps(hello),
+        "this is not json",
+        '{"jsonrpc": "2.0", "id": 7}',
+        '{"jsonrpc":"2.0","id":8,"method":"ping"}',
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis", "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(store.home),
+        cwd=project_dir,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("\n".join(lines) + "\n")
+    proc.stdin.flush()
+    answers: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [answers.put(line) for line in proc.stdout], daemon=True).start()
+    replies: list[dict[str, Any]] = []
+    with contextlib.suppress(queue.Empty):
+        while len(replies) < 4:
+            replies.append(json.loads(answers.get(timeout=60)))
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    errors = [(r["id"], r["error"]["code"]) for r in replies if "error" in r]
+    assert errors == [(None, -32700), (7, -32600)], replies
+    assert any(r.get("id") == 8 and r.get("result") == {} for r in replies), replies

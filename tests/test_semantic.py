@@ -146,3 +146,17 @@ def test_new_notes_are_embedded_in_the_background(run_cli: RunCli, model_dir: Pa
         time.sleep(0.5)
         info = json.loads(run_cli("semantic", "status", "--json").stdout)
     assert (info["embedded"], info["pending"]) == (1, 0)
+
+
+def test_prompt_recall_uses_meaning_and_stays_silent_off_topic(store: Store, model_dir: Path) -> None:
+    """With semantic search on, UserPromptSubmit recall finds a note by meaning (the prompt shares
+    no word with it) and says nothing for small talk or a question the memory has no note on."""
+    from anamnesis.recall import build_recall
+
+    paths = _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    _text, shown = build_recall(store, PARAPHRASE, session_id="m1")
+    assert shown[:1] == [paths["On-call rota"]]
+    for prompt in ("good morning!", "what's the capital of Australia?", "write a haiku about autumn leaves"):
+        assert build_recall(store, prompt, session_id="m2") == ("", []), prompt

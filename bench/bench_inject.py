@@ -1,0 +1,233 @@
+"""Prompt-time recall benchmark: what the agent sees without asking. Run by hand:
+
+python bench/bench_inject.py                          # every set under bench/recall/, keyword only
+python bench/bench_inject.py --model-dir DIR          # keyword and semantic, run for run
+python bench/bench_inject.py --set dev --misses       # one set, and the prompts whose note was not shown
+python bench/bench_inject.py --in-process             # faster: build_recall in this process, no timing
+python bench/bench_inject.py --json > out.json
+
+Each query of a recall set (see bench_recall.py for the format) is sent as a prompt to the
+UserPromptSubmit hook exactly as Claude Code runs it (`python -P -m anamnesis.hooks
+user-prompt-submit`, the event JSON on stdin), in a fresh session, from a git checkout whose
+remote is the gold note's project (a plain folder for a global note). A prompt counts when the
+hook's output names one of its relevant notes. The off-topic prompts below (small talk,
+arithmetic, general knowledge, other people's code questions) must print nothing. The hook's
+wall time is measured with semantic search off and on, alternating prompt by prompt, so a
+drifting host does not decide which is faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_recall import (
+    KINDS,
+    RecallSet,
+    Sandbox,
+    available_sets,
+    build_store,
+    load_set,
+)
+
+RECALL = Path(__file__).resolve().parent / "recall"
+
+# Prompts no note of any set bears on: the hook must stay silent for each.
+OFF_TOPIC = (
+    "good morning!",
+    "thanks, that's all for today",
+    "what is 17 times 23",
+    "hi there, how are you doing?",
+    "can you tell me a joke",
+    "what's the capital of Australia?",
+    "who wrote Pride and Prejudice",
+    "translate 'good night' into French",
+    "how many days are there in a leap year",
+    "ok",
+    "sounds good, go ahead",
+    "what time zone is Tokyo in",
+    "write a haiku about autumn leaves",
+    "explain photosynthesis like I'm five",
+    "what's the boiling point of water in fahrenheit",
+    "recommend a good science fiction novel",
+    "how tall is Mount Everest",
+    "convert 5 miles to kilometres",
+    "what is the square root of 144",
+    "give me a synonym for happy",
+    "what's the plural of cactus",
+    "summarise the plot of Hamlet in two sentences",
+    "how do I make a cup of green tea",
+    "who painted the Mona Lisa",
+    "what year did the first moon landing happen",
+    "sort these numbers: 5, 3, 9, 1",
+    "is a tomato a fruit or a vegetable",
+    "how many legs does a spider have",
+    "what does 'carpe diem' mean",
+    "please wait a moment",
+    "never mind, ignore my last message",
+    "what's 2 to the power of 10",
+    "name three primary colours",
+    "how do you say thank you in Japanese",
+    "what is the speed of light",
+    "tell me a fun fact about octopuses",
+    "what rhymes with orange",
+    "how long should I boil an egg",
+    "what's the difference between weather and climate",
+    "spell 'necessary' backwards",
+)
+
+
+@dataclass
+class Shown:
+    prompt: str
+    kind: str
+    gold: bool
+    paths: list[str]
+    seconds: float
+
+
+def checkout_for(root: Path, project: str | None) -> Path:
+    """A folder the prompt is sent from: a git checkout of `project`, or a plain folder."""
+    if project is None:
+        folder = root / "no-project"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    folder = root / project.replace("/", "_")
+    if not folder.exists():
+        subprocess.run(["git", "init", "-q", str(folder)], check=True)
+        subprocess.run(
+            ["git", "-C", str(folder), "remote", "add", "origin", f"https://{project}.git"], check=True
+        )
+    return folder
+
+
+def run_hook(box: Sandbox, prompt: str, cwd: Path) -> tuple[str, float]:
+    """The hook's output for `prompt` in a fresh session, and its wall time."""
+    event = {
+        "session_id": uuid.uuid4().hex,
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": prompt,
+        "cwd": str(cwd),
+        "transcript_path": str(cwd / "transcript.jsonl"),
+    }
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [box.python, "-P", "-m", "anamnesis.hooks", "user-prompt-submit"],
+        input=json.dumps(event),
+        env=box.env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.stdout, time.perf_counter() - started
+
+
+def in_process_hook(box: Sandbox) -> Any:
+    """build_recall called in this process (no process start, no timing worth reading)."""
+    os.environ.update(box.env())
+    from anamnesis.paths import open_store
+    from anamnesis.recall import build_recall
+
+    store = open_store(box.store)
+
+    def run(prompt: str, cwd: Path) -> tuple[str, float]:
+        started = time.perf_counter()
+        text, _paths = build_recall(store, prompt, session_id=uuid.uuid4().hex, cwd=str(cwd))
+        return text, time.perf_counter() - started
+
+    return run
+
+
+def shown_paths(output: str, rset: RecallSet) -> list[str]:
+    return [note.id for note in rset.notes.values() if note.path in output]
+
+
+def measure(box: Sandbox, rset: RecallSet, hook: Any, folders: Path) -> tuple[list[Shown], list[Shown]]:
+    on_topic: list[Shown] = []
+    for query in rset.queries:
+        gold_projects = {rset.notes[r].project for r in query.relevant}
+        project = query.project or (next(iter(gold_projects)) if len(gold_projects) == 1 else None)
+        output, seconds = hook(query.q, checkout_for(folders, project))
+        ids = shown_paths(output, rset)
+        on_topic.append(Shown(query.q, query.kind, bool(set(ids) & set(query.relevant)), ids, seconds))
+    off: list[Shown] = []
+    for prompt in OFF_TOPIC:
+        output, seconds = hook(prompt, checkout_for(folders, next(iter(rset.notes.values())).project))
+        off.append(
+            Shown(
+                prompt, "off-topic", False, shown_paths(output, rset) or ([output] if output else []), seconds
+            )
+        )
+    return on_topic, off
+
+
+def table(name: str, mode: str, on_topic: list[Shown], off: list[Shown]) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for kind in (*KINDS, "all"):
+        chosen = [s for s in on_topic if kind == "all" or s.kind == kind]
+        if chosen:
+            rows[kind] = {"n": len(chosen), "injected": sum(s.gold for s in chosen) / len(chosen)}
+    rows["off-topic silent"] = {"n": len(off), "share": sum(not s.paths for s in off) / len(off)}
+    seconds = [s.seconds for s in on_topic + off]
+    rows["hook ms p50"] = statistics.median(seconds) * 1000
+    rows["hook ms p95"] = sorted(seconds)[int(len(seconds) * 0.95) - 1] * 1000
+    print(f"\nset {name} ({mode})")
+    for kind, row in rows.items():
+        if isinstance(row, dict) and "injected" in row:
+            print(f"  {kind:<12} n={row['n']:>4}  gold injected {row['injected']:.2f}")
+    print(f"  off-topic silent {rows['off-topic silent']['share']:.2f} of {len(off)}")
+    print(f"  hook p50 {rows['hook ms p50']:.0f} ms, p95 {rows['hook ms p95']:.0f} ms")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", action="append", help="a set under bench/recall/ (default: all)")
+    parser.add_argument("--model-dir", help="measure with semantic search on too (the model's folder)")
+    parser.add_argument("--in-process", action="store_true", help="call build_recall here (fast, no timing)")
+    parser.add_argument("--misses", action="store_true", help="list the prompts whose note was not shown")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    report: dict[str, Any] = {}
+    modes = [("keyword", None)] + ([("semantic", args.model_dir)] if args.model_dir else [])
+    for name in args.set or available_sets():
+        rset = load_set(RECALL / name)
+        for mode, model_dir in modes:
+            with tempfile.TemporaryDirectory(prefix="anamnesis-bench-inject-") as tmp:
+                box = Sandbox(Path(tmp), sys.executable)
+                build_store(box, rset, model_dir)
+                hook = (
+                    in_process_hook(box) if args.in_process else (lambda p, c, box=box: run_hook(box, p, c))
+                )
+                on_topic, off = measure(box, rset, hook, Path(tmp) / "checkouts")
+                report[f"{name}/{mode}"] = table(name, mode, on_topic, off)
+                if args.misses:
+                    for shown in on_topic:
+                        if not shown.gold:
+                            print(
+                                f"    miss [{shown.kind}] {shown.prompt}  (shown: {', '.join(shown.paths) or '-'})"
+                            )
+                    for shown in off:
+                        if shown.paths:
+                            print(f"    spoke on off-topic: {shown.prompt}")
+                shutil.rmtree(Path(tmp) / "checkouts", ignore_errors=True)
+    if args.json:
+        print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
