@@ -217,6 +217,10 @@ def _peer_findings(store: Store) -> list[Finding]:
 def _relay_findings(store: Store) -> list[Finding]:
     """A machine's store integrates what others push into it only when it syncs: work pushed here
     that waits while nothing here syncs by itself; a peer that never took in what we pushed there."""
+    try:
+        untaken = untaken_pushes(store)
+    except AnamnesisError:
+        return []  # a broken settings.json is reported on its own
     findings = [
         Finding(
             f"peer {item.peer.name} ({item.peer.url})",
@@ -225,7 +229,7 @@ def _relay_findings(store: Store) -> list[Finding]:
             "and nothing there seems to (no timer, no `anamnesis watch`)",
             f"on {item.peer.name}: `anamnesis schedule install` (or `--watch`), or `anamnesis sync` once",
         )
-        for item in untaken_pushes(store)
+        for item in untaken
     ]
     waiting = [m for m in incoming_machines(store) if m.waiting]
     if not waiting or schedule.installed(store) or watch.is_running(store):
