@@ -13,13 +13,24 @@ on the user's path waits for it: `start_background_update` starts a detached
 embeds in small committed batches — resumable after any kill — while search
 ranks notes without a vector by keywords alone. Only `anamnesis reindex` and
 `anamnesis semantic update` wait, showing progress.
+
+Loading the model costs a short-lived process (a hook, one `search`) far more
+than the query itself: importing numpy, reading the tokenizer and the weights.
+A running `anamnesis watch` keeps them loaded and answers similarity questions
+on a unix socket in state/ (`anamnesis.semantic_server`); `similarity` asks it
+first, with a strict deadline, and loads the model itself only when no server
+answers (none running, another model, too slow).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
+import json
 import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +50,9 @@ if TYPE_CHECKING:
     from anamnesis.ranking import Filters
 
 SETTINGS_KEY = "semantic"
+SOCKET_NAME = "semantic.sock"
+ASK_TIMEOUT = 1.0  # seconds a caller waits for the query server before loading the model itself
+REPLY_LIMIT = 4 << 20  # a longer reply is not one of ours
 BATCH = 32
 MAX_EMBED_CHARS = 4000  # title, tags and the start of the body: what the model sees (~256 tokens each chunk)
 
@@ -175,7 +189,19 @@ class SemanticEngine:
         self, index: Catalog, text: str, filters: Filters, pool: int, also: set[int] | None = None
     ) -> dict[int, float]:
         """Cosine similarity of `text` to the `pool` closest notes passing `filters`, and to the
-        notes in `also` (the keyword candidates a hybrid ranking fuses with)."""
+        notes in `also` (the keyword candidates a hybrid ranking fuses with).
+
+        Asked of a running query server when there is one (no model load here), else computed
+        in this process."""
+        answer = ask_server(index.store, self.fingerprint, text, filters, pool, also)
+        if answer is not None:
+            return answer
+        return self.local_similarity(index, text, filters, pool, also)
+
+    def local_similarity(
+        self, index: Catalog, text: str, filters: Filters, pool: int, also: set[int] | None = None
+    ) -> dict[int, float]:
+        """`similarity` computed in this process (loads the model and the vectors once)."""
         import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         vectors = self.vectors(index)
@@ -203,6 +229,62 @@ class SemanticEngine:
 
         matrix = self.embedder.embed(texts)
         return bytes(np.asarray(matrix, dtype=np.float16).tobytes())
+
+
+def socket_path(store: Store) -> Path:
+    """Where a query server for this store listens (machine-local state, mode 0600)."""
+    return store.state_dir / SOCKET_NAME
+
+
+def socket_usable(path: Path) -> bool:
+    """False when `path` is too long for a unix socket address (104 bytes on macOS)."""
+    return len(os.fsencode(path)) < 104
+
+
+def ask_server(
+    store: Store, fingerprint: str, text: str, filters: Filters, pool: int, also: set[int] | None
+) -> dict[int, float] | None:
+    """The query server's answer to a `similarity` question, or None when none answers in
+    time or it runs another model. Never raises, never waits past ASK_TIMEOUT: a hook
+    that asks stays fast even when the server hangs."""
+    path = socket_path(store)
+    if not socket_usable(path) or not path.exists():
+        return None
+    request = {
+        "fingerprint": fingerprint,
+        "index": str(store.index_path),
+        "text": text,
+        "filters": dataclasses.asdict(filters),
+        "pool": int(pool),
+        "also": sorted(also or ()),
+    }
+    deadline = time.monotonic() + ASK_TIMEOUT
+    chunks: list[bytes] = []
+    received = 0
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(ASK_TIMEOUT)
+            sock.connect(str(path))
+            sock.sendall(json.dumps(request).encode("utf-8") + b"\n")
+            sock.shutdown(socket.SHUT_WR)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                sock.settimeout(left)
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                received += len(chunk)
+                if received > REPLY_LIMIT:
+                    return None
+                chunks.append(chunk)
+        reply = json.loads(b"".join(chunks))
+        if not isinstance(reply, dict) or reply.get("fingerprint") != fingerprint:
+            return None
+        return {int(rowid): float(cosine) for rowid, cosine in reply["cosines"]}
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def note_text(title: str, tags: str, body: str) -> str:
