@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -232,13 +234,29 @@ class SemanticEngine:
 
 
 def socket_path(store: Store) -> Path:
-    """Where a query server for this store listens (machine-local state, mode 0600)."""
-    return store.state_dir / SOCKET_NAME
+    """Where a query server for this store listens: state/semantic.sock, or, when that path
+    is too long for a unix socket address (104 bytes on macOS), a name derived from the
+    store's folder in a private folder of this user's under the temp folder."""
+    path = store.state_dir / SOCKET_NAME
+    if len(os.fsencode(path)) < 100:
+        return path
+    digest = hashlib.sha256(os.fsencode(store.home.resolve())).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"anamnesis-{os.getuid()}" / f"{digest}.sock"
 
 
-def socket_usable(path: Path) -> bool:
-    """False when `path` is too long for a unix socket address (104 bytes on macOS)."""
-    return len(os.fsencode(path)) < 104
+def socket_usable(path: Path, *, create: bool = False) -> bool:
+    """True when `path` fits a unix socket address and its folder is this user's alone
+    (made so with `create`): nobody else can listen there or see the questions."""
+    if len(os.fsencode(path)) >= 104:
+        return False
+    folder = path.parent
+    try:
+        if create:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = folder.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def ask_server(

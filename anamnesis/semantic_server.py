@@ -8,8 +8,9 @@ line — the query, the filters, how many notes, the model's fingerprint — and
 JSON line back, the cosines by note rowid, within a strict deadline; without an answer
 the caller computes them itself.
 
-The socket is state/semantic.sock, created with mode 0600 (only this user can ask); it
-never leaves the machine. One server per store: a second one finds the first answering
+The socket is state/semantic.sock (a private folder of the user's under the temp folder
+when that path is too long for a socket address), created with mode 0600: only this user
+can ask, and nothing leaves the machine. One server per store: a second one finds the first answering
 and does not start; a socket left by a killed server is replaced.
 """
 
@@ -104,9 +105,9 @@ class QueryServer:
         when semantic search is off here, the socket path is too long, or another server
         already answers for this store."""
         engine = engine_for(self.store)
-        if engine is None or not socket_usable(self.path):
-            return False
         self.store.state_dir.mkdir(parents=True, exist_ok=True)
+        if engine is None or not socket_usable(self.path, create=True):
+            return False
         if self.path.exists() or self.path.is_symlink():
             if _answering(self.path):
                 return False

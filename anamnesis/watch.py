@@ -611,7 +611,9 @@ class Watcher:
             wanted = None
         server = self._query_server
         if server is not None and (
-            wanted is None or not server.running or wanted.fingerprint != getattr(server.engine, "fingerprint", None)
+            wanted is None
+            or not server.running
+            or wanted.fingerprint != getattr(server.engine, "fingerprint", None)
         ):
             server.stop()
             self._query_server = server = None

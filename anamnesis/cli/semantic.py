@@ -140,3 +140,47 @@ def update(
         print_json({"embedded": embedded})
     elif not quiet:
         console().print(f"embedded {embedded} notes")
+
+
+@semantic_app.command()
+def serve(
+    idle: float = typer.Option(
+        0, "--idle", help="Exit after this many seconds without a question (0: run until stopped)."
+    ),
+) -> None:
+    """Keep the model loaded and answer the hooks' and searches' semantic queries.
+
+    Without it, every hook and search with semantic search on loads the model itself
+    (a few hundred milliseconds). `anamnesis watch` does this too; run this only when
+    watch does not run. Answers on a unix socket in the store's state folder (this user
+    only); stops on Ctrl-C or SIGTERM.
+
+    Examples:
+      anamnesis semantic serve
+      anamnesis semantic serve --idle 3600     exit after an hour without questions
+    """
+    import signal  # lazy: --help loads every command module
+    import threading  # lazy: --help loads every command module
+
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.semantic import SemanticError, socket_path, unavailable_reason  # lazy: as above
+    from anamnesis.semantic_server import serve as serve_queries  # lazy: --help loads every command module
+
+    if idle < 0:
+        raise UsageError("--idle must be 0 or more seconds")
+    store = get_store()
+    reason = unavailable_reason(store)
+    if reason is not None:
+        raise SemanticError(f"semantic search is {reason}")
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, request_stop)
+    console().print(f"answering semantic queries on {socket_path(store)} (Ctrl-C stops)")
+    if not serve_queries(store, stop, idle=idle or None):
+        raise SemanticError(
+            f"cannot answer on {socket_path(store)}: another process (watch?) already does, or the path is too long"
+        )
