@@ -314,3 +314,46 @@ def test_watch_answers_semantic_queries_while_semantic_search_is_on(store: Store
         assert not socket_path(store).exists()
     finally:
         watcher.stop()
+
+
+SESSION_START_IN_A_FRESH_PROCESS = """
+import json, sys
+from anamnesis.inject import build_context
+from anamnesis.paths import open_store
+text, shown = build_context(open_store(), sys.argv[1])
+print(json.dumps({"shown": shown, "numpy loaded": "numpy" in sys.modules}))
+"""
+
+
+def test_session_start_ranks_by_keywords_and_never_loads_the_model(
+    store: Store, model_dir: Path, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    repo = tmp_path / "api"
+    subprocess.run(["git", "init", "-q", "-b", "feature/postgres-ci", str(repo)], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:acme/api.git"], check=True
+    )
+    _semantic_store(store, model_dir)
+    note = create_note(
+        store,
+        type="procedural",
+        title="Ephemeral Postgres in CI",
+        body=NOTES[0][2],
+        project="github.com/acme/api",
+    )
+    assert update_vectors(store) == 1
+    proc = subprocess.run(
+        [sys.executable, "-c", SESSION_START_IN_A_FRESH_PROCESS, str(repo)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert note.path in answer["shown"]
+    assert answer["numpy loaded"] is False
