@@ -9,14 +9,19 @@ memory-mapped straight from the safetensors file (the format is an 8-byte header
 a JSON header and raw little-endian tensors), tokenisation is HF `tokenizers`. A text's
 vector is the mean of its token vectors over the attention mask, L2-normalised, exactly
 what sentence-transformers computes for this model; inputs are cut at 256 tokens, its
-max_seq_length. Longer texts are cut into 256-token windows (at most `max_chunks`), each
-window embedded on its own, and the window vectors averaged (weighted by their length in
-tokens) and normalised again.
+max_seq_length. With `max_chunks` above 1, a longer text is instead cut into 256-token
+windows (at most `max_chunks`), each window embedded on its own, and the window vectors
+averaged (weighted by their length in tokens) and normalised again.
+
+The index embeds one window a note (MAX_CHUNKS = 1): the cost is in proportion to the
+tokens embedded (the matrix products already run near the processor's peak), and on our
+recall sets four windows ranked no better than one (docs/search.md) while costing three
+times as much on long notes.
 
 The windows of a call are packed without padding and run in batches spread over the
 cores by threads of our own, BLAS held to one thread (see Embedder). On a 2-core machine
-that is about 35 notes of ~220 tokens a second, 0.2 s from start to the first vector and
-5 ms a query (bench/bench_embed.py).
+that is about 35 notes a second, 0.2 s from start to the first vector and 5 ms a query
+(bench/bench_embed.py).
 
 numpy, tokenizers and threadpoolctl are imported inside functions: importing this module
 is free, so the CLI's start, the hooks and keyword-only search never pay for them.
@@ -64,7 +69,7 @@ HUB_FILES = (
 )
 
 MAX_TOKENS = 256  # the model's max_seq_length, [CLS] and [SEP] included
-MAX_CHUNKS = 4  # windows of MAX_TOKENS averaged for a long text; 1 = plain truncation
+MAX_CHUNKS = 1  # windows of MAX_TOKENS averaged for a long text; 1 = plain truncation
 PRECISION = "fp32"
 
 # The packages the extra brings, as (distribution name, module name).

@@ -70,14 +70,14 @@ def model_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def embedder(model_dir: Path) -> Embedder:
-    """The model as the index uses it (long texts chunked)."""
-    return load_embedder(model_dir)
+    """The model chunking long texts into up to four windows."""
+    return load_embedder(model_dir, max_chunks=4)
 
 
 @pytest.fixture(scope="session")
 def truncating(model_dir: Path) -> Embedder:
-    """The model cutting every text at 256 tokens, as sentence-transformers does."""
-    return load_embedder(model_dir, max_chunks=1)
+    """The model as the index uses it: every text cut at 256 tokens, as sentence-transformers does."""
+    return load_embedder(model_dir)
 
 
 @pytest.fixture(scope="session")
@@ -242,11 +242,14 @@ def test_paraphrases_are_closer_than_unrelated_texts(embedder: Embedder) -> None
 # --- the model folder and its fingerprint --------------------------------------------------
 
 
-def test_fingerprint_is_stable_and_names_the_settings(model_dir: Path, embedder: Embedder) -> None:
+def test_fingerprint_is_stable_and_names_the_settings(
+    model_dir: Path, embedder: Embedder, truncating: Embedder
+) -> None:
     first = model_fingerprint(model_dir)
-    assert first == model_fingerprint(model_dir) == embedder.fingerprint
-    assert re.fullmatch(r"minilm-l6-v2:[0-9a-f]{12}:fp32:256x4", first), first
-    assert model_fingerprint(model_dir, max_chunks=1).endswith(":fp32:256x1")
+    assert first == model_fingerprint(model_dir) == truncating.fingerprint
+    assert re.fullmatch(r"minilm-l6-v2:[0-9a-f]{12}:fp32:256x1", first), first
+    assert model_fingerprint(model_dir, max_chunks=4) == embedder.fingerprint
+    assert embedder.fingerprint.endswith(":fp32:256x4")
 
 
 def test_fingerprint_hash_is_cached_beside_the_weights(model_dir: Path, tmp_path: Path) -> None:
