@@ -246,7 +246,7 @@ def socket_path(store: Store) -> Path:
 
 def socket_usable(path: Path, *, create: bool = False) -> bool:
     """True when `path` fits a unix socket address and its folder is this user's alone
-    (made so with `create`): nobody else can listen there or see the questions."""
+    (made so with `create`; not writable by everyone): nobody else can listen there."""
     if len(os.fsencode(path)) >= 104:
         return False
     folder = path.parent
@@ -256,7 +256,7 @@ def socket_usable(path: Path, *, create: bool = False) -> bool:
         st = folder.stat()
     except OSError:
         return False
-    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+    return st.st_uid == os.getuid() and not st.st_mode & 0o002
 
 
 def ask_server(
@@ -494,7 +494,8 @@ def disable(store: Store) -> None:
 
 
 def status(store: Store) -> dict[str, Any]:
-    """What `semantic status` and `status` say: on or off and why, the model, how many notes have vectors."""
+    """What `semantic status` and `status` say: on or off and why, the model, how many notes have
+    vectors (`complete` when none is pending), and whether a query server answers."""
     conf = settings_of(store)
     reason = unavailable_reason(store)
     info: dict[str, Any] = {
@@ -512,6 +513,22 @@ def status(store: Store) -> dict[str, Any]:
             embedded=counts.embedded,
             notes=counts.total,
             pending=counts.pending,
+            complete=counts.pending == 0,
             embedding_now=embedding_running(store),
+            query_server=server_answering(store),
         )
     return info
+
+
+def server_answering(store: Store) -> bool:
+    """True when a query server (watch, `semantic serve`) accepts questions for this store."""
+    path = socket_path(store)
+    if not socket_usable(path) or not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True

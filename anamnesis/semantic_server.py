@@ -23,13 +23,19 @@ import os
 import socket
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from anamnesis.index import open_index
 from anamnesis.paths import Store
 from anamnesis.ranking import Filters
-from anamnesis.semantic import REPLY_LIMIT, SemanticEngine, engine_for, socket_path, socket_usable
+from anamnesis.semantic import (
+    REPLY_LIMIT,
+    SemanticEngine,
+    engine_for,
+    server_answering,
+    socket_path,
+    socket_usable,
+)
 
 log = logging.getLogger("anamnesis.semantic_server")
 
@@ -42,17 +48,6 @@ _FILTER_FIELDS = tuple(field.name for field in Filters.__dataclass_fields__.valu
 
 class RequestError(ValueError):
     """A request this server cannot answer; its text goes back to the client."""
-
-
-def _answering(path: Path) -> bool:
-    """True when some process accepts connections on the socket at `path`."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def _parse(raw: bytes) -> dict[str, Any]:
@@ -109,7 +104,7 @@ class QueryServer:
         if engine is None or not socket_usable(self.path, create=True):
             return False
         if self.path.exists() or self.path.is_symlink():
-            if _answering(self.path):
+            if server_answering(self.store):
                 return False
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()  # left by a server that was killed

@@ -357,3 +357,20 @@ def test_session_start_ranks_by_keywords_and_never_loads_the_model(
     answer = json.loads(proc.stdout)
     assert note.path in answer["shown"]
     assert answer["numpy loaded"] is False
+
+
+def test_status_says_whether_the_vectors_are_complete(store: Store, model_dir: Path, run_cli: RunCli) -> None:
+    _fill(store)
+    enable(store, model_dir)  # on, nothing embedded yet
+    line = next(
+        line for line in run_cli("status").stdout.splitlines() if line.lstrip().startswith("semantic")
+    )
+    assert "vectors incomplete" in line and f"0 of {len(NOTES)} notes embedded, {len(NOTES)} pending" in line
+    info = json.loads(run_cli("status", "--json").stdout)["semantic"]
+    assert (info["complete"], info["pending"], info["query_server"]) == (False, len(NOTES), False)
+    assert update_vectors(store) == len(NOTES)
+    line = next(
+        line for line in run_cli("status").stdout.splitlines() if line.lstrip().startswith("semantic")
+    )
+    assert "vectors complete" in line and "pending" not in line
+    assert json.loads(run_cli("semantic", "status", "--json").stdout)["complete"] is True

@@ -123,6 +123,10 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     running = " (embedding now)" if info.get("embedding_now") else ""
     out.print(f"semantic search: on, model {info['fingerprint']} in {info['model_dir']}")
     out.print(f"  {info['embedded']} of {info['notes']} notes embedded, {info['pending']} waiting{running}")
+    if info.get("query_server"):
+        out.print("  queries answered by a running server (watch or `semantic serve`): hooks load no model")
+    else:
+        out.print("  no query server: each hook and search loads the model (`anamnesis watch` keeps it loaded)")
 
 
 @semantic_app.command()
