@@ -6,6 +6,8 @@ python bench/bench_embed.py --model DIR --long 100  # also: notes of ~700 tokens
 python bench/bench_embed.py --model DIR --corpus 300 --chunks 4,1 --rounds 3
     # what `semantic enable` does: bench/corpus.py notes as the index embeds them, 32 a call,
     # with each window cap in turn (alternating, run for run), in wall time and CPU time
+python bench/bench_embed.py --model DIR --corpus 300 --chunks 4,1 --recall-notes
+    # the same with the recall sets' hand-written notes (bench/recall/*/notes)
 
 DIR is a model folder, e.g. the one `scripts/test-model DIR` makes. Targets: at least
 20 notes/s, start to first vector at most 0.5 s, one short query at most 10 ms.
@@ -106,8 +108,9 @@ def blas_info() -> str:
     )
 
 
-def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int) -> None:
-    """Notes a second as `semantic enable` embeds bench/corpus.py notes, per window cap.
+def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int, sets: bool = False) -> None:
+    """Notes a second as `semantic enable` embeds bench/corpus.py notes (or, with `sets`, the
+    recall sets' hand-written notes, repeated up to `count`), per window cap.
 
     CPU time (all threads of this process) barely moves with what else runs on the machine;
     notes per CPU-second times the cores is what an idle machine does."""
@@ -115,8 +118,16 @@ def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int) -> 
     from anamnesis.semantic import BATCH, note_text
     from bench.corpus import make_note
 
-    rng = random.Random(7)
-    notes = [make_note(rng, i) for i in range(count)]
+    if sets:
+        from anamnesis.notes import parse_note
+
+        root = Path(__file__).resolve().parent / "recall"
+        files = sorted(root.glob("*/notes/**/*.md"))
+        notes = [parse_note(f.read_text(encoding="utf-8"), str(f.relative_to(root))) for f in files]
+        notes = (notes * (count // max(1, len(notes)) + 1))[:count]
+    else:
+        rng = random.Random(7)
+        notes = [make_note(rng, i) for i in range(count)]
     texts = [note_text(n.title, " ".join(n.tags), n.body) for n in notes]
     models = {cap: load_embedder(model, max_chunks=cap) for cap in caps}
     cores = os.cpu_count() or 1
@@ -171,16 +182,20 @@ def main() -> None:
         "--corpus",
         type=int,
         default=0,
-        help="only time this many bench/corpus.py notes as `semantic enable` embeds them",
+        help="only time this many notes as `semantic enable` embeds them (bench/corpus.py's)",
     )
     parser.add_argument("--chunks", default="1", help="with --corpus: window caps to compare, e.g. 4,1")
     parser.add_argument(
         "--rounds", type=int, default=3, help="with --corpus: rounds of each cap, alternating"
     )
+    parser.add_argument(
+        "--recall-notes", action="store_true", help="with --corpus: the recall sets' notes, not corpus.py's"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
     if args.corpus:
-        corpus_throughput(args.model, args.corpus, [int(c) for c in args.chunks.split(",")], args.rounds)
+        caps = [int(c) for c in args.chunks.split(",")]
+        corpus_throughput(args.model, args.corpus, caps, args.rounds, args.recall_notes)
         return
 
     import numpy as np
