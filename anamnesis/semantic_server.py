@@ -212,14 +212,15 @@ class QueryServer:
 
 
 def serve(store: Store, stop: threading.Event, idle: float | None = None) -> bool:
-    """Answer questions until `stop` is set (or nobody asked for `idle` seconds); False when
-    no server could start (semantic search off, or one already answers)."""
+    """Answer questions until `stop` is set, nobody asked for `idle` seconds, or the socket
+    file is removed; False when no server could start (semantic search off, or one already
+    answers)."""
     server = QueryServer(store)
     if not server.start():
         return False
     try:
         last, seen = time.monotonic(), 0
-        while not stop.wait(1.0) and server.running:
+        while not stop.wait(1.0) and server.running and server.path.exists():  # gone: the store was removed
             if server.answered != seen:
                 last, seen = time.monotonic(), server.answered
             elif idle is not None and time.monotonic() - last >= idle:

@@ -374,3 +374,43 @@ def test_status_says_whether_the_vectors_are_complete(store: Store, model_dir: P
     )
     assert "vectors complete" in line and "pending" not in line
     assert json.loads(run_cli("semantic", "status", "--json").stdout)["complete"] is True
+
+
+def test_semantic_serve_answers_until_idle_and_refuses_when_off(
+    store: Store, model_dir: Path, run_cli: RunCli
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from anamnesis.ranking import Filters
+    from anamnesis.semantic import ask_server, socket_path
+
+    _fill(store)
+    off = run_cli("semantic", "serve")
+    assert off.returncode == 7 and off.stderr.count("\n") == 1 and "semantic search is off" in off.stderr
+    enable(store, model_dir)
+    assert update_vectors(store) == len(NOTES)
+    engine = engine_for(store)
+    assert engine is not None
+    server = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis", "semantic", "serve", "--idle", "3"],
+        env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        answer = None
+        while answer is None and time.monotonic() < deadline and server.poll() is None:
+            answer = ask_server(store, engine.fingerprint, PARAPHRASE, Filters(), 3, None)
+            time.sleep(0.1)
+        assert answer is not None and len(answer) == 3
+        assert json.loads(run_cli("semantic", "status", "--json").stdout)["query_server"] is True
+        assert server.wait(timeout=60) == 0  # three seconds without a question: it exits
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert not socket_path(store).exists()

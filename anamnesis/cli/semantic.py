@@ -93,6 +93,13 @@ def enable(
         out.print("  embedding notes in the background; `anamnesis semantic status` shows how far it got")
     else:
         out.print(f"  embedded {embedded} notes")
+    from anamnesis.semantic import server_answering  # lazy: --help loads every command module
+
+    if not server_answering(store):
+        out.print(
+            "  tip: hooks and searches load the model on every run unless `anamnesis watch` runs"
+            " (`anamnesis schedule install --watch`) or `anamnesis semantic serve` does"
+        )
 
 
 @semantic_app.command()
