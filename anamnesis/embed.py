@@ -6,7 +6,9 @@ model folder in the standard layout: config.json, tokenizer.json, model.safetens
 
 The forward pass is plain numpy in float32: no torch, no onnxruntime. The weights are
 memory-mapped straight from the safetensors file (the format is an 8-byte header length,
-a JSON header and raw little-endian tensors), tokenisation is HF `tokenizers`. A text's
+a JSON header and raw little-endian tensors), and the matrices built from them once are
+memory-mapped from a prepared-weights file beside it (see _load_layers); tokenisation is
+HF `tokenizers`. A text's
 vector is the mean of its token vectors over the attention mask, L2-normalised, exactly
 what sentence-transformers computes for this model; inputs are cut at 256 tokens, its
 max_seq_length. With `max_chunks` above 1, a longer text is instead cut into 256-token
