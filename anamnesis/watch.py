@@ -600,15 +600,18 @@ class Watcher:
 
     def _check_query_server(self) -> None:
         """Answer similarity questions while semantic search is on here (turned on or off
-        while watch runs included); cheap when it is off (one settings read)."""
+        while watch runs included); cheap when it is off (one settings read). Never raises:
+        without a server, hooks and searches load the model themselves."""
+        try:
+            self._update_query_server()
+        except Exception:
+            log.exception("query server check failed")
+
+    def _update_query_server(self) -> None:
         # lazy: the semantic settings and the query server only for a running watch
         from anamnesis.semantic import engine_for
 
-        try:
-            wanted = engine_for(self.store)
-        except AnamnesisError as exc:
-            log.warning("semantic search unusable: %s", exc)
-            wanted = None
+        wanted = engine_for(self.store)
         server = self._query_server
         if server is not None and (
             wanted is None
