@@ -21,9 +21,9 @@ recall sets four windows ranked no better than one (docs/search.md) while costin
 times as much on long notes.
 
 The windows of a call are packed without padding and run in batches spread over the
-cores by threads of our own, BLAS held to one thread (see Embedder). On a 2-core machine
-that is about 35 notes a second, 0.2 s from start to the first vector and 5 ms a query
-(bench/bench_embed.py).
+cores by threads of our own, BLAS held to one thread (see Embedder). On 2 idle cores that
+is about 28 notes a second that fill the 256-token window (40 of ~190 tokens), 0.2 s from
+start to the first vector and 5 ms a query (bench/bench_embed.py).
 
 numpy, tokenizers and threadpoolctl are imported inside functions: importing this module
 is free, so the CLI's start, the hooks and keyword-only search never pay for them.
