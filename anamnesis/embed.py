@@ -6,17 +6,24 @@ model folder in the standard layout: config.json, tokenizer.json, model.safetens
 
 The forward pass is plain numpy in float32: no torch, no onnxruntime. The weights are
 memory-mapped straight from the safetensors file (the format is an 8-byte header length,
-a JSON header and raw little-endian tensors), tokenisation is HF `tokenizers`. A text's
+a JSON header and raw little-endian tensors), and the matrices built from them once are
+memory-mapped from a prepared-weights file beside it (see _load_layers); tokenisation is
+HF `tokenizers`. A text's
 vector is the mean of its token vectors over the attention mask, L2-normalised, exactly
 what sentence-transformers computes for this model; inputs are cut at 256 tokens, its
-max_seq_length. Longer texts are cut into 256-token windows (at most `max_chunks`), each
-window embedded on its own, and the window vectors averaged (weighted by their length in
-tokens) and normalised again.
+max_seq_length. With `max_chunks` above 1, a longer text is instead cut into 256-token
+windows (at most `max_chunks`), each window embedded on its own, and the window vectors
+averaged (weighted by their length in tokens) and normalised again.
+
+The index embeds one window a note (MAX_CHUNKS = 1): the cost is in proportion to the
+tokens embedded (the matrix products already run near the processor's peak), and on our
+recall sets four windows ranked no better than one (docs/search.md) while costing three
+times as much on long notes.
 
 The windows of a call are packed without padding and run in batches spread over the
-cores by threads of our own, BLAS held to one thread (see Embedder). On a 2-core machine
-that is about 35 notes of ~220 tokens a second, 0.2 s from start to the first vector and
-5 ms a query (bench/bench_embed.py).
+cores by threads of our own, BLAS held to one thread (see Embedder). On 2 idle cores that
+is about 28 notes a second that fill the 256-token window (40 of ~190 tokens), 0.2 s from
+start to the first vector and 5 ms a query (bench/bench_embed.py).
 
 numpy, tokenizers and threadpoolctl are imported inside functions: importing this module
 is free, so the CLI's start, the hooks and keyword-only search never pay for them.
@@ -66,7 +73,7 @@ HUB_FILES = (
 )
 
 MAX_TOKENS = 256  # the model's max_seq_length, [CLS] and [SEP] included
-MAX_CHUNKS = 4  # windows of MAX_TOKENS averaged for a long text; 1 = plain truncation
+MAX_CHUNKS = 1  # windows of MAX_TOKENS averaged for a long text; 1 = plain truncation
 PRECISION = "fp32"
 
 # The packages the extra brings, as (distribution name, module name).
@@ -77,6 +84,9 @@ _DEPENDENCIES = (
     ("huggingface_hub", "huggingface_hub"),
 )
 _HASH_SIDECAR = ".model.safetensors.sha256.json"
+_PREPARED_PREFIX = (
+    ".model.prepared-"  # + weights hash and shapes: the built layer matrices (see _load_layers)
+)
 _ROW_BLOCK = 256  # tokens per feed-forward block: its 256 x 1536 hidden matrix fits in cache
 _HEADER_LIMIT = 100 * 1024 * 1024  # a safetensors header larger than this is not one
 
@@ -308,39 +318,104 @@ def _layer_norm(x: FloatArray, weight: FloatArray, bias: FloatArray, eps: float)
 
 
 class _Layer:
-    def __init__(self, t: dict[str, FloatArray], prefix: str, scale: float) -> None:
+    # The arrays built from the checkpoint's (transposed, concatenated, scaled), in the order
+    # the prepared-weights file holds them; the rest are views of the checkpoint itself.
+    PREPARED = ("qkv_w", "qkv_b", "out_w", "up_w", "down_w")
+
+    def __init__(
+        self,
+        t: dict[str, FloatArray],
+        prefix: str,
+        scale: float,
+        prepared: dict[str, FloatArray] | None = None,
+    ) -> None:
         import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         def get(name: str) -> FloatArray:
             return t[f"{prefix}.{name}"]
 
-        # Query, key and value in one matrix; the 1/sqrt(head size) folded into the query.
-        self.qkv_w = np.ascontiguousarray(
-            np.concatenate(
+        if prepared is not None:
+            self.qkv_w, self.qkv_b = prepared["qkv_w"], prepared["qkv_b"]
+            self.out_w, self.up_w, self.down_w = prepared["out_w"], prepared["up_w"], prepared["down_w"]
+        else:
+            # Query, key and value in one matrix; the 1/sqrt(head size) folded into the query.
+            self.qkv_w = np.ascontiguousarray(
+                np.concatenate(
+                    [
+                        get("attention.self.query.weight") * np.float32(scale),
+                        get("attention.self.key.weight"),
+                        get("attention.self.value.weight"),
+                    ]
+                ).T
+            )
+            self.qkv_b = np.concatenate(
                 [
-                    get("attention.self.query.weight") * np.float32(scale),
-                    get("attention.self.key.weight"),
-                    get("attention.self.value.weight"),
+                    get("attention.self.query.bias") * np.float32(scale),
+                    get("attention.self.key.bias"),
+                    get("attention.self.value.bias"),
                 ]
-            ).T
-        )
-        self.qkv_b = np.concatenate(
-            [
-                get("attention.self.query.bias") * np.float32(scale),
-                get("attention.self.key.bias"),
-                get("attention.self.value.bias"),
-            ]
-        )
-        self.out_w = np.ascontiguousarray(get("attention.output.dense.weight").T)
+            )
+            self.out_w = np.ascontiguousarray(get("attention.output.dense.weight").T)
+            self.up_w = np.ascontiguousarray(get("intermediate.dense.weight").T)
+            self.down_w = np.ascontiguousarray(get("output.dense.weight").T)
         self.out_b = np.asarray(get("attention.output.dense.bias"))
         self.ln1_w = np.asarray(get("attention.output.LayerNorm.weight"))
         self.ln1_b = np.asarray(get("attention.output.LayerNorm.bias"))
-        self.up_w = np.ascontiguousarray(get("intermediate.dense.weight").T)
         self.up_b = np.asarray(get("intermediate.dense.bias"))
-        self.down_w = np.ascontiguousarray(get("output.dense.weight").T)
         self.down_b = np.asarray(get("output.dense.bias"))
         self.ln2_w = np.asarray(get("output.LayerNorm.weight"))
         self.ln2_b = np.asarray(get("output.LayerNorm.bias"))
+
+
+def _prepared_shapes(dim: int, inner: int) -> dict[str, tuple[int, ...]]:
+    return {
+        "qkv_w": (dim, 3 * dim),
+        "qkv_b": (3 * dim,),
+        "out_w": (dim, dim),
+        "up_w": (dim, inner),
+        "down_w": (inner, dim),
+    }
+
+
+def _load_layers(
+    t: dict[str, FloatArray], weights: Path, digest: str, count: int, dim: int, inner: int, scale: float
+) -> list[_Layer]:
+    """The encoder's layers, their built matrices memory-mapped from a prepared-weights file
+    beside the checkpoint (written on the first load, named by the checkpoint's hash), so a
+    load copies nothing: building them costs a short-lived process such as a hook ~30 ms.
+    A missing, short or unwritable file just means building them here."""
+    import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+
+    shapes = _prepared_shapes(dim, inner)
+    per_layer = sum(math.prod(shape) for shape in shapes.values())
+    head = round(scale**-2)  # the scale folded into the query weights is 1/sqrt(head size)
+    path = weights.parent / f"{_PREPARED_PREFIX}{digest[:16]}.{dim}x{inner}x{count}h{head}.f32"
+    try:
+        if path.stat().st_size == per_layer * count * 4:
+            data = np.memmap(path, dtype="<f4", mode="r")
+            layers, at = [], 0
+            for i in range(count):
+                prepared = {}
+                for name, shape in shapes.items():
+                    size = math.prod(shape)
+                    prepared[name] = data[at : at + size].reshape(shape)
+                    at += size
+                layers.append(_Layer(t, f"encoder.layer.{i}", scale, prepared))
+            return layers
+    except OSError:
+        pass
+    layers = [_Layer(t, f"encoder.layer.{i}", scale) for i in range(count)]
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:  # a read-only model folder just means building them again next time
+        with tmp.open("wb") as fh:
+            for layer in layers:
+                for name in _Layer.PREPARED:
+                    fh.write(np.ascontiguousarray(getattr(layer, name), dtype="<f4").tobytes())
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return layers
 
 
 class Embedder:
@@ -403,9 +478,15 @@ class Embedder:
             self._ln_w = np.asarray(t["embeddings.LayerNorm.weight"])
             self._ln_b = np.asarray(t["embeddings.LayerNorm.bias"])
             scale = 1.0 / math.sqrt(self.dim // self._heads)
-            self._layers = [
-                _Layer(t, f"encoder.layer.{i}", scale) for i in range(int(config["num_hidden_layers"]))
-            ]
+            self._layers = _load_layers(
+                t,
+                model_dir / WEIGHTS_FILE,
+                _weights_sha256(model_dir / WEIGHTS_FILE),
+                int(config["num_hidden_layers"]),
+                self.dim,
+                int(config["intermediate_size"]),
+                scale,
+            )
         except KeyError as exc:
             raise SemanticUnavailable(f"bad model file {model_dir / WEIGHTS_FILE}: no tensor {exc}") from None
 

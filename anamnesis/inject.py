@@ -5,7 +5,9 @@ this project, the latest session notes of this project (the latest one
 leading with its decisions and open items), and a warning when
 notes carry unresolved sync conflicts. Project notes are ranked by relevance
 to the project (its name, the files recent sessions touched, the branch) and
-by recency together. Everything fits a character budget (default 6,000,
+by recency together; that relevance is keyword ranking even with semantic
+search on (the "query" is a bag of names, not a sentence whose meaning an
+embedding would catch), so SessionStart never loads the model. Everything fits a character budget (default 6,000,
 never above 9,500: Claude Code cuts hook output at 10,000) by trimming note
 bodies fairly, so a long note cannot push out all the others.
 """
@@ -22,6 +24,7 @@ from anamnesis.conflicts import ConflictedNote, describe
 from anamnesis.errors import AnamnesisError
 from anamnesis.index import Hit, Index, open_index
 from anamnesis.project import current_branch, project_key
+from anamnesis.ranking import KeywordRanker
 from anamnesis.search import recency, search
 from anamnesis.settings import load_settings
 from anamnesis.store import load_note
@@ -150,7 +153,11 @@ def _project_candidates(index: Index, project: str, terms: list[str]) -> list[tu
             pool[hit.path] = hit
     relevance: dict[str, float] = {}
     if terms:
-        for hit in search(index, " ".join(terms), near_project=project, limit=SEARCH_POOL, snippets=False):
+        # keyword ranking: project, branch and file names are words to find, not a meaning to embed
+        ranker = KeywordRanker()
+        for hit in search(
+            index, " ".join(terms), near_project=project, limit=SEARCH_POOL, snippets=False, ranker=ranker
+        ):
             if hit.type not in ("semantic", "procedural"):
                 continue
             if hit.project == project:

@@ -13,13 +13,26 @@ on the user's path waits for it: `start_background_update` starts a detached
 embeds in small committed batches — resumable after any kill — while search
 ranks notes without a vector by keywords alone. Only `anamnesis reindex` and
 `anamnesis semantic update` wait, showing progress.
+
+Loading the model costs a short-lived process (a hook, one `search`) far more
+than the query itself: importing numpy, reading the tokenizer and the weights.
+A running `anamnesis watch` keeps them loaded and answers similarity questions
+on a unix socket in state/ (`anamnesis.semantic_server`); `similarity` asks it
+first, with a strict deadline, and loads the model itself only when no server
+answers (none running, another model, too slow).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
+import hashlib
+import json
 import os
+import socket
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +52,9 @@ if TYPE_CHECKING:
     from anamnesis.ranking import Filters
 
 SETTINGS_KEY = "semantic"
+SOCKET_NAME = "semantic.sock"
+ASK_TIMEOUT = 1.0  # seconds a caller waits for the query server before loading the model itself
+REPLY_LIMIT = 4 << 20  # a longer reply is not one of ours
 BATCH = 32
 MAX_EMBED_CHARS = 4000  # title, tags and the start of the body: what the model sees (~256 tokens each chunk)
 
@@ -174,7 +190,19 @@ class SemanticEngine:
         self, index: Catalog, text: str, filters: Filters, pool: int, also: set[int] | None = None
     ) -> dict[int, float]:
         """Cosine similarity of `text` to the `pool` closest notes passing `filters`, and to the
-        notes in `also` (the keyword candidates a hybrid ranking fuses with)."""
+        notes in `also` (the keyword candidates a hybrid ranking fuses with).
+
+        Asked of a running query server when there is one (no model load here), else computed
+        in this process."""
+        answer = ask_server(index.store, self.fingerprint, text, filters, pool, also)
+        if answer is not None:
+            return answer
+        return self.local_similarity(index, text, filters, pool, also)
+
+    def local_similarity(
+        self, index: Catalog, text: str, filters: Filters, pool: int, also: set[int] | None = None
+    ) -> dict[int, float]:
+        """`similarity` computed in this process (loads the model and the vectors once)."""
         import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         vectors = self.vectors(index)
@@ -202,6 +230,78 @@ class SemanticEngine:
 
         matrix = self.embedder.embed(texts)
         return bytes(np.asarray(matrix, dtype=np.float16).tobytes())
+
+
+def socket_path(store: Store) -> Path:
+    """Where a query server for this store listens: state/semantic.sock, or, when that path
+    is too long for a unix socket address (104 bytes on macOS), a name derived from the
+    store's folder in a private folder of this user's under the temp folder."""
+    path = store.state_dir / SOCKET_NAME
+    if len(os.fsencode(path)) < 100:
+        return path
+    digest = hashlib.sha256(os.fsencode(store.home.resolve())).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"anamnesis-{os.getuid()}" / f"{digest}.sock"
+
+
+def socket_usable(path: Path, *, create: bool = False) -> bool:
+    """True when `path` fits a unix socket address and its folder is this user's alone
+    (made so with `create`; not writable by everyone): nobody else can listen there."""
+    if len(os.fsencode(path)) >= 104:
+        return False
+    folder = path.parent
+    try:
+        if create:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = folder.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.getuid() and not st.st_mode & 0o002
+
+
+def ask_server(
+    store: Store, fingerprint: str, text: str, filters: Filters, pool: int, also: set[int] | None
+) -> dict[int, float] | None:
+    """The query server's answer to a `similarity` question, or None when none answers in
+    time or it runs another model. Never raises, never waits past ASK_TIMEOUT: a hook
+    that asks stays fast even when the server hangs."""
+    path = socket_path(store)
+    if not socket_usable(path) or not path.exists():
+        return None
+    request = {
+        "fingerprint": fingerprint,
+        "index": str(store.index_path),
+        "text": text,
+        "filters": dataclasses.asdict(filters),
+        "pool": int(pool),
+        "also": sorted(also or ()),
+    }
+    deadline = time.monotonic() + ASK_TIMEOUT
+    chunks: list[bytes] = []
+    received = 0
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(ASK_TIMEOUT)
+            sock.connect(str(path))
+            sock.sendall(json.dumps(request).encode("utf-8") + b"\n")
+            sock.shutdown(socket.SHUT_WR)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                sock.settimeout(left)
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                received += len(chunk)
+                if received > REPLY_LIMIT:
+                    return None
+                chunks.append(chunk)
+        reply = json.loads(b"".join(chunks))
+        if not isinstance(reply, dict) or reply.get("fingerprint") != fingerprint:
+            return None
+        return {int(rowid): float(cosine) for rowid, cosine in reply["cosines"]}
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def note_text(title: str, tags: str, body: str) -> str:
@@ -397,7 +497,8 @@ def disable(store: Store) -> None:
 
 
 def status(store: Store) -> dict[str, Any]:
-    """What `semantic status` and `status` say: on or off and why, the model, how many notes have vectors."""
+    """What `semantic status` and `status` say: on or off and why, the model, how many notes have
+    vectors (`complete` when none is pending), and whether a query server answers."""
     conf = settings_of(store)
     reason = unavailable_reason(store)
     info: dict[str, Any] = {
@@ -415,6 +516,22 @@ def status(store: Store) -> dict[str, Any]:
             embedded=counts.embedded,
             notes=counts.total,
             pending=counts.pending,
+            complete=counts.pending == 0,
             embedding_now=embedding_running(store),
+            query_server=server_answering(store),
         )
     return info
+
+
+def server_answering(store: Store) -> bool:
+    """True when a query server (watch, `semantic serve`) accepts questions for this store."""
+    path = socket_path(store)
+    if not socket_usable(path) or not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True

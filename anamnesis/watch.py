@@ -12,7 +12,10 @@ A long-running process that
 - syncs at once when a peer announces a HEAD this store lacks (discovery);
 - survives every error (a failed sync, a peer down, memory/ removed and
   recreated) and logs it, retrying with a back-off;
-- writes a heartbeat in state/ that `anamnesis status` reports.
+- writes a heartbeat in state/ that `anamnesis status` reports;
+- with semantic search on, keeps the model loaded and answers the hooks' and
+  searches' similarity questions on a unix socket (`anamnesis.semantic_server`),
+  so they do not each load the model.
 
 The sync itself is `anamnesis.sync.sync`, the same function `anamnesis sync`
 runs, under the same store lock.
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
 
     from anamnesis.discovery import Announcer, Peer
+    from anamnesis.semantic_server import QueryServer
 
 log = logging.getLogger("anamnesis.watch")
 
@@ -202,6 +206,7 @@ class Watcher:
         self._notified: dict[str, str] = {}
         self._threads: list[threading.Thread] = []
         self._lock_fd: int | None = None
+        self._query_server: QueryServer | None = None
         self.started = time.time()
         self.syncs = 0
         self.skipped = 0
@@ -223,6 +228,7 @@ class Watcher:
         self.store.state_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
         self._arm_observer()
+        self._check_query_server()
         if self.options.initial_sync:
             self.sync_now("watch started")
         for target, name in ((self._worker, "anamnesis-sync"), (self._housekeeping, "anamnesis-beat")):
@@ -246,6 +252,9 @@ class Watcher:
         for thread in self._threads:
             thread.join(timeout=150)
         self._disarm_observer()
+        if self._query_server is not None:
+            self._query_server.stop()
+            self._query_server = None
         if self._announcer is not None:
             with contextlib.suppress(Exception):
                 self._announcer.stop()
@@ -582,6 +591,7 @@ class Watcher:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + beat
                     self._write_heartbeat()
+                    self._check_query_server()
                     # lazy: importers are for the running watcher; search and list only read its heartbeat
                     from anamnesis.importers import mirror_changed
 
@@ -589,6 +599,36 @@ class Watcher:
                         self.sync_now("a mirrored source changed (docs/import.md)")
             except Exception:
                 log.exception("housekeeping failed")
+
+    def _check_query_server(self) -> None:
+        """Answer similarity questions while semantic search is on here (turned on or off
+        while watch runs included); cheap when it is off (one settings read). Never raises:
+        without a server, hooks and searches load the model themselves."""
+        try:
+            self._update_query_server()
+        except Exception:
+            log.exception("query server check failed")
+
+    def _update_query_server(self) -> None:
+        # lazy: the semantic settings and the query server only for a running watch
+        from anamnesis.semantic import engine_for
+
+        wanted = engine_for(self.store)
+        server = self._query_server
+        if server is not None and (
+            wanted is None
+            or not server.running
+            or wanted.fingerprint != getattr(server.engine, "fingerprint", None)
+        ):
+            server.stop()
+            self._query_server = server = None
+        if wanted is not None and server is None:
+            from anamnesis.semantic_server import QueryServer  # lazy: only with semantic search on
+
+            server = QueryServer(self.store)
+            if server.start():
+                self._query_server = server
+                log.info("answering semantic queries on %s", server.path)
 
     def _write_heartbeat(self, stopped: bool = False) -> None:
         # lazy: fsutil is off the `list` path, which loads watch only to read the heartbeat
@@ -609,6 +649,7 @@ class Watcher:
             "last_error": self.last_error,
             "last_error_at": self.last_error_at,
             "announcing": self._announcer is not None,
+            "semantic_queries": self._query_server is not None,
             "head": self._announced_head,
             "peers_seen": self.peers_seen,
             "watching": self.watching_since,

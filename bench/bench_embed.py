@@ -2,7 +2,12 @@
 
 python bench/bench_embed.py --model DIR             # 500 notes of ~220 tokens
 python bench/bench_embed.py --model DIR --notes 2000 --batch-size 32
-python bench/bench_embed.py --model DIR --long 100  # also: notes of ~700 tokens, cut vs chunked
+python bench/bench_embed.py --model DIR --long 100  # also: notes of ~700 tokens, cut vs four windows
+python bench/bench_embed.py --model DIR --corpus 300 --chunks 4,1 --rounds 3
+    # what `semantic enable` does: bench/corpus.py notes as the index embeds them, 32 a call,
+    # with each window cap in turn (alternating, run for run), in wall time and CPU time
+python bench/bench_embed.py --model DIR --corpus 300 --chunks 4,1 --recall-notes
+    # the same with the recall sets' hand-written notes (bench/recall/*/notes)
 
 DIR is a model folder, e.g. the one `scripts/test-model DIR` makes. Targets: at least
 20 notes/s, start to first vector at most 0.5 s, one short query at most 10 ms.
@@ -103,6 +108,62 @@ def blas_info() -> str:
     )
 
 
+def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int, sets: bool = False) -> None:
+    """Notes a second as `semantic enable` embeds bench/corpus.py notes (or, with `sets`, the
+    recall sets' hand-written notes, repeated up to `count`), per window cap.
+
+    CPU time (all threads of this process) barely moves with what else runs on the machine;
+    notes per CPU-second times the cores is what an idle machine does."""
+    from anamnesis.embed import load_embedder
+    from anamnesis.semantic import BATCH, note_text
+    from bench.corpus import make_note
+
+    if sets:
+        from anamnesis.notes import parse_note
+
+        root = Path(__file__).resolve().parent / "recall"
+        files = sorted(root.glob("*/notes/**/*.md"))
+        notes = [parse_note(f.read_text(encoding="utf-8"), str(f.relative_to(root))) for f in files]
+        notes = (notes * (count // max(1, len(notes)) + 1))[:count]
+    else:
+        rng = random.Random(7)
+        notes = [make_note(rng, i) for i in range(count)]
+    texts = [note_text(n.title, " ".join(n.tags), n.body) for n in notes]
+    models = {cap: load_embedder(model, max_chunks=cap) for cap in caps}
+    cores = os.cpu_count() or 1
+    print(
+        f"{count} corpus notes, mean {statistics.mean(len(t) for t in texts):.0f} characters; {cores} cores"
+    )
+    for cap, embedder in models.items():
+        windows = embedder._windows(texts)
+        print(
+            f"  cap {cap}: {statistics.mean(len(w) for w in windows):.2f} windows,"
+            f" {statistics.mean(sum(len(x) for x in w) for w in windows):.0f} tokens a note"
+        )
+        embedder.embed(texts[:2])  # warm up
+    results: dict[int, list[tuple[float, float]]] = {cap: [] for cap in caps}
+    for _ in range(rounds):
+        for cap, embedder in models.items():
+            load = os.getloadavg()[0]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for start in range(0, len(texts), BATCH):
+                embedder.embed(texts[start : start + BATCH])
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            results[cap].append((wall, cpu))
+            print(
+                f"  cap {cap}: {count / wall:6.1f} notes/s wall, {count / cpu:6.1f} notes per CPU-second"
+                f" (load {load:.1f})",
+                flush=True,
+            )
+    for cap, runs in results.items():
+        per_cpu = count / statistics.median(cpu for _, cpu in runs)
+        print(
+            f"cap {cap}: median {count / statistics.median(w for w, _ in runs):.1f} notes/s wall,"
+            f" {per_cpu:.1f} notes per CPU-second -> 10,000 notes on {cores} idle cores"
+            f" ~ {10_000 / (per_cpu * cores) / 60:.1f} min"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -117,8 +178,25 @@ def main() -> None:
     parser.add_argument(
         "--long", type=int, default=0, help="also time this many ~700-token notes, cut and chunked"
     )
+    parser.add_argument(
+        "--corpus",
+        type=int,
+        default=0,
+        help="only time this many notes as `semantic enable` embeds them (bench/corpus.py's)",
+    )
+    parser.add_argument("--chunks", default="1", help="with --corpus: window caps to compare, e.g. 4,1")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="with --corpus: rounds of each cap, alternating"
+    )
+    parser.add_argument(
+        "--recall-notes", action="store_true", help="with --corpus: the recall sets' notes, not corpus.py's"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
+    if args.corpus:
+        caps = [int(c) for c in args.chunks.split(",")]
+        corpus_throughput(args.model, args.corpus, caps, args.rounds, args.recall_notes)
+        return
 
     import numpy as np
 
@@ -173,7 +251,7 @@ def main() -> None:
         mean_tokens = statistics.mean(
             len(e.ids) for e in embedder._tokenizer.encode_batch(long_notes, add_special_tokens=False)
         )
-        for chunks in (1, embedder.max_chunks):
+        for chunks in (1, 4):
             model = load_embedder(args.model, max_chunks=chunks)
             started = time.perf_counter()
             model.embed(long_notes, batch_size=args.batch_size)

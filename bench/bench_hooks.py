@@ -4,6 +4,9 @@ python bench/bench_hooks.py              # 10,000-note store, 5 MB transcripts
 python bench/bench_hooks.py --runs 40
 python bench/bench_hooks.py --only mcp   # just the MCP server start (no store to build)
 python bench/bench_hooks.py --only summary   # SessionEnd with the model summary off and on
+python bench/bench_hooks.py --only semantic --model-dir DIR
+    # SessionStart, UserPromptSubmit and `search` with semantic search off, on with no query
+    # server, and on with one (what `watch` or `semantic serve` runs), interleaved run for run
 
 SessionEnd is also timed with the opt-in model summary off and on, runs
 interleaved: on, it must only add the cost of starting the summary detached
@@ -25,6 +28,8 @@ import asyncio
 import json
 import os
 import re
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -194,6 +199,140 @@ def bench_summary(home: Path, folder: Path, repo: Path, runs: int, megabytes: fl
         raise SystemExit("some model summaries were not written; see logs/hooks.log")
 
 
+SEMANTIC_STATES = ("off", "on, no server", "on, query server")
+SEARCHES = (
+    "connection pool timeout",
+    "how do we roll back a failed deploy?",
+    "RetryPolicy",
+    "why is checkout slow for some users",
+)
+
+
+def fill_vectors(home: Path, model_dir: Path) -> int:
+    """Turn semantic search on and give every note a vector, fast: random unit vectors
+    written straight into the index under the model's fingerprint. A hook's time does
+    not depend on the vectors' values, and embedding 10,000 notes takes minutes."""
+    import numpy as np
+
+    from anamnesis.index import open_index
+    from anamnesis.paths import open_store
+    from anamnesis.semantic import enable, engine_for
+
+    store = open_store(home)
+    enable(store, model_dir)
+    engine = engine_for(store)
+    assert engine is not None
+    rng = np.random.default_rng(5)
+    with open_index(store) as index:
+        rows = index.conn.execute("SELECT rowid, sha FROM notes").fetchall()
+        matrix = rng.standard_normal((len(rows), 384)).astype(np.float32)
+        matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+        blobs = matrix.astype(np.float16)
+        index.conn.execute("BEGIN IMMEDIATE")
+        index.conn.executemany(
+            "INSERT OR REPLACE INTO vectors(note, sha, model, vec) VALUES (?, ?, ?, ?)",
+            [(rowid, sha, engine.fingerprint, blobs[i].tobytes()) for i, (rowid, sha) in enumerate(rows)],
+        )
+        index.bump_generation()
+        index.conn.execute("COMMIT")
+    return len(rows)
+
+
+def timed_process(args: list[str], stdin: str, env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the process, stdout) of one process run to its exit."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    proc = subprocess.run(args, input=stdin, capture_output=True, text=True, env=env, cwd=cwd)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
+    return wall, cpu, proc.stdout
+
+
+def bench_semantic(home: Path, repo: Path, model_dir: Path, runs: int) -> None:
+    """The hooks and `search` with semantic search off, on alone, and on with a query server.
+
+    Interleaved: every round runs each state once, so the three see the same load. The
+    query server is started in this process for its rounds (after it has answered once,
+    untimed) and stopped after them, so a round 'on, no server' really has none."""
+    from anamnesis.agents.claude import hook_command, python_path
+    from anamnesis.paths import open_store
+    from anamnesis.ranking import Filters
+    from anamnesis.semantic import ask_server, disable, enable, engine_for
+    from anamnesis.semantic_server import QueryServer
+
+    store = open_store(home)
+    started = time.perf_counter()
+    count = fill_vectors(home, model_dir)
+    print(f"vectors for {count} notes written ({time.perf_counter() - started:.1f}s)")
+    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(repo)}
+    env.pop("ANAMNESIS_HOME", None)
+    search_env = {**os.environ, "ANAMNESIS_HOME": str(home)}
+    jobs: dict[str, tuple[list[str], str, dict[str, str]]] = {}
+    for event, label in (("session-start", "SessionStart"), ("user-prompt-submit", "UserPromptSubmit")):
+        jobs[label] = (["sh", "-c", hook_command(python_path(), event, str(home))], "", env)
+    jobs["search"] = ([sys.executable, "-m", "anamnesis", "search"], "", search_env)
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    recalled: dict[str, int] = dict.fromkeys(SEMANTIC_STATES, 0)
+    for n in range(runs):
+        for state in SEMANTIC_STATES:
+            server = None
+            if state == "off":
+                disable(store)
+            else:
+                enable(store, model_dir)
+            if state == "on, query server":
+                server = QueryServer(store)
+                if not server.start():
+                    raise SystemExit("the query server did not start (is a watch running on this store?)")
+                engine = engine_for(store)
+                assert engine is not None
+                deadline = time.monotonic() + 120
+                while ask_server(store, engine.fingerprint, "warm", Filters(), 1, None) is None:
+                    if time.monotonic() > deadline:
+                        raise SystemExit("the query server never answered")
+                    time.sleep(0.1)
+            try:
+                for label, (args, _, job_env) in jobs.items():
+                    if label == "search":
+                        run_args, stdin = [*args, SEARCHES[n % len(SEARCHES)], "--limit", "10"], ""
+                    elif label == "SessionStart":
+                        run_args = args
+                        stdin = json.dumps(
+                            {"session_id": str(uuid.uuid4()), "cwd": str(repo), "source": "startup"}
+                        )
+                    else:
+                        run_args = args
+                        stdin = json.dumps(
+                            {
+                                "session_id": str(uuid.uuid4()),
+                                "cwd": str(repo),
+                                "prompt": PROMPTS[n % len(PROMPTS)],
+                            }
+                        )
+                    wall, cpu, out = timed_process(run_args, stdin, job_env, repo)
+                    times.setdefault((label, state), []).append((wall, cpu))
+                    if label == "UserPromptSubmit" and out.strip():
+                        recalled[state] += 1
+            finally:
+                if server is not None:
+                    server.stop()
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    for label in jobs:
+        base = statistics.median(w for w, _ in times[(label, "off")])
+        for state in SEMANTIC_STATES:
+            walls = [w for w, _ in times[(label, state)]]
+            cpu = statistics.median(c for _, c in times[(label, state)]) * 1000
+            ratio = statistics.median(walls) / base
+            report(f"{label}, semantic {state}", walls, f"x{ratio:.2f} of off; CPU {cpu:.0f} ms")
+    print(
+        "UserPromptSubmit runs that recalled notes: "
+        + ", ".join(f"{k}: {v}/{runs}" for k, v in recalled.items())
+    )
+
+
 def checkout(folder: Path) -> Path:
     """A project checkout whose key is one of the corpus projects, on a topic branch."""
     repo = folder / "api"
@@ -233,10 +372,13 @@ def main() -> None:
     parser.add_argument("--transcript-mb", type=float, default=5.0)
     parser.add_argument(
         "--only",
-        choices=["hooks", "mcp", "summary"],
-        help="run only the hook, the MCP or the model-summary figures",
+        choices=["hooks", "mcp", "summary", "semantic"],
+        help="run only the hook, the MCP, the model-summary or the semantic-search figures",
     )
+    parser.add_argument("--model-dir", type=Path, help="the model folder, for --only semantic")
     args = parser.parse_args()
+    if args.only == "semantic" and not args.model_dir:
+        parser.error("--only semantic needs --model-dir DIR")
 
     with tempfile.TemporaryDirectory(prefix="anamnesis-bench-hooks-") as tmp:
         folder = Path(tmp)
@@ -260,6 +402,9 @@ def main() -> None:
             notes = index.counts()["notes"]
         print(f"store: {notes} notes ({time.perf_counter() - started:.1f}s to build)")
         repo = checkout(folder)
+        if args.only == "semantic":
+            bench_semantic(home, repo, args.model_dir, args.runs)
+            return
 
         # a few captured sessions of this project, so SessionStart has recent files and sessions
         from anamnesis.capture import capture

@@ -70,14 +70,14 @@ def model_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def embedder(model_dir: Path) -> Embedder:
-    """The model as the index uses it (long texts chunked)."""
-    return load_embedder(model_dir)
+    """The model chunking long texts into up to four windows."""
+    return load_embedder(model_dir, max_chunks=4)
 
 
 @pytest.fixture(scope="session")
 def truncating(model_dir: Path) -> Embedder:
-    """The model cutting every text at 256 tokens, as sentence-transformers does."""
-    return load_embedder(model_dir, max_chunks=1)
+    """The model as the index uses it: every text cut at 256 tokens, as sentence-transformers does."""
+    return load_embedder(model_dir)
 
 
 @pytest.fixture(scope="session")
@@ -242,11 +242,14 @@ def test_paraphrases_are_closer_than_unrelated_texts(embedder: Embedder) -> None
 # --- the model folder and its fingerprint --------------------------------------------------
 
 
-def test_fingerprint_is_stable_and_names_the_settings(model_dir: Path, embedder: Embedder) -> None:
+def test_fingerprint_is_stable_and_names_the_settings(
+    model_dir: Path, embedder: Embedder, truncating: Embedder
+) -> None:
     first = model_fingerprint(model_dir)
-    assert first == model_fingerprint(model_dir) == embedder.fingerprint
-    assert re.fullmatch(r"minilm-l6-v2:[0-9a-f]{12}:fp32:256x4", first), first
-    assert model_fingerprint(model_dir, max_chunks=1).endswith(":fp32:256x1")
+    assert first == model_fingerprint(model_dir) == truncating.fingerprint
+    assert re.fullmatch(r"minilm-l6-v2:[0-9a-f]{12}:fp32:256x1", first), first
+    assert model_fingerprint(model_dir, max_chunks=4) == embedder.fingerprint
+    assert embedder.fingerprint.endswith(":fp32:256x4")
 
 
 def test_fingerprint_hash_is_cached_beside_the_weights(model_dir: Path, tmp_path: Path) -> None:
@@ -261,6 +264,44 @@ def test_fingerprint_hash_is_cached_beside_the_weights(model_dir: Path, tmp_path
     # ...and a sidecar that does not match the file is ignored.
     sidecar.write_text(json.dumps({**cached, "size": 1, "sha256": "cd" * 32}))
     assert model_fingerprint(copy) == real
+
+
+def test_prepared_weights_are_written_once_then_mapped_and_give_the_same_vectors(
+    model_dir: Path, tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    import numpy as np
+
+    copy = _copy_model(model_dir, tmp_path / "model")
+    texts = [item["text"] for item in reference["items"]]
+    expected = np.asarray([item["vector"] for item in reference["items"]], dtype=np.float32)
+
+    def prepared() -> list[Path]:
+        return sorted(copy.glob(f"{embed._PREPARED_PREFIX}*"))
+
+    assert prepared() == []
+    first = load_embedder(copy)  # builds the layer matrices and writes them beside the weights
+    [written] = prepared()
+    assert not any(isinstance(layer.up_w.base, np.memmap) for layer in first._layers)
+    second = load_embedder(copy)  # maps them: nothing is built
+    assert all(isinstance(layer.up_w.base, np.memmap) for layer in second._layers)
+    for model in (first, second):
+        assert np.abs(model.embed(texts) - expected).max() < 1e-5
+    # a cut-off file is not used (and is written again)
+    written.write_bytes(written.read_bytes()[:1000])
+    third = load_embedder(copy)
+    assert not any(isinstance(layer.up_w.base, np.memmap) for layer in third._layers)
+    assert np.abs(third.embed(texts) - expected).max() < 1e-5
+    assert prepared() == [written] and written.stat().st_size > 1000
+    # a folder that cannot be written to still loads
+    written.unlink()
+    copy.chmod(0o555)
+    try:
+        if os.access(copy, os.W_OK):  # root writes anyway: nothing more to check here
+            return
+        assert np.abs(load_embedder(copy).embed(texts) - expected).max() < 1e-5
+        assert prepared() == []
+    finally:
+        copy.chmod(0o755)
 
 
 def test_fingerprint_changes_when_the_weights_change(model_dir: Path, tmp_path: Path) -> None:

@@ -31,7 +31,11 @@ NOTES = [
         "Every CI job gets its own short-lived PostgreSQL container: started before the suite, migrated,"
         " and destroyed afterwards, so no state leaks between runs.",
     ),
-    ("semantic", "Frontend bundle size budget", "The web bundle must stay under 250 kB gzip; vite reports it."),
+    (
+        "semantic",
+        "Frontend bundle size budget",
+        "The web bundle must stay under 250 kB gzip; vite reports it.",
+    ),
     ("procedural", "Rotating TLS certificates", "certbot renew on the load balancer, then reload nginx."),
     ("semantic", "Test naming", "Tests live in tests/ and are named after the module they check."),
     ("semantic", "Database backups", "Nightly pg_dump to object storage, kept 30 days."),
@@ -160,3 +164,267 @@ def test_prompt_recall_uses_meaning_and_stays_silent_off_topic(store: Store, mod
     assert shown[:1] == [paths["On-call rota"]]
     for prompt in ("good morning!", "what's the capital of Australia?", "write a haiku about autumn leaves"):
         assert build_recall(store, prompt, session_id="m2") == ("", []), prompt
+
+
+# --- the query server -------------------------------------------------------------------
+
+ASK_IN_A_FRESH_PROCESS = """
+import json, sys, time
+from anamnesis.index import open_index
+from anamnesis.paths import open_store
+from anamnesis.search import search
+store = open_store()
+out = {}
+with open_index(store) as index:
+    for query, project in json.loads(sys.argv[1]):
+        started = time.monotonic()
+        hits = search(index, query, project=project, limit=6, snippets=False)
+        out[query + "|" + str(project)] = [[h.path, round(h.score, 4)] for h in hits]
+        out["took|" + query + "|" + str(project)] = time.monotonic() - started
+out["numpy loaded"] = "numpy" in sys.modules
+print(json.dumps(out))
+"""
+QUESTIONS = [[PARAPHRASE, None], ["pg_dump", None], ["postgres tests in continuous integration", None]]
+
+
+def _semantic_store(store: Store, model_dir: Path) -> dict[str, str]:
+    paths = _fill(store)
+    enable(store, model_dir)
+    assert update_vectors(store) == len(NOTES)
+    return paths
+
+
+def _ask_in_a_fresh_process(store: Store, questions: list[list[object]]) -> dict[str, object]:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ANAMNESIS_HOME": str(store.home)}
+    proc = subprocess.run(
+        [sys.executable, "-c", ASK_IN_A_FRESH_PROCESS, json.dumps(questions)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answer: dict[str, object] = json.loads(proc.stdout)
+    return answer
+
+
+def _rankings(answer: dict[str, object]) -> dict[str, object]:
+    return {key: value for key, value in answer.items() if "|" in key and not key.startswith("took|")}
+
+
+def test_a_running_query_server_answers_searches_without_loading_the_model(
+    store: Store, model_dir: Path
+) -> None:
+    from anamnesis.semantic_server import QueryServer
+
+    paths = _semantic_store(store, model_dir)
+    _ENGINES_clear()
+    alone = _ask_in_a_fresh_process(store, QUESTIONS)
+    assert alone["numpy loaded"] is True  # no server: the process loads the model itself
+    server = QueryServer(store)
+    assert server.start()
+    try:
+        served = _ask_in_a_fresh_process(store, QUESTIONS)
+        assert server.answered == len(QUESTIONS)
+        assert QueryServer(store).start() is False  # one server per store
+    finally:
+        server.stop()
+    assert served["numpy loaded"] is False
+    assert _rankings(served) == _rankings(alone)  # the same notes, the same scores
+    assert served[f"{PARAPHRASE}|None"][0][0] == paths["On-call rota"]  # type: ignore[index]
+    assert not server.path.exists()
+
+
+def _ENGINES_clear() -> None:
+    from anamnesis import semantic
+
+    semantic._ENGINES.clear()
+
+
+def test_filters_reach_the_query_server(store: Store, model_dir: Path) -> None:
+    from anamnesis.ranking import Filters
+    from anamnesis.semantic import ask_server
+    from anamnesis.semantic_server import QueryServer
+
+    _semantic_store(store, model_dir)
+    engine = engine_for(store)
+    assert engine is not None
+    server = QueryServer(store)
+    assert server.start()
+    try:
+        with open_index(store) as index:
+            for filters in (Filters(), Filters(type="procedural"), Filters(project="github.com/x/none")):
+                local = engine.local_similarity(index, PARAPHRASE, filters, 3, also={1, 2})
+                asked = ask_server(store, engine.fingerprint, PARAPHRASE, filters, 3, {1, 2})
+                assert asked is not None
+                assert asked == pytest.approx(local, abs=1e-6)
+    finally:
+        server.stop()
+
+
+def test_a_server_that_never_answers_costs_the_deadline_at_most(store: Store, model_dir: Path) -> None:
+    import socket
+
+    from anamnesis.semantic import ASK_TIMEOUT, socket_path
+
+    _semantic_store(store, model_dir)
+    alone = _rankings(_ask_in_a_fresh_process(store, QUESTIONS[:1]))
+    path = socket_path(store)
+    hung = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    hung.bind(str(path))
+    hung.listen(8)  # accepts connections into its backlog, never reads, never answers
+    try:
+        answer = _ask_in_a_fresh_process(store, QUESTIONS[:1])
+    finally:
+        hung.close()
+    assert _rankings(answer) == alone  # answered in process after the deadline
+    took = answer[f"took|{PARAPHRASE}|None"]
+    assert isinstance(took, float) and ASK_TIMEOUT <= took < ASK_TIMEOUT + 60
+    # the socket file a killed server left behind: the next server takes its place
+    from anamnesis.semantic_server import QueryServer
+
+    server = QueryServer(store)
+    assert server.start()
+    server.stop()
+
+
+def test_a_server_running_another_model_is_not_believed(store: Store, model_dir: Path) -> None:
+    from anamnesis.ranking import Filters
+    from anamnesis.semantic import ask_server
+    from anamnesis.semantic_server import QueryServer
+
+    _semantic_store(store, model_dir)
+    server = QueryServer(store)
+    assert server.start()
+    try:
+        assert ask_server(store, "other-model:0:fp32:256x4", PARAPHRASE, Filters(), 3, None) is None
+        with pytest.raises(ValueError, match="bad pool"):
+            server.reply(json.dumps({"text": "x", "pool": 0}).encode())
+    finally:
+        server.stop()
+
+
+def test_watch_answers_semantic_queries_while_semantic_search_is_on(store: Store, model_dir: Path) -> None:
+    from anamnesis.semantic import disable, socket_path
+    from anamnesis.watch import Watcher, WatchOptions
+
+    _semantic_store(store, model_dir)
+    watcher = Watcher(
+        store, sync=lambda reason: None, options=WatchOptions(discovery=False, initial_sync=False, beat=0.2)
+    )
+    watcher.start()
+    try:
+        assert socket_path(store).exists()
+        served = _ask_in_a_fresh_process(store, QUESTIONS[:1])
+        assert served["numpy loaded"] is False
+        disable(store)  # turned off while watch runs: it stops answering
+        deadline = time.monotonic() + 30
+        while socket_path(store).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not socket_path(store).exists()
+    finally:
+        watcher.stop()
+
+
+SESSION_START_IN_A_FRESH_PROCESS = """
+import json, sys
+from anamnesis.inject import build_context
+from anamnesis.paths import open_store
+text, shown = build_context(open_store(), sys.argv[1])
+print(json.dumps({"shown": shown, "numpy loaded": "numpy" in sys.modules}))
+"""
+
+
+def test_session_start_ranks_by_keywords_and_never_loads_the_model(
+    store: Store, model_dir: Path, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    repo = tmp_path / "api"
+    subprocess.run(["git", "init", "-q", "-b", "feature/postgres-ci", str(repo)], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "remote", "add", "origin", "git@github.com:acme/api.git"], check=True
+    )
+    _semantic_store(store, model_dir)
+    note = create_note(
+        store,
+        type="procedural",
+        title="Ephemeral Postgres in CI",
+        body=NOTES[0][2],
+        project="github.com/acme/api",
+    )
+    assert update_vectors(store) == 1
+    proc = subprocess.run(
+        [sys.executable, "-c", SESSION_START_IN_A_FRESH_PROCESS, str(repo)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert note.path in answer["shown"]
+    assert answer["numpy loaded"] is False
+
+
+def test_status_says_whether_the_vectors_are_complete(store: Store, model_dir: Path, run_cli: RunCli) -> None:
+    _fill(store)
+    enable(store, model_dir)  # on, nothing embedded yet
+    line = next(
+        line for line in run_cli("status").stdout.splitlines() if line.lstrip().startswith("semantic")
+    )
+    assert "vectors incomplete" in line and f"0 of {len(NOTES)} notes embedded, {len(NOTES)} pending" in line
+    info = json.loads(run_cli("status", "--json").stdout)["semantic"]
+    assert (info["complete"], info["pending"], info["query_server"]) == (False, len(NOTES), False)
+    assert update_vectors(store) == len(NOTES)
+    line = next(
+        line for line in run_cli("status").stdout.splitlines() if line.lstrip().startswith("semantic")
+    )
+    assert "vectors complete" in line and "pending" not in line
+    assert json.loads(run_cli("semantic", "status", "--json").stdout)["complete"] is True
+
+
+def test_semantic_serve_answers_until_idle_and_refuses_when_off(
+    store: Store, model_dir: Path, run_cli: RunCli
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from anamnesis.ranking import Filters
+    from anamnesis.semantic import ask_server, socket_path
+
+    _fill(store)
+    off = run_cli("semantic", "serve")
+    assert off.returncode == 7 and off.stderr.count("\n") == 1 and "semantic search is off" in off.stderr
+    enable(store, model_dir)
+    assert update_vectors(store) == len(NOTES)
+    engine = engine_for(store)
+    assert engine is not None
+    server = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis", "semantic", "serve", "--idle", "3"],
+        env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        answer = None
+        while answer is None and time.monotonic() < deadline and server.poll() is None:
+            answer = ask_server(store, engine.fingerprint, PARAPHRASE, Filters(), 3, None)
+            time.sleep(0.1)
+        assert answer is not None and len(answer) == 3
+        assert json.loads(run_cli("semantic", "status", "--json").stdout)["query_server"] is True
+        assert server.wait(timeout=60) == 0  # three seconds without a question: it exits
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert not socket_path(store).exists()

@@ -94,6 +94,13 @@ def enable(
         out.print("  embedding notes in the background; `anamnesis semantic status` shows how far it got")
     else:
         out.print(f"  embedded {plural(embedded, 'note')}")
+    from anamnesis.semantic import server_answering  # lazy: --help loads every command module
+
+    if not server_answering(store):
+        out.print(
+            "  tip: hooks and searches load the model on every run unless `anamnesis watch` runs"
+            " (`anamnesis schedule install --watch`) or `anamnesis semantic serve` does"
+        )
 
 
 @semantic_app.command()
@@ -124,6 +131,10 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     running = " (embedding now)" if info.get("embedding_now") else ""
     out.print(f"semantic search: on, model {info['fingerprint']} in {info['model_dir']}")
     out.print(f"  {info['embedded']} of {plural(info['notes'], 'note')} embedded, {info['pending']} waiting{running}")
+    if info.get("query_server"):
+        out.print("  queries answered by a running server (watch or `semantic serve`): hooks load no model")
+    else:
+        out.print("  no query server: each hook and search loads the model (`anamnesis watch` keeps it loaded)")
 
 
 @semantic_app.command()
@@ -141,3 +152,47 @@ def update(
         print_json({"embedded": embedded})
     elif not quiet:
         console().print(f"embedded {plural(embedded, 'note')}")
+
+
+@semantic_app.command()
+def serve(
+    idle: float = typer.Option(
+        0, "--idle", help="Exit after this many seconds without a question (0: run until stopped)."
+    ),
+) -> None:
+    """Keep the model loaded and answer the hooks' and searches' semantic queries.
+
+    Without it, every hook and search with semantic search on loads the model itself
+    (a few hundred milliseconds). `anamnesis watch` does this too; run this only when
+    watch does not run. Answers on a unix socket in the store's state folder (this user
+    only); stops on Ctrl-C or SIGTERM.
+
+    Examples:
+      anamnesis semantic serve
+      anamnesis semantic serve --idle 3600     exit after an hour without questions
+    """
+    import signal  # lazy: --help loads every command module
+    import threading  # lazy: --help loads every command module
+
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.semantic import SemanticError, socket_path, unavailable_reason  # lazy: as above
+    from anamnesis.semantic_server import serve as serve_queries  # lazy: --help loads every command module
+
+    if idle < 0:
+        raise UsageError("--idle must be 0 or more seconds")
+    store = get_store()
+    reason = unavailable_reason(store)
+    if reason is not None:
+        raise SemanticError(f"semantic search is {reason}")
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, request_stop)
+    console().print(f"answering semantic queries on {socket_path(store)} (Ctrl-C stops)")
+    if not serve_queries(store, stop, idle=idle or None):
+        raise SemanticError(
+            f"cannot answer on {socket_path(store)}: another process (watch?) already does, or the path is too long"
+        )

@@ -446,8 +446,14 @@ def _semantic_line(info: dict[str, object]) -> str:
         return "off (keyword search only)"
     if not info["active"]:
         return "[yellow]unavailable[/yellow]: keyword search only (`anamnesis semantic status`)"
-    running = ", embedding now" if info.get("embedding_now") else ""
-    return f"on: {info['embedded']} of {plural(cast(int, info['notes']), 'note')} embedded{running}"
+    served = "; queries answered by a running server" if info.get("query_server") else ""
+    if not info.get("pending"):
+        return f"on: vectors complete ({info['embedded']} of {plural(cast(int, info['notes']), 'note')} embedded){served}"
+    then = "embedding now" if info.get("embedding_now") else "`anamnesis semantic update` embeds them"
+    return (
+        f"on: [yellow]vectors incomplete[/yellow]: {info['embedded']} of {plural(cast(int, info['notes']), 'note')} embedded,"
+        f" {info['pending']} pending ({then}){served}"
+    )
 
 
 def _status_extras(store: Store) -> list[dict[str, object]]:
