@@ -109,7 +109,16 @@ _HEX = _Lazy(r"[0-9a-fA-F]+")
 _DIGEST_BEFORE = _Lazy(
     r"(?i)(?:sha\d{0,3}|md5|blake\d*|xxh\d*|crc\d*)[:\-]$"
     r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com) $"
+    r"|(?<![A-Za-z0-9])h1:$|/nix/store/$|ipfs://$|/ip[fn]s/$"  # go.sum hashes, Nix store paths, IPFS CIDs
 )
+# Public names that look random: what follows them is content's hash or a resource's name.
+_PUBLIC_BEFORE = _Lazy(
+    r"(?:(?<![A-Za-z0-9])h1:|data:(?:image|font|audio|video)/[\w.+\-]{1,60}(?:;[\w.+=\-]{1,60}){0,4};base64,"
+    r"|\barn:aws[\w\-]{0,20}:[\w\-]{1,40}:[\w\-]{0,30}:\d{12}:[\w+=,.@:/\-]{0,200}+)$"
+)
+PUBLIC_REACH = 320  # how far back _PUBLIC_BEFORE looks
+_ETH_ADDRESS = _Lazy(r"0x[0-9a-fA-F]{40}")
+_NIX_NAME = _Lazy(r"[0-9a-df-np-sv-z]{32}-[A-Za-z0-9]")  # a Nix store hash (its base32 has no e, o, t, u)
 _DIGEST = _Lazy(r"(?i)(?:sha\d{1,3}|md5)[:\-][A-Za-z0-9+/=]+")
 _PATHISH = _Lazy(r"^(?:\.{0,2}/|~/)|\.[A-Za-z]{1,5}$")
 
@@ -173,8 +182,10 @@ def looks_random(token: str, *, min_len: int = 16, classes: int = 2) -> bool:
 
 
 def _exempt(token: str, before: str) -> bool:
-    """Look-alikes that must survive: digests, git SHAs, UUIDs."""
+    """Look-alikes that must survive: digests, git SHAs, UUIDs, Ethereum addresses, Nix store hashes."""
     if _DIGEST_BEFORE.search(before) or _UUID.fullmatch(token) or _DIGEST.fullmatch(token):
+        return True
+    if _ETH_ADDRESS.fullmatch(token) or _NIX_NAME.match(token):
         return True
     return bool(_HEX.fullmatch(token)) and (len(token) <= 12 or len(token) in (40, 64))
 
@@ -685,6 +696,168 @@ _JSON_AUTH = _Lazy(
     r"([^\"'\\\s]{6,})"
 )
 
+# More command lines that carry a password as an argument (each lead ends where the value starts).
+_COMMAND_PASSWORD = _Lazy(
+    r"(?P<lead>\b(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|rdesktop|psexec(?:64)?)\b"
+    r"[^\n|;&]{0,200}?[ \t]-p[ \t]+"
+    r"|\bsshpass[ \t]+-p(?=[^\s\-])"
+    r"|\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+"
+    r"|\bldap\w+\b[^\n|;&]{0,200}?[ \t]-w[ \t]+"
+    r"|\b(?:sqlcmd|bcp|osql|isql)\b[^\n|;&]{0,200}?[ \t]-P[ \t]*"
+    r"|\b(?:zip|unzip|zipcloak|7z|7za|7zr|rar|unrar)\b[^\n|;&]{0,200}?[ \t](?:-P[ \t]+|-p(?=[^\s\-]))"
+    r"|(?<![\w\-])-(?:src|dest|new)?(?:store|key)pass[ \t]+"
+    r"|\bmysqladmin\b[^\n|;&]{0,200}?[ \t]password[ \t]+"
+    r"|\b(?i:convertto-securestring)(?:[ \t]+-(?i:string))?[ \t]+"
+    r"|\bxfreerdp\b[^\n|;&]{0,300}?[ \t]/p:"
+    r"|\bsmbclient\b[^\n|;&]{0,200}?[ \t](?:-U[ \t]*|--user=)[^\s%'\"]+%"
+    r"|\blftp\b[^\n|;&]{0,200}?[ \t]-u[ \t]+[^\s,'\"]+,"
+    r"|\bnet[ \t]+user[ \t]+[^\s/]+[ \t]+(?=[^\s/*])"
+    r"|\bsecurity[ \t]+add-(?:generic|internet)-password\b[^\n|;&]{0,300}?[ \t]-w[ \t]+"
+    r"|\bsnmp\w*\b[^\n|;&]{0,200}?[ \t]-[AX][ \t]+"
+    r"|\bopenssl[ \t]+enc\b[^\n|;&]{0,200}?[ \t]-k[ \t]+"
+    r"|\bhtpasswd[ \t]+-\w*b\w*(?:[ \t]+-\w+)*(?:[ \t]+[^\s\-]\S*){1,2}?[ \t]+(?=\S+[ \t]*(?:$|[\n|;&>]))"
+    r"|\b(?:sqlplus|rman|expdp|impdp)\b[ \t]+(?:-\w+[ \t]+)*[A-Za-z_][\w$#]*/)"
+    r"(?P<q>['\"]?)(?P<value>[^\s'\"@]+)"
+)
+_COMMAND_NEEDLES = (
+    "mongo", "rdesktop", "psexec", "sshpass", "redis-cli", "ldap", "sqlcmd", "bcp", "osql", "isql", "zip", "7z",
+    "rar", "pass", "mysqladmin", "securestring", "xfreerdp", "smbclient", "lftp", "net", "security", "snmp",
+    "openssl", "htpasswd", "sqlplus", "rman", "expdp", "impdp",
+)  # fmt: skip
+
+
+def _command_password(match: re.Match[str]) -> str:
+    value = match.group("value")
+    if _NOT_A_SECRET.match(value) or value.startswith("-") or "[REDACTED" in value:
+        return match.group(0)
+    quote = match.group("q") or ""
+    if quote:  # a quoted value may hold spaces: mask up to its closing quote
+        return f"{match.group('lead')}{quote}{MASK}"
+    return f"{match.group('lead')}{MASK}"
+
+
+# A password fed to a command on its input: `echo 'pw' | sudo -S …`, `printf 'pw\n' | passwd --stdin bob`,
+# `echo 'bob:pw' | chpasswd`, `… | docker login --password-stdin`, `sudo -S … <<< 'pw'`, a here-doc.
+_FED_CONSUMER = _Lazy(
+    r"\bsudo\b[^\n|;&]{0,200}?[ \t](?:-[A-Za-z]*S[A-Za-z]*|--stdin)(?![\w\-])"
+    r"|--(?:password|passphrase|pass|token|secret|key)-?(?:stdin|from-stdin)(?![\w\-])|--with-token(?![\w\-])"
+    r"|--passphrase-fd[ \t=]+0(?!\d)|[ \t]-pass(?:in)?[ \t]+(?:stdin|fd:0)(?![\w\-])"
+    r"|(?<![\w\-.])(?:passwd|chpasswd|chgpasswd|smbpasswd|vncpasswd|ldappasswd|kinit|cryptsetup|su|runas)"
+    r"(?![\w\-.])"
+    r"|\bpass[ \t]+insert\b|\bkeyring[ \t]+set\b|\bsecret-tool[ \t]+store\b|\bvault[ \t]+login[ \t]+-(?![\w\-])"
+)
+_FED_NEEDLES = (
+    "sudo", "stdin", "--with-token", "passphrase-fd", "-pass", "passwd", "kinit", "cryptsetup", "su", "runas",
+    "insert", "keyring", "secret-tool", "vault",
+)  # fmt: skip
+# What feeds a pipe: the arguments of echo/printf/yes/Write-Output before it.
+_FEEDER = _Lazy(r"(?<![\w\-])(?:echo|printf|yes|print|Write-Output|write-output)(?=[ \t])")
+_QUOTED_WORD = (
+    r"(?:\\[\"'](?P<e>[^\"'\\\n]*)\\[\"']|\$?'(?P<s>[^'\n]*)'|\"(?P<d>(?:[^\"\\\n]|\\.)*)\""
+    r"|(?P<b>[^\s|;&()<>'\"\\]+))"
+)
+_WORD = _Lazy(r"[ \t]+" + _QUOTED_WORD)
+_FORMAT_ONLY = _Lazy(r"(?:%[-+ #0-9.]*[sdbq]|\\[nrt0]|[ \t])*")
+_HERE_STRING = _Lazy(r"<<<[ \t]*" + _QUOTED_WORD)
+_HERE_DOC = _Lazy(r"<<(?P<dash>-?)[ \t]*(?P<q>['\"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]{0,30})(?P=q)")
+_USER_PREFIX = _Lazy(r"[a-z_][a-z0-9_.\-]{0,31}:")  # chpasswd's bob:pw keeps bob
+MAX_HERE_DOC = 20  # lines of a here-doc fed to a password prompt that are masked
+
+
+def _fed_value(value: str) -> bool:
+    """Is a word fed to a password prompt a secret (not a variable, a flag, a format)?"""
+    if not value or value.startswith("-") or _FORMAT_ONLY.fullmatch(value):
+        return False
+    return not _NOT_A_SECRET.match(value) and "[REDACTED" not in value and "$" not in value[:1]
+
+
+def _word_span(word: re.Match[str], keep_user: bool) -> tuple[int, int] | None:
+    """The span of a shell word's value (inside its quotes), with a leading `user:` kept
+    (`chpasswd`'s bob:pw, `smbclient`'s bob%pw), or None when it is not a secret."""
+    group = next(g for g in ("e", "s", "d", "b") if word.group(g) is not None)
+    start, end = word.span(group)
+    value = word.group(group)
+    if not _fed_value(value.strip()):
+        return None
+    user = _USER_PREFIX.match(value) if keep_user else None
+    if user and user.end() < len(value):
+        start += user.end()
+    return start, end
+
+
+def _fed(text: str) -> str:
+    """Mask what is fed to a password prompt on a command's input (see _FED_CONSUMER)."""
+    spans: list[tuple[int, int]] = []
+    done = -1
+    for consumer in _FED_CONSUMER.finditer(text):
+        line_start = text.rfind("\n", 0, consumer.start()) + 1
+        line_end = text.find("\n", consumer.end())
+        line_end = len(text) if line_end < 0 else line_end
+        if line_end <= done:
+            continue  # this line was looked at for an earlier consumer
+        done = line_end
+        keep_user = "chpasswd" in consumer.group(0) or "chgpasswd" in consumer.group(0)
+        floor = max(line_start, consumer.start() - 600)
+        pipe = text.rfind("|", floor, consumer.start())
+        if pipe > floor and text[pipe - 1] != "|":  # `echo … | consumer` (not `||`)
+            for feeder in _FEEDER.finditer(text, floor, pipe):
+                at = feeder.end()
+                while word := _WORD.match(text, at, pipe):
+                    if (span := _word_span(word, keep_user)) is not None:
+                        spans.append(span)
+                    at = word.end()
+        for here in _HERE_STRING.finditer(text, line_start, min(line_end, consumer.end() + 600)):
+            if (span := _word_span(here, keep_user)) is not None:
+                spans.append(span)
+        doc = _HERE_DOC.search(text, line_start, min(line_end, consumer.end() + 600))
+        if doc is not None:
+            done = max(done, _here_doc(text, line_end, doc, spans, keep_user))
+    return _replace_spans(text, spans, MASK)
+
+
+def _here_doc(text: str, at: int, doc: re.Match[str], spans: list[tuple[int, int]], keep_user: bool) -> int:
+    """Mask the lines of a here-doc that starts after `at` (up to MAX_HERE_DOC); where it ends."""
+    tag = doc.group("tag")
+    for _ in range(MAX_HERE_DOC):
+        if at >= len(text):
+            break
+        start = at + 1
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line = text[start:end]
+        stripped = line.strip()
+        if stripped == tag or (doc.group("dash") and line.lstrip("\t") == tag):
+            return end
+        lead = len(line) - len(line.lstrip())
+        value = stripped
+        user = _USER_PREFIX.match(value) if keep_user else None
+        skip = user.end() if user and user.end() < len(value) else 0
+        if _fed_value(value):
+            spans.append((start + lead + skip, start + lead + len(value)))
+        at = end
+    return at
+
+
+# expect/pexpect scripts: what is sent after a password prompt is expected.
+_EXPECT_PROMPT = _Lazy(
+    r"(?i)\bexpect\w*[ \t]*\(?[ \t]*(?:-\w+[ \t]+)*[\"'{][^\"'}\n]{0,60}"
+    r"(?:assw|passphrase|pass code|passcode|\bpin\b|token|secret)[^\"'}\n]{0,60}[\"'}]"
+)
+_EXPECT_SEND = _Lazy(
+    r"\bsend(?:line)?[ \t]*\(?[ \t]*(?:-(?:-|\w+)[ \t]+)*(?P<q>[\"'])(?P<value>(?:(?!(?P=q))[^\n\\]|\\.){1,200}?)"
+    r"(?P<end>(?:\\[rn])*)(?P=q)"
+)
+EXPECT_REACH = 200  # how far after the expected prompt its answer is looked for
+
+
+def _expect_send(text: str) -> str:
+    spans: list[tuple[int, int]] = []
+    for prompt in _EXPECT_PROMPT.finditer(text):
+        send = _EXPECT_SEND.search(text, prompt.end(), prompt.end() + EXPECT_REACH)
+        if send is not None and _fed_value(send.group("value")):
+            spans.append(send.span("value"))
+    return _replace_spans(text, spans, MASK)
+
 
 def _lead_value(match: re.Match[str]) -> str:
     value = match.group("value")
@@ -753,14 +926,21 @@ _CONTEXT: list[tuple[tuple[str, ...], _Lazy, Callable[[re.Match[str]], str]]] = 
     (("=",), _ENV_LINE, _env_line),
     (("-u", "--user", "--proxy-user"), _USER_FLAG, _lead_value),
     (("mysql", "mariadb", "login", "sshpass"), _SHORT_PASSWORD, _lead_value),
+    (_COMMAND_NEEDLES, _COMMAND_PASSWORD, _command_password),
 ]
 
 
 def _context(text: str) -> str:
+    low = text.translate(_LOWER)
     for needles, pattern, replace in _CONTEXT:
-        low = text.translate(_LOWER)
         if any(needle in low for needle in needles):
-            text = pattern.sub(replace, text)
+            redacted = pattern.sub(replace, text)
+            if redacted != text:
+                text, low = redacted, redacted.translate(_LOWER)
+    if ("|" in text or "<<" in text) and any(needle in low for needle in _FED_NEEDLES):
+        text = _fed(text)
+    if "send" in low and "expect" in low:
+        text = _expect_send(text)
     return _assignments(text)
 
 
@@ -850,12 +1030,19 @@ def _entropy_pass(text: str, *, bare_min: int, bare_classes: int, bare_hex: bool
     `bare_min` characters with `bare_classes` of upper/lower/digit (`bare_hex`: hex runs too).
     A path is judged segment by segment (`keys/<token>.json` loses only the token)."""
     spans: list[tuple[int, int]] = []
+    public = "h1:" in text or ";base64," in text or "arn:aws" in text
     for match in _CANDIDATE.finditer(text):
         start = match.start()
         token = match.group(0).rstrip(".-~%")
+        if token.startswith("//"):  # scheme://TOKEN: the slashes stay, so the scheme stays readable
+            stripped = token.lstrip("/")
+            start += len(token) - len(stripped)
+            token = stripped
         end = start + len(token)
         if len(token) < NEAR_MIN or text[max(0, start - 10) : start] == "[REDACTED:":
             continue
+        if public and _PUBLIC_BEFORE.search(text, max(0, start - PUBLIC_REACH), start):
+            continue  # a go.sum hash, an inline image, an ARN's resource name
         if not _path_like(token):
             if _random_token(text, start, end, bare_min, bare_classes, bare_hex):
                 spans.append((start, end))
