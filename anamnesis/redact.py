@@ -450,7 +450,7 @@ def _shaped(text: str) -> str:
 
 # Values that are references to a secret, placeholders or structure rather than the secret itself.
 _NOT_A_SECRET = _Lazy(
-    r"^(?:\$|%\(|%[A-Z_]+%$|\{\{|\$\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|ENV\[|"
+    r"^(?:\$(?:[{(\d]|[A-Za-z_]\w*+(?![^/:.}\s\"'\-]))|%\(|%[A-Z_]+%$|\{\{|\$\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|ENV\[|"
     r"None$|null$|nil$|undefined$|true$|false$|yes$|no$|on$|off$|required$|optional$|"
     r"\*+$|x+$|X+$|\.\.\.|…|\d{1,5}$|[\[{(]|''$|\"\"$)",
     re.I,
@@ -459,7 +459,7 @@ _NOT_A_SECRET = _Lazy(
 # Literals that start the search for a secret-ish name; _NAME_WORD then decides.
 _NAME_ANCHORS = (
     "pass", "pwd", "secret", "token", "key", "cred", "auth", "dsn", "salt", "cookie", "sig", "bearer",
-    "conn",
+    "conn", "psk",
 )  # fmt: skip
 # Secret-ish words in a name, matched where an anchor was found: a name holding one makes its
 # value a secret. "key" counts only after one of _KEY_PREFIXES ("api_key", "accessKey", "SSH_KEY").
@@ -467,7 +467,7 @@ _NAME_WORD = _Lazy(
     r"(?i:pass(?:word|wd|phrase|code)|(?<![a-z])pass(?![a-z])|pwd(?![a-z])|secret|"
     r"token(?!i[sz]|s?[_\-]?(?:count|limit|usage|type|ize)|s\b)|credential|creds(?![a-z])|"
     r"(?<![a-z])auth(?![a-z])|dsn(?![a-z])|salt(?![a-z])|cookie|signature|(?<![a-z])sig(?![a-z])|"
-    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?)"
+    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?|(?<![a-z])psk(?![a-z]))"
     r"|(?<=[a-z])Auth(?![a-z])"
 )
 _KEY_PREFIXES = (
@@ -507,9 +507,19 @@ _NOT_SECRET_NAME = _Lazy(
     r"timeout|type|header|endpoint|region|format|policy|version|prefix|field|column|var|env|at|"
     r"required|enabled|rotation|hint|label|help|sock|socket)$"
 )
+# arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME: a service and a resource type, not a secret's name
+_ARN_BEFORE = _Lazy(r"arn:aws[\w\-]{0,20}:(?:[\w\-]{1,40}:[\w\-]{0,30}:\d{12}:)?$")
 _INTERPOLATION = _Lazy(
     r"\{[A-Za-z_][\w.\[\]'\"]*(?:\([^)]*\))?(?:![rsa])?(?::[^{}]*)?\}|\$\{[^}]*\}|%\([a-z_]+\)s"
 )
+
+
+def _reference(value: str) -> bool:
+    """A reference, placeholder or structure rather than a secret (`$DB_PASS`, `{{ pw }}`, `[1, 2]`);
+    a random run that happens to start with a bracket (a Django key) is still a secret."""
+    if not _NOT_A_SECRET.match(value):
+        return False
+    return not (value[:1] in "[{(" and len(value) >= 16 and looks_random(value))
 
 
 def _plain_word(value: str) -> bool:
@@ -567,7 +577,7 @@ def _name_words(text: str) -> list[tuple[int, int]]:
 
 def _not_secret_value(value: str, *, bare: bool, name: str, loose: bool, after: str) -> bool:
     """Is the value given to a secret-ish name a reference, a placeholder, code or prose?"""
-    if len(value) <= 3 or _NOT_A_SECRET.match(value) or "[REDACTED" in value:
+    if len(value) <= 3 or _reference(value) or "[REDACTED" in value:
         return True
     if _INTERPOLATION.search(value):
         return True  # f"Bearer {token}", "${DB_PASSWORD}" inside a string
@@ -599,7 +609,7 @@ def _assignments(text: str) -> str:
         while end > word_end and text[end - 1] in ".-":  # "the password." is not part of a name
             end -= 1
         name = text[start:end]
-        if _NOT_SECRET_NAME.search(name):
+        if _NOT_SECRET_NAME.search(name) or _ARN_BEFORE.search(text, max(0, start - 100), start):
             continue  # token_ttl, password_reset_url, SECRET_KEY_FILE: about a secret, not one
         flag = name.startswith("-") and (start == 0 or text[start - 1] in " \t\n\"'=")
         match = (_FLAG_ASSIGN if flag else _ASSIGN).match(text, end)
@@ -716,14 +726,21 @@ _COMMAND_PASSWORD = _Lazy(
     r"|\bsnmp\w*\b[^\n|;&]{0,200}?[ \t]-[AX][ \t]+"
     r"|\bopenssl[ \t]+enc\b[^\n|;&]{0,200}?[ \t]-k[ \t]+"
     r"|\bhtpasswd[ \t]+-\w*b\w*(?:[ \t]+-\w+)*(?:[ \t]+[^\s\-]\S*){1,2}?[ \t]+(?=\S+[ \t]*(?:$|[\n|;&>]))"
+    r"|\bnmcli\b[^\n|;&]{0,200}?[ \t]password[ \t]+|\bwpa_passphrase[ \t]+\S+[ \t]+"
+    r"|(?<![\w\-])(?:requirepass|masterauth)[ \t]+"
     r"|\b(?:sqlplus|rman|expdp|impdp)\b[ \t]+(?:-\w+[ \t]+)*[A-Za-z_][\w$#]*/)"
     r"(?P<q>['\"]?)(?P<value>[^\s'\"@]+)"
 )
 _COMMAND_NEEDLES = (
     "mongo", "rdesktop", "psexec", "sshpass", "redis-cli", "ldap", "sqlcmd", "bcp", "osql", "isql", "zip", "7z",
     "rar", "pass", "mysqladmin", "securestring", "xfreerdp", "smbclient", "lftp", "net", "security", "snmp",
-    "openssl", "htpasswd", "sqlplus", "rman", "expdp", "impdp",
+    "openssl", "htpasswd", "sqlplus", "rman", "expdp", "impdp", "nmcli", "wpa_passphrase", "requirepass",
+    "masterauth",
 )  # fmt: skip
+# ~/.pgpass lines: host:port:database:user:password.
+_PGPASS_LINE = _Lazy(
+    r"(?P<lead>(?<![\w.\-])[\w.\-*]{1,253}:(?:\d{1,5}|\*):[\w.\-*]{1,63}:[\w.\-*@]{1,63}:)(?P<q>)(?P<value>[^\s'\"]+)"
+)
 
 
 def _command_password(match: re.Match[str]) -> str:
@@ -768,7 +785,7 @@ def _fed_value(value: str) -> bool:
     """Is a word fed to a password prompt a secret (not a variable, a flag, a format)?"""
     if not value or value.startswith("-") or _FORMAT_ONLY.fullmatch(value):
         return False
-    return not _NOT_A_SECRET.match(value) and "[REDACTED" not in value and "$" not in value[:1]
+    return not _reference(value) and "[REDACTED" not in value
 
 
 def _word_span(word: re.Match[str], keep_user: bool) -> tuple[int, int] | None:
@@ -876,7 +893,7 @@ def _env_line(match: re.Match[str]) -> str:
     lead = match.group("lead")
     name = lead.split("=")[0].split()[-1]
     value = re.split(r"[ \t]+#", match.group("value"))[0].strip().strip("'\"")
-    if not value or _NOT_A_SECRET.match(value) or "[REDACTED" in value or _NOT_SECRET_NAME.search(name):
+    if not value or _reference(value) or "[REDACTED" in value or _NOT_SECRET_NAME.search(name):
         return match.group(0)
     if _INTERPOLATION.search(value) or (
         not _STRONG_ENV_NAME.search(name) and not looks_random(value, min_len=12)
@@ -927,6 +944,7 @@ _CONTEXT: list[tuple[tuple[str, ...], _Lazy, Callable[[re.Match[str]], str]]] = 
     (("-u", "--user", "--proxy-user"), _USER_FLAG, _lead_value),
     (("mysql", "mariadb", "login", "sshpass"), _SHORT_PASSWORD, _lead_value),
     (_COMMAND_NEEDLES, _COMMAND_PASSWORD, _command_password),
+    (("pgpass",), _PGPASS_LINE, _command_password),
 ]
 
 
