@@ -40,7 +40,7 @@ RECENT_RESULTS = 10  # command results at the session's end looked at for failur
 MIN_ITEM = 8  # shorter candidates are fragments, not statements
 SETTLED = 2 / 3  # share of an open item's words a later action or "done" sentence must hold
 ADDRESSED = 1 / 2  # share of a request's words later actions must hold for it to count as done
-SAME_DECISION = 0.6  # share of the shorter decision's words the other holds: said twice
+SAME_DECISION = 0.5  # share of two decisions' words they have in common: said twice
 MIN_SAME = 3  # and at least this many words in common
 MAX_REQUEST = 400  # longer prompts are not judged sentence by sentence
 # Words too common to tell one item from another.
@@ -243,10 +243,13 @@ def _said_done(texts: Sequence[str], seqs: Sequence[int]) -> dict[str, int]:
     """word -> the last time a sentence saying something was done (not left open) held it."""
     said: dict[str, int] = {}
     for seq, text in zip(seqs, texts, strict=True):
-        for sentence in _SENTENCE_END.split(_without_code(text)):
-            if _DONE.search(sentence) and not _OPEN.search(sentence):
-                for word in _content(sentence):
-                    said[word] = seq
+        for line in _without_code(text).splitlines():
+            if _BOX.match(line) or _heading(line) is not None:
+                continue  # a checkbox or a heading says nothing was done
+            for sentence in _SENTENCE_END.split(line):
+                if _DONE.search(sentence) and not _OPEN.search(sentence):
+                    for word in _content(sentence):
+                        said[word] = seq
     return said
 
 
@@ -256,7 +259,7 @@ def _distinct_decisions(decided: Sequence[str]) -> list[str]:
     for line in reversed(decided):
         words = _content(_DECISION.sub(" ", line))
         same = any(
-            len(words & other) >= MIN_SAME and len(words & other) >= SAME_DECISION * min(len(words), len(other))
+            len(words & other) >= MIN_SAME and len(words & other) >= SAME_DECISION * len(words | other)
             for _line, other in kept
         )
         if not same:
@@ -268,7 +271,7 @@ def requests_left(
     prompts: Sequence[str], prompt_seqs: Sequence[int], seen: Mapping[str, int]
 ) -> list[str]:
     """Requests the user typed (a sentence that asks for a change: "make the notify step retry
-    twice") that no later action (or "done" sentence) carried out, latest last."""
+    twice") that no later tool call that worked acted on (saying "done" is not doing it), latest last."""
     left: list[str] = []
     for seq, prompt in zip(prompt_seqs, prompts, strict=True):
         if len(prompt) > MAX_REQUEST:
@@ -331,13 +334,12 @@ def digest(
                 stated_open[_key(line)] = (seq, line)
             else:
                 decided.append(line)
-    seen: dict[str, int] = {}
-    if stated_open or prompts:
-        seen = dict(acted or {})
+    seen = dict(acted or {})  # done by a tool call, or said done
+    if stated_open:
         for word, seq in _said_done(texts, seqs).items():
             seen[word] = max(seq, seen.get(word, -1))
     still_open = [line for seq, line in stated_open.values() if _share(_content(line), seen, seq) < SETTLED]
-    asked = requests_left(prompts, prompt_seqs[: len(prompts)], seen) if len(prompt_seqs) >= len(prompts) else []
+    asked = requests_left(prompts, prompt_seqs, acted or {}) if len(prompt_seqs) == len(prompts) else []
     taken: set[str] = set()
     failing = failed_calls(failures or {}) + [
         one_line(f"`{one_line(cmd, 120)}` still fails at the end of the session")

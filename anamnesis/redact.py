@@ -473,7 +473,7 @@ _NAME_WORD = _Lazy(
 _KEY_PREFIXES = (
     "api", "access", "account", "master", "private", "signing", "encryption", "session", "client", "app",
     "license", "consumer", "storage", "service", "admin", "deploy", "ssh", "gpg", "pgp", "webhook",
-    "shared", "auth", "sas", "secret",
+    "shared", "auth", "sas", "secret", "application", "integration",
 )  # fmt: skip
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 # An unquoted value ends at white space, a quote, a bracket, or a separator that starts the next
@@ -496,6 +496,10 @@ _ASSIGN = _Lazy(
 )
 # After a command-line flag (`--password VALUE`, `--token=VALUE`).
 _FLAG_ASSIGN = _Lazy(r"(?P<more>)(?P<sep>=|[ \t]+)" + _VALUE)
+# A value run on to the next white space or quote, brackets and all.
+_RAW_VALUE = _Lazy(r"[^\s'\"`]{1,2000}+")
+_RAW_ASSIGN = _Lazy(r"[ \t]*(?:=|:)[ \t]*(?P<raw>[\[{(<][^\s'\"`]{7,2000}+)")
+_BRACKETS = frozenset("()[]{}<>")
 _VALUE_GROUPS = ("evalue", "dvalue", "svalue", "bvalue", "value")
 _LOOSE_SEPARATORS = (":", "is", "was", "are", "->")
 _CODE_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "dsn", "cookie", "sig", "session")
@@ -614,6 +618,10 @@ def _assignments(text: str) -> str:
         flag = name.startswith("-") and (start == 0 or text[start - 1] in " \t\n\"'=")
         match = (_FLAG_ASSIGN if flag else _ASSIGN).match(text, end)
         if not match:
+            raw = _RAW_ASSIGN.match(text, end)  # a random value that starts with a bracket: a Django key
+            if raw and looks_random(raw.group("raw"), min_len=16):
+                spans.append(raw.span("raw"))
+                done = raw.end()
             continue
         sep = match.group("sep")
         if sep == ">" and text[start - 1 : start] != "<":
@@ -636,8 +644,12 @@ def _assignments(text: str) -> str:
             continue
         if _not_secret_value(value, bare=bare, name=name, loose=loose, after=after):
             continue
+        if bare and after in _BRACKETS:  # a bracket inside a random value (a Django key) does not end it
+            raw = _RAW_VALUE.match(text, value_start)
+            if raw and looks_random(raw.group(0), min_len=16):
+                value_end = raw.end()
         spans.append((value_start, value_end))
-        done = match.end()
+        done = max(match.end(), value_end)
     return _replace_spans(text, spans, MASK)
 
 
