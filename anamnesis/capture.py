@@ -168,7 +168,7 @@ def render_body(summary: SessionSummary, project: str) -> str:
         summary.todos,
         summary.results,
         text_seqs=summary.text_seqs,
-        acted=summary.acted,
+        actions=summary.actions,
         prompts=summary.prompts,
         prompt_seqs=summary.prompt_seqs,
         failures=summary.failures,

@@ -267,20 +267,28 @@ def _distinct_decisions(decided: Sequence[str]) -> list[str]:
     return [line for line, _words in reversed(kept)]
 
 
-def requests_left(
-    prompts: Sequence[str], prompt_seqs: Sequence[int], seen: Mapping[str, int]
-) -> list[str]:
-    """Requests the user typed (a sentence that asks for a change: "make the notify step retry
-    twice") that no later tool call that worked acted on (saying "done" is not doing it), latest last."""
-    left: list[str] = []
+def requests(prompts: Sequence[str], prompt_seqs: Sequence[int]) -> list[tuple[int, str, set[str]]]:
+    """(when, sentence, its words) for each sentence of a prompt that asks for a change ("make the
+    notify step retry twice"); long prompts are not judged."""
+    found = []
     for seq, prompt in zip(prompt_seqs, prompts, strict=True):
         if len(prompt) > MAX_REQUEST:
             continue
         for sentence in _SENTENCE_END.split(" ".join(prompt.split())):
             words = _content(_REQUEST.sub(" ", sentence, count=1)) if _REQUEST.match(sentence) else set()
-            if len(words) >= 2 and _share(words, seen, seq) < ADDRESSED:
-                left.append(one_line(f"Asked, not done: {sentence.rstrip('.')}"))
-    return left
+            if len(words) >= 2:
+                found.append((seq, sentence, words))
+    return found
+
+
+def requests_left(asked: Sequence[tuple[int, str, set[str]]], acted: Mapping[str, int]) -> list[str]:
+    """The requests (see `requests`) that no later tool call that worked acted on (saying "done"
+    is not doing it), latest last."""
+    return [
+        one_line(f"Asked, not done: {sentence.rstrip('.')}")
+        for seq, sentence, words in asked
+        if _share(words, acted, seq) < ADDRESSED
+    ]
 
 
 def failed_calls(failures: Mapping[tuple[str, str], str]) -> list[str]:
@@ -305,7 +313,7 @@ def digest(
     results: Sequence[tuple[str, bool]] = (),
     *,
     text_seqs: Sequence[int] | None = None,
-    acted: Mapping[str, int] | None = None,
+    actions: Sequence[tuple[int, str]] = (),
     prompts: Sequence[str] = (),
     prompt_seqs: Sequence[int] = (),
     failures: Mapping[tuple[str, str], str] | None = None,
@@ -315,8 +323,8 @@ def digest(
     `texts` are the assistant's texts and compaction summaries in order, as
     written (each is redacted whole here before a line is taken from it);
     `todos` the last plan as (step, status); `results` the last commands as
-    (command, failed); `text_seqs` when each text was said, `acted` when each
-    word was last acted on by a tool call that worked, `prompts` (redacted)
+    (command, failed); `text_seqs` when each text was said, `actions` what the
+    latest tool calls that worked acted on and when, `prompts` (redacted)
     and `prompt_seqs` the user's prompts and when, `failures` the tool calls
     that failed and were not redone (see `transcript.SessionSummary`). Open
     items list failed calls and failing commands first, then the plan's
@@ -334,12 +342,18 @@ def digest(
                 stated_open[_key(line)] = (seq, line)
             else:
                 decided.append(line)
-    seen = dict(acted or {})  # done by a tool call, or said done
+    asked = requests(prompts, prompt_seqs) if len(prompt_seqs) == len(prompts) else []
+    acted: dict[str, int] = {}
+    if (stated_open or asked) and actions:
+        for seq, text in actions:  # word -> the last time a tool call that worked acted on it
+            for word in words_of(text):
+                acted[word] = seq
+    seen = dict(acted)  # done by a tool call, or said done
     if stated_open:
         for word, seq in _said_done(texts, seqs).items():
             seen[word] = max(seq, seen.get(word, -1))
     still_open = [line for seq, line in stated_open.values() if _share(_content(line), seen, seq) < SETTLED]
-    asked = requests_left(prompts, prompt_seqs, acted or {}) if len(prompt_seqs) == len(prompts) else []
+    undone = requests_left(asked, acted)
     taken: set[str] = set()
     failing = failed_calls(failures or {}) + [
         one_line(f"`{one_line(cmd, 120)}` still fails at the end of the session")
@@ -353,7 +367,7 @@ def digest(
         suffix = " (in progress)" if status == "in_progress" else ""
         plan.append(one_line(step, MAX_ITEM - len(suffix)) + suffix)
     room = MAX_OPEN - len(failing)
-    from_texts = _latest_distinct(still_open + asked, room, set(taken) | {_key(p) for p in plan})
+    from_texts = _latest_distinct(still_open + undone, room, set(taken) | {_key(p) for p in plan})
     plan_room = max(min(MIN_PLAN, room), room - len(from_texts))
     plan = _latest_distinct(plan[::-1], plan_room, taken)[::-1]  # the plan's first steps come first
     from_texts = _latest_distinct(from_texts, room - len(plan), taken)

@@ -434,14 +434,23 @@ def _apply(rule: _Rule, text: str) -> str:
     return rule.pattern.sub(lambda m: mark if check(m) else m.group(0), text)
 
 
-def _shaped(text: str) -> str:
+_SHAPED_NEEDLES = frozenset(needle for rule in _SHAPED for needle in rule.needles)
+
+
+def _present(text: str, needles: Iterable[str]) -> frozenset[str]:
+    """Which of `needles` (lower case) occur in `text`: one pass over the needles, not one per rule."""
     low = text.translate(_LOWER)
+    return frozenset(needle for needle in needles if needle in low)
+
+
+def _shaped(text: str) -> str:
+    present = _present(text, _SHAPED_NEEDLES)
     for rule in _SHAPED:
-        if rule.needles and not any(needle in low for needle in rule.needles):
+        if rule.needles and present.isdisjoint(rule.needles):
             continue
         redacted = _apply(rule, text)
         if redacted != text:
-            text, low = redacted, redacted.translate(_LOWER)
+            text, present = redacted, _present(redacted, _SHAPED_NEEDLES)
     return _BARE_BODY.sub(_bare_body, text)
 
 
@@ -757,7 +766,7 @@ _PGPASS_LINE = _Lazy(
 
 def _command_password(match: re.Match[str]) -> str:
     value = match.group("value")
-    if _NOT_A_SECRET.match(value) or value.startswith("-") or "[REDACTED" in value:
+    if not _fed_value(value) or not any(c.isalnum() for c in value):
         return match.group(0)
     quote = match.group("q") or ""
     if quote:  # a quoted value may hold spaces: mask up to its closing quote
@@ -788,30 +797,30 @@ _QUOTED_WORD = (
 _WORD = _Lazy(r"[ \t]+" + _QUOTED_WORD)
 _FORMAT_ONLY = _Lazy(r"(?:%[-+ #0-9.]*[sdbq]|\\[nrt0]|[ \t])*")
 _HERE_STRING = _Lazy(r"<<<[ \t]*" + _QUOTED_WORD)
-_HERE_DOC = _Lazy(r"<<(?P<dash>-?)[ \t]*(?P<q>['\"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]{0,30})(?P=q)")
+_HERE_DOC = _Lazy(r"(?<!<)<<(?!<)(?P<dash>-?)[ \t]*(?P<q>['\"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]{0,30})(?P=q)")
 _USER_PREFIX = _Lazy(r"[a-z_][a-z0-9_.\-]{0,31}:")  # chpasswd's bob:pw keeps bob
+MIN_FED = 4  # a shorter word fed to a password prompt is a placeholder
 MAX_HERE_DOC = 20  # lines of a here-doc fed to a password prompt that are masked
 
 
 def _fed_value(value: str) -> bool:
     """Is a word fed to a password prompt a secret (not a variable, a flag, a format)?"""
-    if not value or value.startswith("-") or _FORMAT_ONLY.fullmatch(value):
-        return False
+    if len(value) < MIN_FED or value.startswith("-") or _FORMAT_ONLY.fullmatch(value):
+        return False  # "pw", "x": a placeholder in an example, not a password
     return not _reference(value) and "[REDACTED" not in value
 
 
 def _word_span(word: re.Match[str], keep_user: bool) -> tuple[int, int] | None:
     """The span of a shell word's value (inside its quotes), with a leading `user:` kept
-    (`chpasswd`'s bob:pw, `smbclient`'s bob%pw), or None when it is not a secret."""
+    (`chpasswd`'s bob:pw), or None when it is not a secret."""
     group = next(g for g in ("e", "s", "d", "b") if word.group(g) is not None)
     start, end = word.span(group)
     value = word.group(group)
-    if not _fed_value(value.strip()):
-        return None
     user = _USER_PREFIX.match(value) if keep_user else None
     if user and user.end() < len(value):
         start += user.end()
-    return start, end
+        value = value[user.end() :]
+    return (start, end) if _fed_value(value.strip()) else None
 
 
 def _fed(text: str) -> str:
@@ -861,7 +870,7 @@ def _here_doc(text: str, at: int, doc: re.Match[str], spans: list[tuple[int, int
         value = stripped
         user = _USER_PREFIX.match(value) if keep_user else None
         skip = user.end() if user and user.end() < len(value) else 0
-        if _fed_value(value):
+        if _fed_value(value[skip:]):
             spans.append((start + lead + skip, start + lead + len(value)))
         at = end
     return at
@@ -960,16 +969,21 @@ _CONTEXT: list[tuple[tuple[str, ...], _Lazy, Callable[[re.Match[str]], str]]] = 
 ]
 
 
+_CONTEXT_NEEDLES = frozenset(
+    [needle for needles, _pattern, _replace in _CONTEXT for needle in needles] + [*_FED_NEEDLES, "send", "expect"]
+)
+
+
 def _context(text: str) -> str:
-    low = text.translate(_LOWER)
+    present = _present(text, _CONTEXT_NEEDLES)
     for needles, pattern, replace in _CONTEXT:
-        if any(needle in low for needle in needles):
+        if not present.isdisjoint(needles):
             redacted = pattern.sub(replace, text)
             if redacted != text:
-                text, low = redacted, redacted.translate(_LOWER)
-    if ("|" in text or "<<" in text) and any(needle in low for needle in _FED_NEEDLES):
+                text, present = redacted, _present(redacted, _CONTEXT_NEEDLES)
+    if ("|" in text or "<<" in text) and not present.isdisjoint(_FED_NEEDLES):
         text = _fed(text)
-    if "send" in low and "expect" in low:
+    if "send" in present and "expect" in present:
         text = _expect_send(text)
     return _assignments(text)
 

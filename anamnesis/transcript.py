@@ -50,6 +50,7 @@ READ_ONLY_TOOLS = {
     "Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "TodoWrite", "NotebookRead", "ExitPlanMode",
     "Task", "Agent", "BashOutput", "KillShell", "ListMcpResourcesTool", "ReadMcpResourceTool",
 }  # fmt: skip
+_READ_ONLY_MCP = re.compile(r"^mcp__.+__(?:get|list|search|read|query|fetch|find|describe|show|recall|lookup)(?:_|$)")
 # User text that the client adds itself, not something the person typed.
 _META_PREFIXES = (
     "<local-command-caveat>",
@@ -77,6 +78,7 @@ MAX_COMMANDS_KEPT = 120  # the latest commands (a note shows the last 30 distinc
 MAX_MCP = 6  # the latest MCP calls
 MAX_FAILURES = 6
 MAX_LONG_RESULT = 200_000  # a longer tool result is not redacted to be quoted: it is only counted
+MAX_ACTIONS = 400  # the latest tool calls that worked, for telling what was done after a request
 MAX_EVIDENCE = 4_000  # characters of a tool call's input read for the words it acts on
 _EXIT_CODE = re.compile(r"\s*Exit code (\d+)")
 _WORDS = re.compile(r"[A-Za-z0-9]{3,}")
@@ -105,16 +107,17 @@ class SessionSummary:
     tools: dict[str, int] = field(default_factory=dict)  # tool name -> number of calls
     prompt_count: int = 0  # prompts in the session (`prompts` keeps the first and the latest ones)
     command_count: int = 0  # commands run (`commands` keeps the latest ones)
-    seq: int = 0  # transcript lines read: the clock of `text_seqs`, `prompt_seqs`, `acted`
+    seq: int = 0  # transcript lines read: the clock of `text_seqs`, `prompt_seqs`, `actions`
     text_seqs: list[int] = field(default_factory=list, repr=False)  # when each of `texts` was said
     prompt_seqs: list[int] = field(default_factory=list, repr=False)  # when each of `prompts` was typed
-    acted: dict[str, int] = field(default_factory=dict, repr=False)  # word -> last time a tool call's input held it
+    # what the latest tool calls that worked acted on (their input: path, command, new text), and when
+    actions: list[tuple[int, str]] = field(default_factory=list, repr=False)
     # tool calls that failed and were not done since: (tool, target) -> error
     failures: dict[tuple[str, str], str] = field(default_factory=dict)
     pending_tools: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
     mcp_calls: list[tuple[str, str, str]] = field(default_factory=list)  # (tool, what was asked, what came back)
     pending_mcp: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
-    pending_words: dict[str, set[str]] = field(default_factory=dict, repr=False)
+    pending_actions: dict[str, str] = field(default_factory=dict, repr=False)
     outcome: str = ""
     assistant_messages: int = 0
     compactions: int = 0
@@ -303,7 +306,8 @@ def redact_summary(summary: SessionSummary) -> SessionSummary:
     summary.pending_commands.clear()
     summary.pending_tools.clear()
     summary.pending_mcp.clear()
-    summary.pending_words.clear()
+    summary.pending_actions.clear()
+    del summary.actions[:-MAX_ACTIONS]
     return summary
 
 
@@ -414,12 +418,11 @@ def _stem(word: str) -> str:
     return word
 
 
-def _input_words(data: Any) -> set[str]:
-    """The words a tool call acts on (its file path, command, new text, query)."""
+def _input_text(data: Any) -> str:
+    """What a tool call acts on (its file path, command, new text, query): matched as words, never shown."""
     if not isinstance(data, dict):
-        return set()
-    pieces = [str(v)[:MAX_EVIDENCE] for k, v in data.items() if k not in ("old_string", "description")]
-    return words_of(" ".join(pieces))
+        return ""
+    return " ".join(str(v)[:MAX_EVIDENCE] for k, v in data.items() if k not in ("old_string", "description"))
 
 
 def _target(name: str, block: dict[str, Any]) -> str:
@@ -442,8 +445,8 @@ def _pending_tool(summary: SessionSummary, name: str, block: dict[str, Any]) -> 
     tool_id = block.get("id")
     if not isinstance(tool_id, str) or not tool_id:
         return
-    if name not in READ_ONLY_TOOLS:
-        summary.pending_words[tool_id] = _input_words(block.get("input"))
+    if name not in READ_ONLY_TOOLS and not _READ_ONLY_MCP.search(name):
+        summary.pending_actions[tool_id] = _input_text(block.get("input"))
     if name in FILE_TOOLS or name in COMMAND_TOOLS or name.startswith("mcp__"):
         summary.pending_tools[tool_id] = (name, _target(name, block))
     if name.startswith("mcp__"):
@@ -537,18 +540,18 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
     (and is kept as a failure until the same call succeeds); a command's result says whether
     it failed; an MCP call keeps what came back."""
     content = message.get("content")
-    if not (summary.pending_files or summary.pending_commands or summary.pending_words) or not isinstance(
-        content, list
-    ):
+    pending = summary.pending_files or summary.pending_commands or summary.pending_actions or summary.pending_mcp
+    if not pending or not isinstance(content, list):
         return
     for block in content:
         if not isinstance(block, dict) or block.get("type") != "tool_result":
             continue
         tool_id = str(block.get("tool_use_id") or "")
-        words = summary.pending_words.pop(tool_id, None)
-        if words and not _failed(block) and _command_failed(block) is not True:
-            for word in words:  # done: what the call acted on counts as carried out from now on
-                summary.acted[word] = summary.seq
+        acted = summary.pending_actions.pop(tool_id, None)
+        if acted and not _failed(block) and _command_failed(block) is not True:
+            summary.actions.append((summary.seq, acted))  # done: counts as carried out from now on
+            if len(summary.actions) > 2 * MAX_ACTIONS:
+                del summary.actions[:-MAX_ACTIONS]
         pending = summary.pending_files.pop(tool_id, None)
         if pending is not None and not _failed(block):
             _touched(summary, *pending)

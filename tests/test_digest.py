@@ -333,17 +333,21 @@ def test_an_open_item_is_kept_while_nothing_did_it(store: Store, tmp_path: Path)
     assert "`./deploy.sh staging --dry-run` still fails at the end of the session" in open_items
 
 
+def _refused_edit(cwd: str, session_id: str, *, redone: bool) -> Transcript:
+    """The only change asked for is an Edit the client refuses; `redone`: read, then edited again."""
+    t = Transcript(session_id, cwd=cwd)
+    t.prompt("Set the notify timeout to 30 seconds in config/notify.yml")
+    edit = {"file_path": f"{cwd}/config/notify.yml", "old_string": "timeout: 10", "new_string": "timeout: 30"}
+    t.failed_tool("Edit", edit, "File has not been read yet. Read it first before writing to it.")
+    if redone:
+        t.tool("Read", {"file_path": edit["file_path"]}, "timeout: 10\n")
+        t.tool("Edit", edit, "The file has been updated.")
+    return t.say("Done: the notify timeout is now 30 seconds.")
+
+
 def test_a_failed_edit_is_never_reported_as_done(store: Store, tmp_path: Path) -> None:
     cwd = str(tmp_path / "project")
-    t = Transcript("edit-sess", cwd=cwd)
-    t.prompt("Set the notify timeout to 30 seconds in config/notify.yml")
-    t.failed_tool(
-        "Edit",
-        {"file_path": f"{cwd}/config/notify.yml", "old_string": "timeout: 10", "new_string": "timeout: 30"},
-        "File has not been read yet. Read it first before writing to it.",
-    )
-    t.say("Done: the notify timeout is now 30 seconds.")
-    body = _captured_body(store, tmp_path, t)
+    body = _captured_body(store, tmp_path, _refused_edit(cwd, "edit-sess", redone=False))
     outcome = _section(body, "## Outcome")
     assert outcome.strip().startswith(
         f"**Not done:** Edit of `{cwd}/config/notify.yml` failed: File has not been read yet."
@@ -356,15 +360,7 @@ def test_a_failed_edit_is_never_reported_as_done(store: Store, tmp_path: Path) -
 
 
 def test_a_failed_edit_done_over_is_not_listed(store: Store, tmp_path: Path) -> None:
-    cwd = str(tmp_path / "project")
-    t = Transcript("redo-sess", cwd=cwd)
-    t.prompt("Set the notify timeout to 30 seconds in config/notify.yml")
-    edit = {"file_path": f"{cwd}/config/notify.yml", "old_string": "timeout: 10", "new_string": "timeout: 30"}
-    t.failed_tool("Edit", edit, "File has not been read yet. Read it first before writing to it.")
-    t.tool("Read", {"file_path": edit["file_path"]}, "timeout: 10\n")
-    t.tool("Edit", edit, "The file has been updated.")
-    t.say("Done: the notify timeout is now 30 seconds.")
-    body = _captured_body(store, tmp_path, t)
+    body = _captured_body(store, tmp_path, _refused_edit(str(tmp_path / "project"), "redo-sess", redone=True))
     assert "failed" not in body and "Not done" not in body
     assert "config/notify.yml` (edit)" in body
 
@@ -390,3 +386,19 @@ def test_an_mcp_call_says_what_it_asked_and_what_came_back(store: Store, tmp_pat
     )
     assert "- tracker.get_issue `OPS-412` → Error: issue OPS-412 not found" in calls
     assert "tracker.get_issue of `OPS-412` failed: Error: issue OPS-412 not found" in _section(body, "## Open items")
+
+
+def test_a_request_is_done_by_a_change_not_by_a_lookup_or_a_claim(tmp_path: Path) -> None:
+    def body(*steps: str) -> str:
+        t = Transcript(f"req-{len(steps)}", cwd="/w")
+        t.prompt("Deploy failed again.").prompt("Also make the notify step retry twice")
+        if "lookup" in steps:
+            t.mcp("docs", "search_docs", {"query": "notify step retry"}, "retry: N retries a step N times")
+        if "claim" in steps:
+            t.say("Done: the notify step now retries twice.")
+        if "edit" in steps:
+            t.edit_file("/w/.ci/notify.yml", "retry: 0", "retry: 2  # the notify step retries twice")
+        return _section(render_body(summarize(t.write(tmp_path / f"{len(steps)}.jsonl")), "p"), "## Open items")
+
+    assert "Asked, not done: Also make the notify step retry twice" in body("lookup", "claim")
+    assert "Asked, not done" not in body("lookup", "claim", "edit")
