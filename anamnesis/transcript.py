@@ -540,8 +540,8 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
     (and is kept as a failure until the same call succeeds); a command's result says whether
     it failed; an MCP call keeps what came back."""
     content = message.get("content")
-    pending = summary.pending_files or summary.pending_commands or summary.pending_actions or summary.pending_mcp
-    if not pending or not isinstance(content, list):
+    waiting = summary.pending_files or summary.pending_commands or summary.pending_actions or summary.pending_mcp
+    if not waiting or not isinstance(content, list):
         return
     for block in content:
         if not isinstance(block, dict) or block.get("type") != "tool_result":
