@@ -768,6 +768,8 @@ def _command_password(match: re.Match[str]) -> str:
     value = match.group("value")
     if not _fed_value(value) or not any(c.isalnum() for c in value):
         return match.group(0)
+    if match.group("lead")[:3].lower() == "net" and _plain_word(value):
+        return match.group(0)  # "the net user base grows": prose, not `net user NAME PASSWORD`
     quote = match.group("q") or ""
     if quote:  # a quoted value may hold spaces: mask up to its closing quote
         return f"{match.group('lead')}{quote}{MASK}"

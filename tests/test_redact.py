@@ -64,6 +64,14 @@ def test_everything_at_once() -> None:
         "ssh -p 2222 build.internal",
         "sort_key = lambda row: row[0]",
         'cache_key = f"user:{uid}"',
+        "the net user base grows fast",
+        "echo done | tee build.log",
+        "echo 'hello world' | git hash-object --stdin",
+        'echo "$SUDO_PASSWORD" | sudo -S systemctl restart nginx',
+        "sudo -S reads the password from standard input",
+        "cat <<EOF > notes.txt\nrestart the workers\nEOF",
+        "expect \"yes/no\" { send \"yes\\r\" }",
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/orders/db-AbC123",
     ],
 )
 def test_ordinary_text_survives(text: str) -> None:
