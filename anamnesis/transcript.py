@@ -445,7 +445,7 @@ def _pending_tool(summary: SessionSummary, name: str, block: dict[str, Any]) -> 
     tool_id = block.get("id")
     if not isinstance(tool_id, str) or not tool_id:
         return
-    if name not in READ_ONLY_TOOLS and not _READ_ONLY_MCP.search(name):
+    if name not in READ_ONLY_TOOLS and not (name.startswith("mcp__") and _READ_ONLY_MCP.search(name)):
         summary.pending_actions[tool_id] = _input_text(block.get("input"))
     if name in FILE_TOOLS or name in COMMAND_TOOLS or name.startswith("mcp__"):
         summary.pending_tools[tool_id] = (name, _target(name, block))
@@ -547,23 +547,23 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
         if not isinstance(block, dict) or block.get("type") != "tool_result":
             continue
         tool_id = str(block.get("tool_use_id") or "")
+        error = _failed(block)
+        command = summary.pending_commands.pop(tool_id, None)
         acted = summary.pending_actions.pop(tool_id, None)
-        if acted and not _failed(block) and _command_failed(block) is not True:
+        ran = _command_failed(block) if command is not None or acted else None  # None: never ran
+        if acted and not error and ran is not True:
             summary.actions.append((summary.seq, acted))  # done: counts as carried out from now on
             if len(summary.actions) > 2 * MAX_ACTIONS:
                 del summary.actions[:-MAX_ACTIONS]
         pending = summary.pending_files.pop(tool_id, None)
-        if pending is not None and not _failed(block):
+        if pending is not None and not error:
             _touched(summary, *pending)
-        command = summary.pending_commands.pop(tool_id, None)
-        ran = None if command is None else _command_failed(block)
         if command is not None and ran is not None:
             summary.results.append((command, ran))
             del summary.results[:-MAX_RESULTS]
         tool = summary.pending_tools.pop(tool_id, None)
         if tool is not None:
-            failed = _failed(block) if command is None else ran is None
-            if failed:
+            if error if command is None else ran is None:
                 summary.failures.pop(tool, None)  # the latest failure goes last
                 summary.failures[tool] = _error_of(block)
                 if len(summary.failures) > 2 * MAX_FAILURES:
@@ -575,6 +575,6 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
                         del summary.failures[other]
         mcp = summary.pending_mcp.pop(tool_id, None)
         if mcp is not None:
-            got = _error_of(block) if _failed(block) else _bounded(_result_text(block))
+            got = _error_of(block) if error else _bounded(_result_text(block))
             summary.mcp_calls.append((*mcp, got))
             del summary.mcp_calls[: -2 * MAX_MCP]
