@@ -103,9 +103,10 @@ def _code(text: str) -> str:
 def session_title(summary: SessionSummary, project: str) -> str:
     """A one-line title: the first thing asked, or the project and date.
 
-    The whole prompt is redacted before its first line is taken (a key's BEGIN
-    line may be further down), and the line again as a field: the title becomes
-    the file name and the commit subject.
+    The whole prompt (redacted by the reader) is redacted again as a field, the
+    stricter way, before its first line is taken and cut (a key's BEGIN line
+    may be further down, a secret may run past the cut): the title becomes the
+    file name and the commit subject.
     """
     if summary.prompts:
         lines = redact_field(summary.prompts[0]).strip().splitlines()
