@@ -727,37 +727,45 @@ _JSON_AUTH = _Lazy(
     r"([^\"'\\\s]{6,})"
 )
 
-# More command lines that carry a password as an argument (each lead ends where the value starts).
-_COMMAND_PASSWORD = _Lazy(
-    r"(?P<lead>\b(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|rdesktop|psexec(?:64)?)\b"
-    r"[^\n|;&]{0,200}?[ \t]-p[ \t]+"
-    r"|\bsshpass[ \t]+-p(?=[^\s\-])"
-    r"|\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+"
-    r"|\bldap\w+\b[^\n|;&]{0,200}?[ \t]-w[ \t]+"
-    r"|\b(?:sqlcmd|bcp|osql|isql)\b[^\n|;&]{0,200}?[ \t]-P[ \t]*"
-    r"|\b(?:zip|unzip|zipcloak|7z|7za|7zr|rar|unrar)\b[^\n|;&]{0,200}?[ \t](?:-P[ \t]+|-p(?=[^\s\-]))"
-    r"|(?<![\w\-])-(?:src|dest|new)?(?:store|key)pass[ \t]+"
-    r"|\bmysqladmin\b[^\n|;&]{0,200}?[ \t]password[ \t]+"
-    r"|\b(?i:convertto-securestring)(?:[ \t]+-(?i:string))?[ \t]+"
-    r"|\bxfreerdp\b[^\n|;&]{0,300}?[ \t]/p:"
-    r"|\bsmbclient\b[^\n|;&]{0,200}?[ \t](?:-U[ \t]*|--user=)[^\s%'\"]+%"
-    r"|\blftp\b[^\n|;&]{0,200}?[ \t]-u[ \t]+[^\s,'\"]+,"
-    r"|\bnet[ \t]+user[ \t]+[^\s/]+[ \t]+(?=[^\s/*])"
-    r"|\bsecurity[ \t]+add-(?:generic|internet)-password\b[^\n|;&]{0,300}?[ \t]-w[ \t]+"
-    r"|\bsnmp\w*\b[^\n|;&]{0,200}?[ \t]-[AX][ \t]+"
-    r"|\bopenssl[ \t]+enc\b[^\n|;&]{0,200}?[ \t]-k[ \t]+"
-    r"|\bhtpasswd[ \t]+-\w*b\w*(?:[ \t]+-\w+)*(?:[ \t]+[^\s\-]\S*){1,2}?[ \t]+(?=\S+[ \t]*(?:$|[\n|;&>]))"
-    r"|\bnmcli\b[^\n|;&]{0,200}?[ \t]password[ \t]+|\bwpa_passphrase[ \t]+\S+[ \t]+"
-    r"|(?<![\w\-])(?:requirepass|masterauth)[ \t]+"
-    r"|\b(?:sqlplus|rman|expdp|impdp)\b[ \t]+(?:-\w+[ \t]+)*[A-Za-z_][\w$#]*/)"
-    r"(?P<q>['\"]?)(?P<value>[^\s'\"@]+)"
+# More command lines that carry a password as an argument: (needles, where the value starts). Each is
+# its own small pattern, compiled only when its needle is in the text (a hook pays for what it meets).
+_VALUE_AFTER = r"(?P<q>['\"]?)(?P<value>[^\s'\"]+)"
+_COMMAND_SPECS: list[tuple[tuple[str, ...], str]] = [
+    (
+        ("mongo", "rdesktop", "psexec"),
+        r"\b(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|rdesktop|psexec(?:64)?)\b"
+        r"[^\n|;&]{0,200}?[ \t]-p[ \t]+",
+    ),
+    (("sshpass",), r"\bsshpass[ \t]+-p(?=[^\s\-])"),
+    (("redis-cli",), r"\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+"),
+    (("ldap",), r"\bldap\w+\b[^\n|;&]{0,200}?[ \t]-w[ \t]+"),
+    (("sqlcmd", "bcp", "osql", "isql"), r"\b(?:sqlcmd|bcp|osql|isql)\b[^\n|;&]{0,200}?[ \t]-P[ \t]*"),
+    (
+        ("zip", "7z", "rar"),
+        r"\b(?:zip|unzip|zipcloak|7z|7za|7zr|rar|unrar)\b[^\n|;&]{0,200}?[ \t](?:-P[ \t]+|-p(?=[^\s\-]))",
+    ),
+    (("storepass", "keypass"), r"(?<![\w\-])-(?:src|dest|new)?(?:store|key)pass[ \t]+"),
+    (("mysqladmin",), r"\bmysqladmin\b[^\n|;&]{0,200}?[ \t]password[ \t]+"),
+    (("securestring",), r"\b(?i:convertto-securestring)(?:[ \t]+-(?i:string))?[ \t]+"),
+    (("xfreerdp",), r"\bxfreerdp\b[^\n|;&]{0,300}?[ \t]/p:"),
+    (("smbclient",), r"\bsmbclient\b[^\n|;&]{0,200}?[ \t](?:-U[ \t]*|--user=)[^\s%'\"]+%"),
+    (("lftp",), r"\blftp\b[^\n|;&]{0,200}?[ \t]-u[ \t]+[^\s,'\"]+,"),
+    (("net user", "net  user"), r"\b(?i:net)[ \t]+(?i:user)[ \t]+[^\s/]+[ \t]+(?=[^\s/*])"),
+    (("add-generic-password", "add-internet-password"), r"\bsecurity[ \t]+add-(?:generic|internet)-password\b[^\n|;&]{0,300}?[ \t]-w[ \t]+"),
+    (("snmp",), r"\bsnmp\w*\b[^\n|;&]{0,200}?[ \t]-[AX][ \t]+"),
+    (("openssl",), r"\bopenssl[ \t]+enc\b[^\n|;&]{0,200}?[ \t]-k[ \t]+"),
+    (
+        ("htpasswd",),
+        r"\bhtpasswd[ \t]+-\w*b\w*(?:[ \t]+-\w+)*(?:[ \t]+[^\s\-]\S*){1,2}?[ \t]+(?=\S+[ \t]*(?:$|[\n|;&>]))",
+    ),
+    (("nmcli",), r"\bnmcli\b[^\n|;&]{0,200}?[ \t]password[ \t]+"),
+    (("wpa_passphrase",), r"\bwpa_passphrase[ \t]+\S+[ \t]+"),
+    (("requirepass", "masterauth"), r"(?<![\w\-])(?:requirepass|masterauth)[ \t]+"),
+]
+# sqlplus scott/tiger@orcl: the password ends at the @ of the connect string.
+_SQLPLUS = _Lazy(
+    r"(?P<lead>\b(?:sqlplus|rman|expdp|impdp)\b[ \t]+(?:-\w+[ \t]+)*[A-Za-z_][\w$#]*/)(?P<q>)(?P<value>[^\s'\"@]+)"
 )
-_COMMAND_NEEDLES = (
-    "mongo", "rdesktop", "psexec", "sshpass", "redis-cli", "ldap", "sqlcmd", "bcp", "osql", "isql", "zip", "7z",
-    "rar", "pass", "mysqladmin", "securestring", "xfreerdp", "smbclient", "lftp", "net", "security", "snmp",
-    "openssl", "htpasswd", "sqlplus", "rman", "expdp", "impdp", "nmcli", "wpa_passphrase", "requirepass",
-    "masterauth",
-)  # fmt: skip
 # ~/.pgpass lines: host:port:database:user:password.
 _PGPASS_LINE = _Lazy(
     r"(?P<lead>(?<![\w.\-])[\w.\-*]{1,253}:(?:\d{1,5}|\*):[\w.\-*]{1,63}:[\w.\-*@]{1,63}:)(?P<q>)(?P<value>[^\s'\"]+)"
@@ -966,7 +974,11 @@ _CONTEXT: list[tuple[tuple[str, ...], _Lazy, Callable[[re.Match[str]], str]]] = 
     (("=",), _ENV_LINE, _env_line),
     (("-u", "--user", "--proxy-user"), _USER_FLAG, _lead_value),
     (("mysql", "mariadb", "login", "sshpass"), _SHORT_PASSWORD, _lead_value),
-    (_COMMAND_NEEDLES, _COMMAND_PASSWORD, _command_password),
+    *[
+        (needles, _Lazy(f"(?P<lead>{lead}){_VALUE_AFTER}"), _command_password)
+        for needles, lead in _COMMAND_SPECS
+    ],
+    (("sqlplus", "rman", "expdp", "impdp"), _SQLPLUS, _command_password),
     (("pgpass",), _PGPASS_LINE, _command_password),
 ]
 
