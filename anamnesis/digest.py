@@ -39,7 +39,7 @@ MIN_PLAN = 4  # unfinished plan steps kept even when the texts name many open it
 RECENT_RESULTS = 10  # command results at the session's end looked at for failures
 MIN_ITEM = 8  # shorter candidates are fragments, not statements
 SETTLED = 2 / 3  # share of an open item's words a later action or "done" sentence must hold
-ADDRESSED = 1 / 2  # share of a request's words later actions must hold for it to count as done
+ADDRESSED = 2  # words of a request later actions must hold for it to count as done
 SAME_DECISION = 0.5  # share of two decisions' words they have in common: said twice
 MIN_SAME = 3  # and at least this many words in common
 MAX_REQUEST = 400  # longer prompts are not judged sentence by sentence
@@ -281,13 +281,18 @@ def requests(prompts: Sequence[str], prompt_seqs: Sequence[int]) -> list[tuple[i
     return found
 
 
-def requests_left(asked: Sequence[tuple[int, str, set[str]]], acted: Mapping[str, int]) -> list[str]:
+def requests_left(
+    asked: Sequence[tuple[int, str, set[str]]], acted: Mapping[str, int], first: int | None = None
+) -> list[str]:
     """The requests (see `requests`) that no later tool call that worked acted on (saying "done"
-    is not doing it), latest last."""
+    is not doing it), latest last. The first prompt (typed at `first`) is what the whole session
+    works on: any tool call that worked after it counts as carrying it out."""
+    last_act = max(acted.values(), default=-1)
     return [
         one_line(f"Asked, not done: {sentence.rstrip('.')}")
         for seq, sentence, words in asked
-        if _share(words, acted, seq) < ADDRESSED
+        if not (seq == first and last_act > seq)
+        and sum(1 for w in words if acted.get(w, -1) > seq) < min(ADDRESSED, len(words))
     ]
 
 
@@ -353,7 +358,7 @@ def digest(
         for word, seq in _said_done(texts, seqs).items():
             seen[word] = max(seq, seen.get(word, -1))
     still_open = [line for seq, line in stated_open.values() if _share(_content(line), seen, seq) < SETTLED]
-    undone = requests_left(asked, acted)
+    undone = requests_left(asked, acted, prompt_seqs[0] if prompt_seqs else None)
     taken: set[str] = set()
     failing = failed_calls(failures or {}) + [
         one_line(f"`{one_line(cmd, 120)}` still fails at the end of the session")

@@ -402,3 +402,13 @@ def test_a_request_is_done_by_a_change_not_by_a_lookup_or_a_claim(tmp_path: Path
 
     assert "Asked, not done: Also make the notify step retry twice" in body("lookup", "claim")
     assert "Asked, not done" not in body("lookup", "claim", "edit")
+
+
+def test_the_first_prompt_is_done_by_any_change_after_it(tmp_path: Path) -> None:
+    t = Transcript("first-ask", cwd="/w").prompt("Clean up the flaky CI runs")
+    t.edit_file("/w/.github/workflows/build.yml", "retries: 0", "retries: 3")
+    t.prompt("Also make the nightly export email the finance team").say("I'll do that next.")
+    body = render_body(summarize(t.write(tmp_path / "t.jsonl")), "p")
+    open_items = _section(body, "## Open items")
+    assert "flaky CI" not in open_items  # the session worked on it: an edit after it went through
+    assert "Asked, not done: Also make the nightly export email the finance team" in open_items
