@@ -3,10 +3,15 @@
 SessionEnd and PreCompact both call `capture`; the note's id is derived from
 the session id, so the second call finds and updates the note the first one
 wrote instead of adding another. The note says what was asked, which files
-were touched, which commands ran, how it ended, and what was decided and
-left open (`digest`). Everything in it passes
-through `redact` first, and memory our own hooks injected is never copied
-back (attachment lines are skipped, and our marked block is stripped).
+were touched, which commands ran, how it ended (a tool call that failed and
+was not redone is said first: the last reply's "done" is not taken at its
+word), which MCP calls were made and what they returned, and what was decided
+and left open at the end (`digest`). Every text it is made from was redacted
+whole before any of it is cut, trimmed or made a title or a file name (the
+transcript reader redacts the summary once, `digest` each assistant text it
+takes a line from); the body is redacted once more as a whole. Memory our own
+hooks injected is never copied back (attachment lines are skipped, and our
+marked block is stripped).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.digest import digest
+from anamnesis.digest import digest, failed_calls, tool_name
 from anamnesis.errors import AnamnesisError
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.index import open_index
@@ -46,6 +51,7 @@ MAX_FILES = 60
 MAX_COMMANDS = 30
 MAX_COMMAND = 200
 MAX_OUTCOME = 2000
+MAX_MCP_LINE = 200  # characters of an MCP call's question and of its answer in the note
 MIN_CHAT_CHARS = 20  # a tool-less session whose prompts add up to less than this is trivial
 LOCK_TIMEOUT = 8.0  # SessionEnd gives us 15 s; past this the work is handed to a detached retry
 TAGS = ["session", "claude-code"]
@@ -93,13 +99,14 @@ def _code(text: str) -> str:
 def session_title(summary: SessionSummary, project: str) -> str:
     """A one-line title: the first thing asked, or the project and date.
 
-    The whole prompt is redacted before its first line is taken (a key's BEGIN
-    line may be further down), and the line again as a field: the title becomes
-    the file name and the commit subject.
+    The whole prompt (redacted by the reader) is redacted again as a field, the
+    stricter way, before its first line is taken and cut (a key's BEGIN line
+    may be further down, a secret may run past the cut): the title becomes the
+    file name and the commit subject.
     """
     if summary.prompts:
-        lines = redact(summary.prompts[0]).strip().splitlines()
-        first = redact_field(lines[0]).strip() if lines else ""
+        lines = redact_field(summary.prompts[0]).strip().splitlines()
+        first = lines[0].strip() if lines else ""
         if first:
             return _one_line(first, 90)
     day = (summary.started or now_iso())[:10]
@@ -107,49 +114,72 @@ def session_title(summary: SessionSummary, project: str) -> str:
 
 
 def render_body(summary: SessionSummary, project: str) -> str:
-    """The markdown body of the session note; every piece is redacted before it is clipped."""
+    """The markdown body of the session note, from a summary whose texts were redacted whole
+    (`transcript.redact_summary`): here they are only cut and clipped."""
     out: list[str] = ["## Ask", ""]
     if summary.prompts:
-        out.append(trim(redact(summary.prompts[0]), MAX_ASK))
+        out.append(trim(summary.prompts[0], MAX_ASK))
     else:
         out.append("(no prompt: the session only ran tools)")
-    later = summary.prompts[1:]
+    later = summary.prompts[1 : 1 + MAX_LATER_PROMPTS]
     if later:
         out += ["", "Later prompts:", ""]
-        out += [f"- {_one_line(redact(p), MAX_PROMPT_LINE)}" for p in later[:MAX_LATER_PROMPTS]]
-        if len(later) > MAX_LATER_PROMPTS:
-            out.append(f"- … and {len(later) - MAX_LATER_PROMPTS} more")
+        out += [f"- {_one_line(p, MAX_PROMPT_LINE)}" for p in later]
+        more = summary.prompts_total - 1 - len(later)
+        if more > 0:
+            out.append(f"- … and {more} more")
     if summary.files:
         out += ["", "## Files touched", ""]
         items = list(summary.files.items())
         for path, actions in items[:MAX_FILES]:
-            out.append(f"- {_code(redact_field(_relative(path, summary.cwd)))} ({', '.join(actions)})")
+            out.append(f"- {_code(_relative(path, summary.cwd))} ({', '.join(actions)})")
         if len(items) > MAX_FILES:
             out.append(f"- … and {len(items) - MAX_FILES} more files")
     if summary.commands:
         out += ["", "## Commands run", ""]
         shown: list[str] = []
         for command in summary.commands[-4 * MAX_COMMANDS :]:
-            line = _one_line(redact(command), MAX_COMMAND)
+            line = _one_line(command, MAX_COMMAND)
             if line not in shown:
                 shown.append(line)
         for line in shown[-MAX_COMMANDS:]:
             out.append(f"- {_code(line)}")
-        if len(summary.commands) > MAX_COMMANDS:
-            out.append(f"- (the last {MAX_COMMANDS} distinct commands of {len(summary.commands)})")
-    if summary.outcome:
-        out += ["", "## Outcome", "", trim(redact(summary.outcome), MAX_OUTCOME)]
-    found = digest(summary.texts, summary.todos, summary.results)
+        if summary.commands_total > MAX_COMMANDS:
+            out.append(f"- (the last {MAX_COMMANDS} distinct commands of {summary.commands_total})")
+    failed = failed_calls(summary.failures)
+    if summary.outcome or failed:
+        out += ["", "## Outcome", ""]
+        if failed:
+            out += [f"**Not done:** {line}" for line in failed]
+        if summary.outcome:
+            said = trim(summary.outcome, MAX_OUTCOME)
+            out += ["", f"The last reply said: {said}"] if failed else [said]
+    if summary.mcp_calls:
+        out += ["", "## MCP calls", ""]
+        for tool, asked, got in summary.mcp_calls:
+            question = f" {_code(_one_line(asked, MAX_MCP_LINE))}" if asked else ""
+            answer = _one_line(got, MAX_MCP_LINE) if got.strip() else "(nothing)"
+            out.append(f"- {tool_name(tool)}{question} → {answer}")
+    found = digest(
+        summary.texts,
+        summary.todos,
+        summary.results,
+        text_seqs=summary.text_seqs,
+        actions=summary.actions,
+        prompts=summary.prompts,
+        prompt_seqs=summary.prompt_seqs,
+        failures=summary.failures,
+    )
     for heading, lines in ((DECISIONS, found.decisions), (OPEN_ITEMS, found.open_items)):
         if lines:
             out += ["", heading, ""]
-            out += [f"- {_one_line(redact(line), MAX_PROMPT_LINE)}" for line in lines]
+            out += [f"- {_one_line(line, MAX_PROMPT_LINE)}" for line in lines]
     out += ["", "## Session", ""]
     where = f"project {_code(project)}"
     if summary.branch:
-        where += f", branch {_code(redact_field(summary.branch))}"
+        where += f", branch {_code(summary.branch)}"
     out.append(f"- {where}")
-    counts = f"{plural(len(summary.prompts), 'prompt')}, {plural(summary.tool_calls, 'tool call')}"
+    counts = f"{plural(summary.prompts_total, 'prompt')}, {plural(summary.tool_calls, 'tool call')}"
     if summary.compactions:
         counts += f", {plural(summary.compactions, 'compaction')}"
     span = f"{summary.started} → {summary.ended}" if summary.started else "time unknown"
@@ -244,8 +274,8 @@ def capture(
     project = project_key(summary.cwd) if summary.cwd else "unknown"
     extra: dict[str, Any] = {"session_id": key_id, "agent": agent}
     if summary.branch:
-        extra["branch"] = redact_field(summary.branch)
-    files = [redact_field(_relative(p, summary.cwd)) for p in list(summary.files)[:MAX_FILES]]
+        extra["branch"] = summary.branch  # redacted as a field by the reader, like the paths
+    files = [_relative(p, summary.cwd) for p in list(summary.files)[:MAX_FILES]]
     if files:
         extra["files"] = files
     stamped = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", summary.started)

@@ -6,15 +6,30 @@ and how its last commands ended. Decisions are sentences or bullets with a
 decision cue ("decided", "going with", "root cause", …); open items are
 unchecked boxes, TODOs, next steps, things still needed, the plan's
 unfinished steps and commands that were still failing when the session ended.
-Both lists are deduplicated (on normalised text), one line each, and bounded;
-later statements win over earlier ones.
+Both lists are deduplicated (on normalised text, and a decision said twice in
+other words is kept once), one line each, and bounded; later statements win
+over earlier ones.
+
+The lists say how things stand at the end of the session, not at some point in
+its middle: an open item is dropped once the session later did it (a later
+tool call that worked acted on most of its words, or a later sentence says it
+done); a tool call that failed and was not redone (an Edit refused, an MCP
+call that errored) is an open item; and a request the user typed that nothing
+later carried out is one too.
+
+Every line comes from text redacted whole: the summary's prompts, commands,
+plan and failures are (see `transcript.redact_summary`), and each assistant
+text is redacted here before a line is taken from it and cut.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from anamnesis.redact import redact
+from anamnesis.transcript import words_of
 
 MAX_DECISIONS = 8
 MAX_OPEN = 8
@@ -23,7 +38,33 @@ MAX_FAILING = 2  # failing commands shown among the open items
 MIN_PLAN = 4  # unfinished plan steps kept even when the texts name many open items
 RECENT_RESULTS = 10  # command results at the session's end looked at for failures
 MIN_ITEM = 8  # shorter candidates are fragments, not statements
-
+SETTLED = 2 / 3  # share of an open item's words a later action or "done" sentence must hold
+ADDRESSED = 2  # words of a request later actions must hold for it to count as done
+SAME_DECISION = 0.5  # share of two decisions' words they have in common: said twice
+MIN_SAME = 3  # and at least this many words in common
+MAX_REQUEST = 400  # longer prompts are not judged sentence by sentence
+# Words too common to tell one item from another.
+_COMMON = frozenset(
+    """the and for with that this then than from into onto when once also just make made run ran rerun
+    fix fixed add added use used using get set let should would could will can now need needs needed
+    still again all any some more most one two its it's our your their there here what which who not
+    yet todo next step steps item items work done have has had been being are was were is be please
+    sure okay thanks thank you want wanted like way ones before after about over under out off""".split()
+)
+_DONE = re.compile(
+    r"\b(?:done|fixed|now|made|added|updated|completed?|finished|passe[sd]|passing|succeeded|works|"
+    r"working|resolved|re-?ran|ran|applied|merged|deployed|green|in place)\b|\b[a-z]{3,}ed\b",
+    re.I,
+)
+_REQUEST = re.compile(
+    r"^(?:(?:please|pls|also|and|now|then|next|ok(?:ay)?|finally|lastly)[,:]?\s+)*"
+    r"(?:(?:can|could|would|will) you\s+(?:please\s+)?)?"
+    r"(?:make|add|fix|change|update|remove|delete|rename|refactor|implement|write|create|move|bump|run|"
+    r"re-?run|deploy|set|enable|disable|revert|retry|migrate|install|replace|use|switch|drop|increase|"
+    r"decrease|raise|lower|limit|configure|wire|document|build|commit|push|merge|backfill|clean|split|"
+    r"extract|convert|upgrade|downgrade|pin|restart|rotate|schedule|send|notify|open|close|tag)\b",
+    re.I,
+)
 _DECISION = re.compile(
     r"\b(?:decided|decision|we'll use|we will use|i'll use|let's use|going with|went with|chose|chosen|"
     r"switched to|switching to|instead of|the fix is|the fix was|root cause|settled on|opted (?:for|to))\b",
@@ -189,29 +230,141 @@ def _program(command: str) -> str:
     return words[0].rsplit("/", 1)[-1] if words else ""
 
 
+def _content(text: str) -> set[str]:
+    return {w for w in words_of(text) if w not in _COMMON}
+
+
+def _share(words: set[str], seen: Mapping[str, int], after: int) -> float:
+    """The share of `words` seen (acted on, or said done) after time `after`."""
+    return sum(1 for w in words if seen.get(w, -1) > after) / len(words) if words else 0.0
+
+
+def _said_done(texts: Sequence[str], seqs: Sequence[int]) -> dict[str, int]:
+    """word -> the last time a sentence saying something was done (not left open) held it."""
+    said: dict[str, int] = {}
+    for seq, text in zip(seqs, texts, strict=True):
+        for line in _without_code(text).splitlines():
+            if _BOX.match(line) or _heading(line) is not None:
+                continue  # a checkbox or a heading says nothing was done
+            for sentence in _SENTENCE_END.split(line):
+                if _DONE.search(sentence) and not _OPEN.search(sentence):
+                    for word in _content(sentence):
+                        said[word] = seq
+    return said
+
+
+def _distinct_decisions(decided: Sequence[str]) -> list[str]:
+    """The latest of each decision, one said twice in other words kept once (the later one)."""
+    kept: list[tuple[str, set[str]]] = []
+    for line in reversed(decided):
+        words = _content(_DECISION.sub(" ", line))
+        same = any(
+            len(words & other) >= MIN_SAME and len(words & other) >= SAME_DECISION * len(words | other)
+            for _line, other in kept
+        )
+        if not same:
+            kept.append((line, words))
+    return [line for line, _words in reversed(kept)]
+
+
+def requests(prompts: Sequence[str], prompt_seqs: Sequence[int]) -> list[tuple[int, str, set[str]]]:
+    """(when, sentence, its words) for each sentence of a prompt that asks for a change ("make the
+    notify step retry twice"); long prompts are not judged."""
+    found = []
+    for seq, prompt in zip(prompt_seqs, prompts, strict=True):
+        if len(prompt) > MAX_REQUEST:
+            continue
+        for sentence in _SENTENCE_END.split(" ".join(prompt.split())):
+            words = _content(_REQUEST.sub(" ", sentence, count=1)) if _REQUEST.match(sentence) else set()
+            if len(words) >= 2:
+                found.append((seq, sentence, words))
+    return found
+
+
+def requests_left(
+    asked: Sequence[tuple[int, str, set[str]]], acted: Mapping[str, int], first: int | None = None
+) -> list[str]:
+    """The requests (see `requests`) that no later tool call that worked acted on (saying "done"
+    is not doing it), latest last. The first prompt (typed at `first`) is what the whole session
+    works on: any tool call that worked after it counts as carrying it out."""
+    last_act = max(acted.values(), default=-1)
+    return [
+        one_line(f"Asked, not done: {sentence.rstrip('.')}")
+        for seq, sentence, words in asked
+        if not (seq == first and last_act > seq)
+        and sum(1 for w in words if acted.get(w, -1) > seq) < min(ADDRESSED, len(words))
+    ]
+
+
+def failed_calls(failures: Mapping[tuple[str, str], str]) -> list[str]:
+    """One line for each tool call that failed and was not done since (already redacted)."""
+    out = []
+    for (tool, target), error in failures.items():
+        what = f"{tool_name(tool)} of `{one_line(target, 120)}`" if target else tool_name(tool)
+        out.append(one_line(f"{what} failed: {error}"))
+    return out
+
+
+def tool_name(tool: str) -> str:
+    """`mcp__server__tool` as `server.tool` (MCP), other tools as they are named."""
+    if tool.startswith("mcp__"):
+        return ".".join(part for part in tool[5:].split("__") if part)
+    return tool
+
+
 def digest(
-    texts: Iterable[str],
+    texts: Sequence[str],
     todos: Sequence[tuple[str, str]] = (),
     results: Sequence[tuple[str, bool]] = (),
+    *,
+    text_seqs: Sequence[int] | None = None,
+    actions: Sequence[tuple[int, str]] = (),
+    prompts: Sequence[str] = (),
+    prompt_seqs: Sequence[int] = (),
+    failures: Mapping[tuple[str, str], str] | None = None,
 ) -> Digest:
-    """The session's decisions and open items.
+    """The session's decisions and open items, as they stand at its end.
 
-    `texts` are the assistant's texts and compaction summaries in order; `todos`
-    the last plan as (step, status); `results` the last commands as (command,
-    failed). Open items list failing commands first, then the plan's unfinished
-    steps, then what the texts left open.
+    `texts` are the assistant's texts and compaction summaries in order, as
+    written (each is redacted whole here before a line is taken from it);
+    `todos` the last plan as (step, status); `results` the last commands as
+    (command, failed); `text_seqs` when each text was said, `actions` what the
+    latest tool calls that worked acted on and when, `prompts` (redacted)
+    and `prompt_seqs` the user's prompts and when, `failures` the tool calls
+    that failed and were not redone (see `transcript.SessionSummary`). Open
+    items list failed calls and failing commands first, then the plan's
+    unfinished steps, then requests left undone, then what the texts left open.
     """
+    seqs = list(text_seqs) if text_seqs is not None and len(text_seqs) == len(texts) else list(range(len(texts)))
     decided: list[str] = []
-    stated_open: list[str] = []
-    for text in texts:
-        for kind, line in statements(text):
-            (stated_open if kind == "open" else decided).append(line)
+    stated_open: dict[str, tuple[int, str]] = {}  # key -> (when last said, line)
+    for seq, text in zip(seqs, texts, strict=True):
+        if not statements(text):
+            continue  # nothing to take from it: no need to redact it
+        for kind, line in statements(redact(text)):  # redacted whole, before any line is cut
+            if kind == "open":
+                stated_open.pop(_key(line), None)
+                stated_open[_key(line)] = (seq, line)
+            else:
+                decided.append(line)
+    asked = requests(prompts, prompt_seqs) if len(prompt_seqs) == len(prompts) else []
+    acted: dict[str, int] = {}
+    if (stated_open or asked) and actions:
+        for seq, text in actions:  # word -> the last time a tool call that worked acted on it
+            for word in words_of(text):
+                acted[word] = seq
+    seen = dict(acted)  # done by a tool call, or said done
+    if stated_open:
+        for word, seq in _said_done(texts, seqs).items():
+            seen[word] = max(seq, seen.get(word, -1))
+    still_open = [line for seq, line in stated_open.values() if _share(_content(line), seen, seq) < SETTLED]
+    undone = requests_left(asked, acted, prompt_seqs[0] if prompt_seqs else None)
     taken: set[str] = set()
-    failing = [
+    failing = failed_calls(failures or {}) + [
         one_line(f"`{one_line(cmd, 120)}` still fails at the end of the session")
         for cmd in failing_at_end(results)
     ]
-    failing = _latest_distinct(failing, MAX_FAILING, taken)
+    failing = _latest_distinct(failing, MAX_FAILING + MAX_FAILING, taken)
     plan: list[str] = []
     for step, status in todos:
         if status == "completed" or not step.strip():
@@ -219,9 +372,9 @@ def digest(
         suffix = " (in progress)" if status == "in_progress" else ""
         plan.append(one_line(step, MAX_ITEM - len(suffix)) + suffix)
     room = MAX_OPEN - len(failing)
-    from_texts = _latest_distinct(stated_open, room, set(taken) | {_key(p) for p in plan})
+    from_texts = _latest_distinct(still_open + undone, room, set(taken) | {_key(p) for p in plan})
     plan_room = max(min(MIN_PLAN, room), room - len(from_texts))
     plan = _latest_distinct(plan[::-1], plan_room, taken)[::-1]  # the plan's first steps come first
     from_texts = _latest_distinct(from_texts, room - len(plan), taken)
-    decisions = _latest_distinct(decided, MAX_DECISIONS, set(taken))
+    decisions = _distinct_decisions(_latest_distinct(decided, 3 * MAX_DECISIONS, set(taken)))[-MAX_DECISIONS:]
     return Digest(decisions=decisions, open_items=failing + plan + from_texts)

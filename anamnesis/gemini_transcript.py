@@ -17,7 +17,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from anamnesis.transcript import MAX_RESULTS, MAX_TEXTS, SessionSummary, iter_records, strip_injected
+from anamnesis.transcript import (
+    MAX_RESULTS,
+    MAX_TEXTS,
+    SessionSummary,
+    iter_records,
+    redact_summary,
+    strip_injected,
+)
 
 FILE_TOOLS = {"write_file": "write", "replace": "edit", "edit": "edit"}
 COMMAND_TOOLS = {"run_shell_command"}
@@ -114,4 +121,4 @@ def summarize_gemini(path: Path, session_id: str = "") -> SessionSummary:
             summary.outcome = text
     del summary.texts[:-MAX_TEXTS]
     del summary.results[:-MAX_RESULTS]
-    return summary
+    return redact_summary(summary)  # every text a note is made from, whole, before anything cuts it

@@ -109,7 +109,16 @@ _HEX = _Lazy(r"[0-9a-fA-F]+")
 _DIGEST_BEFORE = _Lazy(
     r"(?i)(?:sha\d{0,3}|md5|blake\d*|xxh\d*|crc\d*)[:\-]$"
     r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com) $"
+    r"|(?<![A-Za-z0-9])h1:$|/nix/store/$|ipfs://$|/ip[fn]s/$"  # go.sum hashes, Nix store paths, IPFS CIDs
 )
+# Public names that look random: what follows them is content's hash or a resource's name.
+_PUBLIC_BEFORE = _Lazy(
+    r"(?:(?<![A-Za-z0-9])h1:|data:(?:image|font|audio|video)/[\w.+\-]{1,60}(?:;[\w.+=\-]{1,60}){0,4};base64,"
+    r"|\barn:aws[\w\-]{0,20}:[\w\-]{1,40}:[\w\-]{0,30}:\d{12}:[\w+=,.@:/\-]{0,200}+)$"
+)
+PUBLIC_REACH = 320  # how far back _PUBLIC_BEFORE looks
+_ETH_ADDRESS = _Lazy(r"0x[0-9a-fA-F]{40}")
+_NIX_NAME = _Lazy(r"[0-9a-df-np-sv-z]{32}-[A-Za-z0-9]")  # a Nix store hash (its base32 has no e, o, t, u)
 _DIGEST = _Lazy(r"(?i)(?:sha\d{1,3}|md5)[:\-][A-Za-z0-9+/=]+")
 _PATHISH = _Lazy(r"^(?:\.{0,2}/|~/)|\.[A-Za-z]{1,5}$")
 
@@ -173,8 +182,10 @@ def looks_random(token: str, *, min_len: int = 16, classes: int = 2) -> bool:
 
 
 def _exempt(token: str, before: str) -> bool:
-    """Look-alikes that must survive: digests, git SHAs, UUIDs."""
+    """Look-alikes that must survive: digests, git SHAs, UUIDs, Ethereum addresses, Nix store hashes."""
     if _DIGEST_BEFORE.search(before) or _UUID.fullmatch(token) or _DIGEST.fullmatch(token):
+        return True
+    if _ETH_ADDRESS.fullmatch(token) or _NIX_NAME.match(token):
         return True
     return bool(_HEX.fullmatch(token)) and (len(token) <= 12 or len(token) in (40, 64))
 
@@ -423,14 +434,23 @@ def _apply(rule: _Rule, text: str) -> str:
     return rule.pattern.sub(lambda m: mark if check(m) else m.group(0), text)
 
 
-def _shaped(text: str) -> str:
+_SHAPED_NEEDLES = frozenset(needle for rule in _SHAPED for needle in rule.needles)
+
+
+def _present(text: str, needles: Iterable[str]) -> frozenset[str]:
+    """Which of `needles` (lower case) occur in `text`: one pass over the needles, not one per rule."""
     low = text.translate(_LOWER)
+    return frozenset(needle for needle in needles if needle in low)
+
+
+def _shaped(text: str) -> str:
+    present = _present(text, _SHAPED_NEEDLES)
     for rule in _SHAPED:
-        if rule.needles and not any(needle in low for needle in rule.needles):
+        if rule.needles and present.isdisjoint(rule.needles):
             continue
         redacted = _apply(rule, text)
         if redacted != text:
-            text, low = redacted, redacted.translate(_LOWER)
+            text, present = redacted, _present(redacted, _SHAPED_NEEDLES)
     return _BARE_BODY.sub(_bare_body, text)
 
 
@@ -439,7 +459,7 @@ def _shaped(text: str) -> str:
 
 # Values that are references to a secret, placeholders or structure rather than the secret itself.
 _NOT_A_SECRET = _Lazy(
-    r"^(?:\$|%\(|%[A-Z_]+%$|\{\{|\$\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|ENV\[|"
+    r"^(?:\$(?:[{(\d]|[A-Za-z_]\w*+(?![^/:.}\s\"'\-]))|%\(|%[A-Z_]+%$|\{\{|\$\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|ENV\[|"
     r"None$|null$|nil$|undefined$|true$|false$|yes$|no$|on$|off$|required$|optional$|"
     r"\*+$|x+$|X+$|\.\.\.|…|\d{1,5}$|[\[{(]|''$|\"\"$)",
     re.I,
@@ -448,7 +468,7 @@ _NOT_A_SECRET = _Lazy(
 # Literals that start the search for a secret-ish name; _NAME_WORD then decides.
 _NAME_ANCHORS = (
     "pass", "pwd", "secret", "token", "key", "cred", "auth", "dsn", "salt", "cookie", "sig", "bearer",
-    "conn",
+    "conn", "psk",
 )  # fmt: skip
 # Secret-ish words in a name, matched where an anchor was found: a name holding one makes its
 # value a secret. "key" counts only after one of _KEY_PREFIXES ("api_key", "accessKey", "SSH_KEY").
@@ -456,13 +476,13 @@ _NAME_WORD = _Lazy(
     r"(?i:pass(?:word|wd|phrase|code)|(?<![a-z])pass(?![a-z])|pwd(?![a-z])|secret|"
     r"token(?!i[sz]|s?[_\-]?(?:count|limit|usage|type|ize)|s\b)|credential|creds(?![a-z])|"
     r"(?<![a-z])auth(?![a-z])|dsn(?![a-z])|salt(?![a-z])|cookie|signature|(?<![a-z])sig(?![a-z])|"
-    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?)"
+    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?|(?<![a-z])psk(?![a-z]))"
     r"|(?<=[a-z])Auth(?![a-z])"
 )
 _KEY_PREFIXES = (
     "api", "access", "account", "master", "private", "signing", "encryption", "session", "client", "app",
     "license", "consumer", "storage", "service", "admin", "deploy", "ssh", "gpg", "pgp", "webhook",
-    "shared", "auth", "sas", "secret",
+    "shared", "auth", "sas", "secret", "application", "integration",
 )  # fmt: skip
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 # An unquoted value ends at white space, a quote, a bracket, or a separator that starts the next
@@ -485,6 +505,10 @@ _ASSIGN = _Lazy(
 )
 # After a command-line flag (`--password VALUE`, `--token=VALUE`).
 _FLAG_ASSIGN = _Lazy(r"(?P<more>)(?P<sep>=|[ \t]+)" + _VALUE)
+# A value run on to the next white space or quote, brackets and all.
+_RAW_VALUE = _Lazy(r"[^\s'\"`]{1,2000}+")
+_RAW_ASSIGN = _Lazy(r"[ \t]*(?:=|:)[ \t]*(?P<raw>[\[{(<][^\s'\"`]{7,2000}+)")
+_BRACKETS = frozenset("()[]{}<>")
 _VALUE_GROUPS = ("evalue", "dvalue", "svalue", "bvalue", "value")
 _LOOSE_SEPARATORS = (":", "is", "was", "are", "->")
 _CODE_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "dsn", "cookie", "sig", "session")
@@ -496,9 +520,19 @@ _NOT_SECRET_NAME = _Lazy(
     r"timeout|type|header|endpoint|region|format|policy|version|prefix|field|column|var|env|at|"
     r"required|enabled|rotation|hint|label|help|sock|socket)$"
 )
+# arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME: a service and a resource type, not a secret's name
+_ARN_BEFORE = _Lazy(r"arn:aws[\w\-]{0,20}:(?:[\w\-]{1,40}:[\w\-]{0,30}:\d{12}:)?$")
 _INTERPOLATION = _Lazy(
     r"\{[A-Za-z_][\w.\[\]'\"]*(?:\([^)]*\))?(?:![rsa])?(?::[^{}]*)?\}|\$\{[^}]*\}|%\([a-z_]+\)s"
 )
+
+
+def _reference(value: str) -> bool:
+    """A reference, placeholder or structure rather than a secret (`$DB_PASS`, `{{ pw }}`, `[1, 2]`);
+    a random run that happens to start with a bracket (a Django key) is still a secret."""
+    if not _NOT_A_SECRET.match(value):
+        return False
+    return not (value[:1] in "[{(" and len(value) >= 16 and looks_random(value))
 
 
 def _plain_word(value: str) -> bool:
@@ -556,7 +590,7 @@ def _name_words(text: str) -> list[tuple[int, int]]:
 
 def _not_secret_value(value: str, *, bare: bool, name: str, loose: bool, after: str) -> bool:
     """Is the value given to a secret-ish name a reference, a placeholder, code or prose?"""
-    if len(value) <= 3 or _NOT_A_SECRET.match(value) or "[REDACTED" in value:
+    if len(value) <= 3 or _reference(value) or "[REDACTED" in value:
         return True
     if _INTERPOLATION.search(value):
         return True  # f"Bearer {token}", "${DB_PASSWORD}" inside a string
@@ -588,11 +622,15 @@ def _assignments(text: str) -> str:
         while end > word_end and text[end - 1] in ".-":  # "the password." is not part of a name
             end -= 1
         name = text[start:end]
-        if _NOT_SECRET_NAME.search(name):
+        if _NOT_SECRET_NAME.search(name) or _ARN_BEFORE.search(text, max(0, start - 100), start):
             continue  # token_ttl, password_reset_url, SECRET_KEY_FILE: about a secret, not one
         flag = name.startswith("-") and (start == 0 or text[start - 1] in " \t\n\"'=")
         match = (_FLAG_ASSIGN if flag else _ASSIGN).match(text, end)
         if not match:
+            raw = _RAW_ASSIGN.match(text, end)  # a random value that starts with a bracket: a Django key
+            if raw and looks_random(raw.group("raw"), min_len=16):
+                spans.append(raw.span("raw"))
+                done = raw.end()
             continue
         sep = match.group("sep")
         if sep == ">" and text[start - 1 : start] != "<":
@@ -615,8 +653,12 @@ def _assignments(text: str) -> str:
             continue
         if _not_secret_value(value, bare=bare, name=name, loose=loose, after=after):
             continue
+        if bare and after in _BRACKETS:  # a bracket inside a random value (a Django key) does not end it
+            raw = _RAW_VALUE.match(text, value_start)
+            if raw and looks_random(raw.group(0), min_len=16):
+                value_end = raw.end()
         spans.append((value_start, value_end))
-        done = match.end()
+        done = max(match.end(), value_end)
     return _replace_spans(text, spans, MASK)
 
 
@@ -685,6 +727,185 @@ _JSON_AUTH = _Lazy(
     r"([^\"'\\\s]{6,})"
 )
 
+# More command lines that carry a password as an argument: (needles, where the value starts). Each is
+# its own small pattern, compiled only when its needle is in the text (a hook pays for what it meets).
+_VALUE_AFTER = r"(?P<q>['\"]?)(?P<value>[^\s'\"]+)"
+_COMMAND_SPECS: list[tuple[tuple[str, ...], str]] = [
+    (
+        ("mongo", "rdesktop", "psexec"),
+        r"\b(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport|rdesktop|psexec(?:64)?)\b"
+        r"[^\n|;&]{0,200}?[ \t]-p[ \t]+",
+    ),
+    (("sshpass",), r"\bsshpass[ \t]+-p(?=[^\s\-])"),
+    (("redis-cli",), r"\bredis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+"),
+    (("ldap",), r"\bldap\w+\b[^\n|;&]{0,200}?[ \t]-w[ \t]+"),
+    (("sqlcmd", "bcp", "osql", "isql"), r"\b(?:sqlcmd|bcp|osql|isql)\b[^\n|;&]{0,200}?[ \t]-P[ \t]*"),
+    (
+        ("zip", "7z", "rar"),
+        r"\b(?:zip|unzip|zipcloak|7z|7za|7zr|rar|unrar)\b[^\n|;&]{0,200}?[ \t](?:-P[ \t]+|-p(?=[^\s\-]))",
+    ),
+    (("storepass", "keypass"), r"(?<![\w\-])-(?:src|dest|new)?(?:store|key)pass[ \t]+"),
+    (("mysqladmin",), r"\bmysqladmin\b[^\n|;&]{0,200}?[ \t]password[ \t]+"),
+    (("securestring",), r"\b(?i:convertto-securestring)(?:[ \t]+-(?i:string))?[ \t]+"),
+    (("xfreerdp",), r"\bxfreerdp\b[^\n|;&]{0,300}?[ \t]/p:"),
+    (("smbclient",), r"\bsmbclient\b[^\n|;&]{0,200}?[ \t](?:-U[ \t]*|--user=)[^\s%'\"]+%"),
+    (("lftp",), r"\blftp\b[^\n|;&]{0,200}?[ \t]-u[ \t]+[^\s,'\"]+,"),
+    (("net user", "net  user"), r"\b(?i:net)[ \t]+(?i:user)[ \t]+[^\s/]+[ \t]+(?=[^\s/*])"),
+    (("add-generic-password", "add-internet-password"), r"\bsecurity[ \t]+add-(?:generic|internet)-password\b[^\n|;&]{0,300}?[ \t]-w[ \t]+"),
+    (("snmp",), r"\bsnmp\w*\b[^\n|;&]{0,200}?[ \t]-[AX][ \t]+"),
+    (("openssl",), r"\bopenssl[ \t]+enc\b[^\n|;&]{0,200}?[ \t]-k[ \t]+"),
+    (
+        ("htpasswd",),
+        r"\bhtpasswd[ \t]+-\w*b\w*(?:[ \t]+-\w+)*(?:[ \t]+[^\s\-]\S*){1,2}?[ \t]+(?=\S+[ \t]*(?:$|[\n|;&>]))",
+    ),
+    (("nmcli",), r"\bnmcli\b[^\n|;&]{0,200}?[ \t]password[ \t]+"),
+    (("wpa_passphrase",), r"\bwpa_passphrase[ \t]+\S+[ \t]+"),
+    (("requirepass", "masterauth"), r"(?<![\w\-])(?:requirepass|masterauth)[ \t]+"),
+]
+# sqlplus scott/tiger@orcl: the password ends at the @ of the connect string.
+_SQLPLUS = _Lazy(
+    r"(?P<lead>\b(?:sqlplus|rman|expdp|impdp)\b[ \t]+(?:-\w+[ \t]+)*[A-Za-z_][\w$#]*/)(?P<q>)(?P<value>[^\s'\"@]+)"
+)
+# ~/.pgpass lines: host:port:database:user:password.
+_PGPASS_LINE = _Lazy(
+    r"(?P<lead>(?<![\w.\-])[\w.\-*]{1,253}:(?:\d{1,5}|\*):[\w.\-*]{1,63}:[\w.\-*@]{1,63}:)(?P<q>)(?P<value>[^\s'\"]+)"
+)
+
+
+def _command_password(match: re.Match[str]) -> str:
+    value = match.group("value")
+    if not _fed_value(value) or not any(c.isalnum() for c in value):
+        return match.group(0)
+    if match.group("lead")[:3].lower() == "net" and _plain_word(value):
+        return match.group(0)  # "the net user base grows": prose, not `net user NAME PASSWORD`
+    quote = match.group("q") or ""
+    if quote:  # a quoted value may hold spaces: mask up to its closing quote
+        return f"{match.group('lead')}{quote}{MASK}"
+    return f"{match.group('lead')}{MASK}"
+
+
+# A password fed to a command on its input: `echo 'pw' | sudo -S …`, `printf 'pw\n' | passwd --stdin bob`,
+# `echo 'bob:pw' | chpasswd`, `… | docker login --password-stdin`, `sudo -S … <<< 'pw'`, a here-doc.
+_FED_CONSUMER = _Lazy(
+    r"\bsudo\b[^\n|;&]{0,200}?[ \t](?:-[A-Za-z]*S[A-Za-z]*|--stdin)(?![\w\-])"
+    r"|--(?:password|passphrase|pass|token|secret|key)-?(?:stdin|from-stdin)(?![\w\-])|--with-token(?![\w\-])"
+    r"|--passphrase-fd[ \t=]+0(?!\d)|[ \t]-pass(?:in)?[ \t]+(?:stdin|fd:0)(?![\w\-])"
+    r"|(?<![\w\-.])(?:passwd|chpasswd|chgpasswd|smbpasswd|vncpasswd|ldappasswd|kinit|cryptsetup|su|runas)"
+    r"(?![\w\-.])"
+    r"|\bpass[ \t]+insert\b|\bkeyring[ \t]+set\b|\bsecret-tool[ \t]+store\b|\bvault[ \t]+login[ \t]+-(?![\w\-])"
+)
+_FED_NEEDLES = (
+    "sudo", "stdin", "--with-token", "passphrase-fd", "-pass", "passwd", "kinit", "cryptsetup", "su", "runas",
+    "insert", "keyring", "secret-tool", "vault",
+)  # fmt: skip
+# What feeds a pipe: the arguments of echo/printf/yes/Write-Output before it.
+_FEEDER = _Lazy(r"(?<![\w\-])(?:echo|printf|yes|print|Write-Output|write-output)(?=[ \t])")
+_QUOTED_WORD = (
+    r"(?:\\[\"'](?P<e>[^\"'\\\n]*)\\[\"']|\$?'(?P<s>[^'\n]*)'|\"(?P<d>(?:[^\"\\\n]|\\.)*)\""
+    r"|(?P<b>[^\s|;&()<>'\"\\]+))"
+)
+_WORD = _Lazy(r"[ \t]+" + _QUOTED_WORD)
+_FORMAT_ONLY = _Lazy(r"(?:%[-+ #0-9.]*[sdbq]|\\[nrt0]|[ \t])*")
+_HERE_STRING = _Lazy(r"<<<[ \t]*" + _QUOTED_WORD)
+_HERE_DOC = _Lazy(r"(?<!<)<<(?!<)(?P<dash>-?)[ \t]*(?P<q>['\"]?)(?P<tag>[A-Za-z_][A-Za-z0-9_]{0,30})(?P=q)")
+_USER_PREFIX = _Lazy(r"[a-z_][a-z0-9_.\-]{0,31}:")  # chpasswd's bob:pw keeps bob
+MIN_FED = 4  # a shorter word fed to a password prompt is a placeholder
+MAX_HERE_DOC = 20  # lines of a here-doc fed to a password prompt that are masked
+
+
+def _fed_value(value: str) -> bool:
+    """Is a word fed to a password prompt a secret (not a variable, a flag, a format)?"""
+    if len(value) < MIN_FED or value.startswith("-") or _FORMAT_ONLY.fullmatch(value):
+        return False  # "pw", "x": a placeholder in an example, not a password
+    return not _reference(value) and "[REDACTED" not in value
+
+
+def _word_span(word: re.Match[str], keep_user: bool) -> tuple[int, int] | None:
+    """The span of a shell word's value (inside its quotes), with a leading `user:` kept
+    (`chpasswd`'s bob:pw), or None when it is not a secret."""
+    group = next(g for g in ("e", "s", "d", "b") if word.group(g) is not None)
+    start, end = word.span(group)
+    value = word.group(group)
+    user = _USER_PREFIX.match(value) if keep_user else None
+    if user and user.end() < len(value):
+        start += user.end()
+        value = value[user.end() :]
+    return (start, end) if _fed_value(value.strip()) else None
+
+
+def _fed(text: str) -> str:
+    """Mask what is fed to a password prompt on a command's input (see _FED_CONSUMER)."""
+    spans: list[tuple[int, int]] = []
+    done = -1
+    for consumer in _FED_CONSUMER.finditer(text):
+        line_start = text.rfind("\n", 0, consumer.start()) + 1
+        line_end = text.find("\n", consumer.end())
+        line_end = len(text) if line_end < 0 else line_end
+        if line_end <= done:
+            continue  # this line was looked at for an earlier consumer
+        done = line_end
+        keep_user = "chpasswd" in consumer.group(0) or "chgpasswd" in consumer.group(0)
+        floor = max(line_start, consumer.start() - 600)
+        pipe = text.rfind("|", floor, consumer.start())
+        if pipe > floor and text[pipe - 1] != "|":  # `echo … | consumer` (not `||`)
+            for feeder in _FEEDER.finditer(text, floor, pipe):
+                at = feeder.end()
+                while word := _WORD.match(text, at, pipe):
+                    if (span := _word_span(word, keep_user)) is not None:
+                        spans.append(span)
+                    at = word.end()
+        for here in _HERE_STRING.finditer(text, line_start, min(line_end, consumer.end() + 600)):
+            if (span := _word_span(here, keep_user)) is not None:
+                spans.append(span)
+        doc = _HERE_DOC.search(text, line_start, min(line_end, consumer.end() + 600))
+        if doc is not None:
+            done = max(done, _here_doc(text, line_end, doc, spans, keep_user))
+    return _replace_spans(text, spans, MASK)
+
+
+def _here_doc(text: str, at: int, doc: re.Match[str], spans: list[tuple[int, int]], keep_user: bool) -> int:
+    """Mask the lines of a here-doc that starts after `at` (up to MAX_HERE_DOC); where it ends."""
+    tag = doc.group("tag")
+    for _ in range(MAX_HERE_DOC):
+        if at >= len(text):
+            break
+        start = at + 1
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line = text[start:end]
+        stripped = line.strip()
+        if stripped == tag or (doc.group("dash") and line.lstrip("\t") == tag):
+            return end
+        lead = len(line) - len(line.lstrip())
+        value = stripped
+        user = _USER_PREFIX.match(value) if keep_user else None
+        skip = user.end() if user and user.end() < len(value) else 0
+        if _fed_value(value[skip:]):
+            spans.append((start + lead + skip, start + lead + len(value)))
+        at = end
+    return at
+
+
+# expect/pexpect scripts: what is sent after a password prompt is expected.
+_EXPECT_PROMPT = _Lazy(
+    r"(?i)\bexpect\w*[ \t]*\(?[ \t]*(?:-\w+[ \t]+)*[\"'{][^\"'}\n]{0,60}"
+    r"(?:assw|passphrase|pass code|passcode|\bpin\b|token|secret)[^\"'}\n]{0,60}[\"'}]"
+)
+_EXPECT_SEND = _Lazy(
+    r"\bsend(?:line)?[ \t]*\(?[ \t]*(?:-(?:-|\w+)[ \t]+)*(?P<q>[\"'])(?P<value>(?:(?!(?P=q))[^\n\\]|\\.){1,200}?)"
+    r"(?P<end>(?:\\[rn])*)(?P=q)"
+)
+EXPECT_REACH = 200  # how far after the expected prompt its answer is looked for
+
+
+def _expect_send(text: str) -> str:
+    spans: list[tuple[int, int]] = []
+    for prompt in _EXPECT_PROMPT.finditer(text):
+        send = _EXPECT_SEND.search(text, prompt.end(), prompt.end() + EXPECT_REACH)
+        if send is not None and _fed_value(send.group("value")):
+            spans.append(send.span("value"))
+    return _replace_spans(text, spans, MASK)
+
 
 def _lead_value(match: re.Match[str]) -> str:
     value = match.group("value")
@@ -703,7 +924,7 @@ def _env_line(match: re.Match[str]) -> str:
     lead = match.group("lead")
     name = lead.split("=")[0].split()[-1]
     value = re.split(r"[ \t]+#", match.group("value"))[0].strip().strip("'\"")
-    if not value or _NOT_A_SECRET.match(value) or "[REDACTED" in value or _NOT_SECRET_NAME.search(name):
+    if not value or _reference(value) or "[REDACTED" in value or _NOT_SECRET_NAME.search(name):
         return match.group(0)
     if _INTERPOLATION.search(value) or (
         not _STRONG_ENV_NAME.search(name) and not looks_random(value, min_len=12)
@@ -753,14 +974,31 @@ _CONTEXT: list[tuple[tuple[str, ...], _Lazy, Callable[[re.Match[str]], str]]] = 
     (("=",), _ENV_LINE, _env_line),
     (("-u", "--user", "--proxy-user"), _USER_FLAG, _lead_value),
     (("mysql", "mariadb", "login", "sshpass"), _SHORT_PASSWORD, _lead_value),
+    *[
+        (needles, _Lazy(f"(?P<lead>{lead}){_VALUE_AFTER}"), _command_password)
+        for needles, lead in _COMMAND_SPECS
+    ],
+    (("sqlplus", "rman", "expdp", "impdp"), _SQLPLUS, _command_password),
+    (("pgpass",), _PGPASS_LINE, _command_password),
 ]
 
 
+_CONTEXT_NEEDLES = frozenset(
+    [needle for needles, _pattern, _replace in _CONTEXT for needle in needles] + [*_FED_NEEDLES, "send", "expect"]
+)
+
+
 def _context(text: str) -> str:
+    present = _present(text, _CONTEXT_NEEDLES)
     for needles, pattern, replace in _CONTEXT:
-        low = text.translate(_LOWER)
-        if any(needle in low for needle in needles):
-            text = pattern.sub(replace, text)
+        if not present.isdisjoint(needles):
+            redacted = pattern.sub(replace, text)
+            if redacted != text:
+                text, present = redacted, _present(redacted, _CONTEXT_NEEDLES)
+    if ("|" in text or "<<" in text) and not present.isdisjoint(_FED_NEEDLES):
+        text = _fed(text)
+    if "send" in present and "expect" in present:
+        text = _expect_send(text)
     return _assignments(text)
 
 
@@ -850,12 +1088,19 @@ def _entropy_pass(text: str, *, bare_min: int, bare_classes: int, bare_hex: bool
     `bare_min` characters with `bare_classes` of upper/lower/digit (`bare_hex`: hex runs too).
     A path is judged segment by segment (`keys/<token>.json` loses only the token)."""
     spans: list[tuple[int, int]] = []
+    public = "h1:" in text or ";base64," in text or "arn:aws" in text
     for match in _CANDIDATE.finditer(text):
         start = match.start()
         token = match.group(0).rstrip(".-~%")
+        if token.startswith("//"):  # scheme://TOKEN: the slashes stay, so the scheme stays readable
+            stripped = token.lstrip("/")
+            start += len(token) - len(stripped)
+            token = stripped
         end = start + len(token)
         if len(token) < NEAR_MIN or text[max(0, start - 10) : start] == "[REDACTED:":
             continue
+        if public and _PUBLIC_BEFORE.search(text, max(0, start - PUBLIC_REACH), start):
+            continue  # a go.sum hash, an inline image, an ARN's resource name
         if not _path_like(token):
             if _random_token(text, start, end, bare_min, bare_classes, bare_hex):
                 spans.append((start, end))

@@ -12,7 +12,19 @@ last commands ended.
 
 A file counts as touched only once its tool call came back without an error:
 an Edit refused with "File has not been read yet", or a Write the user
-declined, changed nothing.
+declined, changed nothing; such a call is kept as a failure (until a later
+call on the same file succeeds), so the note can say the change was not made.
+MCP calls are kept with what they asked and what came back.
+
+Redaction happens here, once, before anything is cut: `summarize` ends with
+`redact_summary`, which redacts every text a note is made from whole (each
+prompt, command, reply, plan step, failure, MCP call; the branch and the
+file paths as fields) — so every title, slug, line cut at 120 or 200
+characters and summary made later starts from redacted text. Only the
+assistant's texts stay as they were written (there can be hundreds, and
+most give the note nothing): `digest` redacts each one whole before it
+takes a line from it, and the model summary redacts each whole before it
+shows it. A text longer than MAX_TEXT is redacted whole here and then cut.
 """
 
 from __future__ import annotations
@@ -24,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anamnesis.redact import redact, redact_field
+
 # The wrapper our hooks put around injected memory; text inside it is never captured.
 MEMORY_OPEN = "<anamnesis-memory>"
 MEMORY_CLOSE = "</anamnesis-memory>"
@@ -31,6 +45,12 @@ _MEMORY_SPAN = re.compile(re.escape(MEMORY_OPEN) + r".*?(?:" + re.escape(MEMORY_
 
 FILE_TOOLS = {"Write": "write", "Edit": "edit", "MultiEdit": "edit", "NotebookEdit": "notebook"}
 COMMAND_TOOLS = {"Bash", "BashOutput", "PowerShell"}
+# Tools that look or plan but change nothing: calling them is not doing what was asked.
+READ_ONLY_TOOLS = {
+    "Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "TodoWrite", "NotebookRead", "ExitPlanMode",
+    "Task", "Agent", "BashOutput", "KillShell", "ListMcpResourcesTool", "ReadMcpResourceTool",
+}  # fmt: skip
+_READ_ONLY_MCP = re.compile(r"^mcp__.+__(?:get|list|search|read|query|fetch|find|describe|show|recall|lookup)(?:_|$)")
 # User text that the client adds itself, not something the person typed.
 _META_PREFIXES = (
     "<local-command-caveat>",
@@ -52,7 +72,16 @@ MAX_TEXTS = 200  # assistant texts and compaction summaries kept for the digest 
 MAX_TEXT = 8_000  # characters kept of each
 MAX_RESULTS = 12  # command results kept (the latest ones)
 MAX_TODOS = 50
+MAX_FIRST_PROMPTS = 21  # the first prompt and the later ones a note lists
+MAX_LAST_PROMPTS = 20  # the latest prompts, looked at for requests left undone
+MAX_COMMANDS_KEPT = 120  # the latest commands (a note shows the last 30 distinct ones)
+MAX_MCP = 6  # the latest MCP calls
+MAX_FAILURES = 6
+MAX_LONG_RESULT = 200_000  # a longer tool result is not redacted to be quoted: it is only counted
+MAX_ACTIONS = 400  # the latest tool calls that worked, for telling what was done after a request
+MAX_EVIDENCE = 4_000  # characters of a tool call's input read for the words it acts on
 _EXIT_CODE = re.compile(r"\s*Exit code (\d+)")
+_WORDS = re.compile(r"[A-Za-z0-9]{3,}")
 
 
 @dataclass
@@ -76,12 +105,33 @@ class SessionSummary:
     texts: list[str] = field(default_factory=list, repr=False)  # latest assistant texts and compaction summaries
     todos: list[tuple[str, str]] = field(default_factory=list)  # the last TodoWrite plan: (step, status)
     tools: dict[str, int] = field(default_factory=dict)  # tool name -> number of calls
+    prompt_count: int = 0  # prompts in the session (`prompts` keeps the first and the latest ones)
+    command_count: int = 0  # commands run (`commands` keeps the latest ones)
+    seq: int = 0  # transcript lines read: the clock of `text_seqs`, `prompt_seqs`, `actions`
+    text_seqs: list[int] = field(default_factory=list, repr=False)  # when each of `texts` was said
+    prompt_seqs: list[int] = field(default_factory=list, repr=False)  # when each of `prompts` was typed
+    # what the latest tool calls that worked acted on (their input: path, command, new text), and when
+    actions: list[tuple[int, str]] = field(default_factory=list, repr=False)
+    # tool calls that failed and were not done since: (tool, target) -> error
+    failures: dict[tuple[str, str], str] = field(default_factory=dict)
+    pending_tools: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    mcp_calls: list[tuple[str, str, str]] = field(default_factory=list)  # (tool, what was asked, what came back)
+    pending_mcp: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    pending_actions: dict[str, str] = field(default_factory=dict, repr=False)
     outcome: str = ""
     assistant_messages: int = 0
     compactions: int = 0
     lines: int = 0
     bad_lines: int = 0
     unreadable: str = ""  # why the transcript could not be read (then the summary is empty or partial)
+
+    @property
+    def prompts_total(self) -> int:
+        return max(self.prompt_count, len(self.prompts))
+
+    @property
+    def commands_total(self) -> int:
+        return max(self.command_count, len(self.commands))
 
     @property
     def tool_calls(self) -> int:
@@ -191,6 +241,7 @@ def summarize(path: Path, session_id: str = "") -> SessionSummary:
     try:
         for record in iter_records(path):
             summary.lines += 1
+            summary.seq += 1
             _take(record, summary, reply)
     except OSError as exc:
         summary.unreadable = (
@@ -198,7 +249,65 @@ def summarize(path: Path, session_id: str = "") -> SessionSummary:
         )
         return summary
     summary.outcome = reply[1].strip()
+    _trim_texts(summary)
+    return redact_summary(summary)
+
+
+def _trim_texts(summary: SessionSummary) -> None:
     del summary.texts[:-MAX_TEXTS]
+    del summary.text_seqs[: len(summary.text_seqs) - len(summary.texts)]
+
+
+def _keep_prompt(summary: SessionSummary, prompt: str) -> None:
+    """Keep the first MAX_FIRST_PROMPTS prompts and the latest MAX_LAST_PROMPTS, count them all."""
+    summary.prompt_count += 1
+    summary.prompts.append(prompt)
+    summary.prompt_seqs.append(summary.seq)
+    if len(summary.prompts) > MAX_FIRST_PROMPTS + 2 * MAX_LAST_PROMPTS:
+        del summary.prompts[MAX_FIRST_PROMPTS : -MAX_LAST_PROMPTS]
+        del summary.prompt_seqs[MAX_FIRST_PROMPTS : -MAX_LAST_PROMPTS]
+
+
+def _keep_command(summary: SessionSummary, command: str) -> None:
+    summary.command_count += 1
+    summary.commands.append(command)
+    if len(summary.commands) > 2 * MAX_COMMANDS_KEPT:
+        del summary.commands[:-MAX_COMMANDS_KEPT]
+
+
+def redact_summary(summary: SessionSummary) -> SessionSummary:
+    """Redact, whole and once, every text of the summary a note is made from (all but `texts`,
+    see the module docstring), before any of it is cut; returns the same summary."""
+    if len(summary.prompts) > MAX_FIRST_PROMPTS + MAX_LAST_PROMPTS:
+        del summary.prompts[MAX_FIRST_PROMPTS:-MAX_LAST_PROMPTS]
+        del summary.prompt_seqs[MAX_FIRST_PROMPTS:-MAX_LAST_PROMPTS]
+    summary.prompt_count = summary.prompts_total
+    summary.command_count = summary.commands_total
+    del summary.commands[:-MAX_COMMANDS_KEPT]
+    done: dict[str, str] = {}
+
+    def whole(text: str) -> str:
+        if text not in done:
+            done[text] = redact(text)
+        return done[text]
+
+    summary.prompts = [whole(p) for p in summary.prompts]
+    summary.commands = [whole(c) for c in summary.commands]
+    summary.results = [(whole(c), failed) for c, failed in summary.results]
+    summary.outcome = whole(summary.outcome)
+    summary.todos = [(whole(step), status) for step, status in summary.todos]
+    summary.failures = {
+        (tool, redact_field(target)): whole(error) for (tool, target), error in list(summary.failures.items())[-MAX_FAILURES:]
+    }
+    summary.mcp_calls = [(tool, whole(asked), whole(got)) for tool, asked, got in summary.mcp_calls[-MAX_MCP:]]
+    summary.files = {redact_field(path): actions for path, actions in summary.files.items()}
+    summary.branch = redact_field(summary.branch)
+    summary.pending_files.clear()
+    summary.pending_commands.clear()
+    summary.pending_tools.clear()
+    summary.pending_mcp.clear()
+    summary.pending_actions.clear()
+    del summary.actions[:-MAX_ACTIONS]
     return summary
 
 
@@ -238,7 +347,7 @@ def _take(record: dict[str, Any], summary: SessionSummary, reply: list[str]) -> 
             return
         text = _user_text(message)
         if text:
-            summary.prompts.append(text)
+            _keep_prompt(summary, text)
         return
     content = message.get("content")
     if not isinstance(content, list):
@@ -264,6 +373,7 @@ def _take(record: dict[str, Any], summary: SessionSummary, reply: list[str]) -> 
         elif btype == "tool_use":
             name = str(block.get("name") or "?")
             summary.tools[name] = summary.tools.get(name, 0) + 1
+            _pending_tool(summary, name, block)
             if name in FILE_TOOLS:
                 file_path = _tool_input_path(block)
                 tool_id = block.get("id")
@@ -274,7 +384,7 @@ def _take(record: dict[str, Any], summary: SessionSummary, reply: list[str]) -> 
             elif name in COMMAND_TOOLS:
                 command = _tool_input_command(block)
                 if command:
-                    summary.commands.append(command)
+                    _keep_command(summary, command)
                     tool_id = block.get("id")
                     if isinstance(tool_id, str) and tool_id:
                         summary.pending_commands[tool_id] = command
@@ -284,9 +394,63 @@ def _take(record: dict[str, Any], summary: SessionSummary, reply: list[str]) -> 
 
 def _keep_text(summary: SessionSummary, text: str) -> None:
     if text.strip():
-        summary.texts.append(text[:MAX_TEXT])
+        if len(text) > MAX_TEXT:  # redacted whole before it is cut, like everything else
+            text = redact(text)[:MAX_TEXT]
+        summary.texts.append(text)
+        summary.text_seqs.append(summary.seq)
         if len(summary.texts) > 2 * MAX_TEXTS:  # trimmed now and then, so memory stays bounded
-            del summary.texts[:-MAX_TEXTS]
+            _trim_texts(summary)
+
+
+def words_of(text: str) -> set[str]:
+    """The words of `text` (3+ letters or digits, lower case, a plural's -s and -es dropped) that
+    `digest` matches an open item or a request against."""
+    return {_stem(w) for w in _WORDS.findall(text.lower())}
+
+
+def _stem(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("es") and len(word) > 4 and word[-3] in "sxz":
+        return word[:-2]
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def _input_text(data: Any) -> str:
+    """What a tool call acts on (its file path, command, new text, query): matched as words, never shown."""
+    if not isinstance(data, dict):
+        return ""
+    return " ".join(str(v)[:MAX_EVIDENCE] for k, v in data.items() if k not in ("old_string", "description"))
+
+
+def _target(name: str, block: dict[str, Any]) -> str:
+    """What a tool call works on: a file path, a command, a query."""
+    data = block.get("input")
+    if not isinstance(data, dict):
+        return ""
+    for key in ("file_path", "notebook_path", "path", "command", "query", "url", "pattern", "prompt"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    for value in data.values():
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return ""
+
+
+def _pending_tool(summary: SessionSummary, name: str, block: dict[str, Any]) -> None:
+    """Remember a call whose failure the note must tell (file tools, commands, MCP tools)."""
+    tool_id = block.get("id")
+    if not isinstance(tool_id, str) or not tool_id:
+        return
+    if name not in READ_ONLY_TOOLS and not (name.startswith("mcp__") and _READ_ONLY_MCP.search(name)):
+        summary.pending_actions[tool_id] = _input_text(block.get("input"))
+    if name in FILE_TOOLS or name in COMMAND_TOOLS or name.startswith("mcp__"):
+        summary.pending_tools[tool_id] = (name, _target(name, block))
+    if name.startswith("mcp__"):
+        summary.pending_mcp[tool_id] = (name, _target(name, block))
 
 
 def _plain_text(message: dict[str, Any]) -> str:
@@ -347,20 +511,70 @@ def _failed(block: dict[str, Any]) -> bool:
     return isinstance(content, str) and content.lstrip().startswith("<tool_use_error>")
 
 
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, list):
+        content = "\n".join(
+            str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return content if isinstance(content, str) else ""
+
+
+def _bounded(text: str) -> str:
+    """`text` to keep: whole, or redacted whole and then cut when it is long (never cut first)."""
+    if len(text) <= MAX_TEXT:
+        return text
+    if len(text) > MAX_LONG_RESULT:
+        return f"({len(text)} characters)"
+    return redact(text)[:MAX_TEXT]
+
+
+def _error_of(block: dict[str, Any]) -> str:
+    """The first line of a failed tool call's error (redacted whole first), without the client's wrapper."""
+    text = re.sub(r"</?tool_use_error>", "", _bounded(_result_text(block))).strip()
+    return redact(text).splitlines()[0].strip() if text else "failed"
+
+
 def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
-    """Settle pending tool calls: a successful result makes a file touched, an error drops it;
-    a command's result says whether it failed."""
+    """Settle pending tool calls: a successful result makes a file touched, an error drops it
+    (and is kept as a failure until the same call succeeds); a command's result says whether
+    it failed; an MCP call keeps what came back."""
     content = message.get("content")
-    if not (summary.pending_files or summary.pending_commands) or not isinstance(content, list):
+    waiting = summary.pending_files or summary.pending_commands or summary.pending_actions or summary.pending_mcp
+    if not waiting or not isinstance(content, list):
         return
     for block in content:
         if not isinstance(block, dict) or block.get("type") != "tool_result":
             continue
         tool_id = str(block.get("tool_use_id") or "")
-        pending = summary.pending_files.pop(tool_id, None)
-        if pending is not None and not _failed(block):
-            _touched(summary, *pending)
+        error = _failed(block)
         command = summary.pending_commands.pop(tool_id, None)
-        if command is not None and (failed := _command_failed(block)) is not None:
-            summary.results.append((command, failed))
+        acted = summary.pending_actions.pop(tool_id, None)
+        ran = _command_failed(block) if command is not None or acted else None  # None: never ran
+        if acted and not error and ran is not True:
+            summary.actions.append((summary.seq, acted))  # done: counts as carried out from now on
+            if len(summary.actions) > 2 * MAX_ACTIONS:
+                del summary.actions[:-MAX_ACTIONS]
+        pending = summary.pending_files.pop(tool_id, None)
+        if pending is not None and not error:
+            _touched(summary, *pending)
+        if command is not None and ran is not None:
+            summary.results.append((command, ran))
             del summary.results[:-MAX_RESULTS]
+        tool = summary.pending_tools.pop(tool_id, None)
+        if tool is not None:
+            if error if command is None else ran is None:
+                summary.failures.pop(tool, None)  # the latest failure goes last
+                summary.failures[tool] = _error_of(block)
+                if len(summary.failures) > 2 * MAX_FAILURES:
+                    del summary.failures[next(iter(summary.failures))]
+            else:
+                summary.failures.pop(tool, None)
+                if tool[0] in FILE_TOOLS:  # an Edit that failed, then a Write that worked: done
+                    for other in [k for k in summary.failures if k[1] == tool[1] and k[0] in FILE_TOOLS]:
+                        del summary.failures[other]
+        mcp = summary.pending_mcp.pop(tool_id, None)
+        if mcp is not None:
+            got = _error_of(block) if error else _bounded(_result_text(block))
+            summary.mcp_calls.append((*mcp, got))
+            del summary.mcp_calls[: -2 * MAX_MCP]

@@ -248,3 +248,167 @@ def test_render_body_leaves_the_sections_out_when_nothing_was_found(tmp_path: Pa
     t = Transcript("plain").prompt("What does the loader do?").say("It reads invoices in batches.")
     body = render_body(summarize(t.write(tmp_path / "t.jsonl")), "p")
     assert "## Decisions" not in body and "## Open items" not in body
+
+
+# ---------------------------------------------------------------------------
+# Notes that stay true to the end, through the SessionEnd hook as Claude Code runs it
+
+DEPLOY_COMPACT = """This session is being continued from a previous conversation that ran out of context. \
+The conversation is summarized below:
+Summary:
+1. Primary Request and Intent:
+   Get the staging deploy green again; it fails on migration 0042.
+3. Errors and fixes:
+   - The dry-run failed with: relation "orders_created_idx" already exists.
+6. All user messages:
+   - "The staging deploy fails on migration 0042, fix it"
+   - "also make the notify step retry twice"
+7. Pending Tasks:
+   - Make migration 0042 idempotent
+   - Re-run the staging dry-run
+"""
+
+
+def _deploy_session(cwd: str) -> Transcript:
+    """A failing deploy fixed after a compaction; one request is never carried out."""
+    t = Transcript("deploy-sess", cwd=cwd, branch="fix/migration-0042")
+    t.prompt("The staging deploy fails on migration 0042, fix it")
+    t.failed_bash("./deploy.sh staging --dry-run", 'ERROR: relation "orders_created_idx" already exists')
+    t.say(
+        "The root cause is that migration 0042 creates an index the hotfix already made. "
+        "Decided to use CREATE INDEX IF NOT EXISTS in migration 0042.\n\n"
+        "Next steps:\n- Make migration 0042 idempotent\n- Re-run the staging dry-run"
+    )
+    t.prompt("also make the notify step retry twice")
+    t.say("Noted. First the migration.")
+    t.prompt("<command-name>/compact</command-name>\n<command-message>compact</command-message>")
+    t.compact(DEPLOY_COMPACT)
+    t.edit_file(
+        f"{cwd}/migrations/0042_orders_created_idx.py",
+        "CREATE INDEX orders_created_idx",
+        "CREATE INDEX IF NOT EXISTS orders_created_idx",
+    )
+    t.bash("./deploy.sh staging --dry-run", "Exit code 0\ndry-run ok: 12 migrations, 0 errors")
+    t.say(
+        "I went with `CREATE INDEX IF NOT EXISTS` so the migration can run twice. "
+        "Migration 0042 is idempotent now and the staging dry-run passed."
+    )
+    return t
+
+
+def _captured_body(store: Store, tmp_path: Path, t: Transcript) -> str:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    transcript = t.write(tmp_path / f"{t.session_id}.jsonl")
+    payload = {"session_id": t.session_id, "transcript_path": str(transcript), "cwd": str(project)}
+    end = _hook(store.home, "session-end", {**payload, "reason": "prompt_input_exit"})
+    assert (end.returncode, end.stdout) == (0, "")
+    [path] = [p for p in store.memory.rglob("*.md") if t.session_id[:4] in p.read_text(encoding="utf-8")]
+    return load_note(store, str(path.relative_to(store.memory))).body
+
+
+def _section(body: str, heading: str) -> str:
+    return body.split(f"{heading}\n", 1)[1].split("\n## ", 1)[0] if heading in body else ""
+
+
+def test_open_items_done_later_are_not_listed_and_undone_requests_are(store: Store, tmp_path: Path) -> None:
+    body = _captured_body(store, tmp_path, _deploy_session(str(tmp_path / "project")))
+    open_items = _section(body, "## Open items")
+    assert "Make migration 0042 idempotent" not in open_items  # done after the compaction
+    assert "Re-run the staging dry-run" not in open_items  # it ran, and passed
+    assert "still fails" not in open_items  # the dry-run failed first, then passed
+    assert "Asked, not done: also make the notify step retry twice" in open_items
+    decisions = _section(body, "## Decisions")
+    assert decisions.count("IF NOT EXISTS") == 1, decisions  # said twice in other words: kept once
+    assert "I went with `CREATE INDEX IF NOT EXISTS`" in decisions  # the later wording
+    assert "The root cause is that migration 0042" in decisions
+
+
+def test_an_open_item_is_kept_while_nothing_did_it(store: Store, tmp_path: Path) -> None:
+    t = _deploy_session(str(tmp_path / "project"))
+    t.lines = t.lines[: next(i for i, line in enumerate(t.lines) if line.get("isCompactSummary")) + 1]
+    body = _captured_body(store, tmp_path, t)
+    open_items = _section(body, "## Open items")
+    assert "Make migration 0042 idempotent" in open_items and "Re-run the staging dry-run" in open_items
+    assert "`./deploy.sh staging --dry-run` still fails at the end of the session" in open_items
+
+
+def _refused_edit(cwd: str, session_id: str, *, redone: bool) -> Transcript:
+    """The only change asked for is an Edit the client refuses; `redone`: read, then edited again."""
+    t = Transcript(session_id, cwd=cwd)
+    t.prompt("Set the notify timeout to 30 seconds in config/notify.yml")
+    edit = {"file_path": f"{cwd}/config/notify.yml", "old_string": "timeout: 10", "new_string": "timeout: 30"}
+    t.failed_tool("Edit", edit, "File has not been read yet. Read it first before writing to it.")
+    if redone:
+        t.tool("Read", {"file_path": edit["file_path"]}, "timeout: 10\n")
+        t.tool("Edit", edit, "The file has been updated.")
+    return t.say("Done: the notify timeout is now 30 seconds.")
+
+
+def test_a_failed_edit_is_never_reported_as_done(store: Store, tmp_path: Path) -> None:
+    cwd = str(tmp_path / "project")
+    body = _captured_body(store, tmp_path, _refused_edit(cwd, "edit-sess", redone=False))
+    outcome = _section(body, "## Outcome")
+    assert outcome.strip().startswith(
+        f"**Not done:** Edit of `{cwd}/config/notify.yml` failed: File has not been read yet."
+    ), outcome
+    assert "The last reply said: Done: the notify timeout is now 30 seconds." in outcome
+    assert "## Files touched" not in body
+    open_items = _section(body, "## Open items")
+    assert "Edit of" in open_items and "failed: File has not been read yet" in open_items
+    assert "Asked, not done: Set the notify timeout to 30 seconds in config/notify.yml" in open_items
+
+
+def test_a_failed_edit_done_over_is_not_listed(store: Store, tmp_path: Path) -> None:
+    body = _captured_body(store, tmp_path, _refused_edit(str(tmp_path / "project"), "redo-sess", redone=True))
+    assert "failed" not in body and "Not done" not in body
+    assert "config/notify.yml` (edit)" in body
+
+
+def test_an_mcp_call_says_what_it_asked_and_what_came_back(store: Store, tmp_path: Path) -> None:
+    t = Transcript("mcp-sess", cwd=str(tmp_path / "project"))
+    t.prompt("What did we decide about the webhook retry policy?")
+    t.mcp(
+        "anamnesis",
+        "search",
+        {"query": "webhook retry policy", "limit": 5},
+        "1. Webhook retry policy (semantic, 2026-02-11): retry 3 times with exponential backoff, then park",
+    )
+    t.mcp("tracker", "get_issue", {"id": "OPS-412"}, "")
+    t.lines[-1]["message"]["content"][0]["is_error"] = True
+    t.lines[-1]["message"]["content"][0]["content"] = [{"type": "text", "text": "Error: issue OPS-412 not found"}]
+    t.say("We retry 3 times with exponential backoff, then park the event.")
+    body = _captured_body(store, tmp_path, t)
+    calls = _section(body, "## MCP calls")
+    assert (
+        "- anamnesis.search `webhook retry policy` → 1. Webhook retry policy (semantic, 2026-02-11): "
+        "retry 3 times with exponential backoff, then park" in calls
+    )
+    assert "- tracker.get_issue `OPS-412` → Error: issue OPS-412 not found" in calls
+    assert "tracker.get_issue of `OPS-412` failed: Error: issue OPS-412 not found" in _section(body, "## Open items")
+
+
+def test_a_request_is_done_by_a_change_not_by_a_lookup_or_a_claim(tmp_path: Path) -> None:
+    def body(*steps: str) -> str:
+        t = Transcript(f"req-{len(steps)}", cwd="/w")
+        t.prompt("Deploy failed again.").prompt("Also make the notify step retry twice")
+        if "lookup" in steps:
+            t.mcp("docs", "search_docs", {"query": "notify step retry"}, "retry: N retries a step N times")
+        if "claim" in steps:
+            t.say("Done: the notify step now retries twice.")
+        if "edit" in steps:
+            t.edit_file("/w/.ci/notify.yml", "retry: 0", "retry: 2  # the notify step retries twice")
+        return _section(render_body(summarize(t.write(tmp_path / f"{len(steps)}.jsonl")), "p"), "## Open items")
+
+    assert "Asked, not done: Also make the notify step retry twice" in body("lookup", "claim")
+    assert "Asked, not done" not in body("lookup", "claim", "edit")
+
+
+def test_the_first_prompt_is_done_by_any_change_after_it(tmp_path: Path) -> None:
+    t = Transcript("first-ask", cwd="/w").prompt("Clean up the flaky CI runs")
+    t.edit_file("/w/.github/workflows/build.yml", "retries: 0", "retries: 3")
+    t.prompt("Also make the nightly export email the finance team").say("I'll do that next.")
+    body = render_body(summarize(t.write(tmp_path / "t.jsonl")), "p")
+    open_items = _section(body, "## Open items")
+    assert "flaky CI" not in open_items  # the session worked on it: an edit after it went through
+    assert "Asked, not done: Also make the nightly export email the finance team" in open_items

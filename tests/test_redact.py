@@ -64,6 +64,14 @@ def test_everything_at_once() -> None:
         "ssh -p 2222 build.internal",
         "sort_key = lambda row: row[0]",
         'cache_key = f"user:{uid}"',
+        "the net user base grows fast",
+        "echo done | tee build.log",
+        "echo 'hello world' | git hash-object --stdin",
+        'echo "$SUDO_PASSWORD" | sudo -S systemctl restart nginx',
+        "sudo -S reads the password from standard input",
+        "cat <<EOF > notes.txt\nrestart the workers\nEOF",
+        "expect \"yes/no\" { send \"yes\\r\" }",
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:prod/orders/db-AbC123",
     ],
 )
 def test_ordinary_text_survives(text: str) -> None:
@@ -224,6 +232,9 @@ _FILLERS = [
     "token: ", "password=", "--password ", "x://a:", "://a@", "Authorization: ", "Bearer ", "cookie: a=",
     "AAAAAAAAAAAAAAAAAAAAAAAA", "0123456789:", "\"auth\": \"", "export A_TOKEN=", "mysql -p", "login a password ",
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaAZDO", "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6\n",
+    "echo 'a' | sudo -S ", "echo a ", "| passwd ", "sudo -S <<< 'a' ", "<<<", "chpasswd <<EOF\n", "passwd\n",
+    "expect \"password:\" ", "send \"a\" ", "mongosh -p ", "sqlplus a/", "a:5432:b:c:d .pgpass ",
+    "arn:aws:iam::123456789012:", "h1:", "data:image/png;base64,", "0x", "/nix/store/", "//", "$a",
 ]  # fmt: skip
 
 
@@ -256,3 +267,19 @@ def test_anything_is_redacted_in_linear_time(filler: str) -> None:
         big = min(big, _redaction_seconds(filler, 200_000))
     assert big < bound, f"{small:.3f} s for 25 kB but {big:.3f} s for 200 kB of {filler!r}"
     assert big < 6, f"{big:.1f} s for 200 kB of {filler!r}"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("open myapp://Zx81Kq0Wm3Np5Rt7Vy9Bc2Df/x in the title", "myapp://[REDACTED"),
+        ("ls /nix/store/9q3rk7sk1n2yv5bqzlj2g4mgj8rcbv4c-openssl-3.0.9", "/nix/store/9q3rk7sk1n2yv5bqzlj2g4mgj8rcbv4c-"),
+    ],
+)
+def test_a_title_with_a_redacted_part_stays_readable(text: str, kept: str) -> None:
+    assert kept in redact_field(text)
+
+
+def test_a_value_that_only_starts_like_a_variable_is_still_a_secret() -> None:
+    assert redact("export DB_PASSWORD=$DB_PASS") == "export DB_PASSWORD=$DB_PASS"
+    assert "x9(-a%k2" not in redact("SECRET_KEY = '$x9(-a%k2m=q7&w@4!hz0l_u+8c^r)d#3y5n*j6p1g-t'")

@@ -149,10 +149,11 @@ def test_fifty_megabyte_transcript_streams(tmp_path: Path) -> None:
     assert path.stat().st_size >= 50_000_000
     s = summarize(path)
     assert s.prompts[0] == "start the long refactor"
-    assert len(s.prompts) == i + 1
+    assert s.prompts_total == i + 1 and s.prompts[-1] == f"step {i - 1}: continue with module {i - 1}"
+    assert len(s.prompts) <= 41  # the first prompts and the latest ones are kept, all are counted
     assert len(s.files) == min(i, 50)
     assert s.outcome == f"done step {i - 1}"
-    assert len(s.commands) == i
+    assert s.commands_total == i and len(s.commands) <= 120
 
 
 def test_oversized_single_line_is_skipped(tmp_path: Path) -> None:

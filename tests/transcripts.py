@@ -109,6 +109,23 @@ class Transcript:
     def bash(self, command: str, output: Any = "") -> Transcript:
         return self.tool("Bash", {"command": command, "description": "run"}, output)
 
+    def failed_tool(self, name: str, tool_input: dict[str, Any], error: str) -> Transcript:
+        """A tool call the client refused or that errored, as recorded: `is_error` and the error wrapper."""
+        self.tool(name, tool_input, f"<tool_use_error>{error}</tool_use_error>")
+        self.lines[-1]["message"]["content"][0]["is_error"] = True
+        self.lines[-1]["toolUseResult"] = f"Error: {error}"
+        return self
+
+    def failed_bash(self, command: str, output: str, code: int = 1) -> Transcript:
+        """A command that ran and exited non-zero (the client's "Exit code N" result, `is_error`)."""
+        self.bash(command, f"Exit code {code}\n{output}")
+        self.lines[-1]["message"]["content"][0]["is_error"] = True
+        return self
+
+    def mcp(self, server: str, tool: str, tool_input: dict[str, Any], result: str) -> Transcript:
+        """An MCP tool call (`mcp__<server>__<tool>`) and its text result, as a list of text blocks."""
+        return self.tool(f"mcp__{server}__{tool}", tool_input, [{"type": "text", "text": result}])
+
     def attachment(self, text: str) -> Transcript:
         """Hook context as the client records it (an attachment line)."""
         self._base(

@@ -50,6 +50,10 @@ ALPHABETS = {
     "bech32": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
     "pw": string.ascii_letters + string.digits + "!@%^*_+-.~",
     "user": string.ascii_lowercase,
+    "django": string.ascii_lowercase + string.digits + "!@#$%^&*(-_=+)",  # get_random_secret_key's
+    "nix": "0123456789abcdfghijklmnpqrsvwxyz",  # Nix's base32
+    "b32l": "abcdefghijklmnopqrstuvwxyz234567",  # CIDv1's base32
+    "ethaddr": "0123456789abcdefABCDEF",  # an EIP-55 address mixes the cases of its hex
 }
 ENGLISH = (
     "The deploy finished without errors and the release notes were published to the team wiki. "
