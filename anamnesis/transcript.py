@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from anamnesis.redact import redact, redact_field
+from anamnesis.text import plural
 
 # The wrapper our hooks put around injected memory; text inside it is never captured.
 MEMORY_OPEN = "<anamnesis-memory>"
@@ -525,7 +526,7 @@ def _bounded(text: str) -> str:
     if len(text) <= MAX_TEXT:
         return text
     if len(text) > MAX_LONG_RESULT:
-        return f"({len(text)} characters)"
+        return f"({plural(len(text), 'character')})"
     return redact(text)[:MAX_TEXT]
 
 
