@@ -22,6 +22,7 @@ from mcp_types import ToolAnnotations
 
 from anamnesis import __version__
 from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.mcp_upkeep import UpkeepTools
 from anamnesis.paths import Store, open_store
 
 if TYPE_CHECKING:
@@ -380,7 +381,9 @@ def build_server(store: Store, cwd: str | None = None) -> MCPServer[Any]:
     server: MCPServer[Any] = MCPServer(
         name="anamnesis", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
-    MemoryTools(store, cwd).register(server)
+    tools = MemoryTools(store, cwd)
+    tools.register(server)
+    UpkeepTools(tools, _tool_errors, _check_project).register(server)  # timeline, tidy: mcp_upkeep.py
     return server
 
 

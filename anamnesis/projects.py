@@ -54,7 +54,9 @@ class ProjectInfo:
     types: dict[str, int]
     last_activity: str
     machines: list[str]
-    remotes: list[str] = field(default_factory=list)  # remote keys seen for it: its own, its aliases, sessions'
+    remotes: list[str] = field(
+        default_factory=list
+    )  # remote keys seen for it: its own, its aliases, sessions'
     aliases: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
@@ -125,12 +127,19 @@ def set_alias(store: Store, alias: str, target: str) -> str:
     with write_lock(store, "project alias"):
         machine = require_writable(store)
         if resolve_alias(target, store.memory).lower() == alias:
-            raise UsageError(f"{target} is already an alias of {alias}: that would make a loop; nothing was written")
+            raise UsageError(
+                f"{target} is already an alias of {alias}: that would make a loop; nothing was written"
+            )
         path = alias_file(store.memory, alias)
         relpath = relpath_of(store, path)
         if read_alias(path) == (alias, target):
             return relpath
-        write_units(store, {relpath: _alias_text(alias, target)}, f"{machine}: alias project {alias} to {target}", alias)
+        write_units(
+            store,
+            {relpath: _alias_text(alias, target)},
+            f"{machine}: alias project {alias} to {target}",
+            alias,
+        )
     return relpath
 
 
@@ -193,7 +202,9 @@ def _with_project(text: str, relpath: str, new: str) -> str:
     front, _ = split_front_matter(text.removeprefix("\ufeff"))
     line = f"project: {new}" if _PLAIN_KEY.match(new) else f"project: {json.dumps(new)}"  # JSON: valid YAML
     if front is not None and re.search(r"^project:[^\r\n]*", front, re.M):
-        new_front = re.sub(r"^project:[^\r\n]*(?:\r?\n[ \t]+[^\r\n]*)*", lambda _m: line, front, count=1, flags=re.M)
+        new_front = re.sub(
+            r"^project:[^\r\n]*(?:\r?\n[ \t]+[^\r\n]*)*", lambda _m: line, front, count=1, flags=re.M
+        )
         return text.replace(front, new_front, 1)
     note = parse_note(text, relpath)  # no project line (or no front matter): written out in full
     note.project = new
@@ -220,7 +231,9 @@ def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> 
         mine = sorted(path for path, _id, _title, project in rows if project == old)
         theirs = [path for path, _id, _title, project in rows if project == new]
         if not mine:
-            raise NoteNotFound(f"project {old} has no notes (see `anamnesis project list`); nothing was changed")
+            raise NoteNotFound(
+                f"project {old} has no notes (see `anamnesis project list`); nothing was changed"
+            )
         if theirs and not merge:
             raise UsageError(
                 f"project {new} already has {len(theirs)} notes: to put both together, run"

@@ -27,9 +27,13 @@ def _checkout(where: Path, url: str) -> Path:
 
 def _session_start(machine: Machine, cwd: Path) -> str:
     payload = {"session_id": "s1", "cwd": str(cwd), "source": "startup", "hook_event_name": "SessionStart"}
-    proc = run_hook(machine.home, "session-start", {**payload, "transcript_path": "/x"}, cwd=cwd, **_env(machine))
+    proc = run_hook(
+        machine.home, "session-start", {**payload, "transcript_path": "/x"}, cwd=cwd, **_env(machine)
+    )
     assert proc.returncode == 0, proc.stderr
-    return str(json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]) if proc.stdout.strip() else ""
+    return (
+        str(json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]) if proc.stdout.strip() else ""
+    )
 
 
 def _prompt(machine: Machine, cwd: Path, prompt: str, session: str) -> str:
@@ -51,7 +55,9 @@ def _here(machine: Machine, cwd: Path, *args: str) -> subprocess.CompletedProces
     return run_anamnesis(args, machine.env(), cwd=cwd)
 
 
-def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(fleet: Fleet, tmp_path: Path) -> None:
+def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(
+    fleet: Fleet, tmp_path: Path
+) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
@@ -60,7 +66,10 @@ def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(fleet: 
     made = _here(a, old_checkout, "new", "Deploys use blue green rollout", "--body", "Blue green rollout.")
     assert made.returncode == 0, made.stderr
     other = create_note(
-        a.store, type="semantic", title="Blue green rollout checklist", project="github.com/else/web",
+        a.store,
+        type="semantic",
+        title="Blue green rollout checklist",
+        project="github.com/else/web",
         body="Blue green rollout checklist: blue green rollout, rollout blue green, every time.",
     )
     assert a.sync().exit_code == 0 and b.sync().exit_code == 0
@@ -70,7 +79,9 @@ def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(fleet: 
     assert _here(b, moved, "project").stdout.strip() == NEW
     assert "Deploys use blue green rollout" not in _session_start(b, moved)
     asked = _prompt(b, moved, "how do we do the blue green rollout checklist", "p1")
-    assert other.path in asked and "Deploys use blue green rollout" not in asked  # one other project's note at most
+    assert (
+        other.path in asked and "Deploys use blue green rollout" not in asked
+    )  # one other project's note at most
 
     aliased = _here(b, moved, "project", "alias", "--here", OLD)
     assert aliased.returncode == 0, aliased.stderr
@@ -83,26 +94,41 @@ def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(fleet: 
 
     # a learns the alias by sync; its checkout's remote changes to the new place, over ssh this time.
     assert a.sync().exit_code == 0
-    subprocess.run(["git", "-C", str(old_checkout), "remote", "set-url", "origin", "git@gitlab.com:newco/api-server"])
+    subprocess.run(
+        ["git", "-C", str(old_checkout), "remote", "set-url", "origin", "git@gitlab.com:newco/api-server"]
+    )
     assert _here(a, old_checkout, "project").stdout.strip() == OLD
     assert "Deploys use blue green rollout" in _session_start(a, old_checkout)
 
     # the project list shows the remotes seen for it
     projects = {p["project"]: p for p in json.loads(a.cli("project", "list", "--json").stdout)}
-    assert projects[OLD]["notes"] == 1 and NEW in projects[OLD]["remotes"] and projects[OLD]["aliases"] == [NEW]
+    assert (
+        projects[OLD]["notes"] == 1 and NEW in projects[OLD]["remotes"] and projects[OLD]["aliases"] == [NEW]
+    )
 
 
-def test_rename_moves_notes_links_and_supersessions_in_one_commit_that_syncs(fleet: Fleet, tmp_path: Path) -> None:
+def test_rename_moves_notes_links_and_supersessions_in_one_commit_that_syncs(
+    fleet: Fleet, tmp_path: Path
+) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
     b = fleet.machine("b", {"hub": fleet.url(hub)})
     first = create_note(a.store, type="semantic", title="Pool size is 20", body="pool 20", project=OLD)
     second = create_note(
-        a.store, type="semantic", title="Pool size is 40", body="pool 40, was 20", project=OLD, supersedes=[first.id]
+        a.store,
+        type="semantic",
+        title="Pool size is 40",
+        body="pool 40, was 20",
+        project=OLD,
+        supersedes=[first.id],
     )
     stem = first.path.rsplit("/", 1)[1][:-3]
     linker = create_note(
-        a.store, type="semantic", title="Index", body=f"see [[{first.path[:-3]}]] and [[{stem}]]", project="else/x"
+        a.store,
+        type="semantic",
+        title="Index",
+        body=f"see [[{first.path[:-3]}]] and [[{stem}]]",
+        project="else/x",
     )
     assert a.sync().exit_code == 0 and b.sync().exit_code == 0
     commits = int(b.git("rev-list", "--count", "HEAD"))
@@ -116,7 +142,9 @@ def test_rename_moves_notes_links_and_supersessions_in_one_commit_that_syncs(fle
     assert all(p.startswith("projects/gitlab.com-newco-api-server/facts/") for p in moves.values())
     assert report["updated"] == [linker.path]
     text = b.read(linker.path)
-    assert f"[[{moves[first.path][:-3]}]]" in text and f"[[{stem}]]" in text  # by path follows, by name still works
+    assert (
+        f"[[{moves[first.path][:-3]}]]" in text and f"[[{stem}]]" in text
+    )  # by path follows, by name still works
     for path in moves.values():
         assert parse_note(b.read(path), path).project == NEW
     assert b.sync().exit_code == 0 and a.sync().exit_code == 0

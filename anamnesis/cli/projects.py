@@ -74,7 +74,9 @@ def list_(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")
 
 def rename(
     old: str = typer.Argument(..., help="The project key its notes carry now."),
-    new: str = typer.Argument(..., help="The key they should carry (a new key; see `project merge` otherwise)."),
+    new: str = typer.Argument(
+        ..., help="The key they should carry (a new key; see `project merge` otherwise)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Move every note of project OLD to project NEW, in one commit, and alias OLD to NEW.
@@ -111,14 +113,18 @@ def _rename(old: str, new: str, *, merge: bool, json_out: bool) -> None:
         print_json(done.to_dict())
         return
     verb = "merged" if merge else "renamed"
-    print(f"{verb} {done.old} -> {done.new}: {len(done.moved)} notes moved, {len(done.updated)} other notes updated")
+    print(
+        f"{verb} {done.old} -> {done.new}: {len(done.moved)} notes moved, {len(done.updated)} other notes updated"
+    )
     print(f"{done.old} is now an alias of {done.new} ({done.alias}); run `anamnesis sync` to share it")
 
 
 def alias(
     key: str = typer.Argument(..., help="The key that should find PROJECT's notes (with --here: PROJECT)."),
     project: str = typer.Argument(None, help="The existing project the notes are under."),
-    here: bool = typer.Option(False, "--here", help="KEY is the current folder's key (its marker or remote)."),
+    here: bool = typer.Option(
+        False, "--here", help="KEY is the current folder's key (its marker or remote)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Make KEY find the notes of PROJECT, moving nothing: for a repo that moved or was renamed.

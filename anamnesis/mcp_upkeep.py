@@ -1,0 +1,67 @@
+"""MCP tools for keeping memory useful as it grows: the timeline, and (for the person to accept) a tidy.
+
+Kept apart from `mcp_server` so that each side can change without the other;
+`mcp_server.build_server` registers these beside its own tools and hands in
+its error wrapper and project check, so every tool fails the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+from anamnesis.paths import Store
+
+MAX_SINCE = 40
+
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+
+class Host(Protocol):
+    """What these tools need of the server's own tools: the store and the session's project."""
+
+    store: Store
+
+    def current_project(self) -> str | None: ...
+
+
+class UpkeepTools:
+    """Timeline and tidy tools bound to the server's store."""
+
+    def __init__(
+        self,
+        host: Host,
+        errors: Callable[[], AbstractContextManager[None]],
+        check_project: Callable[[str | None], str | None],
+    ) -> None:
+        self.host = host
+        self.errors = errors
+        self.check_project = check_project
+
+    def timeline(
+        self, since: str = "7d", project: str | None = None, this_project: bool = False
+    ) -> dict[str, Any]:
+        """What happened, what was decided and what is still open, day by day, on every machine:
+        from session notes (outcome, decisions, open items) and notes added or changed. `since` is a
+        span back from now (12h, 7d, 2w) or a date (2026-11-01); `project` a project key, or
+        this_project=true for the current one. Good for a stand-up or for starting a week's work."""
+        # lazy: the first tool call loads the core, not MCP start
+        from anamnesis.timeline import build_timeline
+
+        with self.errors():
+            if not isinstance(since, str) or not since.strip() or len(since) > MAX_SINCE:
+                raise ToolError("since must be a span like 7d or a date like 2026-11-01")
+            key = self.host.current_project() if this_project else self.check_project(project)
+            self.host.store.require()
+            return build_timeline(self.host.store, since=since, project=key).to_dict()
+
+    def register(self, server: MCPServer[Any]) -> None:
+        """Add these tools to `server`."""
+        server.add_tool(self.timeline, name="timeline", annotations=READ_ONLY)
