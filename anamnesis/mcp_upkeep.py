@@ -18,9 +18,14 @@ from mcp_types import ToolAnnotations
 from anamnesis.paths import Store
 
 MAX_SINCE = 40
+MAX_NOTES = 100
 
 READ_ONLY = ToolAnnotations(
     read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+# tidy writes a plan file beside the store (never into memory/): nothing the user has is changed
+PROPOSES = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=False
 )
 
 
@@ -62,6 +67,34 @@ class UpkeepTools:
             self.host.store.require()
             return build_timeline(self.host.store, since=since, project=key).to_dict()
 
+    def tidy(self, notes: list[str] | None = None, project: str | None = None) -> dict[str, Any]:
+        """Propose a tidy of memory for the user to accept: near-duplicates to merge, notes a later
+        one replaces, old sessions whose content lives on in a fact note, each with its evidence.
+        Give `notes` (paths or ids you just read) to keep only proposals about them, or a project
+        key. Changes nothing: the plan is saved for the user, who applies it with the command
+        returned in `accept` (tell them; never apply it yourself)."""
+        # lazy: the first tool call loads the core, not MCP start
+        from anamnesis.tidy import plan_tidy, save_proposed
+
+        with self.errors():
+            if notes is not None and (not isinstance(notes, list) or len(notes) > MAX_NOTES):
+                raise ToolError(f"notes must be a list of at most {MAX_NOTES} note paths or ids")
+            wanted = {str(n).strip() for n in notes or () if str(n).strip()}
+            key = self.check_project(project)
+            self.host.store.require()
+            plan = plan_tidy(self.host.store, project=key)
+            if wanted:
+                plan.proposals = [
+                    p for p in plan.proposals if wanted & {p.keep.id, p.keep.path, p.other.id, p.other.path}
+                ]
+            saved = save_proposed(self.host.store, plan) if plan.proposals else None
+            return {
+                **plan.to_dict(),
+                "plan_file": str(saved) if saved else None,
+                "accept": f"anamnesis tidy --apply {saved}" if saved else None,
+            }
+
     def register(self, server: MCPServer[Any]) -> None:
         """Add these tools to `server`."""
         server.add_tool(self.timeline, name="timeline", annotations=READ_ONLY)
+        server.add_tool(self.tidy, name="tidy", annotations=PROPOSES)

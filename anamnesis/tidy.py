@@ -24,6 +24,7 @@ apply the same plan converge after sync. Nothing here deletes text.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections import Counter, defaultdict
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from anamnesis.catalog import parse_when
 from anamnesis.errors import NoteNotFound, UsageError
+from anamnesis.fsutil import atomic_write_text
 from anamnesis.index import open_index
 from anamnesis.notes import parse_note
 from anamnesis.store import (
@@ -47,6 +49,8 @@ from anamnesis.store import (
 from anamnesis.supersede import TITLE_STOPWORDS, Components, jaccard, similar_pairs
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from anamnesis.paths import Store
 
 Action = Literal["merge", "supersede", "archive"]
@@ -57,7 +61,8 @@ _ACTIONS: dict[str, Action] = {"merge": "merge", "supersede": "supersede", "arch
 _KINDS: dict[str, Kind] = {"duplicate": "duplicate", "replaced": "replaced", "stale-session": "stale-session"}
 PLAN_VERSION = 1
 ARCHIVE_DIR = ".archive"
-DUPLICATE = 0.6  # body words shared (Jaccard) from which two notes are near-duplicates
+DUPLICATE = 0.5  # body words shared (Jaccard) from which two notes are near-duplicates
+SAME_LINES = 0.6  # or: the share of the shorter note's lines the other holds too (at least 2)
 SAME_SUBJECT = 0.6  # title words shared from which a later note may replace an older one
 CANDIDATE = 0.3  # words of title and body shared from which a pair is looked at at all
 MEANING_DUPLICATE = 0.93  # cosine of two notes' vectors from which they say the same (semantic on)
@@ -77,7 +82,7 @@ def words(text: str) -> frozenset[str]:
 
 
 def _line_key(line: str) -> str:
-    return " ".join(_BULLET.sub("", line).lower().split())
+    return " ".join(_BULLET.sub("", line).lower().split()).rstrip(".,;:!")
 
 
 def _lines(body: str) -> list[str]:
@@ -141,7 +146,9 @@ class Proposal:
         try:
             action, kind = _ACTIONS.get(str(data["action"])), _KINDS.get(str(data["kind"]))
             if action is None or kind is None:
-                raise UsageError(f"a proposal has an unknown action or kind ({data['action']!r}, {data['kind']!r})")
+                raise UsageError(
+                    f"a proposal has an unknown action or kind ({data['action']!r}, {data['kind']!r})"
+                )
             refs = [
                 NoteRef(**{k: str(data[side][k]) for k in ("id", "path", "title", "created", "updated")})
                 for side in ("keep", "other")
@@ -222,7 +229,7 @@ def _load(store: Store) -> list[_Row]:
             (supersedes or "").split(),
             rowid,
         )
-        row.title_words = words(row.title)
+        row.title_words = frozenset(w for w in words(row.title) if not w.isdigit())  # a value is no subject
         row.words = words(f"{row.title}\n{body}")
         out.append(row)
     return out
@@ -295,7 +302,10 @@ def plan_tidy(
     pairs: dict[tuple[int, int], float] = {}
     for items, threshold in (
         ([((rows[i].project, rows[i].type), f"{rows[i].title}\n{rows[i].body}") for i in members], CANDIDATE),
-        ([((rows[i].project, rows[i].type), rows[i].title) for i in members], SAME_SUBJECT),
+        (
+            [((rows[i].project, rows[i].type), " ".join(sorted(rows[i].title_words))) for i in members],
+            SAME_SUBJECT,
+        ),
     ):
         for x, y, _score in similar_pairs(items, threshold=threshold, limit=200_000, budget=20_000_000):
             i, j = members[x], members[y]
@@ -311,18 +321,21 @@ def plan_tidy(
         body_sim = jaccard(words(a.body), words(b.body))
         title_sim = jaccard(a.title_words, b.title_words)
         newer, older = _newer(a, b)
-        if body_sim >= DUPLICATE or cosine >= MEANING_DUPLICATE:
+        shared, only = _shared_and_differing(newer.body, older.body)
+        fewest = min(len(_lines(a.body)), len(_lines(b.body)))
+        same_lines = len(shared) / fewest if fewest and len(shared) >= 2 else 0.0
+        if body_sim >= DUPLICATE or same_lines >= SAME_LINES or cosine >= MEANING_DUPLICATE:
             action: Action = "merge"
             kind: Kind = "duplicate"
-            score = max(body_sim, cosine)
+            score = max(body_sim, same_lines, cosine)
         elif title_sim >= SAME_SUBJECT:
             action, kind, score = "supersede", "replaced", title_sim
         else:
             continue
-        shared, only = _shared_and_differing(newer.body, older.body)
         evidence: dict[str, Any] = {
             "words_shared": round(body_sim, 3),
             "titles_shared": round(title_sim, 3),
+            "lines_shared": round(same_lines, 3),
             "shared_lines": shared[:MAX_EVIDENCE],
             "only_in_other": only[:MAX_EVIDENCE],
             "dates": {"keep": newer.created or newer.updated, "other": older.created or older.updated},
@@ -389,12 +402,14 @@ def _stale_sessions(
         if best is None:
             continue
         share, fact = best
-        fact_lines = {_line_key(line) for line in _lines(fact.body)}
+        in_fact = [
+            line
+            for line in _lines(session.body)
+            if (w := words(line)) and len(w & fact.words) >= LIVES_ON * len(w)
+        ]
         evidence = {
             "fact_words_in_session": round(share, 3),
-            "lines_in_both": [line for line in _lines(session.body) if _line_key(line) in fact_lines][
-                :MAX_EVIDENCE
-            ],
+            "lines_in_both": in_fact[:MAX_EVIDENCE],
             "dates": {"keep": fact.created or fact.updated, "other": session.created or session.updated},
         }
         found.append(
@@ -523,6 +538,15 @@ def apply_plan(store: Store, proposals: Iterable[Proposal]) -> list[Applied]:
         except (NoteNotFound, UsageError) as exc:
             done.append(Applied(proposal.key, "skipped", str(exc)))
     return done
+
+
+def save_proposed(store: Store, plan: Plan) -> Path:
+    """Keep a plan an agent proposed for the person to read and apply: state/tidy/proposed-<time>.json."""
+    folder = store.state_dir / "tidy"
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    path = folder / f"proposed-{stamp}.json"
+    atomic_write_text(path, json.dumps(plan.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return path
 
 
 def list_archived(store: Store) -> list[str]:
