@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from anamnesis.errors import NoteNotFound, UsageError
@@ -60,16 +60,9 @@ class ProjectInfo:
     aliases: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-ready view."""
-        return {
-            "project": self.key,
-            "notes": self.notes,
-            "types": dict(self.types),
-            "last_activity": self.last_activity,
-            "machines": list(self.machines),
-            "remotes": list(self.remotes),
-            "aliases": list(self.aliases),
-        }
+        """A JSON-ready view (the key as `project`)."""
+        data = asdict(self)
+        return {"project": data.pop("key"), **data}
 
 
 @dataclass

@@ -29,7 +29,7 @@ import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from anamnesis.catalog import parse_when
@@ -101,13 +101,7 @@ class NoteRef:
 
     def to_dict(self) -> dict[str, str]:
         """A JSON-ready view."""
-        return {
-            "id": self.id,
-            "path": self.path,
-            "title": self.title,
-            "created": self.created,
-            "updated": self.updated,
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -431,7 +425,7 @@ class Applied:
 
     def to_dict(self) -> dict[str, str]:
         """A JSON-ready view."""
-        return {"key": self.key, "outcome": self.outcome, "detail": self.detail}
+        return asdict(self)
 
 
 def read_plan(text: str) -> list[Proposal]:

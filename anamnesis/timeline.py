@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from anamnesis.capture import DECISIONS, OPEN_ITEMS
@@ -42,7 +42,7 @@ class Entry:
     title: str
     path: str
     change: str = ""  # notes: "added" or "updated"
-    note_type: str = ""
+    type: str = ""
     outcome: str = ""
     decisions: list[str] = field(default_factory=list)
     open_items: list[str] = field(default_factory=list)
@@ -50,20 +50,7 @@ class Entry:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
-        return {
-            "kind": self.kind,
-            "when": self.when,
-            "machine": self.machine,
-            "project": self.project,
-            "title": self.title,
-            "path": self.path,
-            "change": self.change,
-            "type": self.note_type,
-            "outcome": self.outcome,
-            "decisions": list(self.decisions),
-            "open_items": list(self.open_items),
-            "supersedes": list(self.supersedes),
-        }
+        return asdict(self)
 
 
 @dataclass
@@ -150,7 +137,7 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
                     key,
                     title or "",
                     path,
-                    note_type=kind,
+                    type=kind,
                     outcome=_paragraph(note.body, "## Outcome"),
                     decisions=_section(note.body, DECISIONS),
                     open_items=_section(note.body, OPEN_ITEMS),
@@ -168,7 +155,7 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
                 title or "",
                 path,
                 change="added" if added else "updated",
-                note_type=kind or "",
+                type=kind or "",
                 supersedes=replaced,
             )
         )
@@ -205,9 +192,13 @@ def _line(entry: Entry) -> str:
     if entry.kind == "session":
         return f"{entry.when[11:16] or '--:--'} {where} · session: {entry.title}"
     replaced = f" (replaces {', '.join(entry.supersedes)})" if entry.supersedes else ""
-    return (
-        f"{entry.when[11:16] or '--:--'} {where} · {entry.change} {entry.note_type}: {entry.title}{replaced}"
-    )
+    return f"{entry.when[11:16] or '--:--'} {where} · {entry.change} {entry.type}: {entry.title}{replaced}"
+
+
+def _details(entry: Entry) -> list[str]:
+    """What a session did, decided and left open, one line each."""
+    did = [f"did: {entry.outcome}"] if entry.outcome else []
+    return did + [f"decided: {i}" for i in entry.decisions] + [f"open: {i}" for i in entry.open_items]
 
 
 def render_text(timeline: Timeline) -> str:
@@ -220,10 +211,7 @@ def render_text(timeline: Timeline) -> str:
         out += ["", f"{day} {_weekday(day)}"]
         for entry in entries:
             out.append(f"  {_line(entry)}")
-            if entry.outcome:
-                out.append(f"        did: {entry.outcome}")
-            out += [f"        decided: {item}" for item in entry.decisions]
-            out += [f"        open: {item}" for item in entry.open_items]
+            out += [f"        {line}" for line in _details(entry)]
     if timeline.still_open:
         out += ["", "Still open"]
         out += [f"  - {i['project']}: {i['item']} (since {i['since']})" for i in timeline.still_open]
@@ -240,10 +228,7 @@ def render_markdown(timeline: Timeline) -> str:
         out += ["", f"## {day} {_weekday(day)}", ""]
         for entry in entries:
             out.append(f"- {_line(entry)}")
-            if entry.outcome:
-                out.append(f"  - did: {entry.outcome}")
-            out += [f"  - decided: {item}" for item in entry.decisions]
-            out += [f"  - open: {item}" for item in entry.open_items]
+            out += [f"  - {line}" for line in _details(entry)]
     if timeline.still_open:
         out += ["", "## Still open", ""]
         out += [f"- [ ] {i['item']} (`{i['project']}`, since {i['since']})" for i in timeline.still_open]

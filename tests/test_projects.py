@@ -55,12 +55,15 @@ def _here(machine: Machine, cwd: Path, *args: str) -> subprocess.CompletedProces
     return run_anamnesis(args, machine.env(), cwd=cwd)
 
 
+def _two_machines(fleet: Fleet) -> tuple[Machine, Machine]:
+    hub = fleet.hub()
+    return fleet.machine("a", {"hub": fleet.url(hub)}), fleet.machine("b", {"hub": fleet.url(hub)})
+
+
 def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(
     fleet: Fleet, tmp_path: Path
 ) -> None:
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    a, b = _two_machines(fleet)
     old_checkout = _checkout(tmp_path / "a-src" / "api", "git@github.com:acme/api.git")
     assert _here(a, old_checkout, "project").stdout.strip() == OLD
     made = _here(a, old_checkout, "new", "Deploys use blue green rollout", "--body", "Blue green rollout.")
@@ -110,9 +113,7 @@ def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(
 def test_rename_moves_notes_links_and_supersessions_in_one_commit_that_syncs(
     fleet: Fleet, tmp_path: Path
 ) -> None:
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    a, b = _two_machines(fleet)
     first = create_note(a.store, type="semantic", title="Pool size is 20", body="pool 20", project=OLD)
     second = create_note(
         a.store,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import pty
@@ -15,14 +14,14 @@ import pytest
 from conftest import ROOT, RunCli, cli_env
 from fleet import Fleet, Machine, fleet  # noqa: F401
 from mcp.client.session import ClientSession
+from test_inject import _note
 from test_mcp import Call, _data, _drive
 
-from anamnesis.notes import Note, new_id, note_relpath, parse_note
+from anamnesis import repo
+from anamnesis.notes import Note, parse_note
 from anamnesis.paths import Store
-from anamnesis.store import save_note
 
 API = "github.com/acme/api"
-NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
 POOL = (
     "The api talks to postgres through pg_bouncer in transaction mode.\n"
     "Prepared statements are off because transaction mode breaks them.\n"
@@ -45,27 +44,13 @@ SESSION = (
 FACT = "Exports stream rows with a server side cursor in batches of 5000 rows.\nThe export job runs at 03:00 after the vacuum finishes.\n"
 
 
-def _when(days: int) -> str:
-    return (NOW - dt.timedelta(days=days)).isoformat().replace("+00:00", "Z")
-
-
-def _put(store: Store, kind: str, title: str, body: str, days: int, project: str | None = API) -> Note:
-    note_id = new_id()
-    note = Note(
-        path=note_relpath(kind, title, note_id, project),
-        id=note_id,
-        type=kind,
-        title=title,
-        body=body,
-        project=project,
-        created=_when(days),
-        updated=_when(days),
-    )
-    return save_note(store, note)
+def _put(store: Store, kind: str, title: str, body: str, days: int) -> Note:
+    return _note(store, kind, title, body, API, days_old=days)
 
 
 def _seed(store: Store) -> dict[str, Note]:
-    return {
+    """Notes to tidy (a duplicate, a replaced note, a stale session) and ones to leave, committed."""
+    notes = {
         "dup_old": _put(store, "semantic", "Postgres goes through pg_bouncer", POOL, 40),
         "dup_new": _put(store, "semantic", "The api uses pg_bouncer for postgres", POOL_AGAIN, 10),
         "pool20": _put(
@@ -85,6 +70,8 @@ def _seed(store: Store) -> dict[str, Note]:
             store, "semantic", "Deploys go out with blue green rollout", "Blue green, canary first.\n", 20
         ),
     }
+    repo.commit_all(store, "test: notes to tidy")
+    return notes
 
 
 def _plan(run_cli: RunCli) -> dict:  # type: ignore[type-arg]

@@ -26,7 +26,7 @@ def _items(label: str, items: list[str], cls: str) -> Markup:
 
 
 def _entry(entry: Entry) -> Markup:
-    what = "session" if entry.kind == "session" else f"{entry.change} {entry.note_type}"
+    what = "session" if entry.kind == "session" else f"{entry.change} {entry.type}"
     replaced = (
         html(' <span class="muted">replaces {t}</span>', t=", ".join(entry.supersedes))
         if entry.supersedes
