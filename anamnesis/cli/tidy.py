@@ -61,10 +61,16 @@ def tidy(
       anamnesis tidy --apply plan.json
       anamnesis tidy --restore 7k2m9q4x1c   bring an archived note back
     """
-    # lazy: --help loads every command module
-    from anamnesis.cli.notes import _project_option
-    from anamnesis.errors import UsageError
-    from anamnesis.tidy import apply_plan, describe, list_archived, plan_tidy, read_plan, restore_archived
+    from anamnesis.cli.notes import _project_option  # lazy: --help loads every command module
+    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.tidy import (  # lazy: --help loads every command module
+        apply_plan,
+        describe,
+        list_archived,
+        plan_tidy,
+        read_plan,
+        restore_archived,
+    )
 
     store = get_store()
     if sum(map(bool, (json_out, print_only, apply is not None, archived, restore is not None))) > 1:
