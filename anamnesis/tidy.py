@@ -4,8 +4,8 @@
 both notes share or that differ, their dates, the score):
 
 - **merge** two near-duplicates (the same project and type, most of their
-  words shared; with semantic search on, also notes whose vectors say the
-  same): the newer note gets the lines only the older one has, under a
+  words or lines shared; with semantic search on, also notes whose vectors
+  are alike well beyond the store's usual): the newer note gets the lines only the older one has, under a
   "Merged from" heading, and supersedes it. The older note stays.
 - **supersede**: a later note of the same project and type whose title says
   the same thing as an older one but whose body differs (a value changed, a
@@ -65,7 +65,11 @@ DUPLICATE = 0.5  # body words shared (Jaccard) from which two notes are near-dup
 SAME_LINES = 0.6  # or: the share of the shorter note's lines the other holds too (at least 2)
 SAME_SUBJECT = 0.6  # title words shared from which a later note may replace an older one
 CANDIDATE = 0.3  # words of title and body shared from which a pair is looked at at all
-MEANING_DUPLICATE = 0.93  # cosine of two notes' vectors from which they say the same (semantic on)
+# With semantic search on, two notes say the same when their vectors' cosine stands out from how alike
+# the store's notes are anyway: above MEANING_FLOOR and MEANING_SPREAD robust deviations above the median
+# (prose about different things is ~0.1 alike, machine-made text ~0.8: one fixed cutoff fits neither).
+MEANING_FLOOR = 0.75
+MEANING_SPREAD = 6.0
 LIVES_ON = 0.75  # share of a fact's words found in a session for the session to live on in it
 MIN_FACT_WORDS = 6
 STALE_AFTER = "30d"
@@ -247,7 +251,8 @@ def _shared_and_differing(keep: str, other: str) -> tuple[list[str], list[str]]:
 def _meaning_pairs(
     store: Store, rows: list[_Row], groups: dict[tuple[str | None, str], list[int]]
 ) -> dict[tuple[int, int], float]:
-    """Pairs (i, j) whose note vectors are at least MEANING_DUPLICATE alike; {} with semantic search off."""
+    """Pairs (i, j) whose note vectors are alike well beyond the usual (see MEANING_SPREAD), with their
+    cosine; {} with semantic search off."""
     # lazy: semantic (numpy, the model) only when it is on
     from anamnesis.semantic import engine_for
 
@@ -258,7 +263,7 @@ def _meaning_pairs(
 
     with open_index(store) as index:
         vectors = engine.vectors(index)
-    found: dict[tuple[int, int], float] = {}
+    pairs: list[tuple[int, int, float]] = []
     for members in groups.values():
         have = [i for i in members if rows[i].rowid in vectors.positions]
         if len(have) < 2:
@@ -267,10 +272,15 @@ def _meaning_pairs(
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms == 0, 1, norms)
         cosines = matrix @ matrix.T
-        for a, b in zip(*np.nonzero(np.triu(cosines, 1) >= MEANING_DUPLICATE), strict=True):
-            i, j = have[int(a)], have[int(b)]
-            found[(min(i, j), max(i, j))] = float(cosines[a, b])
-    return found
+        upper = np.triu_indices(len(have), 1)
+        pairs += [(have[a], have[b], float(cosines[a, b])) for a, b in zip(*upper, strict=True)]
+    if not pairs:
+        return {}
+    values = np.asarray([c for _i, _j, c in pairs])
+    median = float(np.median(values))
+    spread = 1.4826 * float(np.median(np.abs(values - median)))
+    cutoff = max(MEANING_FLOOR, median + MEANING_SPREAD * spread)
+    return {(min(i, j), max(i, j)): c for i, j, c in pairs if c >= cutoff}
 
 
 def plan_tidy(
@@ -304,8 +314,7 @@ def plan_tidy(
         for x, y, _score in similar_pairs(items, threshold=threshold, limit=200_000, budget=20_000_000):
             i, j = members[x], members[y]
             pairs.setdefault((min(i, j), max(i, j)), 0.0)
-    semantic = _meaning_pairs(store, rows, groups) if meaning is not False else {}
-    for pair, cosine in semantic.items():
+    for pair, cosine in (_meaning_pairs(store, rows, groups) if meaning is not False else {}).items():
         pairs[pair] = cosine
     proposals: list[Proposal] = []
     for (i, j), cosine in pairs.items():
@@ -318,7 +327,7 @@ def plan_tidy(
         shared, only = _shared_and_differing(newer.body, older.body)
         fewest = min(len(_lines(a.body)), len(_lines(b.body)))
         same_lines = len(shared) / fewest if fewest and len(shared) >= 2 else 0.0
-        if body_sim >= DUPLICATE or same_lines >= SAME_LINES or cosine >= MEANING_DUPLICATE:
+        if body_sim >= DUPLICATE or same_lines >= SAME_LINES or cosine:
             action: Action = "merge"
             kind: Kind = "duplicate"
             score = max(body_sim, same_lines, cosine)
@@ -348,7 +357,7 @@ def plan_tidy(
         chosen.append(proposal)
     order = {"merge": 0, "supersede": 1, "archive": 2}
     chosen.sort(key=lambda p: (order[p.action], -p.score, p.key))
-    return Plan("meaning" if semantic or (meaning and _has_engine(store)) else "words", chosen, len(rows))
+    return Plan("meaning" if meaning is not False and _has_engine(store) else "words", chosen, len(rows))
 
 
 def _has_engine(store: Store) -> bool:

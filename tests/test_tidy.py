@@ -14,6 +14,7 @@ import pytest
 from conftest import ROOT, RunCli, cli_env
 from fleet import Fleet, Machine, fleet  # noqa: F401
 from mcp.client.session import ClientSession
+from test_embed import model_dir  # noqa: F401  (the session fixture: the real model folder)
 from test_inject import _note
 from test_mcp import Call, _data, _drive
 
@@ -40,6 +41,10 @@ SESSION = (
     "- Exports stream rows with a server side cursor in batches of 5000 rows\n"
     "- The export job runs at 03:00 after the vacuum finishes\n\n"
     "## Commands run\n\n- `make export`\n"
+)
+PARAPHRASES = (
+    "The API reaches the database through pg_bouncer running in transaction mode, so prepared statements are disabled.\n",
+    "Our service talks to postgres via pgbouncer in transaction pooling mode; that is why prepared statements are turned off.\n",
 )
 FACT = "Exports stream rows with a server side cursor in batches of 5000 rows.\nThe export job runs at 03:00 after the vacuum finishes.\n"
 
@@ -276,3 +281,24 @@ def test_two_machines_tidying_at_once_converge_and_lose_nothing(fleet: Fleet, tm
     merged = a.read(notes["dup_new"].path)
     assert merged.count("## Merged from") == 1 and merged.count("port 6432") == 1
     assert json.loads(a.cli("tidy", "--json").stdout)["proposals"] == []
+
+
+def test_with_semantic_search_on_a_paraphrase_is_a_duplicate(store: Store, run_cli: RunCli, model_dir: Path) -> None:
+    from anamnesis.semantic import enable, update_vectors
+
+    one = _put(store, "semantic", "Postgres connections go through pg_bouncer", PARAPHRASES[0], 30)
+    two = _put(store, "semantic", "Database access uses a connection pooler", PARAPHRASES[1], 3)
+    _put(store, "semantic", "Deploys use blue green rollout", "Every release goes out blue green, canary first.\n", 9)
+    _put(store, "semantic", "Login page colours", "The login page uses the brand palette; dark mode is open.\n", 9)
+    repo.commit_all(store, "test: paraphrases")
+    assert _plan(run_cli)["proposals"] == []  # few words in common: words alone see nothing
+    enable(store, model_dir)
+    update_vectors(store)
+    plan = _plan(run_cli)
+    assert plan["mode"] == "meaning"
+    assert [(p["action"], p["keep"]["id"], p["other"]["id"]) for p in plan["proposals"]] == [
+        ("merge", two.id, one.id)
+    ]
+    assert plan["proposals"][0]["evidence"]["meaning"] > 0.7
+    words_only = json.loads(run_cli("tidy", "--json", "--words").stdout)
+    assert words_only["mode"] == "words" and words_only["proposals"] == []
