@@ -31,7 +31,7 @@ from anamnesis.errors import AnamnesisError
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.index import open_index
 from anamnesis.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
-from anamnesis.project import project_key
+from anamnesis.project import checkout_remote, project_key
 from anamnesis.recovery import SyncRefused
 from anamnesis.redact import redact, redact_field
 from anamnesis.settings import load_settings, writer_machine_id
@@ -273,6 +273,9 @@ def capture(
     summary.cwd = summary.cwd or cwd
     project = project_key(summary.cwd) if summary.cwd else "unknown"
     extra: dict[str, Any] = {"session_id": key_id, "agent": agent}
+    remote = checkout_remote(summary.cwd) if summary.cwd else None
+    if remote:  # the remote this checkout had: `project list` shows every one seen for a project
+        extra["remote"] = redact_field(remote)
     if summary.branch:
         extra["branch"] = summary.branch  # redacted as a field by the reader, like the paths
     files = [_relative(p, summary.cwd) for p in list(summary.files)[:MAX_FILES]]

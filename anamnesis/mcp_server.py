@@ -31,6 +31,7 @@ from typing_extensions import TypedDict  # below 3.12 pydantic reads nested Type
 
 from anamnesis import __version__
 from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.mcp_upkeep import UpkeepTools
 from anamnesis.notes import GLOBAL_TYPES, NoteType, normalize_tags
 from anamnesis.paths import Store, open_store
 
@@ -653,12 +654,13 @@ def remember_prompt() -> str:
 def build_server(store: Store, cwd: str | None = None) -> MCPServer[Any]:
     """An MCP server with the memory tools, resources and prompts for `store`."""
     memory = MemoryTools(store, cwd)
+    upkeep = UpkeepTools(memory, _tool_errors, _check_project)  # timeline, tidy: mcp_upkeep.py
     server: MCPServer[Any] = MCPServer(
         name="anamnesis",
         instructions=INSTRUCTIONS,
         version=__version__,
         log_level="WARNING",
-        tools=memory.tools(),
+        tools=[*memory.tools(), *(strict_tool(fn, name, kind) for fn, name, kind in upkeep.tools())],
     )
     memory.register(server)
     return server

@@ -4,6 +4,11 @@ Order: a `.anamnesis-project` marker file committed in the project (first
 line is the key), else the normalised URL of the repo's `origin` remote (or
 its first remote), else the folder name. Reads .git/config directly, no
 subprocess, because the hooks call this on every session start.
+
+A key found so is then looked up in the synced project aliases
+(memory/aliases/, written by `anamnesis project alias` and `project rename`):
+a repository renamed or moved to another host or organisation keeps finding
+the notes filed under its old key, on every machine, without moving them.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from anamnesis.text import plural
 
 MARKER = ".anamnesis-project"
 MAX_KEY = 200
+ALIASES_DIR = "aliases"  # under memory/: one small file per alias, so two machines adding aliases never conflict
+ALIAS_SUFFIX = ".alias"
+MAX_ALIAS_HOPS = 8
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
 
@@ -109,13 +117,26 @@ def remote_url(root: Path) -> str | None:
     return None
 
 
+def checkout_remote(cwd: Path | str) -> str | None:
+    """The normalised remote URL (host/path, no user or password) of the repo `cwd` is in, if any."""
+    root = find_repo_root(Path(cwd))
+    url = remote_url(root) if root is not None else None
+    return (normalize_remote(url) or None) if url else None
+
+
 def project_key(cwd: Path | str) -> str:
     """The cross-machine key of the project that `cwd` is in (folder name as a last resort)."""
-    return detect_project(cwd) or Path(cwd).resolve().name.lower() or "root"
+    return detect_project(cwd) or resolve_alias(Path(cwd).resolve().name.lower() or "root")
 
 
 def detect_project(cwd: Path | str) -> str | None:
-    """The project key from a marker file or a git repo around `cwd`; None outside any project."""
+    """The project key from a marker file or a git repo around `cwd`, after aliases; None outside any project."""
+    key = raw_project(cwd)
+    return resolve_alias(key) if key else None
+
+
+def raw_project(cwd: Path | str) -> str | None:
+    """The key of `cwd`'s project before aliases: what its marker or remote says."""
     start = Path(cwd)
     root = find_repo_root(start)
     if root is not None and root == (default_home() / "memory").resolve():
@@ -136,6 +157,44 @@ def detect_project(cwd: Path | str) -> str | None:
                 return key
         return root.name.lower()
     return None
+
+
+def alias_file(memory: Path, key: str) -> Path:
+    """Where the alias for `key` is kept: memory/aliases/<folder of the key>.alias."""
+    folder = re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip("-.").lower()[:100] or "unnamed"
+    return memory / ALIASES_DIR / f"{folder}{ALIAS_SUFFIX}"
+
+
+def read_alias(path: Path) -> tuple[str, str] | None:
+    """(alias, project) from an alias file, None when it is missing or not one."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and not line.startswith("#"):
+            fields.setdefault(name.strip().lower(), value.strip())
+    alias, target = fields.get("alias"), fields.get("project")
+    return (alias, target) if alias and target else None
+
+
+def resolve_alias(key: str, memory: Path | None = None) -> str:
+    """The project `key` is an alias of (following chains), else `key` itself.
+
+    One small file read per hop, no index and no git: the hooks call this on
+    every session start and prompt.
+    """
+    memory = memory if memory is not None else default_home() / "memory"
+    seen = {key}
+    for _ in range(MAX_ALIAS_HOPS):
+        found = read_alias(alias_file(memory, key))
+        if found is None or found[0] != key or found[1] in seen:
+            return key
+        key = found[1]
+        seen.add(key)
+    return key
 
 
 def current_branch(cwd: Path | str) -> str | None:

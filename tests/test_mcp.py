@@ -72,7 +72,7 @@ def project_dir(tmp_path: Path) -> Path:
 def test_tools_are_listed_and_annotated(store: Store, project_dir: Path) -> None:
     async def script(session: ClientSession, call: Call) -> None:
         tools = {t.name: t for t in (await session.list_tools()).tools}
-        assert set(tools) == {"search", "read", "list", "write", "update", "delete", "sync", "status"}
+        assert set(tools) == {"search", "read", "list", "write", "update", "delete", "sync", "status", "timeline", "tidy"}
         for name in ("search", "read", "list", "status"):
             assert tools[name].annotations is not None and tools[name].annotations.read_only_hint is True, (
                 name

@@ -48,7 +48,7 @@ def _register_all() -> None:
     setup.register(app)
     notes.register(app)
     semantic.register(app)
-    for name in ("sync", "claude", "summary", "watch", "web", "importer"):
+    for name in ("sync", "claude", "summary", "watch", "web", "importer", "projects", "timeline", "tidy"):
         __import__(f"anamnesis.cli.{name}", fromlist=["register"]).register(app)
 
 

@@ -32,7 +32,6 @@ def register(app: typer.Typer) -> None:
     app.command(rich_help_panel="Setup")(status)
     app.command(rich_help_panel="Setup")(doctor)
     app.command(rich_help_panel="Setup")(reindex)
-    app.command(rich_help_panel="Setup")(project)
 
 
 def init(

@@ -14,7 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from anamnesis.errors import AnamnesisError, NoteChanged, NoteNotFound, OutsideStore, UsageError
 from anamnesis.paths import Store
-from anamnesis.web import actions, conflicts, edit, views
+from anamnesis.web import actions, conflicts, edit, timeline, views
 from anamnesis.web.context import CsrfError, Web, web_of
 from anamnesis.web.html import html
 from anamnesis.web.security import Guard, allowed_hosts, csrf_for, is_loopback
@@ -102,6 +102,7 @@ def create_app(store: Store, *, token: str, host: str = "127.0.0.1", port: int =
         Route("/conflicts/{path:path}", conflicts.resolve_page, methods=["GET"]),
         Route("/conflicts/{path:path}", conflicts.resolve_post, methods=["POST"]),
         Route("/map", views.memory_map),
+        Route("/timeline", timeline.timeline_page),
         Route("/api/graph", views.graph_api),
         Route("/api/titles", views.titles_api),
         Route("/api/preview", edit.preview_api, methods=["POST"]),

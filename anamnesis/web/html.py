@@ -62,6 +62,7 @@ NAV = (
     ("search", "/search", "Search"),
     ("new", "/new", "New note"),
     ("map", "/map", "Memory map"),
+    ("timeline", "/timeline", "Timeline"),
     ("fleet", "/fleet", "Fleet"),
     ("conflicts", "/conflicts", "Conflicts"),
 )
@@ -74,6 +75,7 @@ ICONS = {
     "map": "M6 6m-2 0a2 2 0 1 0 4 0a2 2 0 1 0-4 0M18 8m-2 0a2 2 0 1 0 4 0a2 2 0 1 0-4 0"
     "M12 18m-2 0a2 2 0 1 0 4 0a2 2 0 1 0-4 0M8 7l8 1M7 8l4 8M17 10l-4 6",
     "fleet": "M3 5h18v10H3zM8 19h8M12 15v4",
+    "timeline": "M12 3v18M12 7h6M12 12h-6M12 17h6",
     "conflicts": "M12 3l9 16H3zM12 10v4M12 17v.5",
     "menu": "M4 7h16M4 12h16M4 17h16",
 }

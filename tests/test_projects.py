@@ -1,0 +1,184 @@
+"""Projects as a whole: list, rename, merge, and aliases for a repository that moved, across two machines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from fleet import Fleet, Machine, fleet  # noqa: F401
+from test_hooks import run_hook
+
+from anamnesis.notes import parse_note
+from anamnesis.store import create_note
+
+OLD = "github.com/acme/api"
+NEW = "gitlab.com/newco/api-server"
+
+
+def _checkout(where: Path, url: str) -> Path:
+    """A real git checkout whose origin is `url` (a work repo, not the memory)."""
+    where.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(where)], check=True)
+    subprocess.run(["git", "-C", str(where), "remote", "add", "origin", url], check=True)
+    return where
+
+
+def _session_start(machine: Machine, cwd: Path) -> str:
+    payload = {"session_id": "s1", "cwd": str(cwd), "source": "startup", "hook_event_name": "SessionStart"}
+    proc = run_hook(
+        machine.home, "session-start", {**payload, "transcript_path": "/x"}, cwd=cwd, **_env(machine)
+    )
+    assert proc.returncode == 0, proc.stderr
+    return (
+        str(json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]) if proc.stdout.strip() else ""
+    )
+
+
+def _prompt(machine: Machine, cwd: Path, prompt: str, session: str) -> str:
+    payload: dict[str, Any] = {"session_id": session, "cwd": str(cwd), "prompt": prompt}
+    payload |= {"hook_event_name": "UserPromptSubmit", "transcript_path": "/x"}
+    proc = run_hook(machine.home, "user-prompt-submit", payload, cwd=cwd, **_env(machine))
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _env(machine: Machine) -> dict[str, str]:
+    env = machine.env()
+    return {k: env[k] for k in ("CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")}
+
+
+def _here(machine: Machine, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    from procs import run_anamnesis
+
+    return run_anamnesis(args, machine.env(), cwd=cwd)
+
+
+def _two_machines(fleet: Fleet) -> tuple[Machine, Machine]:
+    hub = fleet.hub()
+    return fleet.machine("a", {"hub": fleet.url(hub)}), fleet.machine("b", {"hub": fleet.url(hub)})
+
+
+def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    a, b = _two_machines(fleet)
+    old_checkout = _checkout(tmp_path / "a-src" / "api", "git@github.com:acme/api.git")
+    assert _here(a, old_checkout, "project").stdout.strip() == OLD
+    made = _here(a, old_checkout, "new", "Deploys use blue green rollout", "--body", "Blue green rollout.")
+    assert made.returncode == 0, made.stderr
+    other = create_note(
+        a.store,
+        type="semantic",
+        title="Blue green rollout checklist",
+        project="github.com/else/web",
+        body="Blue green rollout checklist: blue green rollout, rollout blue green, every time.",
+    )
+    assert a.sync().exit_code == 0 and b.sync().exit_code == 0
+
+    # On b the repository was moved to another host and organisation, and renamed; b clones it over https.
+    moved = _checkout(tmp_path / "b-src" / "api-server", "https://gitlab.com/newco/api-server.git")
+    assert _here(b, moved, "project").stdout.strip() == NEW
+    assert "Deploys use blue green rollout" not in _session_start(b, moved)
+    asked = _prompt(b, moved, "how do we do the blue green rollout checklist", "p1")
+    assert (
+        other.path in asked and "Deploys use blue green rollout" not in asked
+    )  # one other project's note at most
+
+    aliased = _here(b, moved, "project", "alias", "--here", OLD)
+    assert aliased.returncode == 0, aliased.stderr
+    assert "Deploys use blue green rollout" in _session_start(b, moved)
+    asked = _prompt(b, moved, "how do we do the blue green rollout checklist", "p2")
+    assert "Deploys use blue green rollout" in asked  # now this project's own note
+    listed = json.loads(_here(b, moved, "list", "--here", "--json").stdout)
+    assert [n["title"] for n in listed] == ["Deploys use blue green rollout"]
+    assert b.sync().exit_code == 0
+
+    # a learns the alias by sync; its checkout's remote changes to the new place, over ssh this time.
+    assert a.sync().exit_code == 0
+    subprocess.run(
+        ["git", "-C", str(old_checkout), "remote", "set-url", "origin", "git@gitlab.com:newco/api-server"]
+    )
+    assert _here(a, old_checkout, "project").stdout.strip() == OLD
+    assert "Deploys use blue green rollout" in _session_start(a, old_checkout)
+
+    # the project list shows the remotes seen for it
+    projects = {p["project"]: p for p in json.loads(a.cli("project", "list", "--json").stdout)}
+    assert (
+        projects[OLD]["notes"] == 1 and NEW in projects[OLD]["remotes"] and projects[OLD]["aliases"] == [NEW]
+    )
+
+
+def test_rename_moves_notes_links_and_supersessions_in_one_commit_that_syncs(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    a, b = _two_machines(fleet)
+    first = create_note(a.store, type="semantic", title="Pool size is 20", body="pool 20", project=OLD)
+    second = create_note(
+        a.store,
+        type="semantic",
+        title="Pool size is 40",
+        body="pool 40, was 20",
+        project=OLD,
+        supersedes=[first.id],
+    )
+    stem = first.path.rsplit("/", 1)[1][:-3]
+    linker = create_note(
+        a.store,
+        type="semantic",
+        title="Index",
+        body=f"see [[{first.path[:-3]}]] and [[{stem}]]",
+        project="else/x",
+    )
+    assert a.sync().exit_code == 0 and b.sync().exit_code == 0
+    commits = int(b.git("rev-list", "--count", "HEAD"))
+
+    done = b.cli("project", "rename", OLD, NEW, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert int(b.git("rev-list", "--count", "HEAD")) == commits + 1 and b.git("status", "--porcelain") == ""
+    moves = {m["from"]: m["to"] for m in report["moved"]}
+    assert set(moves) == {first.path, second.path}
+    assert all(p.startswith("projects/gitlab.com-newco-api-server/facts/") for p in moves.values())
+    assert report["updated"] == [linker.path]
+    text = b.read(linker.path)
+    assert (
+        f"[[{moves[first.path][:-3]}]]" in text and f"[[{stem}]]" in text
+    )  # by path follows, by name still works
+    for path in moves.values():
+        assert parse_note(b.read(path), path).project == NEW
+    assert b.sync().exit_code == 0 and a.sync().exit_code == 0
+    assert a.tree() == b.tree()
+    assert not (a.memory / first.path).exists() and (a.memory / moves[first.path]).exists()
+    shown = json.loads(a.cli("search", "pool size", "--json").stdout)
+    old_hit = next(h for h in shown if h["id"] == first.id)
+    assert old_hit["superseded_by"] == [second.id]  # the supersession followed the move
+    # a checkout still on the old remote finds the notes under the new key
+    old_checkout = _checkout(tmp_path / "src" / "api", "https://github.com/acme/api.git")
+    assert _here(a, old_checkout, "project").stdout.strip() == NEW
+    assert "Pool size is 40" in _session_start(a, old_checkout)
+
+
+def test_merge_joins_two_projects_and_rename_refuses_an_existing_key(fleet: Fleet) -> None:
+    a = fleet.machine("a")
+    create_note(a.store, type="semantic", title="Old fact", body="old", project="api-old")
+    create_note(a.store, type="procedural", title="Release", body="tag", project=OLD)
+    head = a.git("rev-parse", "HEAD")
+    refused = a.cli("project", "rename", "api-old", OLD)
+    assert refused.returncode == 2 and "project merge api-old" in refused.stderr
+    assert a.git("rev-parse", "HEAD") == head and a.git("status", "--porcelain") == ""
+    missing = a.cli("project", "rename", "nothing-here", "x/y")
+    assert missing.returncode != 0 and "has no notes" in missing.stderr
+    bad = a.cli("project", "rename", "api-old", "/abs/path")
+    assert bad.returncode == 2 and "refused" in bad.stderr
+    merged = a.cli("project", "merge", "api-old", OLD)
+    assert merged.returncode == 0, merged.stderr
+    listed = json.loads(a.cli("list", "-p", OLD, "--json").stdout)
+    assert sorted(n["title"] for n in listed) == ["Old fact", "Release"]
+    assert json.loads(a.cli("list", "-p", "api-old", "--json").stdout) == []
+    projects = {p["project"]: p for p in json.loads(a.cli("project", "list", "--json").stdout)}
+    assert "api-old" not in projects and projects[OLD]["aliases"] == ["api-old"]
+    unaliased = a.cli("project", "unalias", "api-old")
+    assert unaliased.returncode == 0 and a.git("status", "--porcelain") == ""
+    assert a.cli("project", "unalias", "api-old").returncode != 0

@@ -1,0 +1,304 @@
+"""`anamnesis tidy`: what it proposes and why, applying a plan (twice), the archive, a terminal, two machines."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, RunCli, cli_env
+from fleet import Fleet, Machine, fleet  # noqa: F401
+from mcp.client.session import ClientSession
+from test_embed import model_dir  # noqa: F401  (the session fixture: the real model folder)
+from test_inject import _note
+from test_mcp import Call, _data, _drive
+
+from anamnesis import repo
+from anamnesis.notes import Note, parse_note
+from anamnesis.paths import Store
+
+API = "github.com/acme/api"
+POOL = (
+    "The api talks to postgres through pg_bouncer in transaction mode.\n"
+    "Prepared statements are off because transaction mode breaks them.\n"
+    "The pool lives in deploy/pgbouncer.ini and is reloaded with SIGHUP.\n"
+    "Monitoring comes from the pgbouncer admin console on port 6432.\n"
+)
+POOL_AGAIN = (
+    "The api talks to postgres through pg_bouncer in transaction mode.\n"
+    "Prepared statements are off because transaction mode breaks them.\n"
+    "The pool lives in deploy/pgbouncer.ini and is reloaded with SIGHUP.\n"
+    "Idle clients are dropped after 600 seconds by client_idle_timeout.\n"
+)
+SESSION = (
+    "## Ask\n\nwhy do the nightly exports time out\n\n## Outcome\n\n"
+    "Found the exports ran in one transaction holding locks for an hour.\n\n## Decisions\n\n"
+    "- Exports stream rows with a server side cursor in batches of 5000 rows\n"
+    "- The export job runs at 03:00 after the vacuum finishes\n\n"
+    "## Commands run\n\n- `make export`\n"
+)
+PARAPHRASES = (
+    "The API reaches the database through pg_bouncer running in transaction mode, so prepared statements are disabled.\n",
+    "Our service talks to postgres via pgbouncer in transaction pooling mode; that is why prepared statements are turned off.\n",
+)
+FACT = "Exports stream rows with a server side cursor in batches of 5000 rows.\nThe export job runs at 03:00 after the vacuum finishes.\n"
+
+
+def _put(store: Store, kind: str, title: str, body: str, days: int) -> Note:
+    return _note(store, kind, title, body, API, days_old=days)
+
+
+def _seed(store: Store) -> dict[str, Note]:
+    """Notes to tidy (a duplicate, a replaced note, a stale session) and ones to leave, committed."""
+    notes = {
+        "dup_old": _put(store, "semantic", "Postgres goes through pg_bouncer", POOL, 40),
+        "dup_new": _put(store, "semantic", "The api uses pg_bouncer for postgres", POOL_AGAIN, 10),
+        "pool20": _put(
+            store, "semantic", "Worker pool size is 20", "workers = 20, set in config/workers.toml\n", 50
+        ),
+        "pool40": _put(
+            store,
+            "semantic",
+            "Worker pool size is now 40",
+            "Raised to 40 after the March load test showed queueing.\n",
+            5,
+        ),
+        "session": _put(store, "episodic", "why do the nightly exports time out", SESSION, 90),
+        "fact": _put(store, "semantic", "Exports stream with a server side cursor", FACT, 89),
+        "recent": _put(store, "episodic", "why do the nightly exports time out again", SESSION, 3),
+        "decoy": _put(
+            store, "semantic", "Deploys go out with blue green rollout", "Blue green, canary first.\n", 20
+        ),
+    }
+    repo.commit_all(store, "test: notes to tidy")
+    return notes
+
+
+def _plan(run_cli: RunCli) -> dict:  # type: ignore[type-arg]
+    proc = run_cli("tidy", "--json")
+    assert proc.returncode == 0, proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def _head(store: Store) -> str:
+    return subprocess.run(
+        ["git", "-C", str(store.memory), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout
+
+
+def test_proposals_with_evidence_then_apply_twice_and_restore(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    notes = _seed(store)
+    head = _head(store)
+    plan = _plan(run_cli)
+    got = {(p["action"], p["keep"]["id"], p["other"]["id"]): p for p in plan["proposals"]}
+    assert set(got) == {
+        ("merge", notes["dup_new"].id, notes["dup_old"].id),
+        ("supersede", notes["pool40"].id, notes["pool20"].id),
+        ("archive", notes["fact"].id, notes["session"].id),
+    }
+    merge = got[("merge", notes["dup_new"].id, notes["dup_old"].id)]
+    assert (
+        "Monitoring comes from the pgbouncer admin console on port 6432."
+        in merge["evidence"]["only_in_other"]
+    )
+    assert merge["evidence"]["dates"] == {"keep": notes["dup_new"].created, "other": notes["dup_old"].created}
+    archive = got[("archive", notes["fact"].id, notes["session"].id)]
+    assert any("server side cursor" in line for line in archive["evidence"]["lines_in_both"])
+    printed = run_cli("tidy", "--print")
+    assert printed.returncode == 0 and "3 proposals" in printed.stdout and "port 6432" in printed.stdout
+    assert _head(store) == head  # --json and --print change nothing
+
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    applied = run_cli("tidy", "--apply", str(plan_file))
+    assert applied.returncode == 0, applied.stderr
+    assert "3 applied" in applied.stdout
+    log = subprocess.run(
+        ["git", "-C", str(store.memory), "rev-list", "--count", f"{head.strip()}..HEAD"],
+        capture_output=True,
+        text=True,
+    )
+    assert log.stdout.strip() == "3"  # one commit per change
+
+    merged = parse_note((store.memory / notes["dup_new"].path).read_text(), notes["dup_new"].path)
+    assert "port 6432" in merged.body and "client_idle_timeout" in merged.body
+    assert merged.supersedes == [notes["dup_old"].id]
+    assert (store.memory / notes["dup_old"].path).read_text().count("port 6432") == 1  # the old note is kept
+    assert parse_note((store.memory / notes["pool40"].path).read_text(), "x").supersedes == [
+        notes["pool20"].id
+    ]
+    assert not (store.memory / notes["session"].path).exists()
+    assert (store.memory / ".archive" / notes["session"].path).read_text().count("server side cursor") == 1
+    found = json.loads(run_cli("search", "nightly exports time out", "--json").stdout)
+    assert notes["session"].id not in {h["id"] for h in found} and notes["recent"].id in {
+        h["id"] for h in found
+    }
+    pool = {h["id"]: h for h in json.loads(run_cli("search", "worker pool size", "--json").stdout)}
+    assert pool[notes["pool20"].id]["superseded_by"] == [notes["pool40"].id]
+
+    head = _head(store)
+    again = run_cli("tidy", "--apply", str(plan_file))
+    assert again.returncode == 0 and "3 already" in again.stdout and _head(store) == head
+    assert _plan(run_cli)["proposals"] == []  # nothing left to propose
+
+    assert run_cli("tidy", "--archived").stdout.strip() == f".archive/{notes['session'].path}"
+    restored = run_cli("tidy", "--restore", notes["session"].id)
+    assert restored.returncode == 0, restored.stderr
+    assert (store.memory / notes["session"].path).exists()
+    found = json.loads(run_cli("search", "nightly exports time out", "--json").stdout)
+    assert notes["session"].id in {h["id"] for h in found}
+    assert (
+        subprocess.run(
+            ["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True
+        ).stdout
+        == ""
+    )
+
+
+def test_bad_plans_and_flags_are_one_line_errors(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    _seed(store)
+    head = _head(store)
+    for args, words in (
+        (("--apply", str(tmp_path / "missing.json")), "cannot read the plan"),
+        (("--apply", "-"), "not JSON"),
+        (("--json", "--print"), "give one of"),
+        (("--restore", "nothing-like-this"), "no archived note"),
+    ):
+        proc = run_cli("tidy", *args, input="{not json")
+        assert proc.returncode != 0 and words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (
+            args
+        )
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "proposals": [{"action": "delete", "kind": "duplicate"}]}))
+    proc = run_cli("tidy", "--apply", str(bad))
+    assert proc.returncode == 2 and "unknown action" in proc.stderr
+    assert _head(store) == head
+
+
+def test_in_a_terminal_it_asks_about_each_proposal(store: Store) -> None:
+    notes = _seed(store)
+    head = _head(store)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis", "tidy"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=cli_env(store.home, COLUMNS="200"),
+        cwd=ROOT,
+    )
+    os.close(follower)
+    seen = b""
+    answers = [b"y\n", b"n\n", b"q\n"]
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        seen += chunk
+        if seen.count(b"apply?") > 3 - len(answers):
+            os.write(leader, answers.pop(0))
+    proc.wait(timeout=60)
+    os.close(leader)
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "merge" in text and "tidy: 1 applied" in text
+    log = subprocess.run(
+        ["git", "-C", str(store.memory), "log", "--format=%s", f"{head.strip()}..HEAD"],
+        capture_output=True,
+        text=True,
+    )
+    assert len(log.stdout.splitlines()) == 1  # only the accepted proposal: the first, the merge
+    assert parse_note((store.memory / notes["dup_new"].path).read_text(), "x").supersedes == [
+        notes["dup_old"].id
+    ]
+
+
+def test_the_mcp_tool_proposes_and_changes_nothing(store: Store, tmp_path: Path, run_cli: RunCli) -> None:
+    notes = _seed(store)
+    head = _head(store)
+
+    async def script(session: ClientSession, call: Call) -> None:
+        got = _data(await call("tidy", {"notes": [notes["pool20"].path]}))
+        assert [(p["action"], p["other"]["id"]) for p in got["proposals"]] == [
+            ("supersede", notes["pool20"].id)
+        ]
+        assert got["accept"] == f"anamnesis tidy --apply {got['plan_file']}"
+        assert (await call("tidy", {"project": "/abs"})).is_error
+        applied = run_cli("tidy", "--apply", got["plan_file"])
+        assert applied.returncode == 0 and "1 applied" in applied.stdout
+
+    assert _head(store) == head
+    _drive(store, tmp_path, script)
+
+
+def _lines_of(machine: Machine) -> dict[str, set[str]]:
+    """Every note's body lines by id, wherever the note is (memory/ or the archive)."""
+    out: dict[str, set[str]] = {}
+    for path in machine.memory.rglob("*.md"):
+        if ".git" in path.parts:
+            continue
+        note = parse_note(path.read_text(), str(path))
+        out.setdefault(note.id, set()).update(line for line in note.body.splitlines() if line.strip())
+    return out
+
+
+@pytest.mark.e2e
+def test_two_machines_tidying_at_once_converge_and_lose_nothing(fleet: Fleet, tmp_path: Path) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    notes = _seed(a.store)
+    assert a.sync().exit_code == 0 and b.sync().exit_code == 0
+    before = _lines_of(a)
+    # both tidy the same memory before either syncs; b also edits one of the notes by hand meanwhile
+    for machine in (a, b):
+        plan = tmp_path / f"{machine.name}.json"
+        proc = machine.cli("tidy", "--json")
+        plan.write_text(proc.stdout)
+        applied = machine.cli("tidy", "--apply", str(plan))
+        assert applied.returncode == 0 and "3 applied" in applied.stdout, applied.stdout + applied.stderr
+    edited = b.read(notes["pool20"].path) + "\nChecked again on b.\n"
+    b.write(notes["pool20"].path, edited)
+    for machine in (a, b, a):
+        result = machine.sync()
+        assert result.exit_code == 0, result.to_dict()
+    assert a.tree() == b.tree()
+    assert a.git("status", "--porcelain") == "" and b.git("status", "--porcelain") == ""
+    after = _lines_of(a)
+    for note_id, lines in before.items():
+        assert lines <= after[note_id], note_id  # nothing lost
+    assert "Checked again on b." in after[notes["pool20"].id]
+    assert not any("<<<<<<<" in line for lines in after.values() for line in lines)
+    merged = a.read(notes["dup_new"].path)
+    assert merged.count("## Merged from") == 1 and merged.count("port 6432") == 1
+    assert json.loads(a.cli("tidy", "--json").stdout)["proposals"] == []
+
+
+def test_with_semantic_search_on_a_paraphrase_is_a_duplicate(store: Store, run_cli: RunCli, model_dir: Path) -> None:
+    from anamnesis.semantic import enable, update_vectors
+
+    one = _put(store, "semantic", "Postgres connections go through pg_bouncer", PARAPHRASES[0], 30)
+    two = _put(store, "semantic", "Database access uses a connection pooler", PARAPHRASES[1], 3)
+    _put(store, "semantic", "Deploys use blue green rollout", "Every release goes out blue green, canary first.\n", 9)
+    _put(store, "semantic", "Login page colours", "The login page uses the brand palette; dark mode is open.\n", 9)
+    repo.commit_all(store, "test: paraphrases")
+    assert _plan(run_cli)["proposals"] == []  # few words in common: words alone see nothing
+    enable(store, model_dir)
+    update_vectors(store)
+    plan = _plan(run_cli)
+    assert plan["mode"] == "meaning"
+    assert [(p["action"], p["keep"]["id"], p["other"]["id"]) for p in plan["proposals"]] == [
+        ("merge", two.id, one.id)
+    ]
+    assert plan["proposals"][0]["evidence"]["meaning"] > 0.7
+    words_only = json.loads(run_cli("tidy", "--json", "--words").stdout)
+    assert words_only["mode"] == "words" and words_only["proposals"] == []
