@@ -37,6 +37,7 @@ from anamnesis.project import (
     resolve_alias,
 )
 from anamnesis.store import relpath_of, require_writable, safe_path, write_lock, write_units
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -229,7 +230,7 @@ def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> 
             )
         if theirs and not merge:
             raise UsageError(
-                f"project {new} already has {len(theirs)} notes: to put both together, run"
+                f"project {new} already has {plural(len(theirs), 'note')}: to put both together, run"
                 f" `anamnesis project merge {old} {new}`; nothing was changed"
             )
         if not theirs and merge:
@@ -285,6 +286,6 @@ def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> 
             changes[relpath_of(store, stale)] = None
         verb = "merge project" if merge else "rename project"
         into = "into" if merge else "to"
-        write_units(store, changes, f"{machine}: {verb} {old} {into} {new} ({len(mine)} notes)", old)
+        write_units(store, changes, f"{machine}: {verb} {old} {into} {new} ({plural(len(mine), 'note')})", old)
     updated = sorted(p for p in texts if p not in moves)
     return Renamed(old, new, sorted(moves.items()), updated, alias_rel, merge)

@@ -34,6 +34,9 @@ MAX_BUDGET = 4000
 # (the best-ranked note a little less), so a prompt's rare words decide, not its common ones.
 WORDS_ENOUGH = 0.45
 WORDS_FIRST = 0.35
+# Every word weighs at least this much on top of its rarity, so in a small memory, where a few notes
+# make every shared word look common, the words a note holds still count.
+RARITY_FLOOR = 0.5
 OTHER_PROJECT_COVERAGE = 0.6  # another project's note must hold this share of them, more than
 OTHER_PROJECT_MARGIN = 0.15  # this project's best holds, and outscore it by this much
 # With semantic search on, meaning decides: a note this close to the prompt bears on it whatever
@@ -117,7 +120,7 @@ def rarity(index: Index, terms: list[str]) -> dict[str, float]:
     total = max(1, index.count_notes())
     counts = index.notes_holding(terms)
     weights = {
-        term: math.log(1 + (total - counts[term] + 0.5) / (counts[term] + 0.5))
+        term: RARITY_FLOOR + math.log(1 + (total - counts[term] + 0.5) / (counts[term] + 0.5))
         for term in terms
         if counts[term]
     }

@@ -257,7 +257,9 @@ def test_tools_list_publishes_schemas_as_tight_as_the_checks(store: Store, proje
             listed[tool.name] = tool
 
     _drive(store, project_dir, script)
-    assert set(listed) == {"search", "read", "list", "write", "update", "delete", "sync", "status"}
+    assert set(listed) == {
+        "search", "read", "list", "write", "update", "delete", "sync", "status", "timeline", "tidy"
+    }
 
     def branches(prop: dict[str, Any]) -> list[dict[str, Any]]:
         return [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]

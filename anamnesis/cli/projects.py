@@ -9,6 +9,7 @@ import typer.core
 
 from anamnesis.cli._common import console, get_store, print_json
 from anamnesis.cli.setup import project as show_key
+from anamnesis.text import plural
 
 
 class _KeyOrCommand(typer.core.TyperGroup):
@@ -114,7 +115,7 @@ def _rename(old: str, new: str, *, merge: bool, json_out: bool) -> None:
         return
     verb = "merged" if merge else "renamed"
     print(
-        f"{verb} {done.old} -> {done.new}: {len(done.moved)} notes moved, {len(done.updated)} other notes updated"
+        f"{verb} {done.old} -> {done.new}: {plural(len(done.moved), 'note')} moved, {plural(len(done.updated), 'other note')} updated"
     )
     print(f"{done.old} is now an alias of {done.new} ({done.alias}); run `anamnesis sync` to share it")
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from anamnesis.cli._common import get_store, print_json
+from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.tidy import Applied
@@ -98,7 +99,7 @@ def tidy(
     if json_out:
         print_json(plan.to_dict())
         return
-    print(f"{len(plan.proposals)} proposals over {plan.notes} notes (comparing {plan.mode})")
+    print(f"{plural(len(plan.proposals), 'proposal')} over {plural(plan.notes, 'note')} (comparing {plan.mode})")
     interactive = not print_only and not yes and sys.stdin is not None and sys.stdin.isatty()
     accepted = []
     for n, proposal in enumerate(plan.proposals, 1):
