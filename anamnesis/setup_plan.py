@@ -250,3 +250,76 @@ def _peer_name(machine: str, url: str) -> str:
         return check_name(machine)
     except UsageError:
         return name_from_url(url)
+
+
+# -- semantic search: offered by init, with what it costs --------------------------------------
+
+MODEL_DOWNLOAD_MB = 90  # all-MiniLM-L6-v2's weights and tokenizer, fetched once
+VECTOR_BYTES = 384 * 2  # one float16 vector a note, in the index
+EMBED_NOTES_PER_SECOND = 20.0  # one 256-token window a note on one laptop core (docs/search.md)
+SemanticChoice = Literal["enable", "ask", "hint", "skip", "missing"]
+
+
+def semantic_choice(store: Store, wanted: bool | None, interactive: bool) -> SemanticChoice:
+    """Whether init turns on search by meaning: as asked; else ask in a terminal, else say how.
+
+    "missing" when the semantic extra is not installed (init then names the install line);
+    "skip" when it is on already or the person said no."""
+    # lazy: semantic settings and the extra's lookup stay off init runs that never get here
+    from anamnesis.embed import missing_dependencies
+    from anamnesis.semantic import settings_of
+
+    if wanted is False or settings_of(store)["enabled"]:
+        return "skip"
+    if missing_dependencies():
+        return "missing"
+    if wanted:
+        return "enable"
+    return "ask" if interactive else "hint"
+
+
+def semantic_cost(store: Store) -> str:
+    """What turning it on costs on this machine: the download, the disk, the time to embed the notes."""
+    notes = sum(1 for _ in store.memory.rglob("*.md")) if store.memory.is_dir() else 0
+    disk = max(1, round(notes * VECTOR_BYTES / 1e6))
+    seconds = notes / EMBED_NOTES_PER_SECOND
+    took = f"about {round(seconds / 60)} min" if seconds >= 90 else f"about {max(1, round(seconds))} s"
+    return (
+        f"a {MODEL_DOWNLOAD_MB} MB model downloaded once, about {disk} MB of vectors on this machine, "
+        f"and {took} in the background to embed {plural(notes, 'note')}"
+    )
+
+
+def semantic_question(store: Store) -> str:
+    """The question the CLI asks when `semantic_choice` says "ask"."""
+    return (
+        "Turn on search by meaning (finds notes asked about in other words; runs offline on this "
+        f"machine)? It costs {semantic_cost(store)}."
+    )
+
+
+def semantic_hint(store: Store) -> str:
+    """The line for init's report when it did not ask."""
+    return f"to search by meaning too: `anamnesis semantic enable` ({semantic_cost(store)})"
+
+
+SEMANTIC_MISSING = (
+    "search by meaning is not installed: `./scripts/install --semantic` in your clone adds it, "
+    "then `anamnesis semantic enable`"
+)
+
+
+def enable_semantic(store: Store, model_dir: Path | None) -> list[str]:
+    """Turn semantic search on and embed in the background; a model that cannot be had is a line
+    for the report, not a failed init (the rest of the setup stands)."""
+    from anamnesis import semantic  # lazy: the model code loads only when it is turned on
+
+    try:
+        folder = semantic.enable(store, model_dir)
+    except semantic.SemanticError as exc:
+        return [f"search by meaning not turned on: {exc} (`anamnesis semantic enable` tries again)"]
+    started = semantic.start_background_update(store)
+    return [
+        f"search by meaning on (model in {folder}); "
+        + ("embedding the notes in the background" if started else "every note is embedded")
+    ]

@@ -201,7 +201,7 @@ def test_init_offers_to_join_a_machine_found_on_the_lan(tmp_path: Path, watchers
         # Input that ends at the offer (Ctrl-D) is no answer: nothing joined, and init says how to do it.
         quiet = Machine("quiet", tmp_path / "quiet")
         said = run_in_terminal(
-            [*network.prefix("b"), sys.executable, "-m", "anamnesis", "init", "--no-claude", "--no-schedule"],
+            [*network.prefix("b"), sys.executable, "-m", "anamnesis", "init", "--no-claude", "--no-schedule", "--no-semantic"],
             quiet.env(HOME=str(tmp_path / "user-home"), TERM="dumb"),
             [("Join the memory of a", "\x04")],
             timeout=120,
@@ -213,7 +213,7 @@ def test_init_offers_to_join_a_machine_found_on_the_lan(tmp_path: Path, watchers
         new = Machine("newcomer", tmp_path / "newcomer")
         env = new.env(HOME=str(tmp_path / "user-home"), TERM="dumb")
         said = run_in_terminal(
-            [*network.prefix("b"), sys.executable, "-m", "anamnesis", "init", "--no-claude", "--no-schedule"],
+            [*network.prefix("b"), sys.executable, "-m", "anamnesis", "init", "--no-claude", "--no-schedule", "--no-semantic"],
             env,
             [("Join the memory of a", "y\n")],
             timeout=120,

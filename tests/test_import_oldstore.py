@@ -182,15 +182,15 @@ def test_init_in_a_terminal_asks_before_moving_the_store_and_removing_the_hooks(
     old, note_id = make_old_install(user)
     env = cli_env(old, CLAUDE_CONFIG_DIR=str(user / ".claude"), PATH="/usr/bin:/bin", TERM="dumb", COLUMNS="400")
     store_question = "import its notes into a new store here?"
-    declined, out = _answer_in_a_terminal(["init", "--no-schedule"], env, [(store_question, "n")])
+    declined, out = _answer_in_a_terminal(["init", "--no-schedule", "--no-semantic"], env, [(store_question, "n")])
     assert declined == 3 and "--move-old-store" in out and not old.with_name(".anamnesis-0.1.3").exists()
     code, out = _answer_in_a_terminal(
-        ["init", "--no-schedule"], env, [(store_question, "y"), ("which run that program against this store. Remove them?", "n")]
+        ["init", "--no-schedule", "--no-semantic"], env, [(store_question, "y"), ("which run that program against this store. Remove them?", "n")]
     )
     assert code == 0, out
     assert old.with_name(".anamnesis-0.1.3").is_dir() and read_note(open_store(old), note_id).id == note_id
     assert "still holds hooks of anamnesis-memory 0.1.3" in " ".join(out.split())  # declined: said at the end
-    code, out = _answer_in_a_terminal(["init", "--no-schedule"], env, [("Remove them?", "y")])
+    code, out = _answer_in_a_terminal(["init", "--no-schedule", "--no-semantic"], env, [("Remove them?", "y")])
     assert code == 0, out
     assert "removed the hooks of anamnesis-memory 0.1.3" in " ".join(out.split())
     assert "anamnesis capture" not in (user / ".claude" / "settings.json").read_text()

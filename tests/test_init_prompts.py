@@ -26,7 +26,7 @@ def at_a_terminal(machine: Machine, args: list[str], answers: list[tuple[str, st
 def test_init_peer_with_stdin_closed_at_the_timer_question_says_what_it_did(fleet: Fleet, tmp_path: Path) -> None:
     hub, note = fleet.hub_with_a_note()
     b = Machine("b", tmp_path / "b")
-    args = ["init", "--peer", str(hub), "--no-claude", "--agent", "codex", "--no-instructions"]
+    args = ["init", "--peer", str(hub), "--no-claude", "--agent", "codex", "--no-instructions", "--no-semantic"]
     shown = at_a_terminal(b, args, [("Sync automatically every 5m", EOF)])
     assert shown.count("[Y/n]") == 1 and "aborted" not in shown, shown
     assert "joined" in shown and "received" in shown, shown
@@ -45,7 +45,7 @@ def test_a_closed_stdin_at_the_memory_block_question_takes_the_default_and_names
 ) -> None:
     hub = fleet.hub()
     b = fleet.machine("b", {"hub": fleet.url(hub)})  # a peer already: init looks for no other machine
-    shown = at_a_terminal(b, ["init", "--no-claude", "--agent", "codex", "--no-schedule"], [("Add a short block", EOF)])
+    shown = at_a_terminal(b, ["init", "--no-claude", "--agent", "codex", "--no-schedule", "--no-semantic"], [("Add a short block", EOF)])
     assert "memory block added (the default): no answer (stdin was closed)" in shown, shown
     assert "--instructions or --no-instructions" in shown
     assert "aborted" not in shown

@@ -65,6 +65,15 @@ def init(
     no_enable: bool = typer.Option(
         False, "--no-enable", help="With the timer: write its files but do not activate them (no systemctl/launchctl)."
     ),
+    semantic: bool = typer.Option(
+        None,
+        "--semantic/--no-semantic",
+        help="Turn on search by meaning (a 90 MB model, offline) or not (default: ask in a terminal "
+        "when the semantic extra is installed, else say how).",
+    ),
+    model_dir: Path = typer.Option(
+        None, "--model-dir", help="With --semantic: a folder already holding the model, instead of downloading it."
+    ),
     remove_old_hooks: bool = typer.Option(
         False,
         "--remove-old-hooks",
@@ -189,6 +198,8 @@ def init(
     # -- end of the discovery step --
     if sync_step is not None:  # sync step
         steps.extend(sync_step.steps())
+    if not local_only:  # semantic step: offered with what it costs
+        steps.append(("turn on search by meaning", lambda: _semantic_step(store, semantic, model_dir, asking)))
     for number, (_what, step) in enumerate(steps):
         try:
             done.extend(step())
@@ -316,6 +327,26 @@ def _old_store_target(store: Store, move: bool, quiet: bool) -> Path | None:
             " away yourself",
         )
     return target
+
+
+def _semantic_step(store: Store, wanted: bool | None, model_dir: Path | None, asking: bool) -> list[str]:
+    """Offer search by meaning with what it costs; turn it on when wanted (the decisions live in
+    setup_plan, the question here)."""
+    from anamnesis import setup_plan  # lazy: --help loads every command module
+
+    choice = setup_plan.semantic_choice(store, wanted, asking)
+    if choice == "ask":
+        answer = ask(setup_plan.semantic_question(store), default=True)
+        if answer is None:
+            return [no_answer("search by meaning not turned on", "--semantic or --no-semantic")]
+        choice = "enable" if answer else "skip"
+    if choice == "enable":
+        return setup_plan.enable_semantic(store, model_dir)
+    if choice == "hint":
+        return [setup_plan.semantic_hint(store)]
+    if choice == "missing" and wanted:
+        return [setup_plan.SEMANTIC_MISSING]
+    return []
 
 
 def _move_old_store(store: Store, target: Path) -> list[str]:
