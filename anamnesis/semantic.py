@@ -451,6 +451,36 @@ def start_background_update(store: Store) -> bool:
     return True
 
 
+SERVE_IDLE = 1800  # seconds: a query server a hook started stays for a session's quiet half hour
+SERVE_STARTING = 30.0  # seconds: a server another hook just started is still loading its model
+
+
+def start_query_server(store: Store) -> bool:
+    """Start a detached `anamnesis semantic serve --idle` when semantic search is on and no query
+    server answers, so that the prompts of the session starting are ranked by a process that
+    has the model loaded instead of each hook loading it (watch does this where it runs).
+
+    Cheap when off (one settings read), never waits; True if one started. Two hooks racing
+    start at most one server that stays: the second finds the socket taken and exits."""
+    if not settings_of(store)["enabled"] or server_answering(store) or unavailable_reason(store) is not None:
+        return False
+    marker = store.state_dir / "semantic-serve.started"
+    try:
+        if time.time() - marker.stat().st_mtime < SERVE_STARTING:
+            return False
+    except OSError:
+        pass
+    from anamnesis.fsutil import atomic_write_text  # lazy: only when a server starts
+    from anamnesis.spawn import spawn_detached  # lazy: only when a server starts; keeps spawn off search
+
+    try:
+        atomic_write_text(marker, f"{time.time()}\n")
+        spawn_detached(store, ["-m", "anamnesis", "semantic", "serve", "--idle", str(SERVE_IDLE)], "semantic.log")
+    except OSError:
+        return False
+    return True
+
+
 def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], None] | None = None) -> Path:
     """Turn semantic search on for this machine; returns the model folder used.
 

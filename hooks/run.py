@@ -104,6 +104,7 @@ def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     if isinstance(inject, dict) and inject.get("enabled") is False:
         return "", "injection is off"
     text, shown = build_context(store, _cwd(data))
+    _keep_the_model_loaded(store)
     session_id = str(data.get("session_id") or "")
     if session_id:
         remember_shown(store, session_id, shown, replace=data.get("source") in ("startup", "clear", None))
@@ -111,6 +112,16 @@ def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     if not text:
         return "", f"({source}) nothing to inject"
     return _context_json("SessionStart", text), f"({source}) {plural(len(text), 'char')}, {plural(len(shown), 'note')}"
+
+
+def _keep_the_model_loaded(store: Store) -> None:
+    """With semantic search on and no query server answering, start one for this session's prompts."""
+    from anamnesis.semantic import start_query_server  # lazy: only the events that rank by meaning
+
+    try:
+        start_query_server(store)
+    except Exception as exc:  # what the hook already has to say must still be said
+        _log(store, f"could not start the semantic query server: {exc}")
 
 
 def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
@@ -123,6 +134,7 @@ def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
         return "", "no prompt"
     session_id = str(data.get("session_id") or "")
     text, shown = build_recall(store, prompt, session_id=session_id, cwd=_cwd(data))
+    _keep_the_model_loaded(store)
     if not text:
         return "", "no match"
     if session_id:

@@ -428,3 +428,79 @@ def test_semantic_serve_answers_until_idle_and_refuses_when_off(
             server.kill()
             server.wait()
     assert not socket_path(store).exists()
+
+
+def _servers_of(store: Store) -> list[int]:
+    """Pids of `anamnesis semantic serve` processes working in this store's home (spawn's cwd)."""
+    import os
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"semantic" in words and b"serve" in words and Path(os.readlink(entry / "cwd")) == store.home:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_session_start_keeps_the_model_loaded_for_the_sessions_prompts(store: Store, model_dir: Path) -> None:
+    """A session starting with semantic search on and no query server starts one (detached, idle
+    timeout), so its prompts do not each load the model; a second session finds it and starts none."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from anamnesis.semantic import server_answering, socket_path
+
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    env = {**os.environ, "ANAMNESIS_HOME": str(store.home)}
+    event = json.dumps({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(store.home)})
+
+    def session_start() -> None:
+        proc = subprocess.run(
+            [sys.executable, "-P", "-m", "anamnesis.hooks", "session-start"],
+            input=event, env=env, capture_output=True, text=True, timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+
+    try:
+        session_start()
+        deadline = time.monotonic() + 90
+        while not server_answering(store) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server_answering(store)
+        assert len(_servers_of(store)) == 1
+        session_start()
+        time.sleep(1.0)
+        assert len(_servers_of(store)) == 1  # the running one answers: no second server
+    finally:
+        socket_path(store).unlink(missing_ok=True)  # the server exits when its socket is gone
+        deadline = time.monotonic() + 30
+        while _servers_of(store) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid in _servers_of(store):
+            os.kill(pid, signal.SIGKILL)
+    assert not _servers_of(store)
+
+
+def test_session_start_starts_no_server_while_semantic_search_is_off(store: Store) -> None:
+    import os
+    import subprocess
+    import sys
+
+    _fill(store)
+    event = json.dumps({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(store.home)})
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "anamnesis.hooks", "session-start"],
+        input=event, env={**os.environ, "ANAMNESIS_HOME": str(store.home)}, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0
+    time.sleep(1.0)
+    assert not _servers_of(store) and not (store.state_dir / "semantic-serve.started").exists()
