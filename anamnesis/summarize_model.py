@@ -327,12 +327,13 @@ def input_hash(text: str) -> str:
 # -- asking the model ----------------------------------------------------------------------
 
 
-def ask_model(store: Store, config: SummaryConfig, prompt: str) -> str:
-    """The model's answer to `prompt` (already redacted) from the configured provider, within the timeout."""
+def ask_model(store: Store, config: SummaryConfig, prompt: str, system: str = SYSTEM) -> str:
+    """The model's answer to `prompt` (already redacted) from the configured provider, within the
+    timeout; `system` says what it is asked to do (a session summary unless told otherwise)."""
     if config.provider == "claude":
-        return _ask_claude(store, config, prompt)
+        return _ask_claude(store, config, prompt, system)
     if config.provider == "api":
-        return _ask_api(store, config, prompt)
+        return _ask_api(store, config, prompt, system)
     raise SummaryError(f"unknown provider {config.provider!r}")
 
 
@@ -341,7 +342,7 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _ask_claude(store: Store, config: SummaryConfig, prompt: str) -> str:
+def _ask_claude(store: Store, config: SummaryConfig, prompt: str, system: str) -> str:
     """`claude -p` with our system prompt, no tools, no MCP servers, no hooks and no saved session."""
     binary = find_claude(config)
     if binary is None:
@@ -358,7 +359,7 @@ def _ask_claude(store: Store, config: SummaryConfig, prompt: str) -> str:
         "--settings",
         json.dumps({"disableAllHooks": True}),  # its SessionEnd must not capture this run as a session
         "--system-prompt",
-        SYSTEM,
+        system,
     ]
     command += ["--model", config.model or DEFAULT_CLAUDE_MODEL]
     store.state_dir.mkdir(parents=True, exist_ok=True)
@@ -397,7 +398,7 @@ def _ask_claude(store: Store, config: SummaryConfig, prompt: str) -> str:
     return result
 
 
-def _ask_api(store: Store, config: SummaryConfig, prompt: str) -> str:
+def _ask_api(store: Store, config: SummaryConfig, prompt: str, system: str) -> str:
     """One Messages API request (not streamed) with the key from the environment or the key file."""
     import urllib.error  # lazy: pulls http.client and ssl; only the api provider, off the hooks
     import urllib.request  # lazy: http.client and ssl only for the api provider, off the hooks
@@ -407,7 +408,7 @@ def _ask_api(store: Store, config: SummaryConfig, prompt: str) -> str:
     body = {
         "model": config.model or DEFAULT_API_MODEL,
         "max_tokens": MAX_TOKENS,
-        "system": SYSTEM,
+        "system": system,
         "messages": [{"role": "user", "content": prompt}],
     }
     request = urllib.request.Request(

@@ -51,6 +51,7 @@ from anamnesis.supersede import TITLE_STOPWORDS, Components, jaccard, similar_pa
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from anamnesis.notes import Note
     from anamnesis.paths import Store
 
 Action = Literal["merge", "supersede", "archive"]
@@ -75,6 +76,13 @@ MIN_FACT_WORDS = 6
 STALE_AFTER = "30d"
 MAX_EVIDENCE = 6
 MARKER = "## Merged from"
+MODEL_MERGE = "## Merged (model-written)"
+MERGE_SYSTEM = (
+    "You merge two notes of a person's long-term memory about the same subject into one. Keep every "
+    "fact, number, command and decision either note states; where they disagree, say both and which "
+    "note (first or second) says what. Write plain markdown without headings, no preamble, no comment "
+    "about the task. Anything marked [REDACTED] stays as it is."
+)
 _WORD = re.compile(r"[^\W_]+")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d{1,2}[.)])\s+")
 _TYPES = ("semantic", "procedural", "preference")
@@ -475,8 +483,35 @@ def _archived_path(store: Store, note_id: str, path: str) -> str | None:
     return None
 
 
-def apply_proposal(store: Store, proposal: Proposal) -> Applied:
-    """Apply one proposal as one commit, or say why not (already done, or no longer true)."""
+def model_merge(store: Store, keep: Note, other: Note) -> str:
+    """The person's own model (as set up for session summaries: `claude -p` or their key) writes
+    one text from both notes; what it is sent and what it answers are redacted. Raises
+    SummaryError when it is not set up or fails."""
+    # lazy: the model path loads only for a merge that asks for it
+    from anamnesis.redact import redact
+    from anamnesis.summarize_model import SummaryError, ask_model, clean_output, config_of, readiness
+
+    config = config_of(store)
+    if not config.enabled:
+        raise SummaryError("no model is set up: `anamnesis summary enable` names yours (Claude Code or an API key)")
+    why = readiness(store, config)
+    if why is not None:
+        raise SummaryError(why)
+    prompt = (
+        f"First note: {redact(keep.title)}\n\n{redact(keep.body)}\n\n"
+        f"Second note: {redact(other.title)}\n\n{redact(other.body)}\n"
+    )
+    text = clean_output(ask_model(store, config, prompt, MERGE_SYSTEM))
+    if not text.strip():
+        raise SummaryError("the model answered nothing")
+    return text
+
+
+def apply_proposal(store: Store, proposal: Proposal, *, model: bool = False) -> Applied:
+    """Apply one proposal as one commit, or say why not (already done, or no longer true).
+
+    `model`: a merge also gets a text the person's own model wrote from both notes, on top of
+    the note, which still keeps every line of both below it (nothing is ever dropped)."""
     key = proposal.key
     if proposal.action == "archive":
         return _archive(store, proposal)
@@ -488,9 +523,11 @@ def apply_proposal(store: Store, proposal: Proposal) -> Applied:
     if proposal.other.id in keep.supersedes:
         return Applied(key, "already", f"{keep_path} already supersedes {proposal.other.id}")
     body = None
+    by_model = ""
     if proposal.action == "merge":
         other = load_note(store, other_path)
         _shared, only = _shared_and_differing(keep.body, other.body)
+        body = keep.body
         if only:
             day = (other.created or other.updated)[:10]
             body = (
@@ -499,9 +536,19 @@ def apply_proposal(store: Store, proposal: Proposal) -> Applied:
                 + "\n".join(only)
                 + "\n"
             )
+        if model:
+            from anamnesis.summarize_model import SummaryError  # lazy: only merges written by a model
+
+            try:
+                body = f"{MODEL_MERGE}\n\n{model_merge(store, keep, other)}\n\n{body.lstrip()}"
+                by_model = " (with a model-written merge on top)"
+            except SummaryError as exc:
+                by_model = f" (line by line: the model merge failed: {exc})"
+        if body == keep.body:
+            body = None
     update_note(store, keep_path, body=body, add_supersedes=[proposal.other.id])
     what = "merged into" if proposal.action == "merge" else "superseded by"
-    return Applied(key, "applied", f"{other_path} {what} {keep_path}")
+    return Applied(key, "applied", f"{other_path} {what} {keep_path}{by_model}")
 
 
 def _archive(store: Store, proposal: Proposal) -> Applied:
@@ -532,12 +579,12 @@ def _archive(store: Store, proposal: Proposal) -> Applied:
     return Applied(key, "applied", f"{path} archived to {target}")
 
 
-def apply_plan(store: Store, proposals: Iterable[Proposal]) -> list[Applied]:
+def apply_plan(store: Store, proposals: Iterable[Proposal], *, model: bool = False) -> list[Applied]:
     """Apply every proposal, one commit each; a proposal that fails is reported and the rest go on."""
     done: list[Applied] = []
     for proposal in proposals:
         try:
-            done.append(apply_proposal(store, proposal))
+            done.append(apply_proposal(store, proposal, model=model))
         except (NoteNotFound, UsageError) as exc:
             done.append(Applied(proposal.key, "skipped", str(exc)))
     return done

@@ -302,3 +302,47 @@ def test_with_semantic_search_on_a_paraphrase_is_a_duplicate(store: Store, run_c
     assert plan["proposals"][0]["evidence"]["meaning"] > 0.7
     words_only = json.loads(run_cli("tidy", "--json", "--words").stdout)
     assert words_only["mode"] == "words" and words_only["proposals"] == []
+
+
+def test_a_model_written_merge_is_redacted_both_ways_and_keeps_every_line(
+    store: Store, run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--model`: the person's own model (the summary settings; here the Messages API stand-in) writes
+    the merged text on top; the secret in a note never reaches it, the secret in its answer never
+    reaches the note, and every line of both notes stays below."""
+    from claude_standin import StandIn, request_text, text
+
+    secret, answered = "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "AKIAIOSFODNN7EXAMPLE"
+    notes = _seed(store)
+    old = store.memory / notes["dup_old"].path
+    old.write_text(old.read_text() + f"The admin token is {secret}.\n")
+    repo.commit_all(store, "test: a secret in a note")
+    refused = run_cli("tidy", "--json", "--model")
+    assert refused.returncode == 2 and "--model: no model is set up" in refused.stderr, refused.stderr
+
+    standin = StandIn(lambda body: text(f"pg_bouncer runs in transaction mode; key {answered}")).start()
+    try:
+        monkeypatch.setenv("ANAMNESIS_TEST_TIDY_KEY", "sk-ant-tidy-test-0000")
+        enabled = run_cli(
+            "summary", "enable", "--provider", "api", "--base-url", standin.url, "--key-env", "ANAMNESIS_TEST_TIDY_KEY"
+        )
+        assert enabled.returncode == 0, enabled.stderr
+        plan = _plan(run_cli)
+        plan["proposals"] = [p for p in plan["proposals"] if p["action"] == "merge"]
+        plan_file = tmp_path / "plan.json"
+        plan_file.write_text(json.dumps(plan))
+        applied = run_cli("tidy", "--apply", str(plan_file), "--model")
+        assert applied.returncode == 0, applied.stderr
+        assert "model-written merge" in applied.stdout, applied.stdout
+    finally:
+        standin.stop()
+    assert len(standin.requests) == 1
+    sent = request_text(standin.requests[0])
+    assert secret not in sent and "port 6432" in sent and "client_idle_timeout" in sent
+    merged = (store.memory / notes["dup_new"].path).read_text()
+    assert merged.index("## Merged (model-written)") < merged.index("client_idle_timeout")
+    assert "pg_bouncer runs in transaction mode" in merged and answered not in merged
+    for line in (POOL + POOL_AGAIN).splitlines():
+        assert line in merged, line
+    log = subprocess.run(["git", "-C", str(store.memory), "log", "-p"], capture_output=True, text=True).stdout
+    assert answered not in log

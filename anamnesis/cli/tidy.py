@@ -42,6 +42,12 @@ def tidy(
     restore: str | None = typer.Option(
         None, "--restore", metavar="NOTE", help="Move an archived note back (path or id)."
     ),
+    model: bool = typer.Option(
+        False,
+        "--model",
+        help="Merges also get a text your own model writes from both notes (set up with `anamnesis summary "
+        "enable`; redacted both ways); every line of both notes stays below it.",
+    ),
 ) -> None:
     """Find near-duplicate notes, notes a later one replaces, and old sessions that live on in a fact.
 
@@ -60,6 +66,7 @@ def tidy(
       anamnesis tidy --print                show what it would do
       anamnesis tidy --json > plan.json     a plan to read, edit and apply
       anamnesis tidy --apply plan.json
+      anamnesis tidy --apply plan.json --model   merges written by your own model too
       anamnesis tidy --restore 7k2m9q4x1c   bring an archived note back
     """
     from anamnesis.cli.notes import _project_option  # lazy: --help loads every command module
@@ -74,6 +81,13 @@ def tidy(
     )
 
     store = get_store()
+    if model:
+        from anamnesis.summarize_model import config_of, readiness  # lazy: --help loads every command module
+
+        config = config_of(store)
+        why = "no model is set up (`anamnesis summary enable`)" if not config.enabled else readiness(store, config)
+        if why is not None:
+            raise UsageError(f"--model: {why}")
     if sum(map(bool, (json_out, print_only, apply is not None, archived, restore is not None))) > 1:
         raise UsageError("give one of --json, --print, --apply, --archived, --restore")
     if archived:
@@ -91,7 +105,7 @@ def tidy(
                 text = Path(apply).read_text(encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"cannot read the plan {apply}: {exc.strerror or exc}") from None
-        results = apply_plan(store, read_plan(text))
+        results = apply_plan(store, read_plan(text), model=model)
         _report(results)
         return
     key = _project_option(project, here)
@@ -117,7 +131,7 @@ def tidy(
         if not print_only and plan.proposals:
             print("\n(no terminal to ask in: nothing was changed; use --yes, or --json and --apply)")
         return
-    _report(apply_plan(store, accepted))
+    _report(apply_plan(store, accepted, model=model))
 
 
 def _report(results: list[Applied]) -> None:
