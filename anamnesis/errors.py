@@ -29,6 +29,7 @@ class ExitCode(IntEnum):
     REFUSED = 12  # memory/ left mid-rebase/merge or on another branch by hand
     STALE_PEER = 13  # `sync --fail-after`: a peer unreachable for longer than that
     PEER_MISCONFIGURED = 14  # a peer's answer says it will never work as set up: a person must act
+    AGENT_CONFIG = 15  # an agent's config file cannot be edited safely (a person must fix or name another agent)
     HANGUP = 129  # stopped by SIGHUP
     INTERRUPTED = 130  # stopped by SIGINT (Ctrl-C)
     TERMINATED = 143  # stopped by SIGTERM

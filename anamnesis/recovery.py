@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from anamnesis import refs
-from anamnesis.errors import AnamnesisError
+from anamnesis.errors import AnamnesisError, ExitCode
 from anamnesis.fsutil import atomic_write_bytes, atomic_write_text
 from anamnesis.git import head_ref, lock_files, run_git, run_git_bytes, settle_git
 from anamnesis.index import open_index
@@ -48,7 +48,7 @@ RUNNING_MARKER = "sync-running.json"
 class SyncRefused(AnamnesisError):
     """The repo is in a state a person started (mid-rebase, detached HEAD...): sync will not touch it."""
 
-    exit_code = 12
+    exit_code = ExitCode.REFUSED
 
 
 def wedged(store: Store) -> str | None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.errors import AnamnesisError
+from anamnesis.errors import AnamnesisError, ExitCode
 from anamnesis.index import Index, open_index
 from anamnesis.settings import load_settings, save_settings, update_section
 
@@ -62,7 +62,7 @@ MAX_EMBED_CHARS = 4000  # title, tags and the start of the body: what the model 
 class SemanticError(AnamnesisError):
     """Semantic search cannot be turned on or used here (extra missing, no model)."""
 
-    exit_code = 7
+    exit_code = ExitCode.SEMANTIC_UNAVAILABLE
 
 
 def settings_of(store: Store) -> dict[str, Any]:

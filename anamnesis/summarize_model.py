@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.errors import AnamnesisError, NoteChanged, UsageError
+from anamnesis.errors import AnamnesisError, ExitCode, NoteChanged, UsageError
 from anamnesis.notes import Note, parse_note
 from anamnesis.redact import redact
 from anamnesis.settings import load_settings, save_settings, update_section
@@ -78,7 +78,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 class SummaryError(AnamnesisError):
     """The model summary could not be made (not set up, the model failed or was too slow)."""
 
-    exit_code = 1  # "a command failed" (docs/cli.md)
+    exit_code = ExitCode.FAILED
 
 
 @dataclass

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from anamnesis.errors import AnamnesisError
+from anamnesis.errors import AnamnesisError, ExitCode
 from anamnesis.index import mark_behind
 from anamnesis.paths import Store
 from anamnesis.text import plural
@@ -115,7 +115,7 @@ class WatchOptions:
 class WatchRunning(AnamnesisError):
     """Another `anamnesis watch` already watches this store."""
 
-    exit_code = 5
+    exit_code = ExitCode.BUSY
 
 
 def _ago(seconds: float) -> str:

@@ -180,7 +180,7 @@ def test_a_malformed_json_settings_file_stops_every_agent(
     settings.write_text('{"theme": "Default",}')
     agent_homes["codex"].mkdir(parents=True)
     proc = run_cli("init", "--agent", "codex", "--agent", "gemini", "--no-schedule", env={"PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 7, proc.stdout + proc.stderr
+    assert proc.returncode == 15, proc.stdout + proc.stderr
     assert "not valid JSON" in proc.stderr and str(settings) in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert settings.read_text() == '{"theme": "Default",}'

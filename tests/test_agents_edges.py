@@ -94,13 +94,13 @@ def test_an_agent_whose_file_truly_cannot_be_edited_is_skipped_and_the_rest_set_
     assert "anamnesis" in json.loads((tmp_path / "claude-config" / ".claude.json").read_text())["mcpServers"]
     assert "anamnesis" in tomllib.loads((agent_homes["codex"] / "config.toml").read_text())["mcp_servers"]
     named = run_cli("init", "--agent", "gemini", "--no-schedule", env=env)  # asked for by name: refused
-    assert named.returncode == 7 and str(settings) in named.stderr
+    assert named.returncode == 15 and str(settings) in named.stderr
 
     gone = run_cli("uninstall", env=env)  # the same for uninstall: the rest is removed
     assert gone.returncode == 0, gone.stderr
     assert "`anamnesis uninstall --agent gemini`" in " ".join(gone.stdout.split())
     assert not (agent_homes["codex"] / "config.toml").exists() and settings.read_text() == broken
-    assert run_cli("uninstall", "--agent", "gemini", env=env).returncode == 7
+    assert run_cli("uninstall", "--agent", "gemini", env=env).returncode == 15
 
 
 def test_uninstall_removes_the_empty_folders_init_made_and_only_those(

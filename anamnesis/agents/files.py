@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anamnesis import jsonedit
-from anamnesis.errors import AnamnesisError
+from anamnesis.errors import AnamnesisError, ExitCode
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.jsonedit import JSON, Dialect
 
@@ -42,7 +42,7 @@ FILE_CREATED = "(file)"  # manifest marker: init created the file itself
 class AgentConfigError(AnamnesisError):
     """An agent's config file we must edit is not something we can safely edit."""
 
-    exit_code = 7
+    exit_code = ExitCode.AGENT_CONFIG
 
 
 def python_path() -> str:

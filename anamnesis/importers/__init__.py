@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.errors import AnamnesisError, ExitCode, UsageError
 from anamnesis.fsutil import atomic_write_text
 from anamnesis.importers.plan import ImportReport, Plan, Progress, apply, digest
 from anamnesis.paths import Store
@@ -41,7 +41,7 @@ __all__ = [
 class ImportInterrupted(AnamnesisError):
     """Ctrl-C (SIGINT) stopped an import: it writes its notes in one commit or not at all."""
 
-    exit_code = 130  # as a shell reports a command stopped by SIGINT
+    exit_code = ExitCode.INTERRUPTED  # as a shell reports a command stopped by SIGINT
 
 
 def make_plan(

@@ -20,7 +20,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from anamnesis.errors import AnamnesisError
+from anamnesis.errors import AnamnesisError, ExitCode
 from anamnesis.links import LinkGraph, NoteKey
 from anamnesis.paths import Store
 from anamnesis.refresh import PeriodicRefresh
@@ -60,7 +60,7 @@ class Report:
 class CsrfError(AnamnesisError):
     """A write without the right CSRF token: refused."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class Web:
