@@ -61,6 +61,7 @@ from anamnesis.recovery import SyncRefused
 from anamnesis.repo import changed_paths
 from anamnesis.semantic import start_background_update
 from anamnesis.settings import machine_id
+from anamnesis.stamping import stamp_edits
 from anamnesis.transport import FetchFailed, transport_for
 from anamnesis.treemerge import TreeMerger, private_index
 
@@ -205,10 +206,11 @@ class _Sync:
     # -- step 2: commit what changed locally ------------------------------------------
 
     def commit_local(self) -> list[str]:
-        """Commit every change in the working tree; the paths committed."""
+        """Commit every change in the working tree, hand-edited notes stamped first; the paths committed."""
         status = run_git_bytes(self.repo, "status", "--porcelain", "-z", "--untracked-files=all").stdout
         if not status.strip(b"\0"):
             return []
+        stamp_edits(self.repo, self.machine)  # hand edits say when and where they were made
         run_git(self.repo, "add", "-A")
         out = run_git_bytes(self.repo, "diff", "--cached", "--name-only", "-z", "--no-renames").stdout
         paths = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
