@@ -402,6 +402,16 @@ def fast_front_matter(fm_text: str) -> dict[str, Any] | None:
     return meta
 
 
+def stated_id(text: str, path: str) -> str | None:
+    """The id a note says it has: its front matter's `id:`, else the one its file name ends
+    with; None when it says neither (its id then comes from its path, and a move changes it).
+    What tells that a file deleted here and one added there are the same note."""
+    fm_text, _body = split_front_matter(text.removeprefix("\ufeff"))
+    fields = front_matter_fields(fm_text) if fm_text is not None else None
+    stated = _as_text((fields or {}).get("id")).strip()
+    return stated or _facts_from_path(path)[2]
+
+
 def parse_note(text: str, path: str) -> Note:
     """Parse note text leniently; never raises for bad content."""
     problems: list[str] = []

@@ -27,6 +27,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -34,9 +35,10 @@ from typing import Literal
 from anamnesis import refs
 from anamnesis.errors import AnamnesisError
 from anamnesis.fsutil import atomic_write_bytes, atomic_write_text
-from anamnesis.git import head_ref, lock_files, run_git, run_git_bytes, settle_git
+from anamnesis.git import head_ref, lock_files, read_blobs, run_git, run_git_bytes, settle_git
 from anamnesis.index import open_index
 from anamnesis.merge import Side, merge_texts
+from anamnesis.notes import stated_id
 from anamnesis.paths import Store
 from anamnesis.repo import changed_paths
 
@@ -322,26 +324,6 @@ def _disk(repo: Path, paths: list[str]) -> tuple[dict[str, tuple[str, str]], dic
     return found, stats
 
 
-def read_blobs(repo: Path, oids: list[str]) -> dict[str, bytes]:
-    """The bytes of blobs, read with one `git cat-file --batch`."""
-    unique = list(dict.fromkeys(oids))
-    if not unique:
-        return {}
-    out = run_git_bytes(repo, "cat-file", "--batch", input="".join(f"{o}\n" for o in unique).encode()).stdout
-    found: dict[str, bytes] = {}
-    pos = 0
-    for oid in unique:
-        end = out.index(b"\n", pos)
-        header = out[pos:end].split()
-        pos = end + 1
-        if header[-1] == b"missing":
-            continue
-        size = int(header[2])
-        found[oid] = out[pos : pos + size]
-        pos += size + 1
-    return found
-
-
 def _settle_files(
     repo: Path, orig: str, target: str, goal: str, since: int | None
 ) -> tuple[list[str], list[str], list[str]]:
@@ -369,12 +351,29 @@ def _settle_files(
     needed = [e[1] for f in files if f.state != "edited" and (e := wanted.get(f.path)) and f.disk != (_kind(e[0]), e[1])]
     needed += [e[1] for f in files if f.state == "edited" for e in (f.was, f.want) if e]
     blobs = read_blobs(repo, needed)
+    moved = _moved_by_hand(repo, orig, target, files, wanted)
     changed: list[str] = []
     failed: list[str] = []
     conflicted: list[str] = []
     # Removals first, as git does: a folder may have to make room for a file, or the other way round.
     for f in sorted(files, key=lambda f: (wanted.get(f.path) is not None, _git_order(f.path))):
         try:
+            if f.path in moved:
+                # Moved by hand meanwhile: the goal's version goes where the note is now, never back here.
+                there, want = moved[f.path], wanted[f.path]
+                if f.was is not None and want is not None and f.was[1] != want[1]:
+                    mine = (repo / there).read_bytes().decode("utf-8", "surrogateescape")
+                    base_blob, goal_blob = read_blobs(repo, [f.was[1]]).get(f.was[1], b""), blobs[want[1]]
+                    merged = merge_texts(
+                        there, base_blob.decode("utf-8", "surrogateescape"),
+                        Side("edited here", mine), Side("incoming", goal_blob.decode("utf-8", "surrogateescape")),
+                    )
+                    if merged.text != mine:
+                        atomic_write_bytes(repo / there, merged.text.encode("utf-8", "surrogateescape"))
+                        changed.append(there)
+                    if merged.conflicted:
+                        conflicted.append(there)
+                continue
             if f.state != "edited":
                 if _put(repo, f, wanted.get(f.path), blobs):
                     changed.append(f.path)
@@ -400,7 +399,48 @@ def _settle_files(
             f"cannot finish an interrupted sync: could not write {', '.join(failed[:3])}"
             f"{' and more' if len(failed) > 3 else ''}; make room there, then run `anamnesis sync` again"
         )
-    return [f.path for f in files], changed, conflicted
+    return [f.path for f in files] + sorted(set(moved.values())), changed, conflicted
+
+
+def _moved_by_hand(
+    repo: Path, orig: str, target: str, files: list[FileState], wanted: Mapping[str, tuple[str, str] | None]
+) -> dict[str, str]:
+    """{path the checkout had to write: where a person moved that note meanwhile}.
+
+    A note git had not reached yet (or had removed to write it again) is not
+    on disk, and is written again by the finish, unless a person moved it
+    meanwhile: a new file elsewhere (in neither commit) with the same id
+    (`notes.stated_id`) is that note, and writing the old path again would
+    leave one note at two paths.
+    """
+    missing = [f for f in files if f.disk is None and f.path.lower().endswith(".md") and wanted.get(f.path)]
+    if not missing:
+        return {}
+    out = run_git_bytes(repo, "ls-files", "-z", "--others", "--exclude-standard").stdout
+    others = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p.lower().endswith(".md")]
+    known = {f.path for f in files} | set(_entries(repo, orig, others)) | set(_entries(repo, target, others))
+    ids: dict[str, list[str]] = {}
+    for path in others:
+        if path in known:
+            continue
+        try:
+            text = (repo / path).read_bytes().decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        note_id = stated_id(text, path)
+        if note_id:
+            ids.setdefault(note_id, []).append(path)
+    if not ids:
+        return {}
+    blobs = read_blobs(repo, [e[1] for f in missing for e in (f.was, wanted[f.path]) if e])
+    found: dict[str, str] = {}
+    for f in missing:
+        versions = [e for e in (f.was, wanted[f.path]) if e]
+        names = {stated_id(blobs.get(e[1], b"").decode("utf-8", "surrogateescape"), f.path) for e in versions}
+        places = sorted({p for name in names if name for p in ids.get(name, [])})
+        if len(places) == 1:
+            found[f.path] = places[0]
+    return found
 
 
 def _front_matter_back(mine: str, incoming: str) -> str:

@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 from anamnesis.fsutil import atomic_write_bytes
-from anamnesis.git import run_git_bytes
+from anamnesis.git import read_blobs, run_git_bytes
 from anamnesis.notes import front_matter_fields, now_iso, split_front_matter, stamp, stamp_time
-from anamnesis.recovery import read_blobs
 
 __all__ = ["stamp_edits"]
 

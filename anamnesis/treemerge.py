@@ -16,7 +16,9 @@ symlinks changed on both sides keep one version in place and the other
 beside it (`<path>.<machine>.conflict`). A file both sides moved, to two
 different places, ends up at one of them (the first in path order, so every
 machine picks the same), with both sides' changes merged there; `Built.notices`
-says so.
+says so. A note is known as moved by git's rename detection or by its id
+(deleted at one path, added at another with the same id), so a move that
+came with big edits is still one note, never two with the same id.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anamnesis.git import git_out, run_git, run_git_bytes
+from anamnesis.git import git_out, read_blobs, run_git, run_git_bytes
 from anamnesis.merge import Side, merge_texts
+from anamnesis.notes import stated_id
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 ZERO = "0" * 40
@@ -264,17 +267,60 @@ class TreeMerger:
         }
 
     def _renames(self, base: str, side: str) -> dict[str, tuple[str, str, str]]:
-        """Files git's rename detection sees moved from base to side: {old path: (new path, mode, oid)}."""
+        """Notes and files moved from base to side: {old path: (new path, mode, oid)}.
+
+        Git's rename detection goes by likeness of content, which is wrong
+        both ways for notes: two different notes written from one template
+        look alike, and a note moved with big edits does not. A note's id
+        (`notes.stated_id`) settles it: a pair git saw whose ids differ is
+        two notes, and a note deleted at one path and added at another with
+        the same id is one note moved.
+        """
         out = run_git_bytes(
-            self.repo, "diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--no-commit-id", base, side
+            self.repo, "diff-tree", "-r", "-z", "-M", "--diff-filter=ADR", "--no-commit-id", base, side
         ).stdout.decode("utf-8", "surrogateescape")
         parts = out.split("\0")
-        found: dict[str, tuple[str, str, str]] = {}
+        seen: dict[str, tuple[str, str, str, str, str]] = {}  # old path: (new path, mode, oid, old mode, old oid)
+        gone: dict[str, tuple[str, str]] = {}  # path: (mode, oid), deleted
+        added: dict[str, tuple[str, str]] = {}
         i = 0
-        while i + 2 < len(parts) and parts[i].startswith(":"):
-            _old_mode, new_mode, _old_oid, new_oid, _status = parts[i][1:].split(" ")
-            found[parts[i + 1]] = (parts[i + 2], new_mode, new_oid)
-            i += 3
+        while i + 1 < len(parts) and parts[i].startswith(":"):
+            old_mode, new_mode, old_oid, new_oid, status = parts[i][1:].split(" ")
+            if status.startswith("R") and i + 2 < len(parts):
+                seen[parts[i + 1]] = (parts[i + 2], new_mode, new_oid, old_mode, old_oid)
+                i += 3
+                continue
+            if status == "D":
+                gone[parts[i + 1]] = (old_mode, old_oid)
+            elif status == "A":
+                added[parts[i + 1]] = (new_mode, new_oid)
+            i += 2
+        notes = {old: row for old, row in seen.items() if _is_note(old, row[3]) and _is_note(row[0], row[1])}
+        gone = {p: e for p, e in gone.items() if _is_note(p, e[0])}
+        added = {p: e for p, e in added.items() if _is_note(p, e[0])}
+        if not notes and not (gone and added):
+            return {old: row[:3] for old, row in seen.items()}
+        blobs = read_blobs(self.repo, [oid for _m, oid in (*gone.values(), *added.values())]
+                           + [oid for row in notes.values() for oid in (row[2], row[4])])
+
+        def note_id(path: str, oid: str) -> str | None:
+            return stated_id(_text(blobs.get(oid, b"")), path)
+
+        for old, (new, mode, oid, old_mode, old_oid) in notes.items():
+            before, after = note_id(old, old_oid), note_id(new, oid)
+            if before and after and before != after:  # alike, but two notes: a deletion and a new note
+                del seen[old]
+                gone[old], added[new] = (old_mode, old_oid), (mode, oid)
+        found = {old: row[:3] for old, row in seen.items()}
+        by_id: dict[str, tuple[list[str], list[str]]] = {}
+        for files, n in ((gone, 0), (added, 1)):
+            for path, (_mode, oid) in files.items():
+                key = note_id(path, oid)
+                if key:
+                    by_id.setdefault(key, ([], []))[n].append(path)
+        for old_paths, new_paths in by_id.values():
+            if len(old_paths) == 1 and len(new_paths) == 1:  # anything else is not a plain move
+                found[old_paths[0]] = (new_paths[0], *added[new_paths[0]])
         return found
 
     # -- plumbing -----------------------------------------------------------------
@@ -372,6 +418,10 @@ def _text(data: bytes) -> str:
 
 def _safe_label(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in label) or "other"
+
+
+def _is_note(path: str, mode: str) -> bool:
+    return path.lower().endswith(".md") and mode in _REGULAR
 
 
 def _both_regular(one: str, two: str) -> bool:

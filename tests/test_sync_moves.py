@@ -1,0 +1,156 @@
+"""One id, one note: a note moved on two machines (to two places, with big edits, or by hand
+while a killed sync had it half moved) ends up at one path on every machine. Real git, a hub."""
+
+from __future__ import annotations
+
+from fleet import Fleet, Machine, fleet  # noqa: F401
+
+from anamnesis.notes import parse_note
+from anamnesis.recovery import CHECKOUT_MARKER, start_checkout
+from anamnesis.store import create_note, delete_note
+
+BODY = "".join(f"line {n}\n" for n in range(1, 7))
+
+
+def paths_by_id(m: Machine) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for path, text in m.files().items():
+        found.setdefault(parse_note(text, path).id, []).append(path)
+    return found
+
+
+def rewritten(text: str, who: str) -> str:
+    """Most of the body written anew (a move that keeps too little alike for git to see it)."""
+    head, body = text.split("\n---\n", 1)
+    lines = body.splitlines(keepends=True)
+    return head + "\n---\n" + "".join(line if n == 2 else f"{line.rstrip()} rewritten on {who} " * 3 + "\n" for n, line in enumerate(lines))
+
+
+def move_by_hand(m: Machine, old: str, new: str, text: str | None = None) -> None:
+    content = m.read(old) if text is None else text
+    (m.memory / old).unlink()
+    m.write(new, content)
+
+
+def test_a_note_moved_to_two_places_with_big_edits_ends_up_in_one(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
+    note = create_note(a.store, type="semantic", title="Wanderer", body=BODY)
+    a.sync()
+    b.sync()
+    move_by_hand(a, note.path, f"zeta/moved-{note.id}.md", rewritten(a.read(note.path), "a"))
+    move_by_hand(b, note.path, f"alpha/moved-{note.id}.md", b.read(note.path).replace("line 6\n", "line 6, b\n"))
+    a.sync()
+    result = b.sync()
+    assert result.exit_code in (0, 10), result.to_dict()
+    a.sync()
+    for m in (a, b):
+        assert paths_by_id(m)[note.id] == [f"alpha/moved-{note.id}.md"], paths_by_id(m)  # the first in path order
+        text = m.read(f"alpha/moved-{note.id}.md")
+        assert "rewritten on a" in text and "line 6, b" in text
+    assert a.tree() == b.tree()
+
+
+def test_an_edit_follows_a_move_that_came_with_big_edits(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
+    note = create_note(a.store, type="semantic", title="Wanderer", body=BODY)
+    a.sync()
+    b.sync()
+    new = f"archive/moved-{note.id}.md"
+    move_by_hand(a, note.path, new, rewritten(a.read(note.path), "a"))
+    b.write(note.path, b.read(note.path).replace("line 2\n", "line 2, b\n"))
+    a.sync()
+    assert b.sync().exit_code in (0, 10)
+    a.sync()
+    for m in (a, b):
+        assert paths_by_id(m)[note.id] == [new], paths_by_id(m)
+        assert "line 2, b" in m.read(new) and "rewritten on a" in m.read(new)
+    assert a.tree() == b.tree()
+
+
+def interrupted(m: Machine, peer: str = "hub") -> str:
+    """What a sync killed just as git began moving the tree to the peer's main leaves: the
+    checkout marker (written by sync before git starts), HEAD and files as they were. The target."""
+    url = m.peers[peer]
+    m.git("fetch", "-q", url, "main")
+    target = m.git("rev-parse", "FETCH_HEAD")
+    start_checkout(m.store, m.git("rev-parse", "HEAD"), target)
+    return target
+
+
+def test_a_note_moved_by_hand_while_a_killed_sync_had_it_half_moved_stays_one(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
+    note = create_note(a.store, type="semantic", title="Wanderer", body=BODY)
+    other = create_note(a.store, type="semantic", title="Bystander", body="stays\n")
+    a.sync()
+    b.sync()
+    a.write(note.path, a.read(note.path).replace("line 1\n", "line 1, a\n"))
+    a.write(other.path, a.read(other.path) + "more\n")
+    a.sync()
+    interrupted(b)  # killed before git wrote anything: every file still as in b's HEAD
+    assert (b.home / "state" / CHECKOUT_MARKER).exists()
+    # The person moves the note in a file manager and edits it, before any sync runs again.
+    new = f"projects/other-proj/howto/moved-cobalt-{note.id}.md"
+    move_by_hand(b, note.path, new, b.read(note.path).replace("line 5\n", "line 5, b\n"))
+    result = b.sync()
+    assert result.exit_code == 0, result.to_dict()
+    a.sync()
+    for m in (a, b):
+        assert paths_by_id(m)[note.id] == [new], paths_by_id(m)
+        text = m.read(new)
+        assert "line 1, a\n" in text and "line 5, b\n" in text  # the incoming edit followed the move
+        assert "more\n" in m.read(other.path)
+        assert m.git("status", "--porcelain") == ""
+    assert a.tree() == b.tree()
+
+
+def test_a_note_git_had_written_and_a_person_then_moved_is_not_written_back(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
+    note = create_note(a.store, type="semantic", title="Wanderer", body=BODY)
+    a.sync()
+    b.sync()
+    fresh = create_note(a.store, type="semantic", title="Newcomer", body="new on a\n")
+    a.write(note.path, a.read(note.path).replace("line 1\n", "line 1, a\n"))
+    a.sync()
+    target = interrupted(b)
+    for path in (fresh.path, note.path):  # git wrote these two, then the power went
+        b.write(path, b.git("show", f"{target}:{path}") + "\n")
+    new_fresh, new_note = f"global/howto/moved-lumen-{fresh.id}.md", f"global/howto/moved-fern-{note.id}.md"
+    move_by_hand(b, fresh.path, new_fresh)
+    move_by_hand(b, note.path, new_note)
+    assert b.sync().exit_code == 0
+    a.sync()
+    for m in (a, b):
+        ids = paths_by_id(m)
+        assert ids[fresh.id] == [new_fresh] and ids[note.id] == [new_note], ids
+        assert "line 1, a\n" in m.read(new_note) and "new on a" in m.read(new_fresh)
+    assert a.tree() == b.tree()
+
+
+def test_two_notes_that_look_alike_are_never_taken_for_one_moved(fleet: Fleet) -> None:
+    """Git's rename detection pairs a deleted note with another one that looks like it (one
+    template); their ids say they are two notes, so each keeps its own edit."""
+    hub = fleet.hub()
+    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
+    body = "".join(f"the same checklist line {n}\n" for n in range(30))
+    one = create_note(a.store, type="semantic", title="Checklist", body=body)
+    two = create_note(a.store, type="semantic", title="Checklist", body=body)
+    a.sync()
+    b.sync()
+    a.write(one.path, a.read(one.path).replace("line 3\n", "line 3, edited on a\n"))
+    (a.memory / two.path).unlink()
+    delete_note(b.store, one.path)  # a commit of its own, then the edit: replayed one by one
+    b.write(two.path, b.read(two.path).replace("line 20\n", "line 20, edited on b\n"))
+    a.sync()
+    result = b.sync()
+    assert result.exit_code == 0, result.to_dict()  # edit beats delete, twice: no conflict
+    a.sync()
+    for m in (a, b):
+        ids = paths_by_id(m)
+        assert ids[one.id] == [one.path] and ids[two.id] == [two.path], ids
+        assert "edited on a" in m.read(one.path) and "edited on b" not in m.read(one.path)
+        assert "edited on b" in m.read(two.path) and "edited on a" not in m.read(two.path)
+    assert a.tree() == b.tree()
