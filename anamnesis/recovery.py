@@ -360,10 +360,11 @@ def _settle_files(
         try:
             if f.path in moved:
                 # Moved by hand meanwhile: the goal's version goes where the note is now, never back here.
-                there, want = moved[f.path], wanted[f.path]
-                if f.was is not None and want is not None and f.was[1] != want[1]:
+                there, base_oid = moved[f.path]
+                want = wanted[f.path]
+                if base_oid is not None and want is not None and base_oid != want[1]:
                     mine = (repo / there).read_bytes().decode("utf-8", "surrogateescape")
-                    base_blob, goal_blob = read_blobs(repo, [f.was[1]]).get(f.was[1], b""), blobs[want[1]]
+                    base_blob, goal_blob = read_blobs(repo, [base_oid]).get(base_oid, b""), blobs[want[1]]
                     merged = merge_texts(
                         there, base_blob.decode("utf-8", "surrogateescape"),
                         Side("edited here", mine), Side("incoming", goal_blob.decode("utf-8", "surrogateescape")),
@@ -399,19 +400,22 @@ def _settle_files(
             f"cannot finish an interrupted sync: could not write {', '.join(failed[:3])}"
             f"{' and more' if len(failed) > 3 else ''}; make room there, then run `anamnesis sync` again"
         )
-    return [f.path for f in files] + sorted(set(moved.values())), changed, conflicted
+    return [f.path for f in files] + sorted({there for there, _base in moved.values()}), changed, conflicted
 
 
 def _moved_by_hand(
     repo: Path, orig: str, target: str, files: list[FileState], wanted: Mapping[str, tuple[str, str] | None]
-) -> dict[str, str]:
-    """{path the checkout had to write: where a person moved that note meanwhile}.
+) -> dict[str, tuple[str, str | None]]:
+    """{path the checkout had to write: (where a person moved that note meanwhile, the blob the
+    person's version grew from: what the note was before the move started)}.
 
     A note git had not reached yet (or had removed to write it again) is not
     on disk, and is written again by the finish, unless a person moved it
     meanwhile: a new file elsewhere (in neither commit) with the same id
     (`notes.stated_id`) is that note, and writing the old path again would
-    leave one note at two paths.
+    leave one note at two paths. The note may have come to this path with
+    the move (another machine moved it): what the person moved was then the
+    file the note had before, at the path the move removes.
     """
     missing = [f for f in files if f.disk is None and f.path.lower().endswith(".md") and wanted.get(f.path)]
     if not missing:
@@ -427,19 +431,24 @@ def _moved_by_hand(
             text = (repo / path).read_bytes().decode("utf-8", "surrogateescape")
         except OSError:
             continue
-        note_id = stated_id(text, path)
-        if note_id:
-            ids.setdefault(note_id, []).append(path)
+        if name := stated_id(text, path):
+            ids.setdefault(name, []).append(path)
     if not ids:
         return {}
-    blobs = read_blobs(repo, [e[1] for f in missing for e in (f.was, wanted[f.path]) if e])
-    found: dict[str, str] = {}
+    leaving = [f for f in files if f.was and not wanted.get(f.path) and f.path.lower().endswith(".md")]
+    blobs = read_blobs(repo, [e[1] for f in [*missing, *leaving] for e in (f.was, wanted.get(f.path)) if e])
+
+    def id_of(entry: tuple[str, str], path: str) -> str | None:
+        return stated_id(blobs.get(entry[1], b"").decode("utf-8", "surrogateescape"), path)
+
+    left = {id_of(f.was, f.path): f.was[1] for f in leaving if f.was}  # id: its blob before the move
+    found: dict[str, tuple[str, str | None]] = {}
     for f in missing:
-        versions = [e for e in (f.was, wanted[f.path]) if e]
-        names = {stated_id(blobs.get(e[1], b"").decode("utf-8", "surrogateescape"), f.path) for e in versions}
-        places = sorted({p for name in names if name for p in ids.get(name, [])})
+        names = {id_of(e, f.path) for e in (f.was, wanted[f.path]) if e} - {None}
+        places = sorted({p for name in names for p in ids.get(name or "", [])})
         if len(places) == 1:
-            found[f.path] = places[0]
+            base = f.was[1] if f.was else next((left[n] for n in names if n in left), None)
+            found[f.path] = (places[0], base)
     return found
 
 

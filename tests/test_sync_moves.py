@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
-from anamnesis.notes import parse_note
+from anamnesis.notes import Note, parse_note
 from anamnesis.recovery import CHECKOUT_MARKER, start_checkout
 from anamnesis.store import create_note, delete_note
 
@@ -32,12 +32,25 @@ def move_by_hand(m: Machine, old: str, new: str, text: str | None = None) -> Non
     m.write(new, content)
 
 
-def test_a_note_moved_to_two_places_with_big_edits_ends_up_in_one(fleet: Fleet) -> None:
+def pair(fleet: Fleet) -> tuple[Machine, Machine]:
+    """Two machines that sync through a hub."""
     hub = fleet.hub()
     a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
+    return a, b
+
+
+def wanderer(fleet: Fleet, *others: str) -> tuple[Machine, Machine, Note, list[Note]]:
+    """Two machines through a hub that both have the note "Wanderer" (and notes titled `others`)."""
+    a, b = pair(fleet)
     note = create_note(a.store, type="semantic", title="Wanderer", body=BODY)
+    more = [create_note(a.store, type="semantic", title=title, body="stays\n") for title in others]
     a.sync()
     b.sync()
+    return a, b, note, more
+
+
+def test_a_note_moved_to_two_places_with_big_edits_ends_up_in_one(fleet: Fleet) -> None:
+    a, b, note, _ = wanderer(fleet)
     move_by_hand(a, note.path, f"zeta/moved-{note.id}.md", rewritten(a.read(note.path), "a"))
     move_by_hand(b, note.path, f"alpha/moved-{note.id}.md", b.read(note.path).replace("line 6\n", "line 6, b\n"))
     a.sync()
@@ -52,11 +65,7 @@ def test_a_note_moved_to_two_places_with_big_edits_ends_up_in_one(fleet: Fleet) 
 
 
 def test_an_edit_follows_a_move_that_came_with_big_edits(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
-    note = create_note(a.store, type="semantic", title="Wanderer", body=BODY)
-    a.sync()
-    b.sync()
+    a, b, note, _ = wanderer(fleet)
     new = f"archive/moved-{note.id}.md"
     move_by_hand(a, note.path, new, rewritten(a.read(note.path), "a"))
     b.write(note.path, b.read(note.path).replace("line 2\n", "line 2, b\n"))
@@ -80,12 +89,7 @@ def interrupted(m: Machine, peer: str = "hub") -> str:
 
 
 def test_a_note_moved_by_hand_while_a_killed_sync_had_it_half_moved_stays_one(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
-    note = create_note(a.store, type="semantic", title="Wanderer", body=BODY)
-    other = create_note(a.store, type="semantic", title="Bystander", body="stays\n")
-    a.sync()
-    b.sync()
+    a, b, note, (other,) = wanderer(fleet, "Bystander")
     a.write(note.path, a.read(note.path).replace("line 1\n", "line 1, a\n"))
     a.write(other.path, a.read(other.path) + "more\n")
     a.sync()
@@ -107,11 +111,7 @@ def test_a_note_moved_by_hand_while_a_killed_sync_had_it_half_moved_stays_one(fl
 
 
 def test_a_note_git_had_written_and_a_person_then_moved_is_not_written_back(fleet: Fleet) -> None:
-    hub = fleet.hub()
-    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
-    note = create_note(a.store, type="semantic", title="Wanderer", body=BODY)
-    a.sync()
-    b.sync()
+    a, b, note, _ = wanderer(fleet)
     fresh = create_note(a.store, type="semantic", title="Newcomer", body="new on a\n")
     a.write(note.path, a.read(note.path).replace("line 1\n", "line 1, a\n"))
     a.sync()
@@ -133,8 +133,7 @@ def test_a_note_git_had_written_and_a_person_then_moved_is_not_written_back(flee
 def test_two_notes_that_look_alike_are_never_taken_for_one_moved(fleet: Fleet) -> None:
     """Git's rename detection pairs a deleted note with another one that looks like it (one
     template); their ids say they are two notes, so each keeps its own edit."""
-    hub = fleet.hub()
-    a, b = (fleet.machine(n, {"hub": fleet.url(hub)}) for n in "ab")
+    a, b = pair(fleet)
     body = "".join(f"the same checklist line {n}\n" for n in range(30))
     one = create_note(a.store, type="semantic", title="Checklist", body=body)
     two = create_note(a.store, type="semantic", title="Checklist", body=body)
@@ -153,4 +152,20 @@ def test_two_notes_that_look_alike_are_never_taken_for_one_moved(fleet: Fleet) -
         assert ids[one.id] == [one.path] and ids[two.id] == [two.path], ids
         assert "edited on a" in m.read(one.path) and "edited on b" not in m.read(one.path)
         assert "edited on b" in m.read(two.path) and "edited on a" not in m.read(two.path)
+    assert a.tree() == b.tree()
+
+
+def test_a_note_moved_on_two_machines_while_one_sync_was_killed_stays_one_with_both_edits(fleet: Fleet) -> None:
+    a, b, note, _ = wanderer(fleet)
+    there = f"global/howto/moved-lumen-{note.id}.md"
+    move_by_hand(a, note.path, there, a.read(note.path).replace("line 1\n", "line 1, a\n"))
+    a.sync()
+    interrupted(b)  # b's sync was bringing a's move in, and was killed before git wrote anything
+    mine = f"projects/other-proj/howto/moved-cobalt-{note.id}.md"
+    move_by_hand(b, note.path, mine, b.read(note.path).replace("line 6\n", "line 6, b\n"))
+    assert b.sync().exit_code == 0
+    a.sync()
+    for m in (a, b):
+        assert paths_by_id(m)[note.id] == [mine], paths_by_id(m)  # moved again here, after a's move
+        assert "line 1, a\n" in m.read(mine) and "line 6, b\n" in m.read(mine)
     assert a.tree() == b.tree()

@@ -79,6 +79,15 @@ def seeded(machines: list[Machine]) -> None:
 ONE, TWO = "global/facts/one-aaaaaaaaaa.md", "global/facts/two-bbbbbbbbbb.md"
 
 
+def both_edit(fleet: Fleet, on_a: tuple[str, str, float], on_b: tuple[str, str, float]) -> tuple[Machine, Machine]:
+    """Machines a and b with the seeded notes, each having edited note ONE ((old, new, when)) unsynced."""
+    a, b = hub_fleet(fleet, "ab")
+    seeded([a, b])
+    edit(a, ONE, *on_a)
+    edit(b, ONE, *on_b)
+    return a, b
+
+
 def test_a_hand_edit_is_stamped_when_sync_commits_it_and_the_rest_of_the_file_is_kept(fleet: Fleet) -> None:
     a, b = hub_fleet(fleet, "ab")
     seeded([a, b])
@@ -124,12 +133,9 @@ def test_a_hand_edit_is_stamped_when_sync_commits_it_and_the_rest_of_the_file_is
 
 
 def test_two_machines_editing_different_lines_never_conflict_on_the_stamp(fleet: Fleet) -> None:
-    a, b = hub_fleet(fleet, "ab")
-    seeded([a, b])
-    now = time.time()
     # a is still the note's machine (base machine: a) and edits later; b edits earlier and syncs first.
-    edit(a, ONE, "line one\n", "line one, a\n", now - 10)
-    edit(b, ONE, "line five\n", "line five, b\n", now - 100)
+    now = time.time()
+    a, b = both_edit(fleet, ("line one\n", "line one, a\n", now - 10), ("line five\n", "line five, b\n", now - 100))
     assert b.sync().exit_code == 0
     result = a.sync()
     assert result.exit_code == 0 and not result.conflicts, result.to_dict()
@@ -162,11 +168,8 @@ def test_three_machines_the_latest_stamp_wins_whoever_syncs_last(fleet: Fleet) -
 
 
 def test_resolve_stamps_the_resolution(fleet: Fleet) -> None:
-    a, b = hub_fleet(fleet, "ab")
-    seeded([a, b])
     now = time.time()
-    edit(a, ONE, "line three\n", "line three, a\n", now - 100)
-    edit(b, ONE, "line three\n", "line three, b\n", now - 50)
+    a, b = both_edit(fleet, ("line three\n", "line three, a\n", now - 100), ("line three\n", "line three, b\n", now - 50))
     assert a.sync().exit_code == 0
     assert b.sync().exit_code == 10
     assert a.sync().exit_code == 0 and "<<<<<<<" in a.read(ONE)
