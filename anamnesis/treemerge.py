@@ -18,7 +18,10 @@ different places, ends up at one of them (the first in path order, so every
 machine picks the same), with both sides' changes merged there; `Built.notices`
 says so. A note is known as moved by git's rename detection or by its id
 (deleted at one path, added at another with the same id), so a move that
-came with big edits is still one note, never two with the same id.
+came with big edits is still one note, and two notes that look alike are
+never taken for one. A note both sides added, each at a path of its own,
+with the same id (what a criss-cross merge's base that predates the note
+shows of a note moved on one or both sides) goes to one place too.
 """
 
 from __future__ import annotations
@@ -160,11 +163,77 @@ class TreeMerger:
                 continue  # a submodule has no bytes of its own here: keep ours
             else:
                 updates.extend(self._merge_path(change, mode, oid, target, side, conflicts))
+        updates.extend(self._one_place(target, base, side, changes, updates, conflicts))
         self._git("read-tree", target)
         if updates:
             records = "".join(f"{m} {o}\t{p}\0" for m, o, p in updates)
             run_git_bytes(self.repo, "update-index", "-z", "--index-info", input=records.encode(), env=self._env)
         return self._git("write-tree"), conflicts
+
+    def _one_place(
+        self,
+        target: str,
+        base: str,
+        side: str,
+        changes: list[Change],
+        updates: list[tuple[str, str, str]],
+        conflicts: list[str],
+    ) -> list[tuple[str, str, str]]:
+        """One id, one note: a note `side` added at one path and `target` at another (each side
+        has only its own) is one note that came to two places by histories the base does not
+        tell apart — a base that predates the note, as one of a criss-cross merge's can. It goes
+        to one place, both versions merged there on the note as a common ancestor had it: the
+        place a side moved it to if the other still has it where it was, else the first in path
+        order (as for a note moved to two places). The updates that do it."""
+        result = {p: (m, o) for m, o, p in updates}
+        theirs = {
+            c.path: (result.get(c.path) or (c.new_mode or "", c.new_oid or ""))[1]
+            for c in changes
+            if c.old_oid is None and c.new_oid and _is_note(c.path, c.new_mode or "") and result.get(c.path, ("",))[0] != "0"
+        }
+        if not theirs:
+            return []
+        out = run_git_bytes(
+            self.repo, "diff-tree", "-r", "-z", "--no-renames", "--diff-filter=A", "--no-commit-id", base, target
+        ).stdout.decode("utf-8", "surrogateescape")
+        parts = out.split("\0")
+        ours: dict[str, str] = {}
+        for meta, path in zip(parts[0::2], parts[1::2], strict=False):
+            mode, oid = meta[1:].split(" ")[1], meta[1:].split(" ")[3]
+            if meta.startswith(":") and _is_note(path, mode) and result.get(path, ("",))[0] != "0" and path not in theirs:
+                ours[path] = result.get(path, (mode, oid))[1]
+        if not ours:
+            return []
+        blobs = read_blobs(self.repo, [*theirs.values(), *ours.values()])
+        by_id: dict[str, str] = {}
+        for path, oid in ours.items():
+            if note_id := stated_id(_text(blobs.get(oid, b"")), path):
+                by_id.setdefault(note_id, path)
+        pairs = [
+            (here, there)
+            for there, oid in theirs.items()
+            if (here := by_id.get(stated_id(_text(blobs.get(oid, b"")), there) or "")) and here != there
+        ]
+        if not pairs:
+            return []
+        in_side = self.entries(side, [here for here, _there in pairs])
+        in_target = self.entries(target, [there for _here, there in pairs])
+        fixes: list[tuple[str, str, str]] = []
+        for here, there in pairs:
+            if here in in_side or there in in_target:
+                continue  # a side has both: a copy someone made, not one note in two places
+            was = self._before(here, target, side)
+            # Where one side still has the note at its earlier path, the other side moved it: the move wins.
+            kept = there if was and was[0] == here else here if was and was[0] == there else min(here, there)
+            gone = there if kept == here else here
+            merged = Change(kept, was and was[1], was and was[2], "100644", theirs[there])
+            fixes.append(("0", ZERO, gone))
+            fixes.extend(self._merge_path(merged, "100644", ours[here], target, side, conflicts, ours_at=here, theirs_at=there))
+            self._notices.append(
+                f"{kept} and {gone} were one note (the same id) that came to two places: kept {kept}, "
+                "with the changes of both"
+            )
+        return fixes
 
     def _merge_path(
         self,
@@ -199,6 +268,19 @@ class TreeMerger:
             conflicts.append(path)
         new_oid = self.write_blob(merged.text.encode("utf-8", errors="surrogateescape"))
         return [(mode if mode == change.new_mode else "100644", new_oid, path)]
+
+    def _before(self, here: str, target: str, side: str) -> tuple[str, str, str] | None:
+        """(path, mode, oid) of the note at `here` in `target` as it was in a common ancestor of
+        both sides, at whatever path it had there; None if none has it."""
+        proc = run_git(self.repo, "merge-base", "--all", target, side, check=False)
+        for ancestor in sorted(proc.stdout.split()):
+            old: str | None = here
+            if here not in self.entries(ancestor, [here]):
+                old = next((p for p, (new, *_rest) in self._renames(ancestor, target).items() if new == here), None)
+            found = self.entries(ancestor, [old]).get(old) if old else None
+            if old and found is not None:
+                return old, *found
+        return None
 
     def _moved_twice(
         self, base: str, side: str, target: str, changes: list[Change], current: dict[str, tuple[str, str]]

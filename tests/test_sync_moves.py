@@ -3,11 +3,16 @@ while a killed sync had it half moved) ends up at one path on every machine. Rea
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 from fleet import Fleet, Machine, fleet  # noqa: F401
+from test_sync_merge import _commit, _repo, _show
 
 from anamnesis.notes import Note, parse_note
 from anamnesis.recovery import CHECKOUT_MARKER, start_checkout
 from anamnesis.store import create_note, delete_note
+from anamnesis.treemerge import TreeMerger
 
 BODY = "".join(f"line {n}\n" for n in range(1, 7))
 
@@ -169,3 +174,59 @@ def test_a_note_moved_on_two_machines_while_one_sync_was_killed_stays_one_with_b
         assert paths_by_id(m)[note.id] == [mine], paths_by_id(m)  # moved again here, after a's move
         assert "line 1, a\n" in m.read(mine) and "line 6, b\n" in m.read(mine)
     assert a.tree() == b.tree()
+
+
+def _git(repo: Path, *args: str, input: str | None = None) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, text=True, check=True).stdout.strip()
+
+
+NOTE = "---\nid: crisscross\ntitle: Wanderer\n---\n\n" + BODY
+OLD = "notes/wanderer-crisscross.md"
+
+
+def criss_cross(tmp_path: Path) -> tuple[Path, str, str]:
+    """A repo with two merges of the same two commits, made in either order (as two machines of
+    a mesh do): their best common ancestors are the commit that wrote the note and one that
+    predates it, which a merge that takes a single base takes (it has the smaller id)."""
+    repo = _repo(tmp_path)
+    root = _commit(repo, {"other.md": "other\n"}, "root")
+    born = _commit(repo, {OLD: NOTE}, "the note is written", parent=root)
+    for attempt in range(200):
+        elsewhere = _commit(repo, {"x.md": f"elsewhere {attempt}\n"}, f"meanwhile {attempt}", parent=root)
+        if elsewhere < born:
+            break
+    both = _commit(repo, {OLD: NOTE}, "both", parent=elsewhere)
+    tree = _git(repo, "rev-parse", f"{both}^{{tree}}")
+    one = _git(repo, "commit-tree", tree, "-p", elsewhere, "-p", born, input="merge on one machine\n")
+    two = _git(repo, "commit-tree", tree, "-p", born, "-p", elsewhere, input="merge on another\n")
+    return repo, one, two
+
+
+def merged_both_ways(repo: Path, tmp_path: Path, one: str, two: str, where: str) -> None:
+    """Merging `one` and `two` (either way round) leaves the note at `where` only, with both edits."""
+    assert sorted(_git(repo, "merge-base", "--all", one, two).split())[0] < _git(repo, "rev-parse", f"{one}~1^2")
+    merger = TreeMerger(repo, tmp_path / "idx")
+    for ours, theirs in ((one, two), (two, one)):
+        built = merger.merge(ours, theirs, "merge")
+        files = _git(repo, "ls-tree", "-r", "--name-only", built.commit).split("\n")
+        assert [f for f in files if "crisscross" in f] == [where], files
+        text = _show(repo, built.commit, where) or ""
+        assert "line 1, one\n" in text and "line 6, two\n" in text and "<<<<<<<" not in text, text
+        assert built.conflicts == [] and built.notices, built
+    merger.close()
+
+
+def test_a_note_moved_to_two_places_over_a_criss_cross_merge_ends_up_in_one(tmp_path: Path) -> None:
+    """Taken as the base, the ancestor that predates the note showed the note moved to two
+    places as two new notes with the same id."""
+    repo, one, two = criss_cross(tmp_path)
+    one = _commit(repo, {OLD: None, "zeta/moved-crisscross.md": NOTE.replace("line 1\n", "line 1, one\n")}, "moved", parent=one)
+    two = _commit(repo, {OLD: None, "alpha/moved-crisscross.md": NOTE.replace("line 6\n", "line 6, two\n")}, "moved", parent=two)
+    merged_both_ways(repo, tmp_path, one, two, "alpha/moved-crisscross.md")
+
+
+def test_a_note_moved_on_one_side_of_a_criss_cross_merge_and_edited_on_the_other_is_one(tmp_path: Path) -> None:
+    repo, one, two = criss_cross(tmp_path)
+    one = _commit(repo, {OLD: None, "zeta/moved-crisscross.md": NOTE.replace("line 1\n", "line 1, one\n")}, "moved", parent=one)
+    two = _commit(repo, {OLD: NOTE.replace("line 6\n", "line 6, two\n")}, "edited where it was", parent=two)
+    merged_both_ways(repo, tmp_path, one, two, "zeta/moved-crisscross.md")  # the move wins, as without a criss-cross
