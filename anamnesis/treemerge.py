@@ -186,22 +186,22 @@ class TreeMerger:
         place a side moved it to if the other still has it where it was, else the first in path
         order (as for a note moved to two places). The updates that do it."""
         result = {p: (m, o) for m, o, p in updates}
-        theirs = {
-            c.path: (result.get(c.path) or (c.new_mode or "", c.new_oid or ""))[1]
-            for c in changes
-            if c.old_oid is None and c.new_oid and _is_note(c.path, c.new_mode or "") and result.get(c.path, ("",))[0] != "0"
-        }
+        added = {c.path for c in changes if c.old_oid is None}
+        # What the merge put at paths only `side` had (a note moved to two places is settled already).
+        theirs = {p: oid for p, (mode, oid) in result.items() if p in added and _is_note(p, mode)}
         if not theirs:
             return []
         out = run_git_bytes(
             self.repo, "diff-tree", "-r", "-z", "--no-renames", "--diff-filter=A", "--no-commit-id", base, target
         ).stdout.decode("utf-8", "surrogateescape")
         parts = out.split("\0")
-        ours: dict[str, str] = {}
+        ours: dict[str, str] = {}  # notes only `target` added, as the merge leaves them
         for meta, path in zip(parts[0::2], parts[1::2], strict=False):
-            mode, oid = meta[1:].split(" ")[1], meta[1:].split(" ")[3]
-            if meta.startswith(":") and _is_note(path, mode) and result.get(path, ("",))[0] != "0" and path not in theirs:
-                ours[path] = result.get(path, (mode, oid))[1]
+            fields = meta[1:].split(" ")
+            if len(fields) == 5 and _is_note(path, fields[1]) and path not in theirs:
+                mode, oid = result.get(path, (fields[1], fields[3]))
+                if mode != "0":
+                    ours[path] = oid
         if not ours:
             return []
         blobs = read_blobs(self.repo, [*theirs.values(), *ours.values()])
