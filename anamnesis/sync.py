@@ -531,14 +531,22 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
         # (by `new`, say) and gone again by now is in neither base nor after, but has a row.
         earlier = changed_paths(store.memory, base, result.head_before) if base != result.head_before else []
         todo = list(dict.fromkeys([*earlier, *paths, *result.committed]))
-        if not todo and store.index_path.exists():
-            return
     started = time.perf_counter()
     with open_index(store) as index:
-        changed = index.refresh(todo).changed
+        if todo is not None:
+            todo += _untracked_rows(store, index.paths())
+        changed = index.refresh(todo).changed if todo is None or todo else 0
     result.index_seconds = time.perf_counter() - started
     if changed:
         start_background_update(store)  # vectors of what came in, without holding up the sync
+
+
+def _untracked_rows(store: Store, indexed: list[str]) -> list[str]:
+    """Indexed notes git does not track: a file a reader indexed before any commit had it (a
+    note written by hand, a note moved by hand), and deleted or moved again since, is in no
+    commit, so only this tells its row from a note's."""
+    tracked = set(run_git_bytes(store.memory, "ls-files", "-z").stdout.decode("utf-8", "surrogateescape").split("\0"))
+    return [p for p in indexed if p not in tracked]
 
 
 def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:

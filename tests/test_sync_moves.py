@@ -9,6 +9,7 @@ from pathlib import Path
 from fleet import Fleet, Machine, fleet  # noqa: F401
 from test_sync_merge import _commit, _repo, _show
 
+from anamnesis.index import open_index
 from anamnesis.notes import Note, parse_note
 from anamnesis.recovery import CHECKOUT_MARKER, start_checkout
 from anamnesis.store import create_note, delete_note
@@ -230,3 +231,16 @@ def test_a_note_moved_on_one_side_of_a_criss_cross_merge_and_edited_on_the_other
     one = _commit(repo, {OLD: None, "zeta/moved-crisscross.md": NOTE.replace("line 1\n", "line 1, one\n")}, "moved", parent=one)
     two = _commit(repo, {OLD: NOTE.replace("line 6\n", "line 6, two\n")}, "edited where it was", parent=two)
     merged_both_ways(repo, tmp_path, one, two, "zeta/moved-crisscross.md")  # the move wins, as without a criss-cross
+
+
+def test_a_note_moved_by_hand_before_its_first_commit_leaves_no_row_behind(fleet: Fleet) -> None:
+    """A reader indexed a hand-written note before any commit had it; moved by hand since, its
+    old path is in no commit, and sync still drops the old row."""
+    a, _b = pair(fleet)
+    first, second = "global/facts/draft-abcdefghjk.md", "global/howto/moved-fern-abcdefghjk.md"
+    a.write(first, "---\nid: abcdefghjk\ntitle: Draft\n---\n\nwritten by hand\n")
+    assert first in a.cli("search", "written", "--json").stdout  # `search` indexes what is on disk
+    move_by_hand(a, first, second)
+    assert a.sync().exit_code == 0
+    with open_index(a.store) as index:
+        assert index.paths() == [second]
