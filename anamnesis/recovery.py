@@ -352,28 +352,46 @@ def _settle_files(
     needed += [e[1] for f in files if f.state == "edited" for e in (f.was, f.want) if e]
     blobs = read_blobs(repo, needed)
     moved = _moved_by_hand(repo, orig, target, files, wanted)
+    follows = _moved_by_target(files, blobs, repo) if finishing else {}
+    done: set[str] = set()
     changed: list[str] = []
     failed: list[str] = []
     conflicted: list[str] = []
+
+    def merge_into(there: str, mine: str, base_oid: str, incoming_oid: str) -> None:
+        """Write at `there` the edit made here (`mine`) merged with the incoming version."""
+        base_text = read_blobs(repo, [base_oid]).get(base_oid, b"").decode("utf-8", "surrogateescape")
+        merged = merge_texts(
+            there, base_text, Side("edited here", mine), Side("incoming", blobs[incoming_oid].decode("utf-8", "surrogateescape"))
+        )
+        if not (repo / there).is_file() or merged.text != mine:
+            atomic_write_bytes(repo / there, merged.text.encode("utf-8", "surrogateescape"))
+            changed.append(there)
+        if merged.conflicted:
+            conflicted.append(there)
+
     # Removals first, as git does: a folder may have to make room for a file, or the other way round.
     for f in sorted(files, key=lambda f: (wanted.get(f.path) is not None, _git_order(f.path))):
         try:
+            if f.path in done:
+                continue
             if f.path in moved:
                 # Moved by hand meanwhile: the goal's version goes where the note is now, never back here.
                 there, base_oid = moved[f.path]
                 want = wanted[f.path]
                 if base_oid is not None and want is not None and base_oid != want[1]:
-                    mine = (repo / there).read_bytes().decode("utf-8", "surrogateescape")
-                    base_blob, goal_blob = read_blobs(repo, [base_oid]).get(base_oid, b""), blobs[want[1]]
-                    merged = merge_texts(
-                        there, base_blob.decode("utf-8", "surrogateescape"),
-                        Side("edited here", mine), Side("incoming", goal_blob.decode("utf-8", "surrogateescape")),
-                    )
-                    if merged.text != mine:
-                        atomic_write_bytes(repo / there, merged.text.encode("utf-8", "surrogateescape"))
-                        changed.append(there)
-                    if merged.conflicted:
-                        conflicted.append(there)
+                    merge_into(there, (repo / there).read_bytes().decode("utf-8", "surrogateescape"), base_oid, want[1])
+                continue
+            if f.path in follows and f.was is not None:
+                # Edited here, moved by the incoming commit: the edit follows the note to its new place.
+                there = follows[f.path]
+                want = wanted[there]
+                if want is not None:
+                    merge_into(there, (repo / f.path).read_bytes().decode("utf-8", "surrogateescape"), f.was[1], want[1])
+                    (repo / f.path).unlink()
+                    _prune(repo, (repo / f.path).parent)
+                    changed.append(f.path)
+                    done.add(there)
                 continue
             if f.state != "edited":
                 if _put(repo, f, wanted.get(f.path), blobs):
@@ -401,6 +419,30 @@ def _settle_files(
             f"{' and more' if len(failed) > 3 else ''}; make room there, then run `anamnesis sync` again"
         )
     return [f.path for f in files] + sorted({there for there, _base in moved.values()}), changed, conflicted
+
+
+def _moved_by_target(files: list[FileState], blobs: dict[str, bytes], repo: Path) -> dict[str, str]:
+    """{note edited here that the incoming commit moves: its new path}: the same id (`notes.stated_id`)
+    at a path the incoming commit adds. Kept where it was, the edit would leave the note at two paths."""
+    arriving: dict[str, list[str]] = {}
+    for f in files:
+        new = f.was is None and f.want is not None and f.path.lower().endswith(".md")
+        if new and f.want and (name := stated_id(blobs.get(f.want[1], b"").decode("utf-8", "surrogateescape"), f.path)):
+            arriving.setdefault(name, []).append(f.path)
+    if not arriving:
+        return {}
+    found: dict[str, str] = {}
+    for f in files:
+        if f.state == "edited" and f.want is None and f.was is not None and f.disk and f.disk[0] == _FILE:
+            try:
+                mine = (repo / f.path).read_bytes().decode("utf-8", "surrogateescape")
+            except OSError:
+                continue
+            name = stated_id(mine, f.path) or stated_id(blobs.get(f.was[1], b"").decode("utf-8", "surrogateescape"), f.path)
+            places = arriving.get(name or "", [])
+            if len(places) == 1 and f.path.lower().endswith(".md"):
+                found[f.path] = places[0]
+    return found
 
 
 def _moved_by_hand(

@@ -244,3 +244,18 @@ def test_a_note_moved_by_hand_before_its_first_commit_leaves_no_row_behind(fleet
     assert a.sync().exit_code == 0
     with open_index(a.store) as index:
         assert index.paths() == [second]
+
+
+def test_an_edit_made_while_a_killed_sync_was_bringing_a_move_in_follows_the_note(fleet: Fleet) -> None:
+    a, b, note, _ = wanderer(fleet)
+    there = f"global/facts/moved-quartz-{note.id}.md"
+    move_by_hand(a, note.path, there, a.read(note.path).replace("line 1\n", "line 1, a\n"))
+    a.sync()
+    interrupted(b)  # b's sync was bringing a's move in, and was killed before git wrote anything
+    b.write(note.path, b.read(note.path).replace("line 6\n", "line 6, b\n"))  # edited where b still sees it
+    assert b.sync().exit_code == 0
+    a.sync()
+    for m in (a, b):
+        assert paths_by_id(m)[note.id] == [there], paths_by_id(m)
+        assert "line 1, a\n" in m.read(there) and "line 6, b\n" in m.read(there)
+    assert a.tree() == b.tree()

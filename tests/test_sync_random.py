@@ -14,7 +14,8 @@ are moved, with `anamnesis mv` or by hand, to other folders, often the same
 note on several machines at once). No repo may be wedged, and every
 machine's search index must answer the same. After every sync that finished, on that
 machine: no note lost its front matter (a note written with an id, title
-and type still has them), and every index row's file exists.
+and type still has them), no id is at two paths, and every index row's file
+exists.
 
 The sequence of operations is fixed by the seed (ANAMNESIS_FLEET_SEED to
 replay another one, ANAMNESIS_FLEET_MACHINES for a bigger fleet, up to 8);
@@ -242,6 +243,7 @@ class World:
                 meta = yaml.safe_load(front or "") if front is not None else None
                 assert isinstance(meta, dict), (m.name, path, text[:400])
                 assert {k: str(meta.get(k)) for k in fields} == fields, (m.name, path, text[:400])
+        assert_one_path_per_id(m.files(), m.name)
         with open_index(m.store) as index:
             rows = [row[0] for row in index.conn.execute("SELECT path FROM notes")]
         stale = [p for p in rows if not (m.memory / p).is_file()]
@@ -301,13 +303,13 @@ def _index_drift(m: Machine) -> dict[str, list[str]]:
     return {"index_only": sorted(indexed - files), "files_only": sorted(files - indexed)}
 
 
-def assert_one_path_per_id(files: dict[str, str]) -> None:
+def assert_one_path_per_id(files: dict[str, str], where: str = "") -> None:
     """One id, one note: no note id at two paths (a note moved to two places stays in one)."""
     paths: dict[str, list[str]] = {}
     for path, text in files.items():
         paths.setdefault(parse_note(text, path).id, []).append(path)
-    twice = {note_id: where for note_id, where in paths.items() if len(where) > 1}
-    assert not twice, f"ids at two paths: {twice}"
+    twice = {note_id: found for note_id, found in paths.items() if len(found) > 1}
+    assert not twice, f"{where}: ids at two paths: {twice}"
 
 
 def _search(m: Machine, query: str) -> list[str]:
