@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
 from test_sync_merge import _commit, _repo, _show
 
@@ -161,19 +162,26 @@ def test_two_notes_that_look_alike_are_never_taken_for_one_moved(fleet: Fleet) -
     assert a.tree() == b.tree()
 
 
-def test_a_note_moved_on_two_machines_while_one_sync_was_killed_stays_one_with_both_edits(fleet: Fleet) -> None:
+@pytest.mark.parametrize("here", ["moved", "edited"])
+def test_a_note_moved_elsewhere_while_a_killed_sync_had_it_half_moved_stays_one_with_both_edits(
+    fleet: Fleet, here: str
+) -> None:
+    """a moves the note; b's sync bringing that move in is killed before git wrote anything, and
+    b's person then moves the note too (it stays where b put it, moved after a's move) or edits
+    it where b still sees it (the edit follows a's move)."""
     a, b, note, _ = wanderer(fleet)
     there = f"global/howto/moved-lumen-{note.id}.md"
     move_by_hand(a, note.path, there, a.read(note.path).replace("line 1\n", "line 1, a\n"))
     a.sync()
-    interrupted(b)  # b's sync was bringing a's move in, and was killed before git wrote anything
-    mine = f"projects/other-proj/howto/moved-cobalt-{note.id}.md"
+    interrupted(b)
+    mine = f"projects/other-proj/howto/moved-cobalt-{note.id}.md" if here == "moved" else note.path
     move_by_hand(b, note.path, mine, b.read(note.path).replace("line 6\n", "line 6, b\n"))
     assert b.sync().exit_code == 0
     a.sync()
+    where = mine if here == "moved" else there
     for m in (a, b):
-        assert paths_by_id(m)[note.id] == [mine], paths_by_id(m)  # moved again here, after a's move
-        assert "line 1, a\n" in m.read(mine) and "line 6, b\n" in m.read(mine)
+        assert paths_by_id(m)[note.id] == [where], paths_by_id(m)
+        assert "line 1, a\n" in m.read(where) and "line 6, b\n" in m.read(where)
     assert a.tree() == b.tree()
 
 
@@ -244,18 +252,3 @@ def test_a_note_moved_by_hand_before_its_first_commit_leaves_no_row_behind(fleet
     assert a.sync().exit_code == 0
     with open_index(a.store) as index:
         assert index.paths() == [second]
-
-
-def test_an_edit_made_while_a_killed_sync_was_bringing_a_move_in_follows_the_note(fleet: Fleet) -> None:
-    a, b, note, _ = wanderer(fleet)
-    there = f"global/facts/moved-quartz-{note.id}.md"
-    move_by_hand(a, note.path, there, a.read(note.path).replace("line 1\n", "line 1, a\n"))
-    a.sync()
-    interrupted(b)  # b's sync was bringing a's move in, and was killed before git wrote anything
-    b.write(note.path, b.read(note.path).replace("line 6\n", "line 6, b\n"))  # edited where b still sees it
-    assert b.sync().exit_code == 0
-    a.sync()
-    for m in (a, b):
-        assert paths_by_id(m)[note.id] == [there], paths_by_id(m)
-        assert "line 1, a\n" in m.read(there) and "line 6, b\n" in m.read(there)
-    assert a.tree() == b.tree()
