@@ -155,8 +155,11 @@ class TreeMerger:
                         updates.append(("0", ZERO, change.path))
                 else:
                     updates.append((change.new_mode or "100644", change.new_oid, change.path))
-            elif oid == change.new_oid or change.new_oid is None:
-                continue  # same result on both sides, or edit (ours) beats delete (theirs)
+            elif oid == change.new_oid:
+                continue  # same result on both sides
+            elif change.new_oid is None:
+                # Edit (ours) beats delete (theirs), unless the note lives on at another path of theirs.
+                updates.extend(self._follow_split_move(change, mode or "", oid or "", target, side, changes, conflicts))
             elif oid is None:
                 updates.append((change.new_mode or "100644", change.new_oid, change.path))  # edit beats delete
             elif mode is None or _SUBMODULE in (mode, change.new_mode):
@@ -268,6 +271,29 @@ class TreeMerger:
             conflicts.append(path)
         new_oid = self.write_blob(merged.text.encode("utf-8", errors="surrogateescape"))
         return [(mode if mode == change.new_mode else "100644", new_oid, path)]
+
+    def _follow_split_move(
+        self, change: Change, mode: str, oid: str, target: str, side: str, changes: list[Change], conflicts: list[str]
+    ) -> list[tuple[str, str, str]]:
+        """`target` edited a note `side` deleted: the edit stays (an edit beats a delete), unless
+        `side` still has the note at another path both sides have — a move made in two commits
+        (the new path committed by a writer, the old one's removal by the next sync), which
+        git sees as a copy, then a deletion. The edit then follows the note there."""
+        if not _is_note(change.path, mode) or change.old_oid is None:
+            return []
+        note_id = stated_id(_text(self.blob(change.old_oid)), change.path)
+        if not note_id:
+            return []
+        out = run_git_bytes(self.repo, "ls-tree", "-r", "-z", "--name-only", side).stdout.decode("utf-8", "surrogateescape")
+        touched = {c.path for c in changes}
+        named = [p for p in out.split("\0") if p.endswith(f"-{note_id}.md") and p != change.path and p not in touched]
+        there = self.entries(target, named)
+        found = [p for p, (m, o) in there.items() if _is_note(p, m) and stated_id(_text(self.blob(o)), p) == note_id]
+        if len(found) != 1:
+            return []
+        q_mode, q_oid = there[found[0]]
+        moved = Change(found[0], change.old_mode, change.old_oid, q_mode, q_oid)
+        return [("0", ZERO, change.path), *self._merge_path(moved, mode, oid, target, side, conflicts, ours_at=change.path)]
 
     def _before(self, here: str, target: str, side: str) -> tuple[str, str, str] | None:
         """(path, mode, oid) of the note at `here` in `target` as it was in a common ancestor of

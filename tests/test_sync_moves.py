@@ -13,7 +13,7 @@ from test_sync_merge import _commit, _repo, _show
 from anamnesis.index import open_index
 from anamnesis.notes import Note, parse_note
 from anamnesis.recovery import CHECKOUT_MARKER, start_checkout
-from anamnesis.store import create_note, delete_note
+from anamnesis.store import create_note, delete_note, move_note
 from anamnesis.treemerge import TreeMerger
 
 BODY = "".join(f"line {n}\n" for n in range(1, 7))
@@ -252,3 +252,22 @@ def test_a_note_moved_by_hand_before_its_first_commit_leaves_no_row_behind(fleet
     assert a.sync().exit_code == 0
     with open_index(a.store) as index:
         assert index.paths() == [second]
+
+
+def test_a_move_committed_in_two_parts_still_takes_the_other_machines_edit_along(fleet: Fleet) -> None:
+    """Moved by hand, then moved on with `anamnesis mv` before any sync: `mv` commits the new
+    path, the next sync the old one's removal. Replayed one by one onto an edit of the note made
+    elsewhere, the second commit is a deletion of an edited note, which must not keep the note
+    at its old path beside the new one."""
+    a, b, note, _ = wanderer(fleet)
+    first, second = f"archive/moved-lumen-{note.id}.md", f"archive/moved-quartz-{note.id}.md"
+    move_by_hand(b, note.path, first)
+    move_note(b.store, first, second)
+    a.write(note.path, a.read(note.path).replace("line 3\n", "line 3, a\n"))
+    a.sync()
+    assert b.sync().exit_code == 0
+    a.sync()
+    for m in (a, b):
+        assert paths_by_id(m)[note.id] == [second], paths_by_id(m)
+        assert "line 3, a\n" in m.read(second)
+    assert a.tree() == b.tree()
