@@ -365,3 +365,8 @@ class Catalog:
     def count_notes(self) -> int:
         """How many notes are indexed."""
         return int(self.conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+
+    @reads
+    def paths(self) -> list[str]:
+        """The path of every indexed note."""
+        return [row[0] for row in self.conn.execute("SELECT path FROM notes")]

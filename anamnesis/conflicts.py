@@ -15,7 +15,7 @@ from typing import Any
 from anamnesis import repo
 from anamnesis.errors import UsageError
 from anamnesis.fsutil import atomic_write_text
-from anamnesis.git import run_git_bytes
+from anamnesis.git import read_blobs, run_git_bytes
 from anamnesis.index import open_index
 from anamnesis.lock import store_lock
 from anamnesis.merge import (
@@ -29,9 +29,8 @@ from anamnesis.merge import (
     resolve_text,
     stray_lines,
 )
-from anamnesis.notes import has_conflict_markers, parse_note, split_front_matter
+from anamnesis.notes import has_conflict_markers, now_iso, parse_note, split_front_matter, stamp
 from anamnesis.paths import Store
-from anamnesis.recovery import read_blobs
 from anamnesis.settings import machine_id
 from anamnesis.store import require_writable, resolve_ref, safe_path
 
@@ -174,7 +173,7 @@ def resolve_note(store: Store, ref: str, keep: str | None) -> str:
         me = machine_id(store)
         relpath = conflicted_ref(store, ref)
         path = safe_path(store, relpath)
-        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        text = original = path.read_text(encoding="utf-8", errors="surrogateescape")
         if keep is not None:
             if not has_conflict_markers(text):
                 raise UsageError(f"{relpath} has no conflict markers")
@@ -188,7 +187,6 @@ def resolve_note(store: Store, ref: str, keep: str | None) -> str:
                 raise UsageError(f"{relpath}: {exc}") from None
             if has_conflict_markers(text):  # e.g. a hand merge left markers inside the front matter
                 raise UsageError(f"{relpath} has conflict markers that keeping a version cannot remove; edit it")
-            atomic_write_text(path, text)
         elif has_conflict_markers(text):
             lines = [n for n, line in enumerate(text.splitlines(), 1) if marker_of(line) and marker_of(line) != ("sep", "")]
             shown = ", ".join(str(n) for n in lines[:8]) + (", ..." if len(lines) > 8 else "")
@@ -196,11 +194,15 @@ def resolve_note(store: Store, ref: str, keep: str | None) -> str:
                 f"{relpath} still has conflict markers (line {shown}); remove them, or use "
                 "--ours, --keep MACHINE, --both or --edit"
             )
+        elif not _changed(store, relpath):
+            raise UsageError(f"{relpath} has no conflict markers and no change to commit: nothing to resolve")
+        if relpath.endswith(".md"):  # the resolution is this machine's new version of the note
+            text = stamp(text, now_iso(), me) or text
+        if text != original:
+            atomic_write_text(path, text)
         with open_index(store) as index:
             index.refresh([relpath])
-        committed = repo.commit_paths(store, [relpath], f"{me}: resolve conflict in {relpath}")
-        if committed is None and keep is None:
-            raise UsageError(f"{relpath} has no conflict markers and no change to commit: nothing to resolve")
+        repo.commit_paths(store, [relpath], f"{me}: resolve conflict in {relpath}")
     return relpath
 
 
@@ -249,3 +251,9 @@ def half_resolved(store: Store, paths: Iterable[str], commit: str = "HEAD") -> l
             title = parse_note(text, path).title if path.endswith(".md") else path
             held.append(HeldNote(path, title, new))
     return held
+
+
+def _changed(store: Store, relpath: str) -> bool:
+    """Whether the file differs from its committed version (or is not committed at all)."""
+    out = run_git_bytes(store.memory, repo.LITERAL, "status", "--porcelain", "-z", "--", relpath).stdout
+    return bool(out.strip(b"\0"))

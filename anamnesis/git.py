@@ -362,6 +362,26 @@ _LOCK_NAMES = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "pack
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a commit id, SHA-1 or SHA-256
 
 
+def read_blobs(repo: Path, oids: list[str]) -> dict[str, bytes]:
+    """The bytes of blobs, read with one `git cat-file --batch`."""
+    unique = list(dict.fromkeys(oids))
+    if not unique:
+        return {}
+    out = run_git_bytes(repo, "cat-file", "--batch", input="".join(f"{o}\n" for o in unique).encode()).stdout
+    found: dict[str, bytes] = {}
+    pos = 0
+    for oid in unique:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if header[-1] == b"missing":
+            continue
+        size = int(header[2])
+        found[oid] = out[pos : pos + size]
+        pos += size + 1
+    return found
+
+
 def head_ref(repo: Path) -> str:
     """The ref HEAD points at (`refs/heads/main`), or '' for a detached HEAD.
 

@@ -2,8 +2,9 @@
 
 When two machines changed the same note, sync merges the two versions here.
 Front matter is merged field by field (tags as a three-way set, `updated` the
-later one, `created` the earlier one); the body line by line with `git
-merge-file`. What cannot be merged becomes a conflict block in the body, so
+later moment and `machine` with it, `created` the earlier one; only the lines
+of fields whose value changed are rewritten); the body line by line with
+`git merge-file`. What cannot be merged becomes a conflict block in the body, so
 the front matter stays valid YAML and the note stays indexed and readable.
 
 A conflict block holds one labelled section per distinct version. With two
@@ -49,7 +50,7 @@ import yaml
 
 from anamnesis.errors import GitError, UsageError
 from anamnesis.git import run_git_bytes
-from anamnesis.notes import has_conflict_markers, split_front_matter
+from anamnesis.notes import has_conflict_markers, set_fields, split_front_matter, stamp_time
 from anamnesis.text import plural
 
 START, MIDDLE, BASE, END = "<<<<<<< ", "=======", "||||||| ", ">>>>>>> "
@@ -367,9 +368,19 @@ def _merge_note(base: str | None, first: Side, second: Side) -> MergedText | Non
     elif meta == meta_two:
         fm = fm_two
     else:
-        fm = _dump(meta)
+        fm = _changed_lines(fm_one, meta_one, meta)
     text = body if not meta and not fm_one and not fm_two else f"---\n{fm.rstrip(chr(10))}\n---\n{body}"
     return MergedText(text, top_conflicted or merged_body.conflicted)
+
+
+def _changed_lines(fm_text: str, before: dict[str, Any], after: dict[str, Any]) -> str:
+    """`fm_text` (fields `before`) holding the fields `after`: only the lines of fields whose value
+    changed are rewritten, so a person's comments, quoting and layout stay; the whole front
+    matter is written anew only when that cannot be done line by line."""
+    changes = {k: v for k, v in after.items() if k not in before or before[k] != v}
+    edited = set_fields(f"---\n{fm_text}\n---\n", changes, [k for k in before if k not in after])
+    fm = split_front_matter(edited)[0] if edited is not None else None
+    return fm if fm is not None else _dump(after)
 
 
 def _front_matter_block(body: str) -> tuple[Block | None, str]:
@@ -464,15 +475,20 @@ def merge_fields(
 
     Returns the merged fields and the fields both sides changed to different
     values (key, first value, second value); for those the merged fields hold
-    the value of the side with the later `updated` stamp.
+    the value of the side with the later `updated` stamp. `updated` and
+    `machine` never conflict: the later stamp wins, with its side's machine.
     """
     keys = list(dict.fromkeys([*one, *two]))
     merged: dict[str, Any] = {}
     conflicts: list[tuple[str, Any, Any]] = []
-    second_is_newer = str(two.get("updated") or "") > str(one.get("updated") or "")
+    second_is_newer = _stamp_key(two.get("updated")) > _stamp_key(one.get("updated"))
+    # `machine:` says who made the version `updated:` dates: it goes with the later stamp.
+    newer = (two if second_is_newer else one) if one.get("updated") != two.get("updated") else None
     for key in keys:
         b, x, y = base.get(key, _MISSING), one.get(key, _MISSING), two.get(key, _MISSING)
-        if x == y:
+        if key == "machine" and newer is not None and key in newer:
+            value = newer[key]
+        elif x == y:
             value = x
         elif x == b:
             value = y
@@ -481,10 +497,10 @@ def merge_fields(
         elif key == "tags":
             value = _merge_tags(b, x, y)
         elif key == "updated":
-            value = max((v for v in (x, y) if v is not _MISSING), key=str)
+            value = max((v for v in (x, y) if v is not _MISSING), key=_stamp_key)
         elif key == "created":
             present = [v for v in (x, y) if v not in (_MISSING, None, "")]
-            value = min(present, key=str) if present else x
+            value = min(present, key=_stamp_key) if present else x
         else:
             value = y if second_is_newer else x
             if key not in _QUIET_FIELDS:
@@ -492,6 +508,13 @@ def merge_fields(
         if value is not _MISSING:
             merged[key] = value
     return merged, conflicts
+
+
+def _stamp_key(value: Any) -> tuple[float, str]:
+    """How `updated:`/`created:` values compare: by the moment they name (any offset), then as
+    text; a value that is no time comes before every time."""
+    when = stamp_time(value)
+    return (when.timestamp() if when is not None else float("-inf"), "" if value in (None, _MISSING) else str(value))
 
 
 def _tag_list(value: Any) -> list[str]:

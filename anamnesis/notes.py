@@ -56,9 +56,28 @@ def new_id() -> str:
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(10))
 
 
-def now_iso() -> str:
-    """Current UTC time as ISO 8601 with a Z, to the second."""
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+def now_iso(at: float | None = None) -> str:
+    """Current UTC time (or the Unix time `at`) as ISO 8601 with a Z, to the second."""
+    when = dt.datetime.now(dt.UTC) if at is None else dt.datetime.fromtimestamp(at, dt.UTC)
+    return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def stamp_time(value: Any) -> dt.datetime | None:
+    """An `updated:`/`created:` value as an aware UTC time (a date is its midnight); None if it
+    is not one. How stamps are compared: written with another offset, or unquoted (a YAML
+    timestamp), the same moment compares the same."""
+    if isinstance(value, dt.datetime):
+        when = value
+    elif isinstance(value, dt.date):
+        when = dt.datetime(value.year, value.month, value.day)
+    elif isinstance(value, str) and value.strip():
+        try:
+            when = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    else:
+        return None
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
 
 
 def slugify(text: str, max_len: int = 60) -> str:
@@ -393,6 +412,16 @@ def fast_front_matter(fm_text: str) -> dict[str, Any] | None:
     return meta
 
 
+def stated_id(text: str, path: str) -> str | None:
+    """The id a note says it has: its front matter's `id:`, else the one its file name ends
+    with; None when it says neither (its id then comes from its path, and a move changes it).
+    What tells that a file deleted here and one added there are the same note."""
+    fm_text, _body = split_front_matter(text.removeprefix("\ufeff"))
+    fields = front_matter_fields(fm_text) if fm_text is not None else None
+    stated = _as_text((fields or {}).get("id")).strip()
+    return stated or _facts_from_path(path)[2]
+
+
 def parse_note(text: str, path: str) -> Note:
     """Parse note text leniently; never raises for bad content."""
     problems: list[str] = []
@@ -487,3 +516,83 @@ def _is_iso(text: str) -> bool:
 
 def _path_id(path: str) -> str:
     return "p" + hashlib.sha1(path.encode()).hexdigest()[:9]
+
+
+# -- changing fields in place -----------------------------------------------------------------
+
+_MISSING_FIELD: Any = object()
+
+
+def front_matter_fields(fm_text: str) -> dict[str, Any] | None:
+    """The fields of a front matter (its text, without the `---` lines) as parse_note reads them,
+    or None if it is not a mapping."""
+    if "\r" not in fm_text and (fast := fast_front_matter(fm_text)) is not None:
+        return fast
+    import yaml  # lazy: only a writer changing fields needs it; keeps yaml off search and list
+
+    try:
+        loaded = yaml.load(fm_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+    if loaded is None:
+        return {}
+    return {str(k): v for k, v in loaded.items()} if isinstance(loaded, dict) else None
+
+
+def _field_lines(key: str, value: Any, eol: str) -> list[str]:
+    import yaml  # lazy: only a writer changing fields needs it; keeps yaml off search and list
+
+    dumped = yaml.safe_dump({key: value}, sort_keys=False, allow_unicode=True, width=1000, default_flow_style=False)
+    return [line + eol for line in dumped.splitlines()]
+
+
+def set_fields(text: str, values: Mapping[str, Any], drop: Iterable[str] = ()) -> str | None:
+    """`text` with front-matter fields set to `values` (a missing one added at the end of the
+    front matter) and `drop` removed, every other byte as it was; None when that cannot be done
+    line by line (no front matter, not closed, not a mapping, a field written twice, or a
+    result that would not read back as exactly those fields), so the caller leaves the file
+    alone or writes the whole front matter.
+    """
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    bare = text[len(bom) :]
+    match = _FRONT_MATTER_RE.match(bare) if bare.startswith("---") else None
+    if match is None:
+        return None
+    fm_text = match.group(1)
+    before = front_matter_fields(fm_text)
+    if before is None or has_conflict_markers(fm_text):
+        return None
+    eol = "\r\n" if "\r\n" in fm_text or (not fm_text and "\r\n" in bare[: match.end()]) else "\n"
+    lines = fm_text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += eol  # the line before the closing `---` (its newline is outside the group)
+    changes: dict[str, Any] = {**dict.fromkeys(drop, _MISSING_FIELD), **values}
+    for key, value in changes.items():
+        starts = [n for n, line in enumerate(lines) if re.match(rf"{re.escape(key)}[ \t]*:", line)]
+        if len(starts) > 1:
+            return None
+        new = [] if value is _MISSING_FIELD else _field_lines(key, value, eol)
+        if not starts:
+            lines.extend(new)
+            continue
+        end = starts[0] + 1
+        while end < len(lines) and lines[end][:1] in (" ", "\t", "-"):
+            end += 1  # the field's value goes on over the lines below it (a list, a long text)
+        lines[starts[0] : end] = new
+    expected = {k: v for k, v in before.items() if k not in changes}
+    for key, value in changes.items():
+        if value is not _MISSING_FIELD:
+            expected[key] = front_matter_fields("".join(_field_lines(key, value, "\n")))[key]  # type: ignore[index]
+    new_fm = "".join(lines)
+    after = front_matter_fields(new_fm)
+    if after != expected:
+        return None
+    if fm_text and not fm_text.endswith("\n"):
+        new_fm = new_fm.removesuffix(eol)  # the newline before `---` is the text's own
+    return bom + bare[: match.start(1)] + new_fm + bare[match.end(1) :]
+
+
+def stamp(text: str, when: str, machine: str) -> str | None:
+    """`text` with `updated:` set to `when` and `machine:` to `machine` (see `set_fields`); None
+    when its front matter cannot take them without other changes."""
+    return set_fields(text, {"updated": when, "machine": machine})

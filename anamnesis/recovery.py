@@ -27,6 +27,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -34,9 +35,10 @@ from typing import Literal
 from anamnesis import refs
 from anamnesis.errors import AnamnesisError, ExitCode
 from anamnesis.fsutil import atomic_write_bytes, atomic_write_text
-from anamnesis.git import head_ref, lock_files, run_git, run_git_bytes, settle_git
+from anamnesis.git import head_ref, lock_files, read_blobs, run_git, run_git_bytes, settle_git
 from anamnesis.index import open_index
 from anamnesis.merge import Side, merge_texts
+from anamnesis.notes import stated_id
 from anamnesis.paths import Store
 from anamnesis.repo import changed_paths
 from anamnesis.text import plural
@@ -323,26 +325,6 @@ def _disk(repo: Path, paths: list[str]) -> tuple[dict[str, tuple[str, str]], dic
     return found, stats
 
 
-def read_blobs(repo: Path, oids: list[str]) -> dict[str, bytes]:
-    """The bytes of blobs (ids, or `commit:path` names), read with one `git cat-file --batch`."""
-    unique = list(dict.fromkeys(oids))
-    if not unique:
-        return {}
-    out = run_git_bytes(repo, "cat-file", "--batch", input="".join(f"{o}\n" for o in unique).encode()).stdout
-    found: dict[str, bytes] = {}
-    pos = 0
-    for oid in unique:
-        end = out.index(b"\n", pos)
-        header = out[pos:end].split()
-        pos = end + 1
-        if header[-1] == b"missing":
-            continue
-        size = int(header[2])
-        found[oid] = out[pos : pos + size]
-        pos += size + 1
-    return found
-
-
 def _settle_files(
     repo: Path, orig: str, target: str, goal: str, since: int | None
 ) -> tuple[list[str], list[str], list[str]]:
@@ -370,12 +352,48 @@ def _settle_files(
     needed = [e[1] for f in files if f.state != "edited" and (e := wanted.get(f.path)) and f.disk != (_kind(e[0]), e[1])]
     needed += [e[1] for f in files if f.state == "edited" for e in (f.was, f.want) if e]
     blobs = read_blobs(repo, needed)
+    moved = _moved_by_hand(repo, orig, target, files, wanted)
+    follows = _moved_by_target(files, blobs, repo) if finishing else {}
+    done: set[str] = set()
     changed: list[str] = []
     failed: list[str] = []
     conflicted: list[str] = []
+
+    def merge_into(there: str, mine: str, base_oid: str, incoming_oid: str) -> None:
+        """Write at `there` the edit made here (`mine`) merged with the incoming version."""
+        base_text = read_blobs(repo, [base_oid]).get(base_oid, b"").decode("utf-8", "surrogateescape")
+        merged = merge_texts(
+            there, base_text, Side("edited here", mine), Side("incoming", blobs[incoming_oid].decode("utf-8", "surrogateescape"))
+        )
+        if not (repo / there).is_file() or merged.text != mine:
+            atomic_write_bytes(repo / there, merged.text.encode("utf-8", "surrogateescape"))
+            changed.append(there)
+        if merged.conflicted:
+            conflicted.append(there)
+
     # Removals first, as git does: a folder may have to make room for a file, or the other way round.
     for f in sorted(files, key=lambda f: (wanted.get(f.path) is not None, _git_order(f.path))):
         try:
+            if f.path in done:
+                continue
+            if f.path in moved:
+                # Moved by hand meanwhile: the goal's version goes where the note is now, never back here.
+                there, base_oid = moved[f.path]
+                want = wanted[f.path]
+                if base_oid is not None and want is not None and base_oid != want[1]:
+                    merge_into(there, (repo / there).read_bytes().decode("utf-8", "surrogateescape"), base_oid, want[1])
+                continue
+            if f.path in follows and f.was is not None:
+                # Edited here, moved by the incoming commit: the edit follows the note to its new place.
+                there = follows[f.path]
+                want = wanted[there]
+                if want is not None:
+                    merge_into(there, (repo / f.path).read_bytes().decode("utf-8", "surrogateescape"), f.was[1], want[1])
+                    (repo / f.path).unlink()
+                    _prune(repo, (repo / f.path).parent)
+                    changed.append(f.path)
+                    done.add(there)
+                continue
             if f.state != "edited":
                 if _put(repo, f, wanted.get(f.path), blobs):
                     changed.append(f.path)
@@ -401,7 +419,80 @@ def _settle_files(
             f"cannot finish an interrupted sync: could not write {', '.join(failed[:3])}"
             f"{' and more' if len(failed) > 3 else ''}; make room there, then run `anamnesis sync` again"
         )
-    return [f.path for f in files], changed, conflicted
+    return [f.path for f in files] + sorted({there for there, _base in moved.values()}), changed, conflicted
+
+
+def _moved_by_target(files: list[FileState], blobs: dict[str, bytes], repo: Path) -> dict[str, str]:
+    """{note edited here that the incoming commit moves: its new path}: the same id (`notes.stated_id`)
+    at a path the incoming commit adds. Kept where it was, the edit would leave the note at two paths."""
+    arriving: dict[str, list[str]] = {}
+    for f in files:
+        new = f.was is None and f.want is not None and f.path.lower().endswith(".md")
+        if new and f.want and (name := stated_id(blobs.get(f.want[1], b"").decode("utf-8", "surrogateescape"), f.path)):
+            arriving.setdefault(name, []).append(f.path)
+    if not arriving:
+        return {}
+    found: dict[str, str] = {}
+    for f in files:
+        if f.state == "edited" and f.want is None and f.was is not None and f.disk and f.disk[0] == _FILE:
+            try:
+                mine = (repo / f.path).read_bytes().decode("utf-8", "surrogateescape")
+            except OSError:
+                continue
+            name = stated_id(mine, f.path) or stated_id(blobs.get(f.was[1], b"").decode("utf-8", "surrogateescape"), f.path)
+            places = arriving.get(name or "", [])
+            if len(places) == 1 and f.path.lower().endswith(".md"):
+                found[f.path] = places[0]
+    return found
+
+
+def _moved_by_hand(
+    repo: Path, orig: str, target: str, files: list[FileState], wanted: Mapping[str, tuple[str, str] | None]
+) -> dict[str, tuple[str, str | None]]:
+    """{path the checkout had to write: (where a person moved that note meanwhile, the blob the
+    person's version grew from: what the note was before the move started)}.
+
+    A note git had not reached yet (or had removed to write it again) is not
+    on disk, and is written again by the finish, unless a person moved it
+    meanwhile: a new file elsewhere (in neither commit) with the same id
+    (`notes.stated_id`) is that note, and writing the old path again would
+    leave one note at two paths. The note may have come to this path with
+    the move (another machine moved it): what the person moved was then the
+    file the note had before, at the path the move removes.
+    """
+    missing = [f for f in files if f.disk is None and f.path.lower().endswith(".md") and wanted.get(f.path)]
+    if not missing:
+        return {}
+    out = run_git_bytes(repo, "ls-files", "-z", "--others", "--exclude-standard").stdout
+    others = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p.lower().endswith(".md")]
+    known = {f.path for f in files} | set(_entries(repo, orig, others)) | set(_entries(repo, target, others))
+    ids: dict[str, list[str]] = {}
+    for path in others:
+        if path in known:
+            continue
+        try:
+            text = (repo / path).read_bytes().decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        if name := stated_id(text, path):
+            ids.setdefault(name, []).append(path)
+    if not ids:
+        return {}
+    leaving = [f for f in files if f.was and not wanted.get(f.path) and f.path.lower().endswith(".md")]
+    blobs = read_blobs(repo, [e[1] for f in [*missing, *leaving] for e in (f.was, wanted.get(f.path)) if e])
+
+    def id_of(entry: tuple[str, str], path: str) -> str | None:
+        return stated_id(blobs.get(entry[1], b"").decode("utf-8", "surrogateescape"), path)
+
+    left = {id_of(f.was, f.path): f.was[1] for f in leaving if f.was}  # id: its blob before the move
+    found: dict[str, tuple[str, str | None]] = {}
+    for f in missing:
+        names = {id_of(e, f.path) for e in (f.was, wanted[f.path]) if e} - {None}
+        places = sorted({p for name in names for p in ids.get(name or "", [])})
+        if len(places) == 1:
+            base = f.was[1] if f.was else next((left[n] for n in names if n in left), None)
+            found[f.path] = (places[0], base)
+    return found
 
 
 def _front_matter_back(mine: str, incoming: str) -> str:

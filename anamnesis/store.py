@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import secrets
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -43,7 +42,7 @@ from anamnesis.notes import (
     now_iso,
     parse_note,
     render_note,
-    split_front_matter,
+    stamp,
 )
 from anamnesis.paths import Store
 from anamnesis.redact import redact_note_fields
@@ -649,20 +648,11 @@ def delete_note(store: Store, ref: str, *, commit: bool = True) -> Note:
     return note
 
 
-def stamp_updated(text: str) -> str:
-    """`text` with the `updated:` field of its front matter set to now (if it has one), all else as is."""
-    front, _ = split_front_matter(text.removeprefix("\ufeff"))
-    if front is None or not re.search(r"^updated:[^\r\n]*", front, re.M):
-        return text
-    new_front = re.sub(r"^updated:[^\r\n]*", f"updated: '{now_iso()}'", front, count=1, flags=re.M)
-    return text.replace(front, new_front, 1)
-
-
 def save_edited_text(store: Store, relpath: str, data: bytes, *, expected: bytes | None = None) -> None:
     """Save what a person typed in an editor as the note at `relpath`: stamped, indexed, committed.
 
     The bytes are kept as typed (CRLF, a byte order mark, no front matter at
-    all); only `updated` is stamped. Refused like `new`: an empty body
+    all); only `updated` and `machine` are stamped (`notes.stamp`). Refused like `new`: an empty body
     (exit 2), NUL bytes, a repo left mid-rebase or on another branch
     (exit 12). `expected` is the file the editor started from: if the note
     changed on disk since (a sync, another writer), nothing is written.
@@ -693,7 +683,7 @@ def save_edited_text(store: Store, relpath: str, data: bytes, *, expected: bytes
             on_disk = ""
         if has_conflict_markers(on_disk):
             _refuse_half_resolved(relpath, text, on_disk)
-        stamped = stamp_updated(text)
+        stamped = stamp(text, now_iso(), machine) or text
         out = data if stamped == text else stamped.encode("utf-8")
         write_unit(store, relpath, out, f"{machine}: edit {relpath}")
 

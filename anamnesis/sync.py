@@ -78,6 +78,7 @@ from anamnesis.recovery import SyncRefused
 from anamnesis.repo import changed_paths
 from anamnesis.semantic import start_background_update
 from anamnesis.settings import machine_id
+from anamnesis.stamping import stamp_edits
 from anamnesis.text import plural
 from anamnesis.transport import FetchFailed, transport_for
 from anamnesis.treemerge import TreeMerger, private_index, recorded_in, with_conflicts
@@ -301,7 +302,7 @@ class _Sync:
     # -- step 2: commit what changed locally ------------------------------------------
 
     def commit_local(self) -> list[str]:
-        """Commit every change in the working tree; the paths committed.
+        """Commit every change in the working tree, hand-edited notes stamped first; the paths committed.
 
         A file whose edit leaves conflict marker lines outside a complete block
         (a resolution done half way) is left out, in the working tree as it is,
@@ -310,6 +311,7 @@ class _Sync:
         status = run_git_bytes(self.repo, "status", "--porcelain", "-z", "--untracked-files=all").stdout
         if not status.strip(b"\0"):
             return []
+        stamp_edits(self.repo, self.machine)  # hand edits say when and where they were made
         run_git(self.repo, "add", "-A")
         out = run_git_bytes(self.repo, "diff", "--cached", "--name-only", "-z", "--no-renames").stdout
         paths = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
@@ -733,11 +735,11 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
         # (by `new`, say) and gone again by now is in neither base nor after, but has a row.
         earlier = changed_paths(store.memory, base, result.head_before) if base != result.head_before else []
         todo = list(dict.fromkeys([*earlier, *paths, *result.committed]))
-        if not todo and store.index_path.exists():
-            return
     started = time.perf_counter()
     with open_index(store) as index:
-        changed = index.refresh(todo).changed
+        if todo is not None:
+            todo += _untracked_rows(store, index.paths())
+        changed = index.refresh(todo).changed if todo is None or todo else 0
     result.index_seconds = time.perf_counter() - started
     if changed:
         start_background_update(store)  # vectors of what came in, without holding up the sync
@@ -815,6 +817,14 @@ def put_back(store: Store) -> None:
 
 def _blob_text(store: Store, oid: str) -> str:
     return run_git_bytes(store.memory, "cat-file", "blob", oid).stdout.decode("utf-8", "surrogateescape")
+
+
+def _untracked_rows(store: Store, indexed: list[str]) -> list[str]:
+    """Indexed notes git does not track: a file a reader indexed before any commit had it (a
+    note written by hand, a note moved by hand), and deleted or moved again since, is in no
+    commit, so only this tells its row from a note's."""
+    tracked = set(run_git_bytes(store.memory, "ls-files", "-z").stdout.decode("utf-8", "surrogateescape").split("\0"))
+    return [p for p in indexed if p not in tracked]
 
 
 def _log(store: Store, result: SyncResult, error: BaseException | None) -> None:

@@ -16,7 +16,12 @@ symlinks changed on both sides keep one version in place and the other
 beside it (`<path>.<machine>.conflict`). A file both sides moved, to two
 different places, ends up at one of them (the first in path order, so every
 machine picks the same), with both sides' changes merged there; `Built.notices`
-says so.
+says so. A note is known as moved by git's rename detection or by its id
+(deleted at one path, added at another with the same id), so a move that
+came with big edits is still one note, and two notes that look alike are
+never taken for one. A note both sides added, each at a path of its own,
+with the same id (what a criss-cross merge's base that predates the note
+shows of a note moved on one or both sides) goes to one place too.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anamnesis.git import git_out, run_git, run_git_bytes
+from anamnesis.git import git_out, read_blobs, run_git, run_git_bytes
 from anamnesis.merge import Side, merge_texts
+from anamnesis.notes import stated_id
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 ZERO = "0" * 40
@@ -149,19 +155,88 @@ class TreeMerger:
                         updates.append(("0", ZERO, change.path))
                 else:
                     updates.append((change.new_mode or "100644", change.new_oid, change.path))
-            elif oid == change.new_oid or change.new_oid is None:
-                continue  # same result on both sides, or edit (ours) beats delete (theirs)
+            elif oid == change.new_oid:
+                continue  # same result on both sides
+            elif change.new_oid is None:
+                # Edit (ours) beats delete (theirs), unless the note lives on at another path of theirs.
+                updates.extend(self._follow_split_move(change, mode or "", oid or "", target, side, changes, conflicts))
             elif oid is None:
                 updates.append((change.new_mode or "100644", change.new_oid, change.path))  # edit beats delete
             elif mode is None or _SUBMODULE in (mode, change.new_mode):
                 continue  # a submodule has no bytes of its own here: keep ours
             else:
                 updates.extend(self._merge_path(change, mode, oid, target, side, conflicts))
+        updates.extend(self._one_place(target, base, side, changes, updates, conflicts))
         self._git("read-tree", target)
         if updates:
             records = "".join(f"{m} {o}\t{p}\0" for m, o, p in updates)
             run_git_bytes(self.repo, "update-index", "-z", "--index-info", input=records.encode(), env=self._env)
         return self._git("write-tree"), conflicts
+
+    def _one_place(
+        self,
+        target: str,
+        base: str,
+        side: str,
+        changes: list[Change],
+        updates: list[tuple[str, str, str]],
+        conflicts: list[str],
+    ) -> list[tuple[str, str, str]]:
+        """One id, one note: a note `side` added at one path and `target` at another (each side
+        has only its own) is one note that came to two places by histories the base does not
+        tell apart — a base that predates the note, as one of a criss-cross merge's can. It goes
+        to one place, both versions merged there on the note as a common ancestor had it: the
+        place a side moved it to if the other still has it where it was, else the first in path
+        order (as for a note moved to two places). The updates that do it."""
+        result = {p: (m, o) for m, o, p in updates}
+        added = {c.path for c in changes if c.old_oid is None}
+        # What the merge put at paths only `side` had (a note moved to two places is settled already).
+        theirs = {p: oid for p, (mode, oid) in result.items() if p in added and _is_note(p, mode)}
+        if not theirs:
+            return []
+        out = run_git_bytes(
+            self.repo, "diff-tree", "-r", "-z", "--no-renames", "--diff-filter=A", "--no-commit-id", base, target
+        ).stdout.decode("utf-8", "surrogateescape")
+        parts = out.split("\0")
+        ours: dict[str, str] = {}  # notes only `target` added, as the merge leaves them
+        for meta, path in zip(parts[0::2], parts[1::2], strict=False):
+            fields = meta[1:].split(" ")
+            if len(fields) == 5 and _is_note(path, fields[1]) and path not in theirs:
+                mode, oid = result.get(path, (fields[1], fields[3]))
+                if mode != "0":
+                    ours[path] = oid
+        if not ours:
+            return []
+        blobs = read_blobs(self.repo, [*theirs.values(), *ours.values()])
+        by_id: dict[str, str] = {}
+        for path, oid in ours.items():
+            if note_id := stated_id(_text(blobs.get(oid, b"")), path):
+                by_id.setdefault(note_id, path)
+        pairs = [
+            (here, there)
+            for there, oid in theirs.items()
+            if (here := by_id.get(stated_id(_text(blobs.get(oid, b"")), there) or "")) and here != there
+        ]
+        if not pairs:
+            return []
+        in_side = self.entries(side, [here for here, _there in pairs])
+        in_target = self.entries(target, [there for _here, there in pairs])
+        fixes: list[tuple[str, str, str]] = []
+        for here, there in pairs:
+            if here in in_side or there in in_target:
+                continue  # a side has both: a copy someone made, not one note in two places
+            was = self._before(here, target, side)
+            # Where one side still has the note at its earlier path, the other side moved it: the move wins.
+            kept = there if was and was[0] == here else here if was and was[0] == there else min(here, there)
+            gone = there if kept == here else here
+            merged = Change(kept, was and was[1], was and was[2], "100644", theirs[there])
+            fixes.append(("0", ZERO, gone))
+            fixes.extend(self._merge_path(merged, "100644", ours[here], target, side, conflicts, ours_at=here, theirs_at=there))
+            self._notices.append(
+                f"{kept} and {gone} were one note (the same id) that came to two places: kept {kept}, "
+                "with the changes of both"
+            )
+        return fixes
 
     def _merge_path(
         self,
@@ -196,6 +271,42 @@ class TreeMerger:
             conflicts.append(path)
         new_oid = self.write_blob(merged.text.encode("utf-8", errors="surrogateescape"))
         return [(mode if mode == change.new_mode else "100644", new_oid, path)]
+
+    def _follow_split_move(
+        self, change: Change, mode: str, oid: str, target: str, side: str, changes: list[Change], conflicts: list[str]
+    ) -> list[tuple[str, str, str]]:
+        """`target` edited a note `side` deleted: the edit stays (an edit beats a delete), unless
+        `side` still has the note at another path both sides have — a move made in two commits
+        (the new path committed by a writer, the old one's removal by the next sync), which
+        git sees as a copy, then a deletion. The edit then follows the note there."""
+        if not _is_note(change.path, mode) or change.old_oid is None:
+            return []
+        note_id = stated_id(_text(self.blob(change.old_oid)), change.path)
+        if not note_id:
+            return []
+        out = run_git_bytes(self.repo, "ls-tree", "-r", "-z", "--name-only", side).stdout.decode("utf-8", "surrogateescape")
+        touched = {c.path for c in changes}
+        named = [p for p in out.split("\0") if p.endswith(f"-{note_id}.md") and p != change.path and p not in touched]
+        there = self.entries(target, named)
+        found = [p for p, (m, o) in there.items() if _is_note(p, m) and stated_id(_text(self.blob(o)), p) == note_id]
+        if len(found) != 1:
+            return []
+        q_mode, q_oid = there[found[0]]
+        moved = Change(found[0], change.old_mode, change.old_oid, q_mode, q_oid)
+        return [("0", ZERO, change.path), *self._merge_path(moved, mode, oid, target, side, conflicts, ours_at=change.path)]
+
+    def _before(self, here: str, target: str, side: str) -> tuple[str, str, str] | None:
+        """(path, mode, oid) of the note at `here` in `target` as it was in a common ancestor of
+        both sides, at whatever path it had there; None if none has it."""
+        proc = run_git(self.repo, "merge-base", "--all", target, side, check=False)
+        for ancestor in sorted(proc.stdout.split()):
+            old: str | None = here
+            if here not in self.entries(ancestor, [here]):
+                old = next((p for p, (new, *_rest) in self._renames(ancestor, target).items() if new == here), None)
+            found = self.entries(ancestor, [old]).get(old) if old else None
+            if old and found is not None:
+                return old, *found
+        return None
 
     def _moved_twice(
         self, base: str, side: str, target: str, changes: list[Change], current: dict[str, tuple[str, str]]
@@ -264,17 +375,60 @@ class TreeMerger:
         }
 
     def _renames(self, base: str, side: str) -> dict[str, tuple[str, str, str]]:
-        """Files git's rename detection sees moved from base to side: {old path: (new path, mode, oid)}."""
+        """Notes and files moved from base to side: {old path: (new path, mode, oid)}.
+
+        Git's rename detection goes by likeness of content, which is wrong
+        both ways for notes: two different notes written from one template
+        look alike, and a note moved with big edits does not. A note's id
+        (`notes.stated_id`) settles it: a pair git saw whose ids differ is
+        two notes, and a note deleted at one path and added at another with
+        the same id is one note moved.
+        """
         out = run_git_bytes(
-            self.repo, "diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--no-commit-id", base, side
+            self.repo, "diff-tree", "-r", "-z", "-M", "--diff-filter=ADR", "--no-commit-id", base, side
         ).stdout.decode("utf-8", "surrogateescape")
         parts = out.split("\0")
-        found: dict[str, tuple[str, str, str]] = {}
+        seen: dict[str, tuple[str, str, str, str, str]] = {}  # old path: (new path, mode, oid, old mode, old oid)
+        gone: dict[str, tuple[str, str]] = {}  # path: (mode, oid), deleted
+        added: dict[str, tuple[str, str]] = {}
         i = 0
-        while i + 2 < len(parts) and parts[i].startswith(":"):
-            _old_mode, new_mode, _old_oid, new_oid, _status = parts[i][1:].split(" ")
-            found[parts[i + 1]] = (parts[i + 2], new_mode, new_oid)
-            i += 3
+        while i + 1 < len(parts) and parts[i].startswith(":"):
+            old_mode, new_mode, old_oid, new_oid, status = parts[i][1:].split(" ")
+            if status.startswith("R") and i + 2 < len(parts):
+                seen[parts[i + 1]] = (parts[i + 2], new_mode, new_oid, old_mode, old_oid)
+                i += 3
+                continue
+            if status == "D":
+                gone[parts[i + 1]] = (old_mode, old_oid)
+            elif status == "A":
+                added[parts[i + 1]] = (new_mode, new_oid)
+            i += 2
+        notes = {old: row for old, row in seen.items() if _is_note(old, row[3]) and _is_note(row[0], row[1])}
+        gone = {p: e for p, e in gone.items() if _is_note(p, e[0])}
+        added = {p: e for p, e in added.items() if _is_note(p, e[0])}
+        if not notes and not (gone and added):
+            return {old: row[:3] for old, row in seen.items()}
+        blobs = read_blobs(self.repo, [oid for _m, oid in (*gone.values(), *added.values())]
+                           + [oid for row in notes.values() for oid in (row[2], row[4])])
+
+        def note_id(path: str, oid: str) -> str | None:
+            return stated_id(_text(blobs.get(oid, b"")), path)
+
+        for old, (new, mode, oid, old_mode, old_oid) in notes.items():
+            before, after = note_id(old, old_oid), note_id(new, oid)
+            if before and after and before != after:  # alike, but two notes: a deletion and a new note
+                del seen[old]
+                gone[old], added[new] = (old_mode, old_oid), (mode, oid)
+        found = {old: row[:3] for old, row in seen.items()}
+        by_id: dict[str, tuple[list[str], list[str]]] = {}
+        for files, n in ((gone, 0), (added, 1)):
+            for path, (_mode, oid) in files.items():
+                key = note_id(path, oid)
+                if key:
+                    by_id.setdefault(key, ([], []))[n].append(path)
+        for old_paths, new_paths in by_id.values():
+            if len(old_paths) == 1 and len(new_paths) == 1:  # anything else is not a plain move
+                found[old_paths[0]] = (new_paths[0], *added[new_paths[0]])
         return found
 
     # -- plumbing -----------------------------------------------------------------
@@ -372,6 +526,10 @@ def _text(data: bytes) -> str:
 
 def _safe_label(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in label) or "other"
+
+
+def _is_note(path: str, mode: str) -> bool:
+    return path.lower().endswith(".md") and mode in _REGULAR
 
 
 def _both_regular(one: str, two: str) -> bool:

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from fleet import Fleet, Machine, fleet, power_cut  # noqa: F401
 
-from anamnesis.git import git_processes_in
+from anamnesis.git import git_processes_in, read_blobs
 from anamnesis.index import open_index
 from anamnesis.notes import has_conflict_markers, parse_note
 from anamnesis.recovery import CHECKOUT_MARKER
@@ -55,23 +55,8 @@ def _stat_key(path: Path) -> tuple[int, ...] | None:
 
 def blobs(repo: Path, commit: str, paths: list[str]) -> dict[str, bytes | None]:
     """The bytes of each path at `commit` (None: not in that commit), read in one `git cat-file --batch`."""
-    request = "".join(f"{commit}:{p}\n" for p in paths).encode()
-    out = subprocess.run(
-        ["git", "-C", str(repo), "cat-file", "--batch"], input=request, capture_output=True, check=True
-    ).stdout
-    found: dict[str, bytes | None] = {}
-    pos = 0
-    for path in paths:
-        end = out.index(b"\n", pos)
-        header = out[pos:end].split()
-        pos = end + 1
-        if header[-1] == b"missing":
-            found[path] = None
-            continue
-        size = int(header[2])
-        found[path] = out[pos : pos + size]
-        pos += size + 1
-    return found
+    found = read_blobs(repo, [f"{commit}:{p}" for p in paths])
+    return {p: found.get(f"{commit}:{p}") for p in paths}
 
 
 def tree_states(machine: Machine, orig: str, target: str) -> dict[str, str]:

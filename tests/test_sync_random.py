@@ -1,4 +1,4 @@
-"""Randomised fleet test: three machines edit, delete and sync in random order, some syncs SIGKILLed.
+"""Randomised fleet test: three machines edit, move, delete and sync in random order, some syncs SIGKILLed.
 
 Half the kills hit the sync process alone (its git child lives on and
 finishes); the other half are power cuts (`fleet.power_cut`): the process,
@@ -9,13 +9,17 @@ Every edit appends a unique token line to a note. At the end, after a final
 round of syncs, every token must still be somewhere in the (identical) tree
 of every machine — in the note or inside a conflict block — unless the note
 was deleted by a machine that had seen that token (a later change replacing
-it, which is allowed). No repo may be wedged, and every machine's search
-index must answer the same. After every sync that finished, on that
+it, which is allowed). One id, one note: no note id is at two paths (notes
+are moved, with `anamnesis mv` or by hand, to other folders, often the same
+note on several machines at once). No repo may be wedged, and every
+machine's search index must answer the same. After every sync that finished, on that
 machine: no note lost its front matter (a note written with an id, title
-and type still has them), and every index row's file exists.
+and type still has them), no id is at two paths, and every index row's file
+exists.
 
 The sequence of operations is fixed by the seed (ANAMNESIS_FLEET_SEED to
-replay another one); where exactly a SIGKILL lands depends on timing.
+replay another one, ANAMNESIS_FLEET_MACHINES for a bigger fleet, up to 8);
+where exactly a SIGKILL lands depends on timing.
 """
 
 from __future__ import annotations
@@ -33,16 +37,19 @@ import pytest
 import yaml
 from fleet import Fleet, Machine, fleet, power_cut, wait_for_orphans  # noqa: F401
 
-from anamnesis.errors import NoteChanged
+from anamnesis.errors import AnamnesisError, NoteChanged
 from anamnesis.index import open_index
 from anamnesis.merge import resolve_text
-from anamnesis.notes import has_conflict_markers, split_front_matter
+from anamnesis.notes import has_conflict_markers, parse_note, split_front_matter
 from anamnesis.recovery import CHECKOUT_MARKER
 from anamnesis.search import search as search_notes
-from anamnesis.store import create_note, delete_note
+from anamnesis.store import create_note, delete_note, move_note
 
-TOKEN_RE = re.compile(r"\btok\d{5}[abc]\b")
+TOKEN_RE = re.compile(r"\btok\d{5}[a-h]\b")
 STEPS = int(os.environ.get("ANAMNESIS_FLEET_STEPS", "260"))
+MACHINES = "abcdefgh"[: int(os.environ.get("ANAMNESIS_FLEET_MACHINES", "3"))]
+MOVE_TO = ["global/howto", "global/facts", "projects/other-proj/howto", "archive"]
+WORDS = ["lumen", "cobalt", "fern", "quartz"]
 SEEDS = [int(s) for s in os.environ.get("ANAMNESIS_FLEET_SEED", "20240611").split(",")]
 
 
@@ -59,6 +66,7 @@ class World:
         self.may_vanish: set[str] = set()
         self.front: dict[str, dict[str, str]] = {}  # path -> the front matter fields it was written with
         self.kills = 0
+        self.moves = 0
         self.power_cuts = 0
         self.mid_checkout = 0
         self.syncs = 0
@@ -132,6 +140,31 @@ class World:
         else:
             (m.memory / path).unlink()  # a half-moved file deleted by hand is restored by the next sync
         self.may_vanish.update(TOKEN_RE.findall(seen))  # this machine saw them: deleting replaces them
+
+    def move(self, m: Machine) -> None:
+        """Move a note with an id to another folder and name (`anamnesis mv`, or by hand with an
+        edit); machines often move the same note, each to a place of its own."""
+        notes = [p for p in self.notes(m) if re.search(r"^id: ", m.read(p).split("\n---", 1)[0], re.M)]
+        if not notes:
+            return
+        path = self.rng.choice(notes)
+        note_id = parse_note(m.read(path), path).id
+        new = f"{self.rng.choice(MOVE_TO)}/moved-{self.rng.choice(WORDS)}-{self.counter}-{note_id}.md"
+        self.counter += 1
+        if (m.memory / new).exists():
+            return
+        self.moves += 1
+        if self.rng.random() < 0.5:
+            try:
+                move_note(m.store, path, new)
+            except AnamnesisError:
+                pass  # what was picked was half moved by a killed sync and is gone now
+            return
+        text = m.read(path)
+        (m.memory / path).unlink()
+        if self.rng.random() < 0.5:
+            text = text.rstrip("\n") + f"\n{self.token(m)}\n"  # moved and edited in one go
+        m.write(new, text)
 
     def resolve(self, m: Machine) -> None:
         for path in self.notes(m):
@@ -210,6 +243,7 @@ class World:
                 meta = yaml.safe_load(front or "") if front is not None else None
                 assert isinstance(meta, dict), (m.name, path, text[:400])
                 assert {k: str(meta.get(k)) for k in fields} == fields, (m.name, path, text[:400])
+        assert_one_path_per_id(m.files(), m.name)
         with open_index(m.store) as index:
             rows = [row[0] for row in index.conn.execute("SELECT path FROM notes")]
         stale = [p for p in rows if not (m.memory / p).is_file()]
@@ -221,8 +255,8 @@ class World:
     def step(self) -> None:
         m = self.rng.choice(self.machines)
         op = self.rng.choices(
-            [self.create, self.append, self.restatus, self.delete, self.resolve, self.sync],
-            weights=[14, 30, 8, 6, 3, 30],
+            [self.create, self.append, self.restatus, self.delete, self.move, self.resolve, self.sync],
+            weights=[14, 30, 8, 6, 5, 3, 30],
         )[0]
         op(m)
 
@@ -269,6 +303,15 @@ def _index_drift(m: Machine) -> dict[str, list[str]]:
     return {"index_only": sorted(indexed - files), "files_only": sorted(files - indexed)}
 
 
+def assert_one_path_per_id(files: dict[str, str], where: str = "") -> None:
+    """One id, one note: no note id at two paths (a note moved to two places stays in one)."""
+    paths: dict[str, list[str]] = {}
+    for path, text in files.items():
+        paths.setdefault(parse_note(text, path).id, []).append(path)
+    twice = {note_id: found for note_id, found in paths.items() if len(found) > 1}
+    assert not twice, f"{where}: ids at two paths: {twice}"
+
+
 def _search(m: Machine, query: str) -> list[str]:
     with open_index(m.store) as index:
         return [hit.path for hit in search_notes(index, query, limit=200)]
@@ -281,7 +324,7 @@ def _search(m: Machine, query: str) -> list[str]:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_fleet_never_loses_an_edit(fleet: Fleet, topology: str, seed: int) -> None:
     rng = random.Random(f"{seed}-{topology}")
-    names = ["a", "b", "c"]
+    names = list(MACHINES)
     if topology == "hub":
         hub = fleet.hub()
         machines = [fleet.machine(n, {"hub": fleet.url(hub)}) for n in names]
@@ -304,6 +347,7 @@ def test_random_fleet_never_loses_an_edit(fleet: Fleet, topology: str, seed: int
     final = machines[0].files()
     for m in machines[1:]:
         assert m.files() == final
+    assert_one_path_per_id(final)
     present = set(TOKEN_RE.findall("\n".join(final.values())))
     lost = world.written - present - world.may_vanish
     assert not lost, f"edits lost: {sorted(lost)[:20]} (of {len(world.written)} written, {world.kills} kills)"
@@ -311,13 +355,14 @@ def test_random_fleet_never_loses_an_edit(fleet: Fleet, topology: str, seed: int
     sample = rng.sample(sorted(present), min(25, len(present)))
     for token in [*sample, "status"]:
         answers = [sorted(_search(m, token)) for m in machines]
-        assert answers[0] == answers[1] == answers[2], (token, [_index_drift(m) for m in machines])
+        assert all(a == answers[0] for a in answers), (token, [_index_drift(m) for m in machines])
         if token != "status":
             assert answers[0] == sorted(p for p, text in final.items() if token in text), token
     assert world.kills > 0, "no sync was killed; the test would not test recovery"
     assert world.power_cuts > 0, "no power cut: the test would not kill git with its sync"
     print(
-        f"\n{topology}: {len(world.written)} edits, {world.syncs} syncs, {world.kills} killed "
+        f"\n{topology}, {len(machines)} machines: {len(world.written)} edits, {world.moves} moves, {world.syncs} syncs, "
+        f"{world.kills} killed "
         f"({world.power_cuts} power cuts, {world.mid_checkout} mid-checkout), "
         f"{len(world.may_vanish & world.written)} replaced by deletes, {len(final)} notes at the end"
     )
