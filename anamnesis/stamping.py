@@ -22,7 +22,15 @@ from pathlib import Path
 
 from anamnesis.fsutil import atomic_write_bytes
 from anamnesis.git import read_blobs, run_git_bytes
-from anamnesis.notes import front_matter_fields, now_iso, split_front_matter, stamp, stamp_time
+from anamnesis.merge import stray_lines
+from anamnesis.notes import (
+    front_matter_fields,
+    has_conflict_markers,
+    now_iso,
+    split_front_matter,
+    stamp,
+    stamp_time,
+)
 
 __all__ = ["stamp_edits"]
 
@@ -53,6 +61,9 @@ def stamp_edits(repo: Path, machine: str) -> list[str]:
             data = full.read_bytes()
         except OSError:
             continue
+        text = data.decode("utf-8", "replace")
+        if has_conflict_markers(text) and stray_lines(path, text):
+            continue  # resolved half way: sync holds it back as the person left it (conflicts.half_resolved)
         new = _stamped(data, committed.get(path) if tracked else None, tracked, st.st_mtime, machine)
         if new is None:
             continue

@@ -172,7 +172,7 @@ def test_resolve_stamps_the_resolution(fleet: Fleet) -> None:
     a, b = both_edit(fleet, ("line three\n", "line three, a\n", now - 100), ("line three\n", "line three, b\n", now - 50))
     assert a.sync().exit_code == 0
     assert b.sync().exit_code == 10
-    assert a.sync().exit_code == 0 and "<<<<<<<" in a.read(ONE)
+    assert a.sync().exit_code == 10 and "<<<<<<<" in a.read(ONE)  # the conflict b recorded is announced here too
     before = time.time()
     proc = a.cli("resolve", ONE, "--keep", "b")
     assert proc.returncode == 0, proc.stderr
