@@ -265,9 +265,8 @@ def semantic_choice(store: Store, wanted: bool | None, interactive: bool) -> Sem
 
     "missing" when the semantic extra is not installed (init then names the install line);
     "skip" when it is on already or the person said no."""
-    # lazy: semantic settings and the extra's lookup stay off init runs that never get here
-    from anamnesis.embed import missing_dependencies
-    from anamnesis.semantic import settings_of
+    from anamnesis.embed import missing_dependencies  # lazy: the extra's lookup stays off init's other steps
+    from anamnesis.semantic import settings_of  # lazy: as the line above
 
     if wanted is False or settings_of(store)["enabled"]:
         return "skip"
@@ -312,13 +311,14 @@ SEMANTIC_MISSING = (
 def enable_semantic(store: Store, model_dir: Path | None) -> list[str]:
     """Turn semantic search on and embed in the background; a model that cannot be had is a line
     for the report, not a failed init (the rest of the setup stands)."""
-    from anamnesis import semantic  # lazy: the model code loads only when it is turned on
+    # lazy: the model code loads only when it is turned on
+    from anamnesis.semantic import SemanticError, enable, start_background_update
 
     try:
-        folder = semantic.enable(store, model_dir)
-    except semantic.SemanticError as exc:
+        folder = enable(store, model_dir)
+    except SemanticError as exc:
         return [f"search by meaning not turned on: {exc} (`anamnesis semantic enable` tries again)"]
-    started = semantic.start_background_update(store)
+    started = start_background_update(store)
     return [
         f"search by meaning on (model in {folder}); "
         + ("embedding the notes in the background" if started else "every note is embedded")

@@ -487,8 +487,9 @@ def model_merge(store: Store, keep: Note, other: Note) -> str:
     """The person's own model (as set up for session summaries: `claude -p` or their key) writes
     one text from both notes; what it is sent and what it answers are redacted. Raises
     SummaryError when it is not set up or fails."""
+    from anamnesis.redact import redact  # lazy: only a merge written by a model sends text anywhere
+
     # lazy: the model path loads only for a merge that asks for it
-    from anamnesis.redact import redact
     from anamnesis.summarize_model import SummaryError, ask_model, clean_output, config_of, readiness
 
     config = config_of(store)
