@@ -32,7 +32,7 @@ from anamnesis.catalog import MARK_START as MARK_START
 from anamnesis.catalog import Catalog, index_error, translated_errors
 from anamnesis.catalog import Hit as Hit
 from anamnesis.errors import AnamnesisError
-from anamnesis.notes import Note, parse_note
+from anamnesis.notes import Note, is_note_path, parse_note
 from anamnesis.paths import Store
 from anamnesis.scan import (
     CHILD_SHARE,
@@ -268,7 +268,7 @@ class Index(Catalog):
             todo: list[tuple[str, FileStat | None, bool]] = []  # path, lstat, is_symlink
             for original in dict.fromkeys(paths):
                 relpath = printable_path(original)
-                if not relpath.lower().endswith(".md") or relpath.startswith("."):
+                if not is_note_path(relpath):
                     continue
                 full = os.path.join(root, original)
                 try:

@@ -229,6 +229,20 @@ def normalize_tags(value: Any) -> list[str]:
     return list(seen)
 
 
+# The note-file rule, in one place: a note is a `.md` file (any case) with no path part that
+# starts with '.', so memory/.git, tidy's memory/.archive/ and a person's projects/.drafts/
+# hold no notes. Aliases (memory/aliases/*.alias) are not .md files, so not notes either.
+NOTE_SUFFIXES = (".md", ".MD", ".Md", ".mD")
+HIDDEN_PREFIX = "."
+
+
+def is_note_path(relpath: str) -> bool:
+    """Whether a memory/-relative posix path names a note file: what the index holds, sync stamps
+    and counts, and a write or a move may create. The scanner walks the same rule folder by folder."""
+    parts = relpath.split("/")
+    return parts[-1].endswith(NOTE_SUFFIXES) and not any(part.startswith(HIDDEN_PREFIX) for part in parts)
+
+
 _ID_RE = re.compile(r"[^\s,\x00-\x1f\x7f]{1,100}")
 
 

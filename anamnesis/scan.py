@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from anamnesis.notes import HIDDEN_PREFIX, NOTE_SUFFIXES
+
 FileStat = tuple[int, int, int]  # lstat's size, mtime_ns, mode
 Folder = tuple[str, str]  # absolute path, memory/-relative prefix ("" or ending in "/")
 Row = tuple[str, int, int]  # what the index recorded of a file: path, size, mtime_ns
@@ -70,9 +72,9 @@ def _scan_folder(folder: str, rel: str, found: dict[str, FileStat], below: list[
         with os.scandir(fd) as entries:
             for entry in entries:
                 name = entry.name
-                if name[0] == ".":
+                if name[0] == HIDDEN_PREFIX:  # notes.is_note_path, one name at a time
                     continue
-                if name.endswith((".md", ".MD", ".Md", ".mD")):
+                if name.endswith(NOTE_SUFFIXES):
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from anamnesis import schedule
 from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.git import stop_on_signals
+from anamnesis.notes import is_note_path
 from anamnesis.peers import add_peer, check_name, list_peers, name_from_url, normalize_url
 from anamnesis.text import plural
 
@@ -279,7 +280,9 @@ def semantic_choice(store: Store, wanted: bool | None, interactive: bool) -> Sem
 
 def semantic_cost(store: Store) -> str:
     """What turning it on costs on this machine: the download, the disk, the time to embed the notes."""
-    notes = sum(1 for _ in store.memory.rglob("*.md")) if store.memory.is_dir() else 0
+    memory = store.memory
+    found = memory.rglob("*.md") if memory.is_dir() else ()
+    notes = sum(1 for p in found if is_note_path(p.relative_to(memory).as_posix()))
     disk = max(1, round(notes * VECTOR_BYTES / 1e6))
     seconds = notes / EMBED_NOTES_PER_SECOND
     took = f"about {round(seconds / 60)} min" if seconds >= 90 else f"about {max(1, round(seconds))} s"

@@ -26,6 +26,7 @@ from anamnesis.merge import stray_lines
 from anamnesis.notes import (
     front_matter_fields,
     has_conflict_markers,
+    is_note_path,
     now_iso,
     split_front_matter,
     stamp,
@@ -46,7 +47,7 @@ def stamp_edits(repo: Path, machine: str) -> list[str]:
     changed: dict[str, bool] = {}  # path -> tracked
     for record in out.decode("utf-8", "surrogateescape").split("\0"):
         path = record[3:]
-        if path.lower().endswith(".md") and "D" not in record[:2] and not any(p.startswith(".") for p in path.split("/")):
+        if is_note_path(path) and "D" not in record[:2]:
             changed[path] = record[:2] != "??"
     if not changed:
         return []

@@ -35,6 +35,7 @@ from anamnesis.notes import (
     check_type,
     has_conflict_markers,
     is_note_id,
+    is_note_path,
     new_id,
     normalize_tags,
     note_project,
@@ -226,7 +227,7 @@ def resolve_ref(store: Store, ref: str) -> str:
         path = safe_path(store, candidate)
         if path.is_file():
             relpath = PurePosixPath(candidate.replace(os.sep, "/")).as_posix()
-            if not relpath.lower().endswith(".md") or any(p.startswith(".") for p in relpath.split("/")):
+            if not is_note_path(relpath):
                 raise UsageError(f"{relpath} is not a note (notes are .md files outside dot folders)")
             return relpath
     try:
@@ -558,7 +559,7 @@ def create_note(
     check_type(type)
     if path is not None:
         path = path.strip().replace("\\", "/")
-        if not path.lower().endswith(".md") or any(part.startswith(".") for part in path.split("/")):
+        if not is_note_path(path):
             raise UsageError(f"{path} is not a note path (notes are .md files outside dot folders)")
         if os.path.lexists(safe_path(store, path)):
             raise UsageError(f"{path} already exists")
@@ -720,7 +721,7 @@ def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
         machine = require_writable(store)
         old = resolve_ref(store, ref)
         new = wanted
-        if not new.lower().endswith(".md") or any(part.startswith(".") for part in new.split("/")):
+        if not is_note_path(new):
             raise UsageError(f"{new} is not a note path (notes are .md files outside dot folders)")
         target = safe_path(store, new)
         if new == old:

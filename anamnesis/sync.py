@@ -61,7 +61,7 @@ from anamnesis.git import Failure, git_out, run_git, run_git_bytes
 from anamnesis.index import open_index
 from anamnesis.lock import store_lock
 from anamnesis.merge import Side, merge_texts
-from anamnesis.notes import now_iso
+from anamnesis.notes import is_note_path, now_iso
 from anamnesis.paths import Store
 from anamnesis.peers import (
     Peer,
@@ -322,7 +322,7 @@ class _Sync:
             paths = [p for p in paths if p not in self.held]
         if not paths:
             return []
-        notes = sum(1 for p in paths if p.endswith(".md")) or len(paths)
+        notes = sum(1 for p in paths if is_note_path(p)) or len(paths)
         message = f"{self.machine}: sync: {plural(notes, 'note')} changed"
         blocks = [p for p in paths if p in self.unrecorded]
         if blocks:  # so that the machines this commit reaches announce the conflict too
@@ -728,7 +728,7 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
     full size/mtime scan.
     """
     paths = changed_paths(store.memory, result.head_before, result.head_after)
-    result.changed = [p for p in paths if p.endswith(".md")]
+    result.changed = [p for p in paths if is_note_path(p)]
     todo: list[str] | None = None
     if base is not None:
         # Both legs, not base..after alone: a note written between the killed sync and this one
@@ -899,7 +899,7 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                 received = job.count(tip, f"^{head}")
                 if not job.checkout(head, tip):
                     raise AnamnesisError("memory/ changed while joining; run the command again")
-                adopted = [p for p in changed_paths(store.memory, head, tip) if p.endswith(".md")]
+                adopted = [p for p in changed_paths(store.memory, head, tip) if is_note_path(p)]
                 adopted_from = head
                 with open_index(store) as index:
                     index.refresh()

@@ -4,14 +4,25 @@ and the periodic index refresh of the long-running adapters."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import pytest
+from fleet import Fleet, fleet  # noqa: F401
 
 from anamnesis.errors import AnamnesisError, NoteChanged, UsageError
-from anamnesis.notes import check_type, normalize_tags, note_project, note_relpath
+from anamnesis.index import open_index
+from anamnesis.notes import (
+    check_type,
+    is_note_path,
+    normalize_tags,
+    note_project,
+    note_relpath,
+)
 from anamnesis.paths import Store
 from anamnesis.refresh import PeriodicRefresh
-from anamnesis.store import create_note, save_edited_text, update_note
+from anamnesis.scan import scan_tree
+from anamnesis.stamping import stamp_edits
+from anamnesis.store import create_note, move_note, resolve_ref, save_edited_text, update_note
 
 
 def test_tags_are_lower_case_without_hash_or_repeats_in_order() -> None:
@@ -79,3 +90,62 @@ def test_the_periodic_refresh_picks_up_hand_edits_once_its_period_passed(store: 
     refresher.expire()  # after a sync: the next open scans whatever the period says
     with refresher.open() as index:
         assert index.find_ref("global/facts/typed-by-hand.md") == []
+
+
+DRAFT = "projects/github.com-acme-api/.drafts/x.md"  # a person's drafts folder: not notes
+NORMAL = "projects/github.com-acme-api/facts/pool-size.md"
+ARCHIVED = ".archive/global/facts/old.md"  # where `tidy` archives a note: out of search
+
+
+def _note_text(title: str) -> str:
+    return f"---\ntitle: {title}\ntype: semantic\n---\n{title} body\n"
+
+
+def _ours(paths: Iterable[str]) -> set[str]:
+    return {p for p in paths if p in (DRAFT, NORMAL, ARCHIVED)}
+
+
+def test_every_caller_agrees_on_which_files_are_notes(fleet: Fleet) -> None:
+    """One rule (`notes.is_note_path`): a refresh of named paths (after a write or a sync), the full
+    refresh's scan, a reindex, sync's stamping and its counts all see the same notes."""
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    for path in (DRAFT, NORMAL, ARCHIVED):
+        a.write(path, _note_text(path.rsplit("/", 1)[-1]))
+    assert {p for p in (DRAFT, NORMAL, ARCHIVED) if is_note_path(p)} == {NORMAL}
+
+    # sync's stamping: only the note is stamped, the draft is committed as the person left it
+    assert _ours(stamp_edits(a.memory, "a")) == {NORMAL}
+    assert a.read(DRAFT) == _note_text("x.md")
+    result = a.sync()
+    assert result.exit_code == 0
+    assert "sync: 1 note changed" in a.git("log", "-1", "--format=%s")
+
+    # the refresh of the paths a sync brought in
+    result = b.sync()
+    assert result.exit_code == 0 and (b.memory / DRAFT).is_file()
+    assert _ours(result.changed) == {NORMAL}
+    with open_index(b.store) as index:
+        after_sync = _ours(index.paths())
+        # the refresh after a write names the written path
+        index.refresh([DRAFT, NORMAL, ARCHIVED])
+        after_write = _ours(index.paths())
+        # the full refresh, its scan, and a reindex
+        full = index.refresh()
+        after_full = _ours(index.paths())
+        index.rebuild()
+        after_rebuild = _ours(index.paths())
+    assert _ours(scan_tree(str(b.memory))) == {NORMAL}
+    assert after_sync == after_write == after_full == after_rebuild == {NORMAL}
+    assert full.changed == 0  # nothing the earlier refreshes indexed is taken out again
+
+    # a write, a move and a reference take the same rule
+    with pytest.raises(UsageError, match="not a note"):
+        resolve_ref(b.store, DRAFT)
+    assert resolve_ref(b.store, NORMAL) == NORMAL
+    with pytest.raises(UsageError, match="not a note path"):
+        create_note(b.store, type="semantic", title="Draft", body="x", path="global/.drafts/y.md")
+    with pytest.raises(UsageError, match="not a note path"):
+        move_note(b.store, NORMAL, "global/.drafts/pool-size.md")
+

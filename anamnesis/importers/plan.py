@@ -33,8 +33,10 @@ from anamnesis.git import run_git, run_git_bytes
 from anamnesis.merge import Side, merge_lines
 from anamnesis.notes import (
     _ID_ALPHABET,
+    HIDDEN_PREFIX,
     Note,
     has_conflict_markers,
+    is_note_path,
     normalize_tags,
     note_project,
     note_relpath,
@@ -214,12 +216,12 @@ class Imported:
 def note_files(memory: Path) -> Iterator[str]:
     """memory/-relative paths of every note file (no dot folders, no symlinks)."""
     for folder, dirs, files in os.walk(memory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(HIDDEN_PREFIX))
         for name in sorted(files):
-            if name.endswith(".md") and not name.startswith("."):
-                full = Path(folder) / name
-                if not full.is_symlink():
-                    yield full.relative_to(memory).as_posix()
+            full = Path(folder) / name
+            relpath = full.relative_to(memory).as_posix()
+            if is_note_path(relpath) and not full.is_symlink():
+                yield relpath
 
 
 def imported_notes(store: Store) -> dict[str, Imported]:

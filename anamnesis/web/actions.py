@@ -17,6 +17,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 
 from anamnesis.errors import AnamnesisError
 from anamnesis.index import open_index
+from anamnesis.notes import is_note_path
 from anamnesis.text import plural
 from anamnesis.web import bridge
 from anamnesis.web.context import Action, Report, Web, checked_form, web_of
@@ -38,7 +39,7 @@ def _paths(paths: list[str]) -> Markup:
         return Markup('<span class="muted">none</span>')
     items = [
         html('<li><a href="{u}">{p}</a></li>', u=note_url(p), p=p)
-        if p.endswith(".md")
+        if is_note_path(p)
         else html("<li><code>{p}</code></li>", p=p)
         for p in paths[:50]
     ]
