@@ -32,7 +32,7 @@ from typing_extensions import TypedDict  # below 3.12 pydantic reads nested Type
 from anamnesis import __version__
 from anamnesis.errors import AnamnesisError, UsageError
 from anamnesis.mcp_upkeep import UpkeepTools
-from anamnesis.notes import GLOBAL_TYPES, NoteType, normalize_tags
+from anamnesis.notes import GLOBAL_TYPES, TAG_INPUT_PATTERN, NoteType, normalize_tags
 from anamnesis.paths import Store, open_store
 
 if TYPE_CHECKING:
@@ -108,11 +108,11 @@ TagArg = Annotated[
     Annotated[str, Field(min_length=1, max_length=MAX_TAG)] | None,
     Field(description="Only notes with this tag."),
 ]
-Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG, pattern=r"^#?[^\s,#]+$")]
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG, pattern=TAG_INPUT_PATTERN)]  # gives a tag: notes.normalize_tags
 TagsArg = Annotated[
     list[Tag] | None,
     Field(
-        max_length=MAX_TAGS, description="Tags, one word each (no spaces or commas); a leading # is dropped."
+        max_length=MAX_TAGS, description="Tags, one word each; an item with spaces or commas is several tags ('a b' is a and b); a leading # is dropped."
     ),
 ]
 SupersedesArg = Annotated[

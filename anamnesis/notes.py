@@ -205,27 +205,38 @@ def note_project(kind: str, project: str | None) -> str | None:
     return project.strip()
 
 
+# The tag rule, in one place: a tag is one word. Every input (a string, or each item of a list)
+# is split at commas and white space, a leading '#' is dropped, and the rest is lower-cased.
+TAG_SEPARATORS = r",\s"
+_TAG_SPLIT = re.compile(f"[{TAG_SEPARATORS}]+")
+# What an input must hold to give at least one tag: a character that is neither a separator
+# nor '#'. A search pattern (not anchored), valid in Python and JSON Schema alike, so the MCP
+# schema states exactly what `normalize_tags` accepts.
+TAG_INPUT_PATTERN = f"[^{TAG_SEPARATORS}#]"
+
+
 def normalize_tags(value: Any) -> list[str]:
     """Tags as stored: lower case, without a leading '#', no empties or repeats, in order.
 
-    A string is split at commas and white space (`"a, b"` is two tags); the
-    items of a list (or any other collection but a mapping) are kept whole.
-    The one rule for tags from front matter, the CLI, MCP, the web and
-    importers.
+    A string, and each item of a list (or any other collection but a mapping),
+    is split at commas and white space: `"a b"`, `"a, b"` and `["a b"]` are all
+    the two tags a and b. The one rule for tags from front matter, the CLI,
+    MCP, the web and importers (see docs/notes.md).
     """
     if value is None:
         return []
     if isinstance(value, str):
-        items = re.split(r"[,\s]+", value)
+        items = [value]
     elif isinstance(value, Iterable) and not isinstance(value, (Mapping, bytes)):
         items = [str(v) for v in value if v is not None]
     else:
         items = [str(value)]
     seen: dict[str, None] = {}
     for item in items:
-        tag = item.strip().lstrip("#").lower()
-        if tag:
-            seen.setdefault(tag, None)
+        for word in _TAG_SPLIT.split(item):
+            tag = word.lstrip("#").lower()
+            if tag:
+                seen.setdefault(tag, None)
     return list(seen)
 
 

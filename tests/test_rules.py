@@ -3,15 +3,26 @@ and the periodic index refresh of the long-running adapters."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 import pytest
+from conftest import RunCli
 from fleet import Fleet, fleet  # noqa: F401
+from mcp.client.session import ClientSession
+from test_mcp import Call, _data, _drive
+from test_web_actions import client as web_client
+from web_support import dashboard
 
 from anamnesis.errors import AnamnesisError, NoteChanged, UsageError
+from anamnesis.importers.plan import note_files
 from anamnesis.index import open_index
 from anamnesis.notes import (
+    TAG_INPUT_PATTERN,
     check_type,
     is_note_path,
     normalize_tags,
@@ -22,7 +33,8 @@ from anamnesis.paths import Store
 from anamnesis.refresh import PeriodicRefresh
 from anamnesis.scan import scan_tree
 from anamnesis.stamping import stamp_edits
-from anamnesis.store import create_note, move_note, resolve_ref, save_edited_text, update_note
+from anamnesis.store import create_note, move_note, read_note, resolve_ref, save_edited_text, update_note
+from anamnesis.web.security import csrf_for
 
 
 def test_tags_are_lower_case_without_hash_or_repeats_in_order() -> None:
@@ -149,3 +161,49 @@ def test_every_caller_agrees_on_which_files_are_notes(fleet: Fleet) -> None:
     with pytest.raises(UsageError, match="not a note path"):
         move_note(b.store, NORMAL, "global/.drafts/pool-size.md")
 
+
+TAG_INPUT = ["a b", "#C,d"]  # one item with a space, one with a comma and a '#'
+TAGS = ["a", "b", "c", "d"]
+
+
+def test_the_same_tags_come_out_of_every_way_in(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    """One tag rule (`notes.normalize_tags`): Python, the CLI, MCP, the web form, front matter and
+    an import all read `"a b"` as two tags, and MCP's schema lets through what the rule takes."""
+    assert normalize_tags(TAG_INPUT) == normalize_tags(", ".join(TAG_INPUT)) == TAGS
+    assert create_note(store, type="semantic", title="From Python", body="x", tags=TAG_INPUT).tags == TAGS
+
+    made = run_cli("new", "From the CLI", "--body", "x", "--tag", TAG_INPUT[0], "--tag", TAG_INPUT[1], "--json")
+    assert made.returncode == 0, made.stderr
+    assert read_note(store, json.loads(made.stdout)["path"]).tags == TAGS
+
+    written: dict[str, Any] = {}
+
+    async def script(session: ClientSession, call: Call) -> None:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        item = listed["write"].input_schema["properties"]["tags"]["anyOf"][0]["items"]
+        written["pattern"] = item["pattern"]
+        written.update(_data(await call("write", {"title": "From MCP", "body": "x", "tags": TAG_INPUT})))
+        written["refused"] = (await call("write", {"title": "No tag", "body": "x", "tags": ["#", " , "]})).is_error
+
+    _drive(store, tmp_path, script)
+    assert written["pattern"] == TAG_INPUT_PATTERN and written["refused"]
+    assert read_note(store, written["written"]).tags == TAGS
+
+    with dashboard(store.home) as running, web_client(running) as http:
+        form = {"title": "From the web", "type": "semantic", "body": "x", "tags": " ".join(TAG_INPUT)}
+        response = http.post("/new", data={**form, "_csrf": csrf_for(running.token)}, follow_redirects=False)
+    assert response.status_code == 303, response.text
+    path = unquote(response.headers["location"].split("?", 1)[0].removeprefix("/note/"))
+    assert read_note(store, path).tags == TAGS
+
+    hand = "global/facts/typed-by-hand.md"
+    (store.memory / hand).write_text('---\ntitle: By hand\ntags: ["a b", "#C,d"]\n---\nx\n', encoding="utf-8")
+    assert read_note(store, hand).tags == TAGS
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "imported.md").write_text('---\ntitle: Imported\ntags: ["a b"]\n---\nx\n', encoding="utf-8")
+    done = run_cli("import", "markdown", str(vault), "--tag", TAG_INPUT[1], "--json")
+    assert done.returncode == 0, done.stderr
+    [imported] = [p for p in note_files(store.memory) if "imported" in p]
+    assert read_note(store, imported).tags == TAGS

@@ -28,7 +28,7 @@ def import_(
     project: str | None = typer.Option(
         None, "--project", "-p", help="Project key for the notes (replaces the folder's; fills in where a note names none)."
     ),
-    tag: list[str] | None = typer.Option(None, "--tag", "-g", help="A tag for every note; repeat or separate with commas."),
+    tag: list[str] | None = typer.Option(None, "--tag", "-g", help="A tag for every note; repeat, or separate with commas or spaces."),
     print_only: bool = typer.Option(False, "--print", help="Show what would be imported; write nothing."),
     mirror: bool | None = typer.Option(
         None,
@@ -64,11 +64,10 @@ def import_(
     if mirror and (project or tag):  # the mirror re-imports as the folder says: other keys would make copies
         raise UsageError("--mirror imports with the folder's own project key and no extra tags; drop --project/--tag")
     store = get_store()
-    tags = [t for value in tag or [] for t in value.replace(",", " ").split() if t]
     try:
         with counting(f"importing {source}", json_out) as progress:
             report = run_import(
-                store, source, path, project=project, tags=tags, dry_run=print_only, progress=progress
+                store, source, path, project=project, tags=tag or [], dry_run=print_only, progress=progress
             )
     except KeyboardInterrupt:
         raise ImportInterrupted("interrupted: nothing was imported (every note is as it was)") from None

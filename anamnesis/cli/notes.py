@@ -25,13 +25,6 @@ def register(app: typer.Typer) -> None:
         app.command(name=name, rich_help_panel="Notes")(command)
 
 
-def _tags(values: list[str] | None) -> list[str]:
-    tags: list[str] = []
-    for value in values or []:
-        tags.extend(t for t in value.replace(",", " ").split() if t)
-    return tags
-
-
 def _check_type(kind: str | None) -> None:
     from anamnesis.notes import check_type  # lazy: --help loads every command module
 
@@ -64,7 +57,7 @@ def new(
         None, "--project", "-p", help="Project key (see `anamnesis project`). Default: the project of the current folder."
     ),
     global_: bool = typer.Option(False, "--global", "-G", help="A note for every project (not tied to this one)."),
-    tag: list[str] | None = typer.Option(None, "--tag", "-g", help="A tag; repeat or separate with commas."),
+    tag: list[str] | None = typer.Option(None, "--tag", "-g", help="Tags; repeat, or separate with commas or spaces ('a b' is two tags)."),
     body: str | None = typer.Option(None, "--body", "-b", help="The body; else read from stdin, else open $EDITOR."),
     supersedes: list[str] | None = typer.Option(
         None, "--supersedes", metavar="REF", help="A note this one replaces (id, id prefix, file name); repeatable."
@@ -99,7 +92,7 @@ def new(
         raise UsageError("empty body; nothing was written")
     key = _project_option(project, here=not global_ and type not in GLOBAL_TYPES, global_=global_, optional=True)
     note = create_note(
-        store, type=type, title=title, body=body, project=key, tags=_tags(tag), source="cli", supersedes=replaced
+        store, type=type, title=title, body=body, project=key, tags=tag or [], source="cli", supersedes=replaced
     )
     if json_out:
         print_json(note.to_dict(with_body=False))
