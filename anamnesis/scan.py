@@ -67,14 +67,14 @@ def _scan_folder(folder: str, rel: str, found: dict[str, FileStat], below: list[
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
-    is_dir = stat.S_ISDIR
+    is_dir, hidden, suffixes = stat.S_ISDIR, HIDDEN_PREFIX, NOTE_SUFFIXES  # locals: the loop is hot
     try:
         with os.scandir(fd) as entries:
             for entry in entries:
                 name = entry.name
-                if name[0] == HIDDEN_PREFIX:  # notes.is_note_path, one name at a time
+                if name[0] == hidden:  # notes.is_note_path, one name at a time
                     continue
-                if name.endswith(NOTE_SUFFIXES):
+                if name.endswith(suffixes):
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
