@@ -3,8 +3,8 @@
 Everything else — the web and CLI adapters, doctor, the store, the rankers, semantic search —
 asks a named `Catalog`/`Index` method, so the schema can change in one place and a query has
 one name to be found by. This scan keeps it so, as tests/test_imports.py does for lazy imports:
-a call to `.execute`/`.executemany`/`.executescript`, or a string that reads as an SQL
-statement, anywhere else in the package or the hooks fails the suite.
+a call to `.execute`/`.executemany`/`.executescript`, a string that reads as an SQL
+statement, or a reach for the raw `.conn` anywhere else in the package or the hooks fails the suite.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def sql_found(source: str) -> list[tuple[int, str]]:
             continue
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in EXECUTE:
             found.append((node.lineno, f".{node.func.attr}(…)"))
+        elif isinstance(node, ast.Attribute) and node.attr == "conn":  # the raw connection, past the methods
+            found.append((node.lineno, ".conn"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and STATEMENT.search(node.value):
             found.append((node.lineno, node.value.strip()[:60]))
         elif isinstance(node, ast.JoinedStr):  # an f-string: its literal parts read together
@@ -65,7 +67,8 @@ def test_the_allowed_modules_do_hold_the_sql() -> None:
 
 def test_the_scan_catches_each_shape_of_query() -> None:
     planted = {
-        'rows = index.conn.execute("SELECT path FROM notes")': 2,  # the call and the text
+        'rows = index.conn.execute("SELECT path FROM notes")': 3,  # the connection, the call and the text
+        "busy = index.conn.in_transaction": 1,
         'conn.executemany(sql, rows)': 1,
         'def f(where):\n    return f"SELECT n.rowid FROM notes n WHERE 1=1{where}"': 1,
         'SQL = "INSERT OR REPLACE INTO vectors(note) VALUES (?)"': 1,
