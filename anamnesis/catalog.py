@@ -1,9 +1,11 @@
 """Reading the search index: notes as `Hit` rows, the usual filters, listings.
 
 The query side of index.db. `anamnesis.index` fills the tables (ingestion);
-this module only reads them, and so do the rankers (`anamnesis.ranking`) and
-`anamnesis.search`, which turn a query into ranked hits. `Catalog` wraps one
-open connection; `Index` is a `Catalog` that can also write.
+this module only reads them. Every other module — the adapters, doctor, the
+store, the rankers (`anamnesis.ranking`), `anamnesis.search` and semantic
+search — asks one of `Catalog`'s named methods instead of writing SQL
+(tests/test_sql_home.py keeps it so). `Catalog` wraps one open connection;
+`Index` is a `Catalog` that can also write.
 
 SQLite's own errors do not leave this layer as text to be matched: a busy
 database becomes `IndexLocked`, a damaged one `IndexCorrupt` (see
@@ -20,7 +22,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import wraps
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from anamnesis.errors import IndexCorrupt, IndexLocked, UsageError
 
@@ -214,6 +216,12 @@ def _like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+class Filtering(Protocol):
+    """What the rankers' filters give the catalog: themselves as `filter_sql` does."""
+
+    def sql(self) -> tuple[str, list[Any]]: ...
+
+
 class Catalog:
     """Read-only questions to one open index.db: rows by id, listings, counts, references."""
 
@@ -370,3 +378,247 @@ class Catalog:
     def paths(self) -> list[str]:
         """The path of every indexed note."""
         return [row[0] for row in self.conn.execute("SELECT path FROM notes")]
+
+    # The questions the adapters and the other modules ask; SQL lives here and in `anamnesis.index`
+    # only (tests/test_sql_home.py keeps it so).
+
+    @reads
+    def hit_at(self, path: str) -> Hit | None:
+        """The listing row of the note at `path` (with who supersedes it), or None."""
+        row = self.conn.execute("SELECT rowid FROM notes WHERE path = ?", (path,)).fetchone()
+        return self.hits([row[0]]).get(row[0]) if row else None
+
+    @reads
+    def notes_by_id(self, ids: list[str]) -> dict[str, tuple[str, str]]:
+        """(path, title or path) of the note with each id; of two with one id, the latest updated."""
+        found: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(ids), 500):  # SQLite caps the number of parameters
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for note_id, path, title in self.conn.execute(
+                f"SELECT id, path, title FROM notes WHERE id IN ({marks}) ORDER BY updated", chunk
+            ):
+                found[note_id] = (path, title or path)
+        return found
+
+    @reads
+    def page(
+        self,
+        *,
+        project: str | None,
+        type: str | None,
+        tag: str | None,
+        only_global: bool,
+        offset: int,
+        size: int,
+    ) -> tuple[list[Hit], int]:
+        """`size` notes matching the filters from `offset` on, newest first, and how many match in all."""
+        where, args = filter_sql(project, type, tag, None, None)
+        if only_global:
+            where += " AND n.project IS NULL"
+        total = int(self.conn.execute(f"SELECT count(*) FROM notes n WHERE 1=1{where}", args).fetchone()[0])
+        rowids = [
+            int(r[0])
+            for r in self.conn.execute(
+                f"SELECT n.rowid FROM notes n WHERE 1=1{where} ORDER BY n.updated DESC, n.path LIMIT ? OFFSET ?",
+                [*args, size, offset],
+            )
+        ]
+        found = self.hits(rowids)
+        return [found[r] for r in rowids if r in found], total
+
+    @reads
+    def titles_like(self, typed: str, limit: int = 8) -> list[tuple[str, str, str, str | None]]:
+        """(id, title, path, project) of notes whose title holds `typed`, titles starting with it first."""
+        like = _like(typed)
+        return [
+            (note_id or "", title or "", path, project)
+            for note_id, title, path, project in self.conn.execute(
+                "SELECT id, title, path, project FROM notes WHERE title LIKE ? ESCAPE '\\'"
+                " ORDER BY title LIKE ? ESCAPE '\\' DESC, updated DESC LIMIT ?",
+                (f"%{like}%", f"{like}%", limit),
+            )
+        ]
+
+    @reads
+    def note_keys(self) -> list[tuple[str, str, str]]:
+        """(path, id, title) of every note: what links are resolved against."""
+        return [(p, i or "", t or "") for p, i, t in self.conn.execute("SELECT path, id, title FROM notes")]
+
+    @reads
+    def keys_and_bodies(self) -> list[tuple[str, str, str, str]]:
+        """(path, id, title, body) of every note, for the link graph."""
+        return [
+            (p, i or "", t or "", b or "")
+            for p, i, t, b in self.conn.execute(
+                "SELECT n.path, n.id, n.title, f.body FROM notes n JOIN fts f ON f.rowid = n.rowid"
+            )
+        ]
+
+    @reads
+    def shared_ids(self) -> list[tuple[str | None, str]]:
+        """(id, "path, path…") for every id more than one note carries (a file copied by hand)."""
+        return [
+            (i, p)
+            for i, p in self.conn.execute(
+                "SELECT id, group_concat(path, ', ') FROM notes GROUP BY id HAVING count(*) > 1 ORDER BY id"
+            )
+        ]
+
+    @reads
+    def changed_since(self, start: str, project: str | None, limit: int) -> list[Hit]:
+        """Notes created or updated at or after `start` (in `project`, if given), newest first."""
+        args: list[Any] = [start, start]
+        where = "(n.updated >= ? OR n.created >= ?)"
+        if project:
+            where += " AND n.project = ?"
+            args.append(project)
+        sql = f"SELECT {_COLUMNS} FROM notes n WHERE {where} ORDER BY n.updated DESC LIMIT ?"
+        return [_hit(r) for r in self.conn.execute(sql, [*args, limit])]
+
+    @reads
+    def titles_by_id(self) -> dict[str, str]:
+        """The title of every note that has an id, by id."""
+        return {i: t or "" for i, t in self.conn.execute("SELECT id, title FROM notes WHERE id IS NOT NULL")}
+
+    @reads
+    def unconflicted(self) -> list[tuple[int, Hit]]:
+        """(rowid, row) of every note free of conflict markers, by path."""
+        sql = f"SELECT n.rowid, {_COLUMNS} FROM notes n WHERE n.conflicted = 0 ORDER BY n.path"
+        return [(r[0], _hit(r[1:])) for r in self.conn.execute(sql)]
+
+    @reads
+    def path_of_id(self, note_id: str) -> str | None:
+        """The path of a note with this id (the first by path), or None."""
+        row = self.conn.execute("SELECT path FROM notes WHERE id = ? ORDER BY path LIMIT 1", (note_id,)).fetchone()
+        return str(row[0]) if row else None
+
+    @reads
+    def project_activity(self) -> list[tuple[str, str | None, int, str, str | None]]:
+        """(project or "", type, notes, latest update, "machine,machine…") per project and type."""
+        return [
+            (key, kind, int(count), last, machines)
+            for key, kind, count, last, machines in self.conn.execute(
+                "SELECT COALESCE(project, ''), type, COUNT(*), MAX(COALESCE(updated, '')),"
+                " GROUP_CONCAT(DISTINCT machine) FROM notes GROUP BY 1, 2"
+            )
+        ]
+
+    @reads
+    def session_paths(self) -> list[tuple[str, str]]:
+        """(project, path) of every session note that belongs to a project."""
+        return [
+            (p, path)
+            for p, path in self.conn.execute(
+                "SELECT project, path FROM notes WHERE type = 'episodic' AND project IS NOT NULL"
+            )
+        ]
+
+    @reads
+    def keys_with_project(self) -> list[tuple[str, str, str, str | None]]:
+        """(path, id, title, project) of every note (project None for a global note)."""
+        return [
+            (p, i or "", t or "", project)
+            for p, i, t, project in self.conn.execute("SELECT path, id, title, project FROM notes")
+        ]
+
+    # What the rankers and semantic search ask (they score; the catalog fetches).
+
+    @reads
+    def matching(self, match: str) -> set[int]:
+        """Rowid of every note matching an FTS5 expression (faster than asking about a rowid list)."""
+        return {r[0] for r in self.conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))}
+
+    @reads
+    def bm25(
+        self, match: str, weights: tuple[float, float, float, float], filters: Filtering, pool: int
+    ) -> list[tuple[int, float]]:
+        """(rowid, SQLite's BM25 score, lower better) of the best `pool` matches passing `filters`."""
+        where, args = filters.sql()
+        w = weights
+        # CROSS JOIN keeps FTS as the outer loop: an IN (subquery) here is 50x slower
+        restrict = " CROSS JOIN notes n ON n.rowid = fts.rowid" if where else ""
+        rows = self.conn.execute(
+            f"SELECT fts.rowid, bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS score"
+            f" FROM fts{restrict} WHERE fts MATCH ?{where} ORDER BY score LIMIT ?",
+            [match, *args, pool],
+        ).fetchall()
+        return [(rowid, float(score)) for rowid, score in rows]
+
+    @reads
+    def passing(self, filters: Filtering) -> list[int]:
+        """Rowid of every note that passes `filters`."""
+        where, args = filters.sql()
+        return [r[0] for r in self.conn.execute(f"SELECT n.rowid FROM notes n WHERE 1=1{where}", args)]
+
+    @reads
+    def rowids_with_ids(self, ids: list[str], filters: Filtering) -> list[int]:
+        """Rowid of every note carrying one of `ids` that passes `filters`."""
+        marks = ",".join("?" * len(ids))
+        where, args = filters.sql()
+        sql = f"SELECT n.rowid FROM notes n WHERE n.id IN ({marks}){where}"
+        return [r[0] for r in self.conn.execute(sql, [*ids, *args])]
+
+    @reads
+    def snippets(self, match: str, rowids: list[int], tokens: int) -> dict[int, str]:
+        """FTS5's snippet of each note's body around the words of `match` (marked with MARK_START/END)."""
+        marks = ",".join("?" * len(rowids))
+        return dict(
+            self.conn.execute(
+                f"SELECT rowid, snippet(fts, 2, '{MARK_START}', '{MARK_END}', '…', {tokens}) FROM fts"
+                f" WHERE fts MATCH ? AND rowid IN ({marks})",
+                [match, *rowids],
+            ).fetchall()
+        )
+
+    @reads
+    def body_starts(self, rowids: list[int], chars: int = 200) -> dict[int, str]:
+        """The first `chars` characters of each note's body."""
+        marks = ",".join("?" * len(rowids))
+        sql = f"SELECT rowid, substr(body, 1, ?) FROM fts WHERE rowid IN ({marks})"
+        return {r: b or "" for r, b in self.conn.execute(sql, [chars, *rowids])}
+
+    @reads
+    def vectors(self, model: str) -> list[tuple[int, bytes]]:
+        """(rowid, vector) from `model` of every note whose text has not changed since, by rowid."""
+        return self.conn.execute(
+            "SELECT v.note, v.vec FROM vectors v JOIN notes n ON n.rowid = v.note AND n.sha = v.sha"
+            " WHERE v.model = ? ORDER BY v.note",
+            (model,),
+        ).fetchall()
+
+    @reads
+    def without_vector(self, model: str) -> list[int]:
+        """Rowid of every note with no vector from `model` for its current text."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT n.rowid FROM notes n LEFT JOIN vectors v ON v.note = n.rowid"
+                " WHERE v.note IS NULL OR v.sha != n.sha OR v.model != ? ORDER BY n.rowid",
+                (model,),
+            )
+        ]
+
+    @reads
+    def count_vectors(self, model: str) -> int:
+        """How many notes have a current vector from `model`."""
+        return int(
+            self.conn.execute(
+                "SELECT count(*) FROM vectors v JOIN notes n ON n.rowid = v.note AND n.sha = v.sha"
+                " WHERE v.model = ?",
+                (model,),
+            ).fetchone()[0]
+        )
+
+    @reads
+    def texts_to_embed(self, rowids: list[int]) -> list[tuple[int, str, str, str, str]]:
+        """(rowid, text sha, title, tags, body) of these notes: what an embedding is made of."""
+        marks = ",".join("?" * len(rowids))
+        return [
+            (r, sha, title or "", tags or "", body or "")
+            for r, sha, title, tags, body in self.conn.execute(
+                f"SELECT n.rowid, n.sha, f.title, f.tags, f.body FROM notes n JOIN fts f ON f.rowid = n.rowid"
+                f" WHERE n.rowid IN ({marks})",
+                rowids,
+            )
+        ]

@@ -282,10 +282,7 @@ def _index_findings(store: Store) -> list[Finding]:
                     level=SUGGESTION,  # notes saved by hand a moment ago: nothing is wrong
                 )
             )
-        twins = index.conn.execute(
-            "SELECT id, group_concat(path, ', ') FROM notes GROUP BY id HAVING count(*) > 1 ORDER BY id"
-        ).fetchall()
-        for note_id, paths in twins:  # a file copied by hand: one id, two notes
+        for note_id, paths in index.shared_ids():  # a file copied by hand: one id, two notes
             findings.append(
                 Finding(paths, f"these notes share the id {note_id}", "delete the `id:` line of the copy")
             )

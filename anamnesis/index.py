@@ -413,6 +413,22 @@ class Index(Catalog):
             " DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
 
+    def store_vectors(self, model: str, vectors: list[tuple[int, str, bytes]]) -> None:
+        """Keep (rowid, text sha, vector) from `model` for these notes, in one transaction: a kill
+        loses this batch, never half of it."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO vectors(note, sha, model, vec) VALUES (?, ?, ?, ?)",
+                [(rowid, sha, model, vec) for rowid, sha, vec in vectors],
+            )
+            self.bump_generation()
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+
     @staticmethod
     def _parse(data: bytes, relpath: str, size: int) -> tuple[Note, list[str]]:
         problems: list[str] = []

@@ -154,13 +154,8 @@ def list_projects(store: Store) -> list[ProjectInfo]:
     """Every project with notes (and every alias target), most recently active first."""
     with open_index(store) as index:
         index.refresh()
-        rows = index.conn.execute(
-            "SELECT COALESCE(project, ''), type, COUNT(*), MAX(COALESCE(updated, '')), GROUP_CONCAT(DISTINCT machine)"
-            " FROM notes GROUP BY 1, 2"
-        ).fetchall()
-        sessions = index.conn.execute(
-            "SELECT project, path FROM notes WHERE type = 'episodic' AND project IS NOT NULL"
-        ).fetchall()
+        rows = index.project_activity()
+        sessions = index.session_paths()
     infos: dict[str, ProjectInfo] = {}
     for key, kind, count, last, machines in rows:
         info = infos.setdefault(key, ProjectInfo(key or "global", 0, {}, "", []))
@@ -221,7 +216,7 @@ def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> 
         machine = require_writable(store)
         with open_index(store) as index:
             index.refresh()
-            rows = index.conn.execute("SELECT path, id, title, project FROM notes").fetchall()
+            rows = index.keys_with_project()
         mine = sorted(path for path, _id, _title, project in rows if project == old)
         theirs = [path for path, _id, _title, project in rows if project == new]
         if not mine:
@@ -247,7 +242,7 @@ def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> 
                 stem, ext = posixpath.splitext(target)
                 target = f"{stem}-from-{project_folder(old)[:40]}{ext}"
             moves[path] = target
-        keys = [NoteKey(path, note_id or "", title or "") for path, note_id, title, _project in rows]
+        keys = [NoteKey(path, note_id, title) for path, note_id, title, _project in rows]
         resolver = LinkResolver(keys)
         moved_keys = [key for key in keys if key.path in moves]
         texts: dict[str, str] = {}

@@ -70,7 +70,7 @@ class Ranker(Protocol):
 
 def _rowids(index: Catalog, match: str) -> set[int]:
     """Every note matching an FTS5 expression (faster than asking about a rowid list)."""
-    return {r[0] for r in index.conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))}
+    return index.matching(match)
 
 
 def _idf(total: int, found: int) -> float:
@@ -88,16 +88,7 @@ class KeywordRanker:
 
     def bm25(self, index: Catalog, match: str, filters: Filters, pool: int) -> list[tuple[int, float]]:
         """(rowid, BM25 score, higher better) of the best `pool` matches of an FTS5 expression."""
-        where, args = filters.sql()
-        w = WEIGHTS
-        # CROSS JOIN keeps FTS as the outer loop: an IN (subquery) here is 50x slower
-        restrict = " CROSS JOIN notes n ON n.rowid = fts.rowid" if where else ""
-        rows = index.conn.execute(
-            f"SELECT fts.rowid, bm25(fts, {w[0]}, {w[1]}, {w[2]}, {w[3]}) AS score"
-            f" FROM fts{restrict} WHERE fts MATCH ?{where} ORDER BY score LIMIT ?",
-            [match, *args, pool],
-        ).fetchall()
-        return [(rowid, -float(score)) for rowid, score in rows]
+        return [(rowid, -score) for rowid, score in index.bm25(match, WEIGHTS, filters, pool)]
 
     def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]:
         return {rowid: part.total for rowid, part in self.scores(index, query, filters, pool).items()}

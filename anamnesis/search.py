@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from anamnesis.catalog import MARK_END, MARK_START, Catalog, Hit, reads
+from anamnesis.catalog import Catalog, Hit, reads
 from anamnesis.query import Query, parse_query, without_dash_exclusions
 from anamnesis.ranking import Filters, HybridRanker, KeywordRanker, Ranker, SemanticRanker
 from anamnesis.semantic import engine_for
@@ -124,15 +124,7 @@ def search(
 
 def _replacements(index: Catalog, old: Hit, known: dict[int, Hit], filters: Filters) -> dict[int, Hit]:
     """The notes that supersede `old` and pass the filters, by rowid (those already found left out)."""
-    marks = ",".join("?" * len(old.superseded_by))
-    where, args = filters.sql()
-    rowids = [
-        r[0]
-        for r in index.conn.execute(
-            f"SELECT n.rowid FROM notes n WHERE n.id IN ({marks}){where}", [*old.superseded_by, *args]
-        )
-        if r[0] not in known
-    ]
+    rowids = [r for r in index.rowids_with_ids(old.superseded_by, filters) if r not in known]
     return index.hits(rowids)
 
 
@@ -154,21 +146,11 @@ def _add_snippets(index: Catalog, query: Query, hits: dict[int, Hit]) -> None:
     if not hits:
         return
     rowids = list(hits)
-    marks = ",".join("?" * len(rowids))
     match = " OR ".join(dict.fromkeys(t.fts() for t in query.terms))
-    found = dict(
-        index.conn.execute(
-            f"SELECT rowid, snippet(fts, 2, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS}) FROM fts"
-            f" WHERE fts MATCH ? AND rowid IN ({marks})",
-            [match, *rowids],
-        ).fetchall()
-    )
+    found = index.snippets(match, rowids, SNIPPET_TOKENS)
     missing = [rowid for rowid in rowids if not found.get(rowid)]
     if missing:  # found by meaning, not words: the start of the body
-        marks = ",".join("?" * len(missing))
-        for rowid, body in index.conn.execute(
-            f"SELECT rowid, substr(body, 1, 200) FROM fts WHERE rowid IN ({marks})", missing
-        ):
-            found[rowid] = " ".join((body or "").split()[:SNIPPET_TOKENS]) + "…"
+        for rowid, body in index.body_starts(missing).items():
+            found[rowid] = " ".join(body.split()[:SNIPPET_TOKENS]) + "…"
     for rowid, hit in hits.items():
         hit.snippet = found.get(rowid) or ""

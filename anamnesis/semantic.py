@@ -164,11 +164,7 @@ class SemanticEngine:
         cached = self._vectors.get(key)
         if cached is not None and cached.generation == generation:
             return cached
-        rows = index.conn.execute(
-            "SELECT v.note, v.vec FROM vectors v JOIN notes n ON n.rowid = v.note AND n.sha = v.sha"
-            " WHERE v.model = ? ORDER BY v.note",
-            (self.fingerprint,),
-        ).fetchall()
+        rows = index.vectors(self.fingerprint)
         dim = self.embedder.dim
         if rows:
             matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float16).reshape(len(rows), dim)
@@ -209,11 +205,8 @@ class SemanticEngine:
         if not vectors.rowids:
             return {}
         cosines = vectors.matrix @ self.embedder.embed_query(text)
-        where, args = filters.sql()
-        if where:
-            allowed = [
-                r[0] for r in index.conn.execute(f"SELECT n.rowid FROM notes n WHERE 1=1{where}", args)
-            ]
+        if filters.sql()[0]:
+            allowed = index.passing(filters)
             cosines = np.where(np.isin(vectors.rowid_array, allowed), cosines, -np.inf)
         count = min(pool, len(cosines))
         best = np.argpartition(-cosines, count - 1)[:count]
@@ -314,14 +307,7 @@ def note_text(title: str, tags: str, body: str) -> str:
 
 def pending(index: Index, fingerprint: str) -> list[int]:
     """Rowids of notes with no vector from this model for their current text."""
-    return [
-        r[0]
-        for r in index.conn.execute(
-            "SELECT n.rowid FROM notes n LEFT JOIN vectors v ON v.note = n.rowid"
-            " WHERE v.note IS NULL OR v.sha != n.sha OR v.model != ? ORDER BY n.rowid",
-            (fingerprint,),
-        )
-    ]
+    return index.without_vector(fingerprint)
 
 
 @dataclass
@@ -337,14 +323,7 @@ class Coverage:
 
 
 def coverage(index: Index, fingerprint: str) -> Coverage:
-    total = int(index.conn.execute("SELECT count(*) FROM notes").fetchone()[0])
-    embedded = int(
-        index.conn.execute(
-            "SELECT count(*) FROM vectors v JOIN notes n ON n.rowid = v.note AND n.sha = v.sha WHERE v.model = ?",
-            (fingerprint,),
-        ).fetchone()[0]
-    )
-    return Coverage(embedded, total)
+    return Coverage(index.count_vectors(fingerprint), index.count_notes())
 
 
 @contextmanager
@@ -402,30 +381,14 @@ def update_vectors(
                 if should_stop and should_stop():
                     break
                 batch = todo[start : start + BATCH]
-                marks = ",".join("?" * len(batch))
-                rows = index.conn.execute(
-                    f"SELECT n.rowid, n.sha, f.title, f.tags, f.body FROM notes n JOIN fts f ON f.rowid = n.rowid"
-                    f" WHERE n.rowid IN ({marks})",
-                    batch,
-                ).fetchall()
+                rows = index.texts_to_embed(batch)
                 if rows:
-                    blob = engine.embed_notes([note_text(r[2] or "", r[3] or "", r[4] or "") for r in rows])
+                    blob = engine.embed_notes([note_text(r[2], r[3], r[4]) for r in rows])
                     width = len(blob) // len(rows)
-                    index.conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        index.conn.executemany(
-                            "INSERT OR REPLACE INTO vectors(note, sha, model, vec) VALUES (?, ?, ?, ?)",
-                            [
-                                (r[0], r[1], engine.fingerprint, blob[i * width : (i + 1) * width])
-                                for i, r in enumerate(rows)
-                            ],
-                        )
-                        index.bump_generation()
-                        index.conn.execute("COMMIT")
-                    except BaseException:
-                        if index.conn.in_transaction:
-                            index.conn.execute("ROLLBACK")
-                        raise
+                    index.store_vectors(
+                        engine.fingerprint,
+                        [(r[0], r[1], blob[i * width : (i + 1) * width]) for i, r in enumerate(rows)],
+                    )
                 done += len(rows)
                 if progress:
                     progress(min(start + len(batch), len(todo)), len(todo))

@@ -735,8 +735,7 @@ def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
         note = parse_note(text, old)
         with open_index(store) as index:
             index.refresh()
-            rows = index.conn.execute("SELECT path, id, title FROM notes").fetchall()
-        keys = [NoteKey(path, note_id or "", title or "") for path, note_id, title in rows]
+            keys = [NoteKey(path, note_id, title) for path, note_id, title in index.note_keys()]
         if old not in {key.path for key in keys}:
             keys.append(NoteKey(old, note.id, note.title))
         resolver = LinkResolver(keys)

@@ -213,27 +213,15 @@ class _Row:
 def _load(store: Store) -> list[_Row]:
     with open_index(store) as index:
         index.refresh()
-        rows = index.conn.execute(
-            "SELECT rowid, path, id, title, type, project, created, updated, supersedes FROM notes"
-            " WHERE conflicted = 0 ORDER BY path"
-        ).fetchall()
+        rows = index.unconflicted()
     out: list[_Row] = []
-    for rowid, path, note_id, title, kind, project, created, updated, supersedes in rows:
+    for rowid, hit in rows:
         try:
-            body = parse_note(safe_path(store, path).read_text(encoding="utf-8", errors="replace"), path).body
+            body = parse_note(safe_path(store, hit.path).read_text(encoding="utf-8", errors="replace"), hit.path).body
         except (OSError, ValueError):
             continue
         row = _Row(
-            note_id or "",
-            path,
-            title or "",
-            kind or "",
-            project,
-            created or "",
-            updated or "",
-            body,
-            (supersedes or "").split(),
-            rowid,
+            hit.id, hit.path, hit.title, hit.type, hit.project, hit.created, hit.updated, body, hit.supersedes, rowid
         )
         row.title_words = frozenset(w for w in words(row.title) if not w.isdigit())  # a value is no subject
         row.words = words(f"{row.title}\n{body}")
@@ -465,10 +453,7 @@ def read_plan(text: str) -> list[Proposal]:
 def _find(store: Store, note_id: str) -> str | None:
     with open_index(store) as index:
         index.refresh()
-        row = index.conn.execute(
-            "SELECT path FROM notes WHERE id = ? ORDER BY path LIMIT 1", (note_id,)
-        ).fetchone()
-    return str(row[0]) if row else None
+        return index.path_of_id(note_id)
 
 
 def _archived_path(store: Store, note_id: str, path: str) -> str | None:

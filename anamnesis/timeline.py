@@ -111,19 +111,12 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
     start = parse_when(since)
     with open_index(store) as index:
         index.refresh()
-        args: list[Any] = [start, start]
-        where = "(n.updated >= ? OR n.created >= ?)"
-        if project:
-            where += " AND n.project = ?"
-            args.append(project)
-        rows = index.conn.execute(
-            "SELECT n.path, n.id, n.title, n.type, n.project, n.created, n.updated, n.machine, n.supersedes"
-            f" FROM notes n WHERE {where} ORDER BY n.updated DESC LIMIT ?",
-            [*args, MAX_ENTRIES],
-        ).fetchall()
-        titles = dict(index.conn.execute("SELECT id, title FROM notes WHERE id IS NOT NULL").fetchall())
+        rows = index.changed_since(start, project, MAX_ENTRIES)
+        titles = index.titles_by_id()
     entries: list[Entry] = []
-    for path, _note_id, title, kind, key, created, updated, machine, supersedes in rows:
+    for hit in rows:
+        path, title, kind, key, created, updated = hit.path, hit.title, hit.type, hit.project, hit.created, hit.updated
+        machine, supersedes = hit.machine, hit.supersedes
         if kind == "episodic":
             try:
                 note = parse_note(safe_path(store, path).read_text(encoding="utf-8", errors="replace"), path)
@@ -145,7 +138,7 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
             )
             continue
         added = bool(created) and created >= start
-        replaced = [titles.get(i) or i for i in (supersedes or "").split() if i]
+        replaced = [titles.get(i) or i for i in supersedes if i]
         entries.append(
             Entry(
                 "note",

@@ -93,10 +93,7 @@ class Web:
         with self._links_lock:
             if self._links is not None and self._links[0] == key:
                 return self._links[1]
-            rows = index.conn.execute(
-                "SELECT n.path, n.id, n.title, f.body FROM notes n JOIN fts f ON f.rowid = n.rowid"
-            )
-            graph = LinkGraph((NoteKey(p, i or "", t or ""), b or "") for p, i, t, b in rows)
+            graph = LinkGraph((NoteKey(p, i, t), b) for p, i, t, b in index.keys_and_bodies())
             self._links = (key, graph)
             return graph
 

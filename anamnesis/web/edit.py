@@ -472,7 +472,7 @@ async def delete_post(request: Request) -> Response:
 def _folders(web: Web) -> list[str]:
     """Folders that hold notes, for the move form's suggestions."""
     with web.index(fresh=False) as index:
-        paths = [r[0] for r in index.conn.execute("SELECT path FROM notes")]
+        paths = index.paths()
     return sorted({p.rsplit("/", 1)[0] + "/" for p in paths if "/" in p})
 
 

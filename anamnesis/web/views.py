@@ -102,16 +102,7 @@ Replacements = dict[str, tuple[str, str]]  # note id -> (path, title)
 
 def notes_by_id(index: Index, ids: Iterable[str]) -> Replacements:
     """(path, title) of the notes with these ids (one per id, the most recently updated)."""
-    wanted = list(dict.fromkeys(i for i in ids if i))
-    found: Replacements = {}
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for note_id, path, title in index.conn.execute(
-            f"SELECT id, path, title FROM notes WHERE id IN ({marks}) ORDER BY updated", chunk
-        ):
-            found[note_id] = (path, title or path)
-    return found
+    return index.notes_by_id(list(dict.fromkeys(i for i in ids if i)))
 
 
 def replacements_of(index: Index, hits: Iterable[Hit]) -> Replacements:
@@ -398,19 +389,9 @@ def browse_page(
     size: int = PAGE_SIZE,
 ) -> tuple[list[Hit], int]:
     """One page of notes matching the filters, newest first, and how many match in all."""
-    where, args = index.filter_sql(project, kind, tag, None, None)
-    if only_global:
-        where += " AND n.project IS NULL"
-    total = int(index.conn.execute(f"SELECT count(*) FROM notes n WHERE 1=1{where}", args).fetchone()[0])
-    rowids = [
-        int(r[0])
-        for r in index.conn.execute(
-            f"SELECT n.rowid FROM notes n WHERE 1=1{where} ORDER BY n.updated DESC, n.path LIMIT ? OFFSET ?",
-            [*args, size, (page - 1) * size],
-        )
-    ]
-    found = index.hits(rowids)
-    return [found[r] for r in rowids if r in found], total
+    return index.page(
+        project=project, type=kind, tag=tag, only_global=only_global, offset=(page - 1) * size, size=size
+    )
 
 
 def pager(page: int, pages: int, link: Any) -> Markup:
@@ -662,8 +643,7 @@ def links_section(note: Note, graph: LinkGraph) -> Markup:
 
 def hit_of(index: Index, path: str) -> Hit | None:
     """The index's row for the note at `path` (with who supersedes it), or None."""
-    row = index.conn.execute("SELECT rowid FROM notes WHERE path = ?", (path,)).fetchone()
-    return index.hits([row[0]]).get(row[0]) if row else None
+    return index.hit_at(path)
 
 
 def supersession_banner(hit: Hit | None, known: Replacements) -> Markup:
@@ -1029,16 +1009,11 @@ def titles_api(request: Request) -> JSONResponse:
     """Notes whose title matches `q` (words at the start first), for `[[` completion in the editor."""
     web = web_of(request)
     typed = " ".join(request.query_params.get("q", "").split())[:100]
-    like = typed.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     with web.index(fresh=False) as index:
-        rows = index.conn.execute(
-            "SELECT id, title, path, project FROM notes WHERE title LIKE ? ESCAPE '\\'"
-            " ORDER BY title LIKE ? ESCAPE '\\' DESC, updated DESC LIMIT 8",
-            (f"%{like}%", f"{like}%"),
-        ).fetchall()
+        rows = index.titles_like(typed)
     return JSONResponse(
         [
-            {"id": note_id or "", "title": title or path, "path": path, "project": project or "global"}
+            {"id": note_id, "title": title or path, "path": path, "project": project or "global"}
             for note_id, title, path, project in rows
         ]
     )
