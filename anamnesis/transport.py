@@ -39,7 +39,7 @@ class FetchFailed(GitError):
     def __init__(self, failure: Failure, said: str = "") -> None:
         self.failure = failure
         self.said = said
-        super().__init__(f"git fetch failed: {failure.text}")
+        super().__init__(f"git fetch failed: {failure.text}", command="git fetch", reason=failure.reason, stderr=said)
 
 
 @dataclass(frozen=True)
@@ -147,13 +147,13 @@ class GitTransport:
                 if "checked out" in summary or "current branch" in summary:
                     return Pushed("checked-out", Failure(summary))
                 failure = explain(said, peer.url)
-                if failure.reason.endswith(".lock exists"):
+                if failure.lock:
                     return Pushed("locked", failure)
                 if summary.startswith("[rejected]") or "cannot lock ref" in summary or "failed to update ref" in summary:
                     return Pushed("rejected", Failure(summary))
                 return Pushed("refused", Failure(summary))
         failure = explain(said, peer.url, user_ssh_command(self.repo))
-        if failure.reason.endswith(".lock exists"):
+        if failure.lock:
             return Pushed("locked", failure)
         return Pushed("failed", failure if failure.reason else Failure(f"git push exited {proc.returncode}"))
 
