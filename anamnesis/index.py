@@ -31,7 +31,7 @@ from anamnesis.catalog import MARK_END as MARK_END
 from anamnesis.catalog import MARK_START as MARK_START
 from anamnesis.catalog import Catalog, index_error, translated_errors
 from anamnesis.catalog import Hit as Hit
-from anamnesis.errors import AnamnesisError
+from anamnesis.errors import AnamnesisError, IndexCorrupt
 from anamnesis.notes import Note, Problem, ProblemKind, parse_note
 from anamnesis.paths import Store
 from anamnesis.scan import (
@@ -561,11 +561,9 @@ class PendingRefresh:
 
 
 def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
-    """True when the file is corrupt or not a database at all (rebuilding it is the cure)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
-    return "malformed" in str(exc) or "not a database" in str(exc)
+    """True when SQLite says the file is corrupt or not a database at all (rebuilding it is the
+    cure): by its result code, as `catalog.index_error` reads it, never by the message's words."""
+    return isinstance(index_error(exc), IndexCorrupt)
 
 
 # -- the marker a running watch keeps (see anamnesis.freshness) ---------------------------

@@ -175,3 +175,17 @@ def test_a_write_that_fails_in_sqlite_is_named_by_its_result_code(tmp_path: Path
     other.close()
     busy = _failed(store, "indexing", caught.value, "nothing was lost", "a.md")
     assert isinstance(busy, IndexLocked) and str(busy).endswith("; nothing was lost"), busy
+
+
+def test_the_index_is_thrown_away_only_when_sqlite_says_it_is_damaged(tmp_path: Path) -> None:
+    import sqlite3
+
+    from anamnesis.index import _is_damaged
+
+    db = tmp_path / "index.db"
+    db.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(sqlite3.DatabaseError) as caught:
+        sqlite3.connect(db).execute("SELECT 1 FROM sqlite_master")
+    assert _is_damaged(caught.value)  # SQLITE_NOTADB
+    # the same words, from no SQLite result code: no reason to delete a person's index
+    assert not _is_damaged(sqlite3.DatabaseError("database disk image is malformed"))
