@@ -189,3 +189,21 @@ def test_the_index_is_thrown_away_only_when_sqlite_says_it_is_damaged(tmp_path: 
     assert _is_damaged(caught.value)  # SQLITE_NOTADB
     # the same words, from no SQLite result code: no reason to delete a person's index
     assert not _is_damaged(sqlite3.DatabaseError("database disk image is malformed"))
+
+
+# -- a sync commit is known by the subject the sync engine writes -------------------------------
+
+
+def test_a_note_whose_path_says_sync_is_not_taken_for_a_sync(tmp_path: Path) -> None:
+    from anamnesis import history
+    from anamnesis.store import init_store
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"machine_id": "desk"}))
+    store = Store(home)
+    init_store(store)
+    note = create_note(store, type="semantic", title="Async sync: merge queues", body="x\n", project="async-io")
+    (desk,) = [m for m in history.machines(store) if m.machine == "desk"]
+    assert "async-io" in desk.last_message and note.path in desk.last_message, desk
+    assert (desk.last_sync, desk.peers) == ("", set()), desk
