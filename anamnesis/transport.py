@@ -138,6 +138,8 @@ class GitTransport:
         except GitTimeout as exc:
             return Pushed("failed", explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc)))
         said = (proc.stderr or "") + "\n" + (proc.stdout or "")
+        # The porcelain lines' summaries are git's own words, the only account it gives of a refused
+        # ref: read by necessity here, and passed on as a status, never as text to match again.
         for line in proc.stdout.splitlines():
             parts = line.split("\t")
             if len(parts) >= 3 and parts[1].endswith(f":{target}"):
