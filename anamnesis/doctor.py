@@ -13,9 +13,10 @@ from anamnesis import schedule, watch
 from anamnesis.agents.claude import find_old_hooks
 from anamnesis.capture import queued_notes
 from anamnesis.errors import AnamnesisError, ExitCode
-from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_fix, write_problem
+from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_problem
 from anamnesis.git import git_processes_in, lock_files
-from anamnesis.index import open_index
+from anamnesis.index import file_problems, open_index
+from anamnesis.notes import ProblemKind, first_fix
 from anamnesis.paths import Store
 from anamnesis.peers import ago, incoming_machines, peer_problems, untaken_pushes
 from anamnesis.recovery import wedged
@@ -148,7 +149,7 @@ def _writable_findings(store: Store) -> list[Finding]:
             continue
         problem = write_problem(folder)
         if problem:
-            findings.append(Finding(str(folder), problem, f"{write_fix(folder, problem)}; notes cannot be saved or synced"))
+            findings.append(Finding(str(folder), problem.text, f"{problem.fix}; notes cannot be saved or synced"))
             break  # the first is the cause; the folders inside it say the same
     free = free_bytes(store.home)
     if free is not None and free < LOW_SPACE:
@@ -286,29 +287,11 @@ def _index_findings(store: Store) -> list[Finding]:
             findings.append(
                 Finding(paths, f"these notes share the id {note_id}", "delete the `id:` line of the copy")
             )
-        for relpath, problems in index.problems():
+        for relpath, _words in index.problems():
             # docs/notes.md: a file with no front matter is a note like any other
-            problem = "; ".join(p for p in problems.split("; ") if p != "no front matter")
-            if not problem:
-                continue
-            fix = ""
-            if "no front matter" in problem:
-                fix = "add a front matter block (see docs/notes.md)"
-            elif "front matter" in problem:
-                fix = "fix the front matter between the '---' lines (see docs/notes.md)"
-            elif "unknown type" in problem:
-                fix = "set `type:` to semantic, procedural, episodic or preference"
-            elif "file name is not valid UTF-8" in problem:
-                fix = "rename the file (its name, not its text, has the bad bytes)"
-            elif "UTF-8" in problem:
-                fix = "save the file as UTF-8"
-            elif "supersedes" in problem:
-                fix = "write `supersedes:` as one note id or a list of other notes' ids"
-            if "conflict" in problem:
-                fix = "resolve the conflict in an editor, or `anamnesis resolve`"
-            elif "symlink" in problem or "binary" in problem:
-                fix = "move it out of memory/"
-            findings.append(Finding(relpath, problem, fix))
+            problems = [p for p in file_problems(store, relpath) if p.kind is not ProblemKind.NO_FRONT_MATTER]
+            if problems:
+                findings.append(Finding(relpath, "; ".join(problems), first_fix(problems)))
         findings.extend(supersession_findings(store, index))
     return findings
 

@@ -103,9 +103,20 @@ class LockTimeout(AnamnesisError):
 
 
 class GitError(AnamnesisError):
-    """A git command failed; the message carries git's own words."""
+    """A git command failed. The message is for people; callers branch on the fields: `command`
+    (e.g. "git fetch"), `reason` (git's own fatal/error line), `stderr` (all it said) and
+    `returncode` (None when git never ran or was stopped)."""
 
     exit_code = ExitCode.GIT
+
+    def __init__(
+        self, message: str, *, command: str = "", reason: str = "", stderr: str = "", returncode: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.command = command
+        self.reason = reason or message
+        self.stderr = stderr
+        self.returncode = returncode
 
 
 class DiskFull(AnamnesisError):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from anamnesis.errors import DiskFull
 
@@ -119,29 +121,44 @@ def no_space_error(home: Path, stage: str, exc: BaseException | str, kept: str) 
     )
 
 
-def write_problem(folder: Path) -> str | None:
+WriteKind = Literal["read-only", "full", "denied"]
+
+
+@dataclass(frozen=True)
+class WriteProblem:
+    """Why nothing can be written in a folder: `kind` to branch on, `text` to show, `fix` to do."""
+
+    kind: WriteKind
+    text: str
+    fix: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def write_problem(folder: Path) -> WriteProblem | None:
     """Why nothing can be written in `folder`, found by writing there (access bits lie to root
     and know nothing of a read-only mount); None when a file can be made."""
     try:
         fd, probe = tempfile.mkstemp(prefix=".anamnesis-probe-", suffix=".tmp", dir=folder)
     except OSError as exc:
         if exc.errno == errno.EROFS:
-            return "is on a file system mounted read-only"
+            return WriteProblem("read-only", "is on a file system mounted read-only", write_fix(folder, "read-only"))
         if exc.errno in NO_SPACE_ERRNOS:
-            return "is on a full disk"
-        return f"cannot be written: {exc.strerror or exc}"
+            return WriteProblem("full", "is on a full disk", write_fix(folder, "full"))
+        return WriteProblem("denied", f"cannot be written: {exc.strerror or exc}", write_fix(folder, "denied"))
     os.close(fd)
     os.unlink(probe)
     if not os.access(folder, os.W_OK):
-        return "is not writable by you (only root can write there)"
+        return WriteProblem("denied", "is not writable by you (only root can write there)", write_fix(folder, "denied"))
     return None
 
 
-def write_fix(folder: Path, problem: str) -> str:
-    """What to do about `write_problem(folder)`."""
-    if "read-only" in problem:
+def write_fix(folder: Path, kind: WriteKind) -> str:
+    """What to do about a folder that cannot be written for reason `kind`."""
+    if kind == "read-only":
         return f"remount the disk of {folder} read-write (or point ANAMNESIS_HOME elsewhere)"
-    if "full disk" in problem:
+    if kind == "full":
         return "free some space"
     try:
         owner = folder.stat().st_uid

@@ -300,24 +300,39 @@ def _run(
             stdout, stderr = proc.communicate()
             what = f"git {_subcommand(args)}"
             if not network:
-                raise GitError(f"{what} timed out after {timeout:g}s") from None
+                raise GitError(f"{what} timed out after {timeout:g}s", command=what) from None
             said = _reason(stderr, 0) if stderr else ""
             raise GitTimeout(
                 f"{what} stopped after {timeout:g} s without finishing"
-                + (f" (its last words: {said})" if said else "")
+                + (f" (its last words: {said})" if said else ""),
+                command=what,
+                stderr=_decoded(stderr),
             ) from None
     finally:
         with _children_guard:
             _children.pop(proc.pid, None)
     completed = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(args[:2])} failed: {_reason(stderr or stdout, proc.returncode)}")
+        command = f"git {' '.join(args[:2])}"
+        reason = _reason(stderr or stdout, proc.returncode)
+        raise GitError(
+            f"{command} failed: {reason}",
+            command=command,
+            reason=reason,
+            stderr=_decoded(stderr),
+            returncode=proc.returncode,
+        )
     return completed
 
 
+def _decoded(output: str | bytes) -> str:
+    return output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+
+
 def _reason(output: str | bytes, code: int) -> str:
-    """git's own words for a failure: its fatal/error line if it printed one, else its last line."""
-    text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+    """git's own words for a failure (read from its stderr, the only account git gives): its
+    fatal/error line if it printed one, else its last line."""
+    text = _decoded(output)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     for line in lines:
         if line.startswith(("fatal:", "error:")):
@@ -510,12 +525,16 @@ that is unknown or changed, a refused key, no git there) until a person acts."""
 
 @dataclass(frozen=True)
 class Failure:
-    """Why a git talking to another machine failed (the line that says it), what to do, and whether
-    waiting can fix it (`kind`)."""
+    """Why a git talking to another machine failed (the line that says it), what to do, whether
+    waiting can fix it (`kind`), whether the peer answered that it holds no repository at that
+    path (`no_repository`: `peers add` refuses such a URL), and the lock file a git left there
+    that made it fail (`lock`). Callers branch on these fields, never on the words."""
 
     reason: str
     hint: str = ""
     kind: FailureKind = "outage"
+    no_repository: bool = False
+    lock: str = ""
 
     @property
     def text(self) -> str:
@@ -572,6 +591,9 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
 
     `ssh` is the user's ssh command, for the command the hint suggests;
     `stopped` is the message of a git stopped at its time bound (GitTimeout).
+    git's and ssh's stderr is the only account these foreign programs give of a failure, so this
+    reads their text by necessity; what it finds leaves here as fields (`Failure.kind`), and
+    nothing downstream reads the words again.
     """
     ssh = ssh or user_ssh_command()
     lines = [line.strip() for line in output.splitlines() if line.strip()]
@@ -659,7 +681,8 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
     if locked:
         ref = _LOCKED_REF_RE.search(joined)
         name = f"cannot lock ref '{ref.group(1)}': " if ref else ""
-        return Failure(f"{name}{os.path.normpath(locked.group(1))} exists", "")
+        lock = os.path.normpath(locked.group(1))
+        return Failure(f"{name}{lock} exists", "", lock=lock)
     return Failure(_plain_reason(lines))
 
 
@@ -697,7 +720,10 @@ def _no_repository(line: str, url: str, target: str) -> Failure:
         where = f"{target} has no repository at {ssh_target(url)[1] or 'that path'}"
         check = "check the path (`anamnesis status` there shows its home; a store's repository is HOME/memory)"
     return Failure(
-        reason, f"{where}: {check}, then give the right one with `anamnesis peers add NAME URL`", "misconfigured"
+        reason,
+        f"{where}: {check}, then give the right one with `anamnesis peers add NAME URL`",
+        "misconfigured",
+        no_repository=True,
     )
 
 

@@ -27,7 +27,10 @@ _REC = "\x1e"
 _SEP = "\x1f"
 _LOG_FORMAT = f"{_REC}%H{_SEP}%an{_SEP}%ae{_SEP}%aI{_SEP}%s"
 AUTHOR_PREFIX = "anamnesis@"
-_MERGE_RE = re.compile(r"\bsync: merge (\S+)")
+# What the sync engine writes at the start of its commits' subjects (sync.py): "<machine>: sync: ...";
+# a note's title or path that holds the word "sync" ("async-io") says nothing of a sync.
+_SYNC_RE = re.compile(r"^[^\s:]+: sync: ")
+_MERGE_RE = re.compile(r"^[^\s:]+: sync: merge (\S+)")
 
 
 @dataclass(frozen=True)
@@ -329,9 +332,9 @@ def machines(store: Store, limit: int = 20000) -> list[MachineActivity]:
     """Every machine that committed to the memory, most recently active first.
 
     A machine is known by its commits: authored `anamnesis@<machine>`, messages
-    starting `<machine>:`. `last_sync` is its latest commit whose message
-    mentions sync (what the sync engine writes when it records local changes
-    or merges a peer); `peers` are the sources its sync merges named.
+    starting `<machine>:`. `last_sync` is its latest commit whose subject is
+    one the sync engine writes (`<machine>: sync: ...`, when it records local
+    changes or merges a peer); `peers` are the sources its sync merges named.
     """
     seen: dict[str, MachineActivity] = {}
     for item in commits(store, limit):
@@ -341,9 +344,9 @@ def machines(store: Store, limit: int = 20000) -> list[MachineActivity]:
         if not entry.last:
             entry.last, entry.last_message = item.date, item.message
         entry.first = item.date
-        if not entry.last_sync and "sync" in item.message.lower():
+        if not entry.last_sync and _SYNC_RE.match(item.message):
             entry.last_sync = item.date
-        merged = _MERGE_RE.search(item.message)
+        merged = _MERGE_RE.match(item.message)
         if merged:
             entry.peers.add(merged.group(1))
     return sorted(seen.values(), key=lambda m: m.last, reverse=True)

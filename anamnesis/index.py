@@ -31,8 +31,8 @@ from anamnesis.catalog import MARK_END as MARK_END
 from anamnesis.catalog import MARK_START as MARK_START
 from anamnesis.catalog import Catalog, index_error, translated_errors
 from anamnesis.catalog import Hit as Hit
-from anamnesis.errors import AnamnesisError
-from anamnesis.notes import Note, is_note_path, parse_note
+from anamnesis.errors import AnamnesisError, IndexCorrupt
+from anamnesis.notes import Note, Problem, ProblemKind, is_note_path, parse_note
 from anamnesis.paths import Store
 from anamnesis.scan import (
     CHILD_SHARE,
@@ -334,23 +334,7 @@ class Index(Catalog):
                 size, mtime, mode = st
                 if now - mtime / 1e9 < RECENT_SECONDS:
                     mtime = 0
-                problem = None
-                data = b""
-                if is_link:
-                    problem = "is a symlink; notes must be plain files inside the store (not indexed)"
-                elif "\ufffd" in relpath and not os.path.lexists(os.path.join(root, relpath)):
-                    problem = "file name is not valid UTF-8 (not indexed); rename the file"
-                elif not stat.S_ISREG(mode):  # st is the file's own (lstat), links are told apart above
-                    problem = "is not a regular file (not indexed)"
-                else:
-                    try:
-                        with open(os.path.join(root, relpath), "rb") as handle:
-                            data = handle.read(MAX_INDEXED_BYTES + 1)
-                    except OSError as exc:
-                        problem = f"cannot be read: {exc.strerror or exc} (not indexed)"
-                    else:
-                        if b"\0" in data[:8192]:
-                            problem = "looks like a binary file, not markdown (not indexed)"
+                problem, data = _read(root, relpath, mode, is_link)
                 if problem is not None:
                     self._remove(relpath)
                     conn.execute(
@@ -430,11 +414,14 @@ class Index(Catalog):
             raise
 
     @staticmethod
-    def _parse(data: bytes, relpath: str, size: int) -> tuple[Note, list[str]]:
-        problems: list[str] = []
+    def _parse(data: bytes, relpath: str, size: int) -> tuple[Note, list[Problem]]:
+        problems: list[Problem] = []
         if size > MAX_INDEXED_BYTES:
             problems.append(
-                f"is {size / 1_000_000:.1f} MB; only the first {MAX_INDEXED_BYTES // 1000} KB is indexed"
+                Problem(
+                    ProblemKind.TOO_BIG,
+                    f"is {size / 1_000_000:.1f} MB; only the first {MAX_INDEXED_BYTES // 1000} KB is indexed",
+                )
             )
             data = data[:MAX_INDEXED_BYTES]
         try:
@@ -443,7 +430,11 @@ class Index(Catalog):
             if size > MAX_INDEXED_BYTES and exc.start >= len(data) - 4:
                 text = data[: exc.start].decode("utf-8")
             else:
-                problems.append(f"is not valid UTF-8 (byte {exc.start}); undecodable bytes were replaced")
+                problems.append(
+                    Problem(
+                        ProblemKind.NOT_UTF8, f"is not valid UTF-8 (byte {exc.start}); undecodable bytes were replaced"
+                    )
+                )
                 text = data.decode("utf-8", errors="replace")
         return parse_note(text, relpath), problems
 
@@ -454,7 +445,7 @@ class Index(Catalog):
         size: int,
         mtime: int,
         sha: str,
-        extra_problems: list[str],
+        extra_problems: list[Problem],
         fresh: bool = False,
     ) -> None:
         conn = self.conn
@@ -523,6 +514,42 @@ class Index(Catalog):
         return True
 
 
+def _read(root: str, relpath: str, mode: int, is_link: bool) -> tuple[Problem | None, bytes]:
+    """Why the file is not indexed at all (with its kind), else None and its first bytes."""
+    if is_link:
+        return Problem(ProblemKind.SYMLINK, "is a symlink; notes must be plain files inside the store (not indexed)"), b""
+    if "\ufffd" in relpath and not os.path.lexists(os.path.join(root, relpath)):
+        return Problem(ProblemKind.BAD_FILE_NAME, "file name is not valid UTF-8 (not indexed); rename the file"), b""
+    if not stat.S_ISREG(mode):  # the mode is the file's own (lstat), links are told apart above
+        return Problem(ProblemKind.NOT_REGULAR, "is not a regular file (not indexed)"), b""
+    try:
+        with open(os.path.join(root, relpath), "rb") as handle:
+            data = handle.read(MAX_INDEXED_BYTES + 1)
+    except OSError as exc:
+        return Problem(ProblemKind.UNREADABLE, f"cannot be read: {exc.strerror or exc} (not indexed)"), b""
+    if b"\0" in data[:8192]:
+        return Problem(ProblemKind.BINARY, "looks like a binary file, not markdown (not indexed)"), b""
+    return None, data
+
+
+def file_problems(store: Store, relpath: str) -> list[Problem]:
+    """What a refresh finds wrong with one file under memory/, each with its kind (the index keeps
+    only the words): how `doctor` attaches a fix to what `Catalog.problems` lists."""
+    root = str(store.memory)
+    try:
+        st = os.lstat(os.path.join(root, relpath))
+    except OSError:
+        st = None
+    if st is None and "\ufffd" not in relpath:
+        return []  # gone since the refresh
+    mode = st.st_mode if st is not None else 0
+    problem, data = _read(root, relpath, mode, stat.S_ISLNK(mode))
+    if problem is not None:
+        return [problem]
+    note, extra = Index._parse(data, relpath, st.st_size if st is not None else 0)
+    return note.problems + extra
+
+
 def _open_error(path: os.PathLike[str] | str, exc: sqlite3.DatabaseError) -> Exception:
     """The one-line error for an index that cannot be opened and must not be thrown away."""
     mapped = index_error(exc, f"the search index {path}")
@@ -550,11 +577,9 @@ class PendingRefresh:
 
 
 def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
-    """True when the file is corrupt or not a database at all (rebuilding it is the cure)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
-    return "malformed" in str(exc) or "not a database" in str(exc)
+    """True when SQLite says the file is corrupt or not a database at all (rebuilding it is the
+    cure): by its result code, as `catalog.index_error` reads it, never by the message's words."""
+    return isinstance(index_error(exc), IndexCorrupt)
 
 
 # -- the marker a running watch keeps (see anamnesis.freshness) ---------------------------

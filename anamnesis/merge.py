@@ -135,7 +135,14 @@ def merge_file(
         args += ["-L", first.label, "-L", "base", "-L", second.label, "first", "base", "second"]
         proc = run_git_bytes(Path(tmp), *args, check=False)
     if proc.returncode < 0 or proc.returncode > 127:
-        raise GitError(f"git merge-file failed: {proc.stderr.decode(errors='replace').strip()}")
+        said = proc.stderr.decode(errors="replace").strip()
+        raise GitError(
+            f"git merge-file failed: {said}",
+            command="git merge-file",
+            reason=said,
+            stderr=said,
+            returncode=proc.returncode,
+        )
     return MergedText(proc.stdout.decode("utf-8", errors="surrogateescape"), proc.returncode > 0)
 
 

@@ -15,6 +15,7 @@ import secrets
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import PurePosixPath
 from typing import Any, Literal, get_args
 
@@ -48,6 +49,67 @@ FIELD_ORDER = (
 # A line that opens or closes a conflict block, or a labelled separator of an N-way block
 # (a bare ======= alone is a markdown heading underline: it never counts by itself).
 CONFLICT_RE = re.compile(r"^(?:<<<<<<<|>>>>>>>)(?:[ \t]|\r?$)|^======= \S", re.M)
+
+
+class ProblemKind(Enum):
+    """What kind of thing is wrong with a note file. Callers branch on this, never on the words
+    (a title, a path or a YAML error can say anything). Declared in order of which fix comes first
+    when a file has several problems."""
+
+    CONFLICT = "conflict"  # git conflict markers in the front matter or the body
+    SYMLINK = "symlink"
+    BINARY = "binary"
+    NOT_REGULAR = "not-regular"  # a fifo, a socket, a device
+    UNREADABLE = "unreadable"
+    FRONT_MATTER = "front-matter"  # not closed, not YAML, not a mapping of fields
+    FIELD = "field"  # one field is malformed (a date, project, tags) or given twice
+    UNKNOWN_TYPE = "unknown-type"
+    BAD_FILE_NAME = "bad-file-name"  # the name, not the text, is not UTF-8
+    NOT_UTF8 = "not-utf8"
+    TOO_BIG = "too-big"
+    SUPERSEDES = "supersedes"
+    NO_FRONT_MATTER = "no-front-matter"  # docs/notes.md: a note like any other; doctor stays quiet
+
+
+PROBLEM_FIXES = {
+    ProblemKind.CONFLICT: "resolve the conflict in an editor, or `anamnesis resolve`",
+    ProblemKind.SYMLINK: "move it out of memory/",
+    ProblemKind.BINARY: "move it out of memory/",
+    ProblemKind.FRONT_MATTER: "fix the front matter between the '---' lines (see docs/notes.md)",
+    ProblemKind.UNKNOWN_TYPE: "set `type:` to semantic, procedural, episodic or preference",
+    ProblemKind.BAD_FILE_NAME: "rename the file (its name, not its text, has the bad bytes)",
+    ProblemKind.NOT_UTF8: "save the file as UTF-8",
+    ProblemKind.SUPERSEDES: "write `supersedes:` as one note id or a list of other notes' ids",
+    ProblemKind.NO_FRONT_MATTER: "add a front matter block (see docs/notes.md)",
+}
+"""What to do about each kind of problem (`anamnesis doctor` shows it); kinds not here have none."""
+
+
+class Problem(str):
+    """One thing wrong with a note file: the words for people (it is the string, so it joins, prints
+    and serialises as before) and its `kind`, which is what code branches on."""
+
+    kind: ProblemKind
+
+    def __new__(cls, kind: ProblemKind, text: str) -> Problem:
+        problem = super().__new__(cls, text)
+        problem.kind = kind
+        return problem
+
+    def __getnewargs__(self) -> tuple[ProblemKind, str]:  # type: ignore[override]  # copy and pickle
+        return self.kind, str(self)
+
+    @property
+    def fix(self) -> str:
+        """What to do about it, or "" when nothing needs doing by hand."""
+        return PROBLEM_FIXES.get(self.kind, "")
+
+
+def first_fix(problems: Iterable[Problem]) -> str:
+    """The fix to show for a file with these problems: that of the kind that comes first."""
+    order = list(ProblemKind)
+    fixes = sorted((order.index(p.kind), p.fix) for p in problems if p.fix)
+    return fixes[0][1] if fixes else ""
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford-ish base32, no i/l/o/u
 
 
@@ -118,12 +180,13 @@ class Note:
     source: str = ""
     supersedes: list[str] = field(default_factory=list)  # ids of the notes this one replaces
     extra: dict[str, Any] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
     @property
     def conflicted(self) -> bool:
-        """True while the note still carries git conflict markers."""
-        return has_conflict_markers(self.body) or any("conflict" in p for p in self.problems)
+        """True while the note still carries git conflict markers (in its body, or in its front
+        matter, which a parse records as a problem of that kind)."""
+        return has_conflict_markers(self.body) or any(p.kind is ProblemKind.CONFLICT for p in self.problems)
 
     def metadata(self) -> dict[str, Any]:
         """Front matter in a stable field order, extras after the known fields."""
@@ -262,7 +325,7 @@ def is_note_id(text: str) -> bool:
     return _ID_RE.fullmatch(text) is not None
 
 
-def as_ids(value: Any) -> tuple[list[str], list[str]]:
+def as_ids(value: Any) -> tuple[list[str], list[Problem]]:
     """(ids, what was wrong) from a `supersedes` value: one id, a list, or a comma-separated string."""
     if value is None:
         return [], []
@@ -290,7 +353,10 @@ def as_ids(value: Any) -> tuple[list[str], list[str]]:
     problems = []
     if bad:
         problems.append(
-            f"supersedes has {', '.join(bad)}, which is not a note id (write one id or a list of ids)"
+            Problem(
+                ProblemKind.SUPERSEDES,
+                f"supersedes has {', '.join(bad)}, which is not a note id (write one id or a list of ids)",
+            )
         )
     return list(ids), problems
 
@@ -449,12 +515,12 @@ def stated_id(text: str, path: str) -> str | None:
 
 def parse_note(text: str, path: str) -> Note:
     """Parse note text leniently; never raises for bad content."""
-    problems: list[str] = []
+    problems: list[Problem] = []
     meta: dict[str, Any] = {}
     text = text.removeprefix("\ufeff")  # a byte order mark some editors write
     fm_text, body = split_front_matter(text)
     if text.startswith("---") and fm_text is None:
-        problems.append("front matter is not closed by a '---' line")
+        problems.append(Problem(ProblemKind.FRONT_MATTER, "front matter is not closed by a '---' line"))
     elif fm_text is not None and "\r" not in fm_text and (fast := fast_front_matter(fm_text)) is not None:
         meta = fast
     elif fm_text is not None:
@@ -467,9 +533,9 @@ def parse_note(text: str, path: str) -> Note:
             where = f" (line {mark.line + 2})" if mark is not None else ""
             reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             if "<<<<<<<" in fm_text:
-                problems.append(f"conflict markers in front matter{where}")
+                problems.append(Problem(ProblemKind.CONFLICT, f"conflict markers in front matter{where}"))
             else:
-                problems.append(f"front matter is not valid YAML{where}: {reason}")
+                problems.append(Problem(ProblemKind.FRONT_MATTER, f"front matter is not valid YAML{where}: {reason}"))
             body = text
             loaded = None
         if loaded is None:
@@ -479,36 +545,42 @@ def parse_note(text: str, path: str) -> Note:
             keys = re.findall(r"^([A-Za-z_][\w-]*)[ \t]*:", fm_text, re.M)
             twice = sorted({k for k in keys if keys.count(k) > 1})
             if twice:
-                problems.append(f"field {', '.join(twice)} appears more than once; the last one is used")
+                problems.append(
+                    Problem(ProblemKind.FIELD, f"field {', '.join(twice)} appears more than once; the last one is used")
+                )
         else:
-            problems.append("front matter is not a mapping of fields")
+            problems.append(Problem(ProblemKind.FRONT_MATTER, "front matter is not a mapping of fields"))
             body = text
     else:
-        problems.append("no front matter")
+        problems.append(Problem(ProblemKind.NO_FRONT_MATTER, "no front matter"))
 
     for name in ("created", "updated"):
         stamp = meta.get(name)
         if stamp is not None and not isinstance(stamp, dt.date) and not _is_iso(str(stamp)):
-            problems.append(f"{name} {stamp!r} is not a date (write it like 2026-11-26T09:14:03Z)")
+            problems.append(
+                Problem(ProblemKind.FIELD, f"{name} {stamp!r} is not a date (write it like 2026-11-26T09:14:03Z)")
+            )
     path_project, path_type, path_id = _facts_from_path(path)
     kind = str(meta.get("type") or path_type or "semantic").lower()
     if kind not in NOTE_TYPES:
-        problems.append(f"unknown type {kind!r} (use one of {', '.join(NOTE_TYPES)})")
+        problems.append(Problem(ProblemKind.UNKNOWN_TYPE, f"unknown type {kind!r} (use one of {', '.join(NOTE_TYPES)})"))
         kind = path_type or "semantic"
     note_id = _as_text(meta.get("id")) or path_id or _path_id(path)
     title = _as_text(meta.get("title")).strip() or _title_from(body, path)
     project_value = meta.get("project", path_project)
     if isinstance(project_value, (list, dict)):
-        problems.append("project is not one key (a list or mapping); the folder's project is used")
+        problems.append(
+            Problem(ProblemKind.FIELD, "project is not one key (a list or mapping); the folder's project is used")
+        )
         project_value = path_project
     tags_value = meta.get("tags")
     if isinstance(tags_value, dict):
-        problems.append("tags is a mapping; write a list of words")
+        problems.append(Problem(ProblemKind.FIELD, "tags is a mapping; write a list of words"))
         tags_value = None
     supersedes, wrong = as_ids(meta.get("supersedes"))
     problems.extend(wrong)
     if note_id in supersedes:
-        problems.append(f"supersedes its own id {note_id}; that link is ignored")
+        problems.append(Problem(ProblemKind.SUPERSEDES, f"supersedes its own id {note_id}; that link is ignored"))
         supersedes.remove(note_id)
     note = Note(
         path=path,
@@ -527,7 +599,7 @@ def parse_note(text: str, path: str) -> Note:
         problems=problems,
     )
     if has_conflict_markers(note.body):
-        note.problems.append("unresolved git conflict markers")
+        note.problems.append(Problem(ProblemKind.CONFLICT, "unresolved git conflict markers"))
     return note
 
 

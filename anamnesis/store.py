@@ -17,11 +17,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path, PurePosixPath
 
+from anamnesis.catalog import index_error
 from anamnesis.errors import (
     AnamnesisError,
     DiskFull,
     GitError,
-    LockTimeout,
     NoteChanged,
     NoteNotFound,
     OutsideStore,
@@ -522,10 +522,11 @@ def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: st
         exc.args = (f"{exc}; {kept}",)
         return exc
     if isinstance(exc, sqlite3.Error):
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return LockTimeout(f"the search index is busy ({text}): another process holds it; {kept}")
-        return AnamnesisError(f"the search index failed ({text}); {kept} — run `anamnesis reindex`")
+        named = index_error(exc)  # by SQLite's result code: busy or locked, damaged
+        if isinstance(named, AnamnesisError):
+            named.args = (f"{named}; {kept}",)
+            return named
+        return AnamnesisError(f"the search index failed ({exc}); {kept} — run `anamnesis reindex`")
     if isinstance(exc, OSError):
         if exc.errno == errno.EROFS:
             return AnamnesisError(f"{store.memory} is on a read-only file system ({stage} {relpath}); {kept}")

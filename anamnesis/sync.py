@@ -119,6 +119,8 @@ Outcome = Literal[
 HELD_MARKER = "sync-held-edits.json"  # a held-back edit set aside while the files move (see _Sync.checkout)
 
 # What a fetch's git says when it could not write here (a fetch writes nothing at the peer).
+# git's stderr is all it tells of that, so these words are read by necessity; our own errors
+# are told apart by class and fields, never by their text.
 _LOCAL_WRITE_WORDS = (
     "failed to write object",
     "insufficient permission for adding an object",
@@ -362,10 +364,10 @@ class _Sync:
         wrote_here = any(words in said for words in _LOCAL_WRITE_WORDS)
         problems = [(f, p) for f in (self.repo / ".git" / "objects", self.repo / ".git") if (p := write_problem(f))]
         for folder, problem in problems:
-            if "full disk" not in problem:
+            if problem.kind != "full":
                 return LocalFault(
                     f"this machine cannot write its own store: {folder} {problem} ({doing}); {kept}"
-                    f" — fix: {write_fix(folder, problem)}, then run `anamnesis sync`"
+                    f" — fix: {problem.fix}, then run `anamnesis sync`"
                 )
         if problems or (wrote_here and is_out_of_space(GitError(said), self.store.home)):
             return no_space_error(self.store.home, doing, _said_line(said) or "a write failed", kept)
@@ -500,8 +502,8 @@ class _Sync:
                 if locked < LOCK_RETRIES:  # another push holds it for a moment; a leftover stays
                     time.sleep(0.5 * locked)
                     continue
-                lock = reason.reason.rsplit(": ", 1)[-1].removesuffix(" exists")
-                self._unreachable(peer, report, Failure(reason.reason, transport.lock_hint(peer, lock)), "rejected")
+                hint = transport.lock_hint(peer, reason.lock)
+                self._unreachable(peer, report, Failure(reason.reason, hint), "rejected")
                 return
             if status == "checked-out":
                 self.peer_updates.setdefault(peer.name, {})["kind"] = "machine"
@@ -618,7 +620,7 @@ def _local_error(store: Store, job: _Sync | None, exc: BaseException) -> Anamnes
         where = exc.filename or store.home
         return LocalFault(
             f"this machine cannot write its own store: {where}: {exc.strerror} ({doing}); {_KEPT[stage]}"
-            f" — fix: {write_fix(Path(where), 'read-only' if exc.errno == errno.EROFS else '')}, then run "
+            f" — fix: {write_fix(Path(where), 'read-only' if exc.errno == errno.EROFS else 'denied')}, then run "
             "`anamnesis sync`"
         )
     return None
@@ -626,10 +628,10 @@ def _local_error(store: Store, job: _Sync | None, exc: BaseException) -> Anamnes
 
 def _why(exc: GitError) -> Failure | str:
     """Why a peer could not be fetched: the transport's reason and hint, or, for another git
-    failure, git's last words without the 'git ... failed:' prefix."""
+    failure, git's own last words."""
     if isinstance(exc, FetchFailed):
         return exc.failure
-    return str(exc).split(" failed: ", 1)[-1]
+    return exc.reason
 
 
 def _select(store: Store, only: list[str] | None) -> list[Peer]:

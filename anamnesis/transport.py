@@ -39,7 +39,7 @@ class FetchFailed(GitError):
     def __init__(self, failure: Failure, said: str = "") -> None:
         self.failure = failure
         self.said = said
-        super().__init__(f"git fetch failed: {failure.text}")
+        super().__init__(f"git fetch failed: {failure.text}", command="git fetch", reason=failure.reason, stderr=said)
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,8 @@ class GitTransport:
         except GitTimeout as exc:
             return Pushed("failed", explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc)))
         said = (proc.stderr or "") + "\n" + (proc.stdout or "")
+        # The porcelain lines' summaries are git's own words, the only account it gives of a refused
+        # ref: read by necessity here, and passed on as a status, never as text to match again.
         for line in proc.stdout.splitlines():
             parts = line.split("\t")
             if len(parts) >= 3 and parts[1].endswith(f":{target}"):
@@ -147,13 +149,13 @@ class GitTransport:
                 if "checked out" in summary or "current branch" in summary:
                     return Pushed("checked-out", Failure(summary))
                 failure = explain(said, peer.url)
-                if failure.reason.endswith(".lock exists"):
+                if failure.lock:
                     return Pushed("locked", failure)
                 if summary.startswith("[rejected]") or "cannot lock ref" in summary or "failed to update ref" in summary:
                     return Pushed("rejected", Failure(summary))
                 return Pushed("refused", Failure(summary))
         failure = explain(said, peer.url, user_ssh_command(self.repo))
-        if failure.reason.endswith(".lock exists"):
+        if failure.lock:
             return Pushed("locked", failure)
         return Pushed("failed", failure if failure.reason else Failure(f"git push exited {proc.returncode}"))
 

@@ -244,12 +244,7 @@ def peers_add(
         before = None
     with stop_on_signals("peers add"):
         problem = None if no_check else probe(url, repo=store.memory)
-    if (
-        problem is not None
-        and problem.kind == "misconfigured"
-        and "repository" in problem.reason
-        and not force
-    ):
+    if problem is not None and problem.no_repository and not force:
         raise NoRepository(f"{problem.text}; nothing was saved (`--force` keeps it anyway)")
     peer, changed = add_peer(store, name, url)
     if json_out:
