@@ -343,19 +343,14 @@ def _refuse_half_resolved(relpath: str, text: str, current: str) -> None:
 
 
 def _refresh_index(store: Store, paths: list[str]) -> int:
-    """Index `paths`; SQLite's own error, never the "cannot rollback" that can hide it."""
-    try:
-        with open_index(store) as index:
-            return index.refresh(paths).changed
-    except sqlite3.Error as exc:
-        real: BaseException = exc
-        # A failed statement (disk full) may have ended the transaction already; the
-        # ROLLBACK that follows then fails too and its error would be all one sees.
-        while "no transaction is active" in str(real) and isinstance(real.__context__, sqlite3.Error):
-            real = real.__context__
-        if real is exc:
-            raise
-        raise real from None
+    """Index `paths`; how many rows changed.
+
+    The index issues ROLLBACK only while SQLite still holds the transaction
+    (`Connection.in_transaction`), so what is raised here is SQLite's own
+    error (a full disk), never a failed ROLLBACK hiding it.
+    """
+    with open_index(store) as index:
+        return index.refresh(paths).changed
 
 
 class _Undo:
@@ -379,8 +374,25 @@ class _Undo:
         except OSError:
             self.data = path.read_bytes()
 
+    def changed(self) -> bool:
+        """Whether the file is no longer the version kept (a failed unit may not have reached it)."""
+        try:
+            if not self.existed:
+                return os.path.lexists(self.path)
+            if self.link is not None:
+                return not os.path.samestat(os.lstat(self.path), os.lstat(self.link))
+            return self.path.read_bytes() != self.data
+        except OSError:
+            return True
+
     def restore(self) -> str | None:
-        """Put the old version back (or remove a new file); None, or why that failed."""
+        """Put the old version back (or remove a new file); None, or why that failed.
+
+        A file the unit never reached is left alone: nothing to write, so
+        nothing that a full disk could refuse.
+        """
+        if not self.changed():
+            return None
         try:
             if self.link is not None:
                 os.replace(self.link, self.path)
@@ -411,75 +423,132 @@ def write_unit(store: Store, relpath: str, data: bytes | None, message: str | No
     command again makes no duplicate. A full disk is `DiskFull` (exit 8).
     `message` None: written and indexed, the commit is left to the next sync.
     """
+    deleting = data is None
+    _write_unit(
+        store,
+        {relpath: data},
+        message,
+        relpath,
+        first="deleting the note" if deleting else "writing the note",
+        nothing="nothing was deleted" if deleting else "nothing was written",
+    )
+
+
+def write_units(store: Store, changes: dict[str, bytes | None], message: str, what: str) -> None:
+    """`write_unit` for several files in one commit: every file written (None deletes), indexed
+    and committed, or every file put back as it was. Called under the store lock."""
+    _write_unit(store, changes, message, what, first="writing the notes", nothing="nothing was changed")
+
+
+_COMMITTING = "committing to git"
+
+
+def _write_unit(
+    store: Store, changes: dict[str, bytes | None], message: str | None, what: str, *, first: str, nothing: str
+) -> None:
+    """The one transaction engine behind `write_unit` and `write_units`: write, index, commit, or undo.
+
+    Every file's old version is kept first (`_Undo`), and git's index before
+    the commit stages anything; a failure at any step puts back every file
+    the unit reached, removes the folders it made, restores git's index (so
+    nothing stays staged) and re-indexes, then raises one error naming the
+    step (`first` for the files) and what was kept (`nothing` when all was
+    undone). A commit git made before failing counts as done.
+    """
     # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
     from anamnesis import repo
 
-    path = safe_path(store, relpath)
-    first = "deleting the note" if data is None else "writing the note"
-    nothing = "nothing was deleted" if data is None else "nothing was written"
+    paths = list(changes)
     try:
-        undo = _Undo(path)
+        undos = [_Undo(safe_path(store, p)) for p in paths]
     except OSError as exc:
-        raise _failed(store, first, exc, nothing, relpath) from None
+        raise _failed(store, "reading the note" + ("s" if len(paths) > 1 else ""), exc, nothing, what) from None
+    made: list[Path] = []  # folders this unit created, removed again if it fails
     before = repo.head(store.memory)
     git_index = store.memory / ".git" / "index"
     staged: _Undo | None = None  # git's index as it was: a failed commit may have staged the change
     stage = first
     changed = 0
     try:
-        if data is None:
-            path.unlink()
-        else:
-            atomic_write_bytes(path, data)
+        for relpath, data in changes.items():
+            full = safe_path(store, relpath)
+            if data is None:
+                full.unlink()
+                continue
+            made.extend(p for p in (full.parent, *full.parent.parents) if not p.exists())
+            atomic_write_bytes(full, data)
         stage = "updating the search index"
-        changed = _refresh_index(store, [relpath])
+        changed = _refresh_index(store, paths)
         if message is not None:
-            stage = "committing to git"
+            stage = _COMMITTING
             staged = _Undo(git_index) if git_index.is_file() else None
-            repo.commit_paths(store, [relpath], message)
+            repo.commit_paths(store, paths, message)
     except BaseException as exc:
-        if stage == "committing to git" and _committed(store, relpath, before):
-            undo.discard()  # git made the commit and failed after it: the write is complete
-            if staged is not None:
-                staged.discard()
-            return
-        problem = None
-        stale_index = False
-        if stage != first:  # the file changed: put it back, then git's staging and the index
-            problem = undo.restore()
-            if problem is None:
-                if stage == "committing to git" and (staged is None or staged.restore() is not None):
-                    _forget_staged(store, relpath)
-                try:
-                    _refresh_index(store, [relpath])
-                except Exception:
-                    stale_index = True
-        undo.discard()
+        if stage != _COMMITTING or not _committed(store, paths, before):  # else git committed, then failed
+            kept = _put_back(store, changes, undos, made, staged, stage == first, stage == _COMMITTING, nothing)
+            if not isinstance(exc, Exception):
+                raise
+            raise _failed(store, stage, exc, kept, what) from None
+    finally:
+        for undo in undos:
+            undo.discard()
         if staged is not None:
             staged.discard()
-        if problem is None:
-            kept = nothing + (" (the note is as it was)" if undo.existed and data is not None else "")
-            if stale_index:  # it compares files' sizes and times before every search and list
-                kept += "; the search index may show the change until its next refresh"
-        else:
-            kept = (
-                f"{relpath} could not be put back as it was ({problem}): the new version is on disk"
-                " but not committed, and the next sync commits it"
-            )
-        if not isinstance(exc, Exception):
-            raise
-        raise _failed(store, stage, exc, kept, relpath) from None
-    undo.discard()
-    if staged is not None:
-        staged.discard()
     if changed:
         from anamnesis.semantic import start_background_update  # lazy: keeps semantic off the SessionEnd hook
 
         start_background_update(store)
 
 
-def _committed(store: Store, relpath: str, before: str | None) -> bool:
-    """Whether HEAD moved past `before` and holds `relpath` exactly as it is on disk now."""
+def _put_back(
+    store: Store,
+    changes: dict[str, bytes | None],
+    undos: list[_Undo],
+    made: list[Path],
+    staged: _Undo | None,
+    files_only: bool,
+    committing: bool,
+    nothing: str,
+) -> str:
+    """Undo a failed unit: files, the folders it made, git's staging, the search index; what was kept.
+
+    `files_only`: the unit failed while writing files, before the index or
+    git saw any of them. Where a file cannot be put back, its new version
+    stays on disk, uncommitted, for the next sync to commit.
+    """
+    paths = list(changes)
+    problems = [(path, problem) for path, undo in zip(paths, undos, strict=True) if (problem := undo.restore()) is not None]
+    for folder in sorted(made, key=lambda folder: len(folder.parts), reverse=True):  # deepest first
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+    if problems:
+        path, problem = problems[0]
+        who = path if len(problems) == 1 else f"{plural(len(problems), 'file')} ({path} first)"
+        return (
+            f"{who} could not be put back as {'it was' if len(problems) == 1 else 'they were'} ({problem}):"
+            " the new version is on disk but not committed, and the next sync commits it"
+        )
+    kept = nothing
+    if len(paths) > 1:
+        kept += " (every note is as it was)"
+    elif undos[0].existed and changes[paths[0]] is not None:
+        kept += " (the note is as it was)"
+    if files_only:
+        return kept
+    if committing and (staged is None or staged.restore() is not None):
+        for relpath in paths:
+            _forget_staged(store, relpath)
+    try:
+        _refresh_index(store, paths)
+    except Exception:  # it compares files' sizes and times before every search and list
+        kept += "; the search index may show the change until its next refresh"
+    return kept
+
+
+def _committed(store: Store, paths: list[str], before: str | None) -> bool:
+    """Whether HEAD moved past `before` and holds every one of `paths` exactly as it is on disk now."""
     # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
     from anamnesis import repo
     from anamnesis.git import run_git  # lazy: as repo above, for writers only
@@ -488,7 +557,7 @@ def _committed(store: Store, relpath: str, before: str | None) -> bool:
         after = repo.head(store.memory)
         if after is None or after == before:
             return False
-        proc = run_git(store.memory, repo.LITERAL, "diff", "--quiet", "HEAD", "--", relpath, check=False)
+        proc = run_git(store.memory, repo.LITERAL, "diff", "--quiet", "HEAD", "--", *paths, check=False)
         return proc.returncode == 0
     except Exception:
         return False
@@ -761,76 +830,3 @@ def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
         write_units(store, changes, f"{machine}: move {old} to {new}", old)
     note.path = new
     return MovedNote(note, old, sorted(p for p in changes if p not in (old, new)))
-
-
-def write_units(store: Store, changes: dict[str, bytes | None], message: str, what: str) -> None:
-    """`write_unit` for several files in one commit: every file written (None deletes), indexed
-    and committed, or every file put back as it was. Called under the store lock."""
-    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
-
-    paths = list(changes)
-    nothing = "nothing was changed"
-    try:
-        undos = [_Undo(safe_path(store, p)) for p in paths]
-    except OSError as exc:
-        raise _failed(store, "reading the notes", exc, nothing, what) from None
-    made: list[Path] = []  # folders this write created, removed again if it fails
-    before = repo.head(store.memory)
-    git_index = store.memory / ".git" / "index"
-    staged: _Undo | None = None
-    stage = "writing the notes"
-    try:
-        for relpath, data in changes.items():
-            full = safe_path(store, relpath)
-            if data is None:
-                full.unlink()
-                continue
-            missing = [p for p in (full.parent, *full.parent.parents) if not p.exists()]
-            atomic_write_bytes(full, data)
-            made.extend(missing)
-        stage = "updating the search index"
-        _refresh_index(store, paths)
-        stage = "committing to git"
-        staged = _Undo(git_index) if git_index.is_file() else None
-        repo.commit_paths(store, paths, message)
-    except BaseException as exc:
-        if stage == "committing to git" and all(_committed(store, p, before) for p in paths):
-            for undo in undos:
-                undo.discard()
-            if staged is not None:
-                staged.discard()
-            return
-        problems = [problem for undo in undos if (problem := undo.restore()) is not None]
-        for folder in made:
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
-        if not problems:
-            if stage == "committing to git" and (staged is None or staged.restore() is not None):
-                for relpath in paths:
-                    _forget_staged(store, relpath)
-            try:
-                _refresh_index(store, paths)
-            except Exception:
-                pass
-        for undo in undos:
-            undo.discard()
-        if staged is not None:
-            staged.discard()
-        kept = (
-            f"{nothing} (every note is as it was)"
-            if not problems
-            else f"some files could not be put back as they were ({problems[0]}); the next sync commits them"
-        )
-        if not isinstance(exc, Exception):
-            raise
-        raise _failed(store, stage, exc, kept, what) from None
-    for undo in undos:
-        undo.discard()
-    if staged is not None:
-        staged.discard()
-    from anamnesis.semantic import start_background_update  # lazy: keeps semantic off the SessionEnd hook
-
-    start_background_update(store)
