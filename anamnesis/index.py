@@ -556,7 +556,7 @@ def _open_error(path: os.PathLike[str] | str, exc: sqlite3.DatabaseError) -> Exc
     if mapped is not None:
         return mapped
     code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-    if code in (10, 13):  # SQLITE_IOERR, SQLITE_FULL: the writers say what a full disk kept (store._failed)
+    if code in (10, 13):  # SQLITE_IOERR, SQLITE_FULL: the writers say what a full disk kept (transaction._failed)
         return exc
     return AnamnesisError(f"cannot open the search index {path}: {exc} (is it a file you can write?)")
 

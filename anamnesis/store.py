@@ -5,29 +5,28 @@ person left mid-rebase or on another branch is refused with sync's own
 message, exit 12), atomically, and as one unit: file, index and commit all
 happen, or none does and the error says so (a full disk is exit 8). Paths
 from the outside (CLI, MCP, web) are checked to stay inside memory/.
+
+This module is the store's face: the path checks (`storepaths.safe_path`,
+`relpath_of`) and the one transaction engine (`transaction.write_unit`,
+`write_units`) live in their own modules and other modules import them from here.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import secrets
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-from anamnesis.catalog import index_error
 from anamnesis.errors import (
     AnamnesisError,
-    DiskFull,
-    GitError,
     NoteChanged,
     NoteNotFound,
     OutsideStore,
     UsageError,
 )
-from anamnesis.fsutil import atomic_write_bytes, is_out_of_space, no_space_error
+from anamnesis.fsutil import is_out_of_space, no_space_error
 from anamnesis.index import open_index
 from anamnesis.lock import store_lock
 from anamnesis.notes import (
@@ -48,7 +47,11 @@ from anamnesis.notes import (
 from anamnesis.paths import Store
 from anamnesis.redact import redact_note_fields
 from anamnesis.settings import load_settings, new_machine_id, save_settings, writer_machine_id
+from anamnesis.storepaths import relpath_of as relpath_of
+from anamnesis.storepaths import safe_path as safe_path
 from anamnesis.text import plural
+from anamnesis.transaction import write_unit as write_unit
+from anamnesis.transaction import write_units as write_units
 
 MAX_NOTE_BYTES = 1_000_000
 MAX_TITLE = 200
@@ -168,34 +171,9 @@ def write_lock(store: Store, what: str, timeout: float = 60.0) -> Iterator[None]
             stack.enter_context(store_lock(store, what, timeout=timeout))
         except OSError as exc:
             if is_out_of_space(exc):
-                raise _no_space(store, "taking the store lock", exc, "nothing was changed") from None
+                raise no_space_error(store.home, "taking the store lock", exc, "nothing was changed") from None
             raise
         yield
-
-
-def safe_path(store: Store, relpath: str) -> Path:
-    """The absolute path of `relpath` inside memory/, or OutsideStore.
-
-    Rejects absolute paths, '..', the .git folder and anything that resolves
-    (through symlinks) outside memory/.
-    """
-    if not relpath or "\0" in relpath:
-        raise OutsideStore("empty or invalid note path")
-    pure = PurePosixPath(relpath.replace("\\", "/"))
-    if pure.is_absolute() or ".." in pure.parts or (pure.parts and pure.parts[0] == ".git"):
-        raise OutsideStore(f"path {relpath!r} is outside the store")
-    root = store.memory.resolve()
-    full = (store.memory / pure).resolve()
-    if full != root and root not in full.parents:
-        raise OutsideStore(f"path {relpath!r} resolves outside the store")
-    if full == root / ".git" or root / ".git" in full.parents:  # e.g. through a symlinked folder
-        raise OutsideStore(f"path {relpath!r} resolves into the git folder")
-    return store.memory / pure
-
-
-def relpath_of(store: Store, path: Path) -> str:
-    """memory/-relative posix path of an absolute path inside the store."""
-    return path.absolute().relative_to(store.memory.absolute()).as_posix()
 
 
 def load_note(store: Store, relpath: str) -> Note:
@@ -237,7 +215,7 @@ def resolve_ref(store: Store, ref: str) -> str:
                 matches = index.find_ref(ref)
     except sqlite3.Error as exc:
         if is_out_of_space(exc, store.home):  # even reading the index needs a little room (its -shm file)
-            raise _no_space(store, "reading the search index", exc, "nothing was changed") from None
+            raise no_space_error(store.home, "reading the search index", exc, "nothing was changed") from None
         raise
     if len(matches) == 1:
         return matches[0]
@@ -341,197 +319,6 @@ def _refuse_half_resolved(relpath: str, text: str, current: str) -> None:
             "half done; remove every marker line of the block (or keep the block whole), or use "
             "`anamnesis resolve NOTE --edit`; nothing was saved"
         )
-
-
-def _refresh_index(store: Store, paths: list[str]) -> int:
-    """Index `paths`; SQLite's own error, never the "cannot rollback" that can hide it."""
-    try:
-        with open_index(store) as index:
-            return index.refresh(paths).changed
-    except sqlite3.Error as exc:
-        real: BaseException = exc
-        # A failed statement (disk full) may have ended the transaction already; the
-        # ROLLBACK that follows then fails too and its error would be all one sees.
-        while "no transaction is active" in str(real) and isinstance(real.__context__, sqlite3.Error):
-            real = real.__context__
-        if real is exc:
-            raise
-        raise real from None
-
-
-class _Undo:
-    """The version of one file a write replaces, kept so a failed write can put it back.
-
-    A hard link to the old file costs no space, so the way back still works
-    on a full disk; where links are refused, the old bytes are kept in memory.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.existed = os.path.lexists(path)
-        self.link: Path | None = None
-        self.data: bytes | None = None
-        if not self.existed:
-            return
-        link = path.with_name(f".{path.name}.{secrets.token_hex(4)}.undo.tmp")  # ignored by git, index, watch
-        try:
-            os.link(path, link, follow_symlinks=False)
-            self.link = link
-        except OSError:
-            self.data = path.read_bytes()
-
-    def restore(self) -> str | None:
-        """Put the old version back (or remove a new file); None, or why that failed."""
-        try:
-            if self.link is not None:
-                os.replace(self.link, self.path)
-                self.link.unlink(missing_ok=True)  # still there if nothing had replaced the file
-                self.link = None
-            elif self.data is not None:
-                atomic_write_bytes(self.path, self.data)
-            elif not self.existed:
-                self.path.unlink(missing_ok=True)
-        except OSError as exc:
-            return exc.strerror or str(exc)
-        return None
-
-    def discard(self) -> None:
-        """The write is complete: forget the old version."""
-        if self.link is not None:
-            self.link.unlink(missing_ok=True)
-            self.link = None
-
-
-def write_unit(store: Store, relpath: str, data: bytes | None, message: str | None) -> None:
-    """Write `data` at `relpath` (None deletes the file), index it and commit it as one unit.
-
-    Called under the store lock, after `require_writable`. When a step fails
-    (the disk is full, git or the index fails, Ctrl-C), the file is put back
-    as it was, the index follows it, and the error says what was kept, so a
-    failed write leaves nothing for the next sync to commit and running the
-    command again makes no duplicate. A full disk is `DiskFull` (exit 8).
-    `message` None: written and indexed, the commit is left to the next sync.
-    """
-    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
-
-    path = safe_path(store, relpath)
-    first = "deleting the note" if data is None else "writing the note"
-    nothing = "nothing was deleted" if data is None else "nothing was written"
-    try:
-        undo = _Undo(path)
-    except OSError as exc:
-        raise _failed(store, first, exc, nothing, relpath) from None
-    before = repo.head(store.memory)
-    git_index = store.memory / ".git" / "index"
-    staged: _Undo | None = None  # git's index as it was: a failed commit may have staged the change
-    stage = first
-    changed = 0
-    try:
-        if data is None:
-            path.unlink()
-        else:
-            atomic_write_bytes(path, data)
-        stage = "updating the search index"
-        changed = _refresh_index(store, [relpath])
-        if message is not None:
-            stage = "committing to git"
-            staged = _Undo(git_index) if git_index.is_file() else None
-            repo.commit_paths(store, [relpath], message)
-    except BaseException as exc:
-        if stage == "committing to git" and _committed(store, relpath, before):
-            undo.discard()  # git made the commit and failed after it: the write is complete
-            if staged is not None:
-                staged.discard()
-            return
-        problem = None
-        stale_index = False
-        if stage != first:  # the file changed: put it back, then git's staging and the index
-            problem = undo.restore()
-            if problem is None:
-                if stage == "committing to git" and (staged is None or staged.restore() is not None):
-                    _forget_staged(store, relpath)
-                try:
-                    _refresh_index(store, [relpath])
-                except Exception:
-                    stale_index = True
-        undo.discard()
-        if staged is not None:
-            staged.discard()
-        if problem is None:
-            kept = nothing + (" (the note is as it was)" if undo.existed and data is not None else "")
-            if stale_index:  # it compares files' sizes and times before every search and list
-                kept += "; the search index may show the change until its next refresh"
-        else:
-            kept = (
-                f"{relpath} could not be put back as it was ({problem}): the new version is on disk"
-                " but not committed, and the next sync commits it"
-            )
-        if not isinstance(exc, Exception):
-            raise
-        raise _failed(store, stage, exc, kept, relpath) from None
-    undo.discard()
-    if staged is not None:
-        staged.discard()
-    if changed:
-        from anamnesis.semantic import start_background_update  # lazy: keeps semantic off the SessionEnd hook
-
-        start_background_update(store)
-
-
-def _committed(store: Store, relpath: str, before: str | None) -> bool:
-    """Whether HEAD moved past `before` and holds `relpath` exactly as it is on disk now."""
-    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
-    from anamnesis.git import run_git  # lazy: as repo above, for writers only
-
-    try:
-        after = repo.head(store.memory)
-        if after is None or after == before:
-            return False
-        proc = run_git(store.memory, repo.LITERAL, "diff", "--quiet", "HEAD", "--", relpath, check=False)
-        return proc.returncode == 0
-    except Exception:
-        return False
-
-
-def _forget_staged(store: Store, relpath: str) -> None:
-    """Unstage what a failed commit staged for `relpath` (best effort: sync's `add -A` redoes it anyway)."""
-    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
-    from anamnesis.git import run_git  # lazy: as repo above, for writers only
-
-    try:
-        if repo.head(store.memory) is not None:
-            run_git(store.memory, repo.LITERAL, "reset", "-q", "--", relpath, check=False)
-    except Exception:
-        pass
-
-
-def _no_space(store: Store, stage: str, exc: BaseException, kept: str) -> DiskFull:
-    return no_space_error(store.home, stage, exc, kept)
-
-
-def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: str) -> AnamnesisError:
-    """The one-line error for a write that failed at `stage`, saying what was kept."""
-    # git's "unable to write new index file" does not say why: on a disk with under a
-    # mebibyte left, a failed write of git, SQLite or the file system is taken for want of space.
-    if is_out_of_space(exc, store.home if isinstance(exc, (GitError, sqlite3.Error, OSError)) else None):
-        return _no_space(store, stage, exc, kept)
-    if isinstance(exc, AnamnesisError):
-        exc.args = (f"{exc}; {kept}",)
-        return exc
-    if isinstance(exc, sqlite3.Error):
-        named = index_error(exc)  # by SQLite's result code: busy or locked, damaged
-        if isinstance(named, AnamnesisError):
-            named.args = (f"{named}; {kept}",)
-            return named
-        return AnamnesisError(f"the search index failed ({exc}); {kept} — run `anamnesis reindex`")
-    if isinstance(exc, OSError):
-        if exc.errno == errno.EROFS:
-            return AnamnesisError(f"{store.memory} is on a read-only file system ({stage} {relpath}); {kept}")
-        return AnamnesisError(f"{stage} {relpath} failed: {exc.strerror or exc}; {kept}")
-    return AnamnesisError(f"{stage} failed: {type(exc).__name__}: {exc}; {kept}")
 
 
 def create_note(
@@ -762,76 +549,3 @@ def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
         write_units(store, changes, f"{machine}: move {old} to {new}", old)
     note.path = new
     return MovedNote(note, old, sorted(p for p in changes if p not in (old, new)))
-
-
-def write_units(store: Store, changes: dict[str, bytes | None], message: str, what: str) -> None:
-    """`write_unit` for several files in one commit: every file written (None deletes), indexed
-    and committed, or every file put back as it was. Called under the store lock."""
-    # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
-
-    paths = list(changes)
-    nothing = "nothing was changed"
-    try:
-        undos = [_Undo(safe_path(store, p)) for p in paths]
-    except OSError as exc:
-        raise _failed(store, "reading the notes", exc, nothing, what) from None
-    made: list[Path] = []  # folders this write created, removed again if it fails
-    before = repo.head(store.memory)
-    git_index = store.memory / ".git" / "index"
-    staged: _Undo | None = None
-    stage = "writing the notes"
-    try:
-        for relpath, data in changes.items():
-            full = safe_path(store, relpath)
-            if data is None:
-                full.unlink()
-                continue
-            missing = [p for p in (full.parent, *full.parent.parents) if not p.exists()]
-            atomic_write_bytes(full, data)
-            made.extend(missing)
-        stage = "updating the search index"
-        _refresh_index(store, paths)
-        stage = "committing to git"
-        staged = _Undo(git_index) if git_index.is_file() else None
-        repo.commit_paths(store, paths, message)
-    except BaseException as exc:
-        if stage == "committing to git" and all(_committed(store, p, before) for p in paths):
-            for undo in undos:
-                undo.discard()
-            if staged is not None:
-                staged.discard()
-            return
-        problems = [problem for undo in undos if (problem := undo.restore()) is not None]
-        for folder in made:
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
-        if not problems:
-            if stage == "committing to git" and (staged is None or staged.restore() is not None):
-                for relpath in paths:
-                    _forget_staged(store, relpath)
-            try:
-                _refresh_index(store, paths)
-            except Exception:
-                pass
-        for undo in undos:
-            undo.discard()
-        if staged is not None:
-            staged.discard()
-        kept = (
-            f"{nothing} (every note is as it was)"
-            if not problems
-            else f"some files could not be put back as they were ({problems[0]}); the next sync commits them"
-        )
-        if not isinstance(exc, Exception):
-            raise
-        raise _failed(store, stage, exc, kept, what) from None
-    for undo in undos:
-        undo.discard()
-    if staged is not None:
-        staged.discard()
-    from anamnesis.semantic import start_background_update  # lazy: keeps semantic off the SessionEnd hook
-
-    start_background_update(store)
