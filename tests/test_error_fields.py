@@ -158,7 +158,7 @@ def test_a_write_that_fails_in_sqlite_is_named_by_its_result_code(tmp_path: Path
     import sqlite3
 
     from anamnesis.errors import IndexLocked, LockTimeout
-    from anamnesis.store import _failed
+    from anamnesis.transaction import _failed
 
     store = Store(tmp_path / "home")
     worded = _failed(store, "indexing", sqlite3.OperationalError("no such column: locked"), "kept", "a.md")
