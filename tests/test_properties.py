@@ -84,7 +84,10 @@ TEXT = st.text(
 WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-.", min_size=1, max_size=12)
 STAMP = st.datetimes(timezones=st.none()).map(lambda d: d.replace(microsecond=0).isoformat() + "Z")
 IDENT = st.text(alphabet="0123456789abcdefghjkmnpqrstvwxyz", min_size=10, max_size=10)
-BODY = st.lists(TEXT, max_size=5).map(lambda lines: "".join(line + "\n" for line in lines))
+MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")  # a conflict is a problem by design: not here
+BODY = st.lists(TEXT.filter(lambda line: not line.startswith(MARKERS)), max_size=5).map(
+    lambda lines: "".join(line + "\n" for line in lines)
+)
 
 
 @st.composite
@@ -102,7 +105,7 @@ def notes(draw: st.DrawFn) -> Note:
         updated=draw(STAMP),
         machine=draw(WORD),
         source=draw(st.sampled_from(["cli", "mcp", "hook"])),
-        supersedes=draw(st.lists(IDENT, max_size=2, unique=True)),
+        supersedes=draw(st.lists(IDENT.filter(lambda other: other != ident), max_size=2, unique=True)),
     )
 
 
