@@ -209,6 +209,7 @@ def test_mcp_and_dashboard_writes_refuse_on_another_branch(store: Store) -> None
             ("delete", {"ref": note.id}),
         ],
     )
+    assert len(results) == 3
     for result in results:
         assert result.is_error and result.content[0].text.endswith(": " + reason)
     assert snapshot(store.memory) == before

@@ -136,7 +136,7 @@ def test_a_store_of_the_published_package_moves_over_with_its_ids(fleet: Fleet, 
     assert plan.count("create") == 4 and a.git("log", "--oneline").count("\n") == 0  # --print wrote nothing
 
     report = run_import(a.store, "anamnesis-memory", old)
-    assert report.count("create") == 4 and report.commit is not None
+    assert report.count("create") == 4 and report.commit == a.git("rev-parse", "HEAD")  # one commit, the last
     reasons = {Path(s.origin).name: s.reason for s in report.skipped}
     assert "machine-local" in reasons[written["Laptop only"]["id"] + ".md"]
     assert "not valid YAML" in reasons["01BROKENBROKENBROKENBROKEN.md"]

@@ -269,11 +269,25 @@ def test_recall_can_be_turned_off(store: Store) -> None:
 
 
 @pytest.mark.parametrize(
-    "prompt", ["", "   ", "a" * 100_000, '"unbalanced (( AND OR NOT * -', "NEAR(x y) ^ : ;"]
+    ("prompt", "finds"),
+    [
+        ("", False),
+        ("   ", False),
+        ("a" * 100_000, False),
+        ('"unbalanced (( AND OR NOT * -', False),
+        ("NEAR(x y) ^ : ;", False),
+        ('"kafka retention (( AND OR NOT * - policy?', True),
+        ("NEAR(kafka retention) ^ : policy;", True),
+    ],
 )
-def test_recall_survives_odd_prompts(store: Store, prompt: str) -> None:
-    create_note(store, type="semantic", title="Anything", body="text", project=PROJECT)
-    build_recall(store, prompt, session_id="odd")
+def test_recall_survives_odd_prompts(store: Store, prompt: str, finds: bool) -> None:
+    """Search syntax in a prompt is read as words: no error, and the words still recall their note."""
+    note = create_note(store, type="semantic", title="Kafka retention policy", body="Seven days.", project=PROJECT)
+    text, shown = build_recall(store, prompt, session_id="odd")
+    if finds:
+        assert shown == [note.path] and "Kafka retention policy" in text
+    else:
+        assert (text, shown) == ("", [])
 
 
 def test_recall_prefers_this_project_over_other_projects_deploy_notes(store: Store, tmp_path: Path) -> None:

@@ -255,6 +255,7 @@ def test_no_secret_anywhere_in_the_store(captured: Captured) -> None:
 
 
 def test_a_token_that_opens_the_first_prompt_is_not_the_title(captured: Captured) -> None:
+    assert captured.sessions
     for session in captured.sessions:
         path = _note_path(captured.store, session)
         title = next(

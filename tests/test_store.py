@@ -148,7 +148,8 @@ def test_lock_of_a_killed_holder_is_free(store: Store) -> None:
 
 def test_lock_is_reentrant_in_one_process(store: Store) -> None:
     with store_lock(store, "outer"), store_lock(store, "inner", timeout=0.1):
-        create_note(store, type="semantic", title="inside", body="nested locking works")
+        note = create_note(store, type="semantic", title="inside", body="nested locking works")
+        assert read_note(store, note.id).body.strip() == "nested locking works"  # written while both are held
 
 
 def test_lock_excludes_other_threads_of_the_same_process(store: Store) -> None:

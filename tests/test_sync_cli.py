@@ -57,6 +57,7 @@ def test_peers_list_at_80_columns_keeps_every_url_time_and_state_whole(fleet: Fl
     fleet.add_peer(a, "gone", str(fleet.root / "usb" / "gone.git"))
     assert a.cli("sync").returncode == 11
     peers = {p["name"]: p for p in json.loads(a.cli("peers", "list", "--json").stdout)}
+    assert set(peers) == {"hub", "desktop", "gone"}, peers
     for columns in ("80", "200"):
         proc = run_anamnesis(["peers", "list"], a.env(COLUMNS=columns))
         assert proc.returncode == 0, proc.stderr

@@ -316,7 +316,9 @@ def test_a_full_disk_during_sync_says_so_keeps_everything_and_doctor_says_full_n
     assert line.count("\n") == 0 and "no space left on the disk of" in line, line
     assert " free " in line and "free some space" in line and "nothing was lost" in line, line
     assert "desktop: unreachable" not in full.stdout
-    for peer in as_json(peers):
+    known = as_json(peers)
+    assert [peer["name"] for peer in known] == ["desktop"], known
+    for peer in known:
         assert peer["last_error"] is None, peer
     logged = as_json(log)
     assert logged["unreachable"] == [] and logged["exit_code"] == ExitCode.DISK_FULL, logged

@@ -107,5 +107,6 @@ def test_a_path_that_is_no_repository_fails_to_fetch_with_gits_reason(store: Sto
     missing = Peer("gone", str(tmp_path / "nothing-here"))
     with pytest.raises(FetchFailed) as caught:
         GitTransport(store.memory).fetch(missing)
-    assert "nothing-here" in caught.value.failure.reason or "repository" in caught.value.failure.reason
+    reason = caught.value.failure.reason
+    assert "nothing-here" in reason and "does not appear to be a git repository" in reason, reason  # git's words
     assert str(caught.value).startswith("git fetch failed: ")
