@@ -149,8 +149,7 @@ def _write_unit(
     try:
         undos = [_Undo(safe_path(store, p)) for p in paths]
     except OSError as exc:
-        reading = "reading the notes" if len(paths) > 1 else "reading the note"
-        raise _failed(store, reading, exc, nothing, what) from None
+        raise _failed(store, f"reading {plural(len(paths), 'note')}", exc, nothing, what) from None
     made: list[Path] = []  # folders this unit created, removed again if it fails
     before = repo.head(store.memory)
     git_index = store.memory / ".git" / "index"
