@@ -25,6 +25,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from anamnesis.errors import IndexCorrupt, IndexLocked, UsageError
+from anamnesis.notes import normalize_tags
 
 if TYPE_CHECKING:
     from anamnesis.paths import Store
@@ -178,8 +179,13 @@ def filter_sql(
         clauses.append("n.type = ?")
         args.append(type)
     if tag:
-        clauses.append("n.rowid IN (SELECT note FROM tags WHERE tag = ?)")
-        args.append(tag.lstrip("#").lower())
+        # the one tag rule (notes.normalize_tags): '#A' is a, and 'a b' asks for notes with both tags
+        wanted = normalize_tags(tag)
+        if not wanted:
+            clauses.append("0")  # a tag filter that names no tag matches no note
+        for one in wanted:
+            clauses.append("n.rowid IN (SELECT note FROM tags WHERE tag = ?)")
+            args.append(one)
     if since:
         clauses.append("n.updated >= ?")
         args.append(parse_when(since))

@@ -207,3 +207,22 @@ def test_the_same_tags_come_out_of_every_way_in(store: Store, run_cli: RunCli, t
     assert done.returncode == 0, done.stderr
     [imported] = [p for p in note_files(store.memory) if "imported" in p]
     assert read_note(store, imported).tags == TAGS
+
+
+def test_a_tag_filter_follows_the_tag_rule(store: Store, run_cli: RunCli) -> None:
+    """`--tag` reads its value by the same rule as tags are written: '#A' is a, and 'a b' asks for
+    notes holding both tags, in search and in list."""
+    from anamnesis.store import create_note
+
+    both = create_note(store, type="semantic", title="Pool sizes", body="pool size 20", tags=["a", "b"])
+    other = create_note(store, type="semantic", title="Pool modes", body="pool mode session", tags=["a", "c"])
+
+    def paths(*args: str) -> list[str]:
+        proc = run_cli(*args, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return sorted(hit["path"] for hit in json.loads(proc.stdout))
+
+    assert paths("search", "pool", "--tag", "a b") == [both.path]
+    assert paths("list", "--tag", "#B") == [both.path]
+    assert paths("list", "--tag", "a, c") == [other.path]
+    assert paths("search", "pool", "--tag", "#") == []
