@@ -15,7 +15,6 @@ from anamnesis.cli._common import ask, console, get_store, no_answer, print_json
 from anamnesis.text import plural
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
     from anamnesis.sync import SyncResult
 
 peers_app = typer.Typer(help="The machines and hub repos this store syncs with.", no_args_is_help=True)
@@ -105,7 +104,7 @@ def sync(
         data["exit_code"] = code
         print_json(data)
     else:
-        _print_result(store, result, quiet)
+        _print_result(result, quiet)
         for item in stale:
             console().print(
                 f"  [red]{escape(item.name)}[/red]: no sync has reached it since {escape(item.since)} "
@@ -116,9 +115,8 @@ def sync(
         raise typer.Exit(code)
 
 
-def _print_result(store: Store, result: SyncResult, quiet: bool) -> None:
+def _print_result(result: SyncResult, quiet: bool) -> None:
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
-
 
     out = console()
     problems = bool(result.conflicts or result.held_back or result.unreachable)
