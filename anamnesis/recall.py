@@ -57,6 +57,7 @@ PROMPT_NOISE = frozenset(
     ).split()
 )
 MAX_QUERY_CHARS = 1500
+WORD_RE = re.compile(r"[^\W_]+(?:[_.'/-][^\W_]+)*")  # a prompt's words: code words whole
 MAX_QUERY_WORDS = 48
 SEEN_FILES_MAX_AGE = 7 * 86400
 
@@ -81,7 +82,7 @@ def recall_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 def prompt_terms(text: str) -> list[str]:
     """The distinct words of a prompt that say what it is about."""
-    words = re.findall(r"[^\W_]+(?:[_.'/-][^\W_]+)*", text.lower())
+    words = WORD_RE.findall(text.lower())
     keep = [w for w in words if len(w) >= 3 and w not in STOPWORDS and w not in PROMPT_NOISE]
     return list(dict.fromkeys(keep))[:MAX_QUERY_WORDS]
 
@@ -89,7 +90,7 @@ def prompt_terms(text: str) -> list[str]:
 def specific_terms(text: str) -> set[str]:
     """The prompt's words that name one thing: code words (`parse_config`, `acme.io/pool`,
     `useFlag`, `GOTOOLCHAIN`) and words with digits (`raidz2`), as `prompt_terms` spells them."""
-    words = re.findall(r"[^\W_]+(?:[_.'/-][^\W_]+)*", text)
+    words = WORD_RE.findall(text)
     return {
         word.lower()
         for word in words

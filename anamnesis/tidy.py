@@ -468,6 +468,17 @@ def _archived_path(store: Store, note_id: str, path: str) -> str | None:
     return None
 
 
+def model_unready(store: Store) -> str | None:
+    """Why a merge cannot be written by the person's own model now (none set up, no Claude Code
+    binary, no key), or None when it can."""
+    from anamnesis.summarize_model import config_of, readiness  # lazy: only merges written by a model
+
+    config = config_of(store)
+    if not config.enabled:
+        return "no model is set up (`anamnesis summary enable` names yours: Claude Code or an API key)"
+    return readiness(store, config)
+
+
 def model_merge(store: Store, keep: Note, other: Note) -> str:
     """The person's own model (as set up for session summaries: `claude -p` or their key) writes
     one text from both notes; what it is sent and what it answers are redacted. Raises
@@ -475,19 +486,16 @@ def model_merge(store: Store, keep: Note, other: Note) -> str:
     from anamnesis.redact import redact  # lazy: only a merge written by a model sends text anywhere
 
     # lazy: the model path loads only for a merge that asks for it
-    from anamnesis.summarize_model import SummaryError, ask_model, clean_output, config_of, readiness
+    from anamnesis.summarize_model import SummaryError, ask_model, clean_output, config_of
 
-    config = config_of(store)
-    if not config.enabled:
-        raise SummaryError("no model is set up: `anamnesis summary enable` names yours (Claude Code or an API key)")
-    why = readiness(store, config)
+    why = model_unready(store)
     if why is not None:
         raise SummaryError(why)
     prompt = (
         f"First note: {redact(keep.title)}\n\n{redact(keep.body)}\n\n"
         f"Second note: {redact(other.title)}\n\n{redact(other.body)}\n"
     )
-    text = clean_output(ask_model(store, config, prompt, MERGE_SYSTEM))
+    text = clean_output(ask_model(store, config_of(store), prompt, MERGE_SYSTEM))
     if not text.strip():
         raise SummaryError("the model answered nothing")
     return text

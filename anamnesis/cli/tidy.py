@@ -75,19 +75,16 @@ def tidy(
         apply_plan,
         describe,
         list_archived,
+        model_unready,
         plan_tidy,
         read_plan,
         restore_archived,
     )
 
     store = get_store()
-    if model:
-        from anamnesis.summarize_model import config_of, readiness  # lazy: --help loads every command module
-
-        config = config_of(store)
-        why = "no model is set up (`anamnesis summary enable`)" if not config.enabled else readiness(store, config)
-        if why is not None:
-            raise UsageError(f"--model: {why}")
+    why = model_unready(store) if model else None
+    if why is not None:
+        raise UsageError(f"--model: {why}")
     if sum(map(bool, (json_out, print_only, apply is not None, archived, restore is not None))) > 1:
         raise UsageError("give one of --json, --print, --apply, --archived, --restore")
     if archived:
