@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -425,3 +426,21 @@ def fleet(tmp_path: Path) -> Fleet:
 def ssh_fleet(tmp_path: Path, sshd: SshServer) -> Fleet:
     """A fleet whose machines can also reach peers over the test sshd."""
     return Fleet(tmp_path, sshd)
+
+
+class SyncClock:
+    """How long a whole `anamnesis sync` process takes on this host, kept up to date as a randomised
+    run goes: kills are timed relative to it. One measurement at the start (a cold first sync, a
+    host that drifts) can time every kill after the sync already finished, and then no kill is
+    tested at all."""
+
+    def __init__(self, first: float) -> None:
+        self.seen = [first]
+
+    def observe(self, seconds: float) -> None:
+        """A sync process that ran to its end took `seconds`."""
+        self.seen = [*self.seen, seconds][-15:]
+
+    @property
+    def seconds(self) -> float:
+        return float(statistics.median(self.seen))

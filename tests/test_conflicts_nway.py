@@ -17,7 +17,7 @@ import subprocess
 import time
 
 import pytest
-from fleet import Fleet, Machine, fleet, wait_for_orphans  # noqa: F401
+from fleet import Fleet, Machine, SyncClock, fleet, wait_for_orphans  # noqa: F401
 
 from anamnesis.errors import UsageError
 from anamnesis.git import git_processes_in
@@ -288,7 +288,7 @@ class Mesh:
         }
         started = time.perf_counter()
         machines[0].spawn_sync().communicate(timeout=120)
-        self.baseline = time.perf_counter() - started
+        self.clock = SyncClock(time.perf_counter() - started)
 
     def token(self, m: Machine) -> str:
         self.counter += 1
@@ -368,16 +368,18 @@ class Mesh:
             self.stats["no_push"] += 1
             assert m.sync(push=False).exit_code in (0, 10, 11)
         elif roll < 0.78:
-            proc = m.spawn_sync()
-            time.sleep(self.baseline * self.rng.uniform(0.4, 1.1))
+            proc, started = m.spawn_sync(), time.perf_counter()
+            time.sleep(self.clock.seconds * self.rng.uniform(0.4, 1.1))
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
                 self.stats["killed"] += 1
+            else:
+                self.clock.observe(time.perf_counter() - started)  # too late: it had finished
             proc.communicate(timeout=60)
         else:
             # Kill one of the sync's git processes (fetch, merge-file, push, checkout...).
-            proc = m.spawn_sync()
-            deadline = time.monotonic() + self.baseline * self.rng.uniform(0.25, 0.9)
+            proc, started, hit = m.spawn_sync(), time.perf_counter(), False
+            deadline = time.monotonic() + self.clock.seconds * self.rng.uniform(0.25, 0.9)
             while proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.003)
             while proc.poll() is None:
@@ -386,11 +388,14 @@ class Mesh:
                     try:
                         os.kill(self.rng.choice(pids), signal.SIGKILL)
                         self.stats["git_killed"] += 1
+                        hit = True
                     except ProcessLookupError:
                         continue
                     break
                 time.sleep(0.002)
             proc.communicate(timeout=120)
+            if not hit:
+                self.clock.observe(time.perf_counter() - started)  # it ran to its end untouched
         self.wait_for_orphans()
         self.check(m)
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fleet import Fleet, Machine, fleet, power_cut, wait_for_orphans  # noqa: F401
+from fleet import Fleet, Machine, SyncClock, fleet, power_cut, wait_for_orphans  # noqa: F401
 
 from anamnesis.errors import AnamnesisError, NoteChanged
 from anamnesis.index import open_index
@@ -70,7 +70,7 @@ class World:
         self.power_cuts = 0
         self.mid_checkout = 0
         self.syncs = 0
-        self.baseline = self._measure(machines[0])
+        self.clock = SyncClock(self._measure(machines[0]))
 
     @staticmethod
     def _measure(m: Machine) -> float:
@@ -181,9 +181,10 @@ class World:
             assert result.exit_code in (0, 10, 11), result.to_dict()
             self.check_whole(m)
             return
-        proc = m.spawn_sync(new_session=True)
+        proc, started = m.spawn_sync(new_session=True), time.perf_counter()
         if roll < 0.6:
             _out, err = proc.communicate(timeout=120)
+            self.clock.observe(time.perf_counter() - started)
             assert proc.returncode in (0, 10, 11), err
             self.check_whole(m)
             return
@@ -191,7 +192,9 @@ class World:
             self.at_checkout(m, proc)  # a moment that random timing seldom hits: git moving the tree
         else:
             # Interpreter start-up is most of a sync process: kill in its last two thirds, mostly inside sync().
-            time.sleep(self.baseline * self.rng.uniform(0.4, 1.1))
+            time.sleep(self.clock.seconds * self.rng.uniform(0.4, 1.1))
+            if proc.poll() is not None:
+                self.clock.observe(time.perf_counter() - started)  # too late: it had finished
         if proc.poll() is None:
             if self.rng.random() < 0.5:
                 proc.send_signal(signal.SIGKILL)  # the process alone: its git finishes on its own
