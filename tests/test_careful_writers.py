@@ -434,7 +434,10 @@ def test_new_on_a_full_disk_writes_all_or_nothing(small_disk: Path, run_cli: Run
     # the sweep must reach past the file write (where each stage fails depends on the file system's
     # block use, so which later stage it catches is not fixed)
     assert "writing the note" in stages and len(stages) >= 2, stages
-    # A retrying script: the failures left nothing for sync to commit, so nothing is duplicated.
+    # A retrying script, once the person has made room (the notes written above can fill the 3 MB disk,
+    # and then git itself cannot write its index): the failures left nothing for sync to commit, so
+    # nothing is duplicated.
+    subprocess.run(["mount", "-o", "remount,size=16m", str(small_disk)], check=True)
     synced = run_cli("sync", home_dir=home)
     assert synced.returncode == 0, synced.stderr
     listed = json.loads(run_cli("list", "--json", "-n", "500", home_dir=home).stdout)
