@@ -26,22 +26,22 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.base.errors import AnamnesisError
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
+from anamnesis.base.settings import load_settings, writer_machine_id
+from anamnesis.base.text import plural, trim
 from anamnesis.digest import digest, failed_calls, tool_name
-from anamnesis.errors import AnamnesisError
-from anamnesis.fsutil import atomic_write_text
 from anamnesis.index import open_index
-from anamnesis.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
 from anamnesis.project import checkout_remote, project_key
 from anamnesis.recovery import SyncRefused
 from anamnesis.redact import redact, redact_field
-from anamnesis.settings import load_settings, writer_machine_id
 from anamnesis.store import load_note, require_writable, save_note, write_lock
 from anamnesis.summarize_model import split_section, with_section
-from anamnesis.text import plural, trim
 from anamnesis.transcript import SessionSummary, summarize
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # the alphabet of notes.new_id
 MAX_ASK = 1500

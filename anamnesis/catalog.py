@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from functools import wraps
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
-from anamnesis.errors import IndexCorrupt, IndexLocked, UsageError
-from anamnesis.notes import normalize_tags
+from anamnesis.base.errors import IndexCorrupt, IndexLocked, UsageError
+from anamnesis.base.notes import normalize_tags
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 MARK_START, MARK_END = "\x02", "\x03"
 

@@ -12,12 +12,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from anamnesis import repo
-from anamnesis.errors import UsageError
-from anamnesis.fsutil import atomic_write_text
-from anamnesis.git import read_blobs, run_git_bytes
+from anamnesis.base import repo
+from anamnesis.base.errors import UsageError
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.git import read_blobs, run_git_bytes
+from anamnesis.base.lock import store_lock
+from anamnesis.base.notes import has_conflict_markers, now_iso, parse_note, split_front_matter, stamp
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import machine_id
 from anamnesis.index import open_index
-from anamnesis.lock import store_lock
 from anamnesis.merge import (
     Block,
     label_names,
@@ -29,9 +32,6 @@ from anamnesis.merge import (
     resolve_text,
     stray_lines,
 )
-from anamnesis.notes import has_conflict_markers, now_iso, parse_note, split_front_matter, stamp
-from anamnesis.paths import Store
-from anamnesis.settings import machine_id
 from anamnesis.store import require_writable, resolve_ref, safe_path
 
 

@@ -21,14 +21,14 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from anamnesis.base.paths import Store, open_store
+from anamnesis.base.text import plural
 from anamnesis.conflicts import list_conflicts, resolve_note
 from anamnesis.index import MARK_END, MARK_START, open_index
-from anamnesis.paths import Store, open_store
 from anamnesis.peers import add_peer
 from anamnesis.search import search
 from anamnesis.store import create_note, init_store, update_note
 from anamnesis.sync import SyncResult, sync
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -39,10 +39,10 @@ from typing import Any
 import ifaddr
 from zeroconf import IPVersion, ServiceBrowser, ServiceInfo, Zeroconf
 
-from anamnesis.git import is_local_url, user_ssh_command
-from anamnesis.paths import Store
-from anamnesis.repo import root_commits
-from anamnesis.settings import load_settings, machine_id
+from anamnesis.base.git import is_local_url, user_ssh_command
+from anamnesis.base.paths import Store
+from anamnesis.base.repo import root_commits
+from anamnesis.base.settings import load_settings, machine_id
 
 log = logging.getLogger("anamnesis.discovery")
 

@@ -11,20 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 from anamnesis import schedule, watch
 from anamnesis.agents.claude import find_old_hooks
+from anamnesis.base.errors import AnamnesisError, ExitCode
+from anamnesis.base.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_problem
+from anamnesis.base.git import git_processes_in, lock_files
+from anamnesis.base.notes import ProblemKind, first_fix
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import load_settings
+from anamnesis.base.text import plural
 from anamnesis.capture import queued_notes
-from anamnesis.errors import AnamnesisError, ExitCode
-from anamnesis.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_problem
-from anamnesis.git import git_processes_in, lock_files
 from anamnesis.index import file_problems, open_index
-from anamnesis.notes import ProblemKind, first_fix
-from anamnesis.paths import Store
 from anamnesis.peers import ago, incoming_machines, peer_problems, untaken_pushes
 from anamnesis.recovery import wedged
-from anamnesis.settings import load_settings
 from anamnesis.store import check_home
 from anamnesis.supersede import SIMILAR_TYPES, Components, read_links, similar_pairs
 from anamnesis.synclog import log_path, recent
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.index import Index

@@ -12,14 +12,14 @@ import difflib
 import re
 from dataclasses import dataclass, field
 
+from anamnesis.base.errors import NoteNotFound, UsageError
+from anamnesis.base.git import run_git
+from anamnesis.base.lock import store_lock
+from anamnesis.base.notes import now_iso, parse_note
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import machine_id
 from anamnesis.conflicts import ConflictedNote, block_labels_of
-from anamnesis.errors import NoteNotFound, UsageError
-from anamnesis.git import run_git
-from anamnesis.lock import store_lock
 from anamnesis.merge import KEEP_PREFIX, resolve_text
-from anamnesis.notes import now_iso, parse_note
-from anamnesis.paths import Store
-from anamnesis.settings import machine_id
 from anamnesis.store import safe_path, save_note
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from anamnesis.base.errors import AnamnesisError, IndexCorrupt
+from anamnesis.base.notes import Note, Problem, ProblemKind, is_note_path, parse_note
+from anamnesis.base.paths import Store
 from anamnesis.catalog import MARK_END as MARK_END
 from anamnesis.catalog import MARK_START as MARK_START
 from anamnesis.catalog import Catalog, index_error, translated_errors
 from anamnesis.catalog import Hit as Hit
-from anamnesis.errors import AnamnesisError, IndexCorrupt
-from anamnesis.notes import Note, Problem, ProblemKind, is_note_path, parse_note
-from anamnesis.paths import Store
 from anamnesis.scan import (
     CHILD_SHARE,
     CHILD_SHARE_WHILE_READING,

@@ -20,19 +20,19 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.base.errors import AnamnesisError
+from anamnesis.base.settings import load_settings
+from anamnesis.base.text import plural, trim
 from anamnesis.conflicts import ConflictedNote, describe
-from anamnesis.errors import AnamnesisError
 from anamnesis.index import Hit, Index, open_index
 from anamnesis.project import current_branch, project_key
 from anamnesis.ranking import KeywordRanker
 from anamnesis.search import recency, search
-from anamnesis.settings import load_settings
 from anamnesis.store import load_note
-from anamnesis.text import plural, trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 DEFAULT_BUDGET = 6000
 MAX_BUDGET = 9500

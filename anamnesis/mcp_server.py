@@ -30,10 +30,10 @@ from pydantic import ConfigDict, Field, ValidationError, with_config
 from typing_extensions import TypedDict  # below 3.12 pydantic reads nested TypedDicts only from here
 
 from anamnesis import __version__
-from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.base.errors import AnamnesisError, UsageError
+from anamnesis.base.notes import GLOBAL_TYPES, TAG_INPUT_PATTERN, NoteType, normalize_tags
+from anamnesis.base.paths import Store, open_store
 from anamnesis.mcp_upkeep import UpkeepTools
-from anamnesis.notes import GLOBAL_TYPES, TAG_INPUT_PATTERN, NoteType, normalize_tags
-from anamnesis.paths import Store, open_store
 
 if TYPE_CHECKING:
     from anamnesis.refresh import PeriodicRefresh
@@ -433,8 +433,8 @@ class MemoryTools:
         """Where the memory lives, how many notes of each kind, the current project, notes in
         conflict, the peers it syncs with and the machines that push into this store."""
         # lazy: the first tool call loads the core, not MCP start
-        from anamnesis.peers import incoming_machines
-        from anamnesis.settings import load_settings  # lazy: as the line above
+        from anamnesis.base.settings import load_settings
+        from anamnesis.peers import incoming_machines  # lazy: as the line above
 
         with _tool_errors(), self._fresh_index() as index:
             counts = index.counts()

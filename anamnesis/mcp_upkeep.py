@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 
 MAX_SINCE = 40
 MAX_NOTES = 100

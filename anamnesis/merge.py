@@ -48,10 +48,10 @@ from typing import Any
 
 import yaml
 
-from anamnesis.errors import GitError, UsageError
-from anamnesis.git import run_git_bytes
-from anamnesis.notes import has_conflict_markers, set_fields, split_front_matter, stamp_time
-from anamnesis.text import plural
+from anamnesis.base.errors import GitError, UsageError
+from anamnesis.base.git import run_git_bytes
+from anamnesis.base.notes import has_conflict_markers, set_fields, split_front_matter, stamp_time
+from anamnesis.base.text import plural
 
 START, MIDDLE, BASE, END = "<<<<<<< ", "=======", "||||||| ", ">>>>>>> "
 FRONT_MATTER_LABEL = "(front matter)"

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from anamnesis import refs
-from anamnesis.errors import AnamnesisError, ExitCode, GitError, UsageError
-from anamnesis.fsutil import atomic_write_text
-from anamnesis.git import (
+from anamnesis.base import refs
+from anamnesis.base.errors import AnamnesisError, ExitCode, GitError, UsageError
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.git import (
     SCP_URL,
     Failure,
     FailureKind,
@@ -33,10 +33,10 @@ from anamnesis.git import (
     ssh_target,
     user_ssh_command,
 )
-from anamnesis.lock import store_lock
-from anamnesis.paths import Store
-from anamnesis.settings import load_settings, save_settings
-from anamnesis.text import plural
+from anamnesis.base.lock import store_lock
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import load_settings, save_settings
+from anamnesis.base.text import plural
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 

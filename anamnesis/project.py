@@ -17,9 +17,9 @@ import configparser
 import re
 from pathlib import Path
 
-from anamnesis.errors import UsageError
-from anamnesis.paths import default_home
-from anamnesis.text import plural
+from anamnesis.base.errors import UsageError
+from anamnesis.base.paths import default_home
+from anamnesis.base.text import plural
 
 MARKER = ".anamnesis-project"
 MAX_KEY = 200

@@ -24,10 +24,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from anamnesis.errors import NoteNotFound, UsageError
+from anamnesis.base.errors import NoteNotFound, UsageError
+from anamnesis.base.notes import PROJECTS_DIR, parse_note, project_folder, render_note, split_front_matter
+from anamnesis.base.text import plural
 from anamnesis.index import open_index
 from anamnesis.links import LinkResolver, NoteKey, link_needle, rewrite_links
-from anamnesis.notes import PROJECTS_DIR, parse_note, project_folder, render_note, split_front_matter
 from anamnesis.project import (
     ALIAS_SUFFIX,
     ALIASES_DIR,
@@ -37,10 +38,9 @@ from anamnesis.project import (
     resolve_alias,
 )
 from anamnesis.store import relpath_of, require_writable, safe_path, write_lock, write_units
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@+-]*$")
 _REMOTE_FIELD = re.compile(rb"^remote: *['\"]?([^'\"\r\n]+)", re.M)

@@ -16,18 +16,18 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.fsutil import atomic_write_text
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.settings import load_settings
+from anamnesis.base.text import trim
 from anamnesis.index import Hit, Index, open_index
 from anamnesis.project import project_key
 from anamnesis.query import SAME_AS, STOPWORDS
 from anamnesis.search import default_ranker, search
-from anamnesis.settings import load_settings
 from anamnesis.store import load_note
-from anamnesis.text import trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN, strip_injected
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 MAX_BUDGET = 4000
 # A note must hold this share of the prompt's words, each weighed by its rarity among the notes

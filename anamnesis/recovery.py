@@ -32,16 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from anamnesis import refs
-from anamnesis.errors import AnamnesisError, ExitCode
-from anamnesis.fsutil import atomic_write_bytes, atomic_write_text
-from anamnesis.git import head_ref, lock_files, read_blobs, run_git, run_git_bytes, settle_git
+from anamnesis.base import refs
+from anamnesis.base.errors import AnamnesisError, ExitCode
+from anamnesis.base.fsutil import atomic_write_bytes, atomic_write_text
+from anamnesis.base.git import head_ref, lock_files, read_blobs, run_git, run_git_bytes, settle_git
+from anamnesis.base.notes import stated_id
+from anamnesis.base.paths import Store
+from anamnesis.base.repo import changed_paths
+from anamnesis.base.text import plural
 from anamnesis.index import open_index
 from anamnesis.merge import Side, merge_texts
-from anamnesis.notes import stated_id
-from anamnesis.paths import Store
-from anamnesis.repo import changed_paths
-from anamnesis.text import plural
 
 CHECKOUT_MARKER = "sync-checkout.json"
 RUNNING_MARKER = "sync-running.json"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 import time
 
+from anamnesis.base.paths import Store
 from anamnesis.index import Index, open_index
-from anamnesis.paths import Store
 from anamnesis.semantic import start_background_update
 
 

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from anamnesis.notes import HIDDEN_PREFIX, NOTE_SUFFIXES
+from anamnesis.base.notes import HIDDEN_PREFIX, NOTE_SUFFIXES
 
 FileStat = tuple[int, int, int]  # lstat's size, mtime_ns, mode
 Folder = tuple[str, str]  # absolute path, memory/-relative prefix ("" or ending in "/")

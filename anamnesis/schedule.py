@@ -29,10 +29,10 @@ from string import Template
 from typing import Any, Literal
 from xml.sax.saxutils import escape
 
-from anamnesis.errors import TIMER_SUCCESS, ExitCode, UsageError
-from anamnesis.fsutil import atomic_write_text
-from anamnesis.paths import Store
-from anamnesis.resources import read_template
+from anamnesis.base.errors import TIMER_SUCCESS, ExitCode, UsageError
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.paths import Store
+from anamnesis.base.resources import read_template
 from anamnesis.synclog import status_summary
 
 DEFAULT_EVERY = "5m"

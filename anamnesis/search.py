@@ -25,7 +25,7 @@ from anamnesis.ranking import Filters, HybridRanker, KeywordRanker, Ranker, Sema
 from anamnesis.semantic import engine_for
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 NEAR_PROJECT_BOOST = 0.12  # relative to the best score: this project and global notes first
 SUPERSEDED_FACTOR = 0.6

@@ -39,16 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.errors import AnamnesisError, ExitCode
+from anamnesis.base.errors import AnamnesisError, ExitCode
+from anamnesis.base.settings import load_settings, save_settings, update_section
 from anamnesis.index import Index, open_index
-from anamnesis.settings import load_settings, save_settings, update_section
 
 if TYPE_CHECKING:
     import numpy
 
+    from anamnesis.base.paths import Store
     from anamnesis.catalog import Catalog
     from anamnesis.embed import Embedder
-    from anamnesis.paths import Store
     from anamnesis.ranking import Filters
 
 SETTINGS_KEY = "semantic"
@@ -405,7 +405,9 @@ def start_background_update(store: Store) -> bool:
         return False
     if embedding_running(store):
         return False
-    from anamnesis.spawn import spawn_detached  # lazy: only when an update starts; keeps spawn off search
+    from anamnesis.base.spawn import (
+        spawn_detached,  # lazy: only when an update starts; keeps spawn off search
+    )
 
     try:
         spawn_detached(store, ["-m", "anamnesis", "semantic", "update", "--quiet"], "semantic.log")
@@ -433,8 +435,8 @@ def start_query_server(store: Store) -> bool:
             return False
     except OSError:
         pass
-    from anamnesis.fsutil import atomic_write_text  # lazy: only when a server starts
-    from anamnesis.spawn import spawn_detached  # lazy: only when a server starts; keeps spawn off search
+    from anamnesis.base.fsutil import atomic_write_text  # lazy: only when a server starts
+    from anamnesis.base.spawn import spawn_detached  # lazy: only when a server starts; keeps spawn off search
 
     try:
         atomic_write_text(marker, f"{time.time()}\n")

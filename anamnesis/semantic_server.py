@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Any
 
+from anamnesis.base.paths import Store
 from anamnesis.index import open_index
-from anamnesis.paths import Store
 from anamnesis.ranking import Filters
 from anamnesis.semantic import (
     REPLY_LIMIT,

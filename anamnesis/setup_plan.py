@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from anamnesis import schedule
-from anamnesis.errors import AnamnesisError, UsageError
-from anamnesis.git import stop_on_signals
-from anamnesis.notes import is_note_path
+from anamnesis.base.errors import AnamnesisError, UsageError
+from anamnesis.base.git import stop_on_signals
+from anamnesis.base.notes import is_note_path
+from anamnesis.base.text import plural
 from anamnesis.peers import add_peer, check_name, list_peers, name_from_url, normalize_url
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 EVERY = "5m"  # the sync timer init offers
 DISCOVERY_SECONDS = 2.0  # how long init listens for other machines

@@ -20,10 +20,9 @@ import stat
 import time
 from pathlib import Path
 
-from anamnesis.fsutil import atomic_write_bytes
-from anamnesis.git import read_blobs, run_git_bytes
-from anamnesis.merge import stray_lines
-from anamnesis.notes import (
+from anamnesis.base.fsutil import atomic_write_bytes
+from anamnesis.base.git import read_blobs, run_git_bytes
+from anamnesis.base.notes import (
     front_matter_fields,
     has_conflict_markers,
     is_note_path,
@@ -32,6 +31,7 @@ from anamnesis.notes import (
     stamp,
     stamp_time,
 )
+from anamnesis.merge import stray_lines
 
 __all__ = ["stamp_edits"]
 

@@ -19,17 +19,16 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import PurePosixPath
 
-from anamnesis.errors import (
+from anamnesis.base.errors import (
     AnamnesisError,
     NoteChanged,
     NoteNotFound,
     OutsideStore,
     UsageError,
 )
-from anamnesis.fsutil import is_out_of_space, no_space_error
-from anamnesis.index import open_index
-from anamnesis.lock import store_lock
-from anamnesis.notes import (
+from anamnesis.base.fsutil import is_out_of_space, no_space_error
+from anamnesis.base.lock import store_lock
+from anamnesis.base.notes import (
     Note,
     check_type,
     has_conflict_markers,
@@ -44,12 +43,13 @@ from anamnesis.notes import (
     render_note,
     stamp,
 )
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import load_settings, new_machine_id, save_settings, writer_machine_id
+from anamnesis.base.text import plural
+from anamnesis.index import open_index
 from anamnesis.redact import redact_note_fields
-from anamnesis.settings import load_settings, new_machine_id, save_settings, writer_machine_id
 from anamnesis.storepaths import relpath_of as relpath_of
 from anamnesis.storepaths import safe_path as safe_path
-from anamnesis.text import plural
 from anamnesis.transaction import write_unit as write_unit
 from anamnesis.transaction import write_units as write_units
 
@@ -60,7 +60,7 @@ MAX_TITLE = 200
 def init_store(store: Store) -> list[str]:
     """Create the store if missing (idempotent); return what was done."""
     # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
+    from anamnesis.base import repo
 
     done: list[str] = []
     check_home(store)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from anamnesis.errors import OutsideStore
-from anamnesis.paths import Store
+from anamnesis.base.errors import OutsideStore
+from anamnesis.base.paths import Store
 
 
 def safe_path(store: Store, relpath: str) -> Path:

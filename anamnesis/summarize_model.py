@@ -39,16 +39,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.errors import AnamnesisError, ExitCode, NoteChanged, UsageError
-from anamnesis.notes import Note, parse_note
+from anamnesis.base.errors import AnamnesisError, ExitCode, NoteChanged, UsageError
+from anamnesis.base.notes import Note, parse_note
+from anamnesis.base.settings import load_settings, save_settings, update_section
+from anamnesis.base.text import trim
 from anamnesis.redact import redact
-from anamnesis.settings import load_settings, save_settings, update_section
 from anamnesis.store import read_note, resolve_ref, safe_path, update_note
-from anamnesis.text import trim
 from anamnesis.transcript import summarize
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 SETTINGS_KEY = "summary"
 PROVIDERS = ("claude", "api")
@@ -248,7 +248,7 @@ def start_background(store: Store, note_path: str, transcript: str) -> int | Non
     except AnamnesisError:
         return None
     # lazy: spawn loads only when the summary is on; the SessionEnd hook runs with it off
-    from anamnesis.spawn import spawn_detached
+    from anamnesis.base.spawn import spawn_detached
 
     args = ["-m", "anamnesis", "summary", "run", note_path, "--transcript", transcript, "--hook"]
     try:

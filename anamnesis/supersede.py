@@ -14,10 +14,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from anamnesis.notes import parse_note
+from anamnesis.base.notes import parse_note
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 SIMILAR_TITLES = 0.6  # Jaccard similarity of title words from which two notes look like one
 SIMILAR_TYPES = ("semantic", "procedural")  # sessions and preferences repeat their titles by nature

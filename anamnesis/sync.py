@@ -45,11 +45,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from anamnesis import peers as peers_mod
-from anamnesis import recovery, refs, synclog
-from anamnesis.capture import flush_queued
-from anamnesis.conflicts import ConflictedNote, HeldNote, conflicted_at, half_resolved
-from anamnesis.errors import AnamnesisError, ExitCode, GitError, LocalFault
-from anamnesis.fsutil import (
+from anamnesis import recovery, synclog
+from anamnesis.base import refs
+from anamnesis.base.errors import AnamnesisError, ExitCode, GitError, LocalFault
+from anamnesis.base.fsutil import (
     NO_SPACE_WORDS,
     atomic_write_bytes,
     is_out_of_space,
@@ -57,12 +56,17 @@ from anamnesis.fsutil import (
     write_fix,
     write_problem,
 )
-from anamnesis.git import Failure, git_out, run_git, run_git_bytes
+from anamnesis.base.git import Failure, git_out, run_git, run_git_bytes
+from anamnesis.base.lock import store_lock
+from anamnesis.base.notes import is_note_path, now_iso
+from anamnesis.base.paths import Store
+from anamnesis.base.repo import changed_paths
+from anamnesis.base.settings import machine_id
+from anamnesis.base.text import plural
+from anamnesis.capture import flush_queued
+from anamnesis.conflicts import ConflictedNote, HeldNote, conflicted_at, half_resolved
 from anamnesis.index import open_index
-from anamnesis.lock import store_lock
 from anamnesis.merge import Side, merge_texts
-from anamnesis.notes import is_note_path, now_iso
-from anamnesis.paths import Store
 from anamnesis.peers import (
     Peer,
     PeerKind,
@@ -75,11 +79,8 @@ from anamnesis.peers import (
     remove_peer,
 )
 from anamnesis.recovery import SyncRefused
-from anamnesis.repo import changed_paths
 from anamnesis.semantic import start_background_update
-from anamnesis.settings import machine_id
 from anamnesis.stamping import stamp_edits
-from anamnesis.text import plural
 from anamnesis.transport import FetchFailed, transport_for
 from anamnesis.treemerge import TreeMerger, private_index, recorded_in, with_conflicts
 

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import TypedDict, cast
 
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
+from anamnesis.base.text import plural
 from anamnesis.peers import DAY, ago, stale_peers
-from anamnesis.text import plural
 
 LOG_NAME = "sync.log"
 MAX_BYTES = 512 * 1024

@@ -32,11 +32,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from anamnesis.base.errors import NoteNotFound, UsageError
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.notes import parse_note
 from anamnesis.catalog import parse_when
-from anamnesis.errors import NoteNotFound, UsageError
-from anamnesis.fsutil import atomic_write_text
 from anamnesis.index import open_index
-from anamnesis.notes import parse_note
 from anamnesis.store import (
     load_note,
     relpath_of,
@@ -51,8 +51,8 @@ from anamnesis.supersede import TITLE_STOPWORDS, Components, jaccard, similar_pa
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from anamnesis.notes import Note
-    from anamnesis.paths import Store
+    from anamnesis.base.notes import Note
+    from anamnesis.base.paths import Store
 
 Action = Literal["merge", "supersede", "archive"]
 Kind = Literal["duplicate", "replaced", "stale-session"]

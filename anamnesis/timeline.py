@@ -16,14 +16,14 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.base.notes import parse_note
 from anamnesis.capture import DECISIONS, OPEN_ITEMS
 from anamnesis.catalog import parse_when
 from anamnesis.index import open_index
-from anamnesis.notes import parse_note
 from anamnesis.store import safe_path
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 MAX_ENTRIES = 2000  # notes read for one timeline, newest first
 MAX_ITEMS = 8  # decisions / open items kept per session

@@ -20,13 +20,13 @@ import secrets
 import sqlite3
 from pathlib import Path
 
+from anamnesis.base.errors import AnamnesisError, GitError
+from anamnesis.base.fsutil import atomic_write_bytes, is_out_of_space, no_space_error
+from anamnesis.base.paths import Store
+from anamnesis.base.text import plural
 from anamnesis.catalog import index_error
-from anamnesis.errors import AnamnesisError, GitError
-from anamnesis.fsutil import atomic_write_bytes, is_out_of_space, no_space_error
 from anamnesis.index import open_index
-from anamnesis.paths import Store
 from anamnesis.storepaths import safe_path
-from anamnesis.text import plural
 
 
 def _refresh_index(store: Store, paths: list[str]) -> int:
@@ -143,7 +143,7 @@ def _write_unit(
     undone). A commit git made before failing counts as done.
     """
     # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
+    from anamnesis.base import repo
 
     paths = list(changes)
     try:
@@ -237,8 +237,8 @@ def _put_back(
 def _committed(store: Store, paths: list[str], before: str | None) -> bool:
     """Whether HEAD moved past `before` and holds every one of `paths` exactly as it is on disk now."""
     # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
-    from anamnesis.git import run_git  # lazy: as repo above, for writers only
+    from anamnesis.base import repo
+    from anamnesis.base.git import run_git  # lazy: as repo above, for writers only
 
     try:
         after = repo.head(store.memory)
@@ -253,8 +253,8 @@ def _committed(store: Store, paths: list[str], before: str | None) -> bool:
 def _forget_staged(store: Store, relpath: str) -> None:
     """Unstage what a failed commit staged for `relpath` (best effort: sync's `add -A` redoes it anyway)."""
     # lazy: git is for writers; keeps it off the SessionStart and UserPromptSubmit hooks
-    from anamnesis import repo
-    from anamnesis.git import run_git  # lazy: as repo above, for writers only
+    from anamnesis.base import repo
+    from anamnesis.base.git import run_git  # lazy: as repo above, for writers only
 
     try:
         if repo.head(store.memory) is not None:

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anamnesis.base.text import plural
 from anamnesis.redact import redact, redact_field
-from anamnesis.text import plural
 
 # The wrapper our hooks put around injected memory; text inside it is never captured.
 MEMORY_OPEN = "<anamnesis-memory>"

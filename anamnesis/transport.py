@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from anamnesis import refs
-from anamnesis.errors import GitError
-from anamnesis.git import Failure, GitTimeout, explain, run_git, user_ssh_command
+from anamnesis.base import refs
+from anamnesis.base.errors import GitError
+from anamnesis.base.git import Failure, GitTimeout, explain, run_git, user_ssh_command
 from anamnesis.peers import Peer, PeerKind, lock_hint
 
 FETCH_TIMEOUT = 120.0

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from anamnesis.errors import AnamnesisError, ExitCode
+from anamnesis.base.errors import AnamnesisError, ExitCode
+from anamnesis.base.paths import Store
+from anamnesis.base.text import plural
 from anamnesis.index import mark_behind
-from anamnesis.paths import Store
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
@@ -555,7 +555,7 @@ class Watcher:
             return
         self._notified[peer.machine_id] = peer.head
         # lazy: repo is for the running watcher; search and list only read its heartbeat
-        from anamnesis.repo import contains_commit
+        from anamnesis.base.repo import contains_commit
 
         if self.store.memory.is_dir() and not contains_commit(self.store.memory, peer.head):
             log.info("%s announced %s, which this store lacks", peer.machine_id, peer.head[:10])
@@ -632,7 +632,7 @@ class Watcher:
 
     def _write_heartbeat(self, stopped: bool = False) -> None:
         # lazy: fsutil is off the `list` path, which loads watch only to read the heartbeat
-        from anamnesis.fsutil import atomic_write_text
+        from anamnesis.base.fsutil import atomic_write_text
 
         data = {
             "pid": os.getpid(),
@@ -675,7 +675,7 @@ def _needs_a_person(exc: AnamnesisError) -> bool:
 
 def _head(store: Store) -> str | None:
     # lazy: repo is for the running watcher; search and list only read its heartbeat
-    from anamnesis.repo import head
+    from anamnesis.base.repo import head
 
     try:
         return head(store.memory) if store.memory.is_dir() else None
@@ -695,7 +695,7 @@ class _Snapshot(NamedTuple):
 def _snapshot(store: Store) -> _Snapshot | None:
     """memory/ as git sees it now; None when git cannot tell (memory/ gone, not a repo)."""
     # lazy: git is for the running watcher; search and list only read its heartbeat
-    from anamnesis.git import run_git
+    from anamnesis.base.git import run_git
 
     repo = store.memory
     try:
@@ -717,8 +717,8 @@ def _snapshot(store: Store) -> _Snapshot | None:
 def _unintegrated_incoming(store: Store) -> bool:
     """Whether another machine pushed commits into this store (refs/anamnesis/incoming/*) not yet in HEAD."""
     # lazy: refs and git are for the running watcher; search and list only read its heartbeat
-    from anamnesis import refs
-    from anamnesis.git import run_git  # lazy: git is for the running watcher
+    from anamnesis.base import refs
+    from anamnesis.base.git import run_git  # lazy: git is for the running watcher
 
     try:
         proc = run_git(

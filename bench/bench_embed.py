@@ -119,7 +119,7 @@ def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int, set
     from bench.corpus import make_note
 
     if sets:
-        from anamnesis.notes import parse_note
+        from anamnesis.base.notes import parse_note
 
         root = Path(__file__).resolve().parent / "recall"
         files = sorted(root.glob("*/notes/**/*.md"))

@@ -141,7 +141,7 @@ def bench_summary(home: Path, folder: Path, repo: Path, runs: int, megabytes: fl
     from claude_standin import Reply, StandIn, text
 
     from anamnesis import summarize_model
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
 
     def slow_model(body: dict[str, object]) -> Reply:
         time.sleep(1.0)
@@ -214,8 +214,8 @@ def fill_vectors(home: Path, model_dir: Path) -> int:
     not depend on the vectors' values, and embedding 10,000 notes takes minutes."""
     import numpy as np
 
+    from anamnesis.base.paths import open_store
     from anamnesis.index import open_index
-    from anamnesis.paths import open_store
     from anamnesis.semantic import enable, engine_for
 
     store = open_store(home)
@@ -258,7 +258,7 @@ def bench_semantic(home: Path, repo: Path, model_dir: Path, runs: int) -> None:
     query server is started in this process for its rounds (after it has answered once,
     untimed) and stopped after them, so a round 'on, no server' really has none."""
     from anamnesis.agents.claude import hook_command, python_path
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
     from anamnesis.ranking import Filters
     from anamnesis.semantic import ask_server, disable, enable, engine_for
     from anamnesis.semantic_server import QueryServer
@@ -393,8 +393,8 @@ def main() -> None:
             return
         started = time.perf_counter()
         build_store(home, args.notes)
+        from anamnesis.base.paths import open_store
         from anamnesis.index import open_index
-        from anamnesis.paths import open_store
 
         store = open_store(home)
         with open_index(store) as index:

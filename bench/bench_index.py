@@ -43,7 +43,7 @@ QUERIES = (
 BUILD_CHILD = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
-from anamnesis.paths import open_store
+from anamnesis.base.paths import open_store
 from anamnesis.index import open_index
 store = open_store({home!r})
 store.index_path.unlink(missing_ok=True)
@@ -67,8 +67,8 @@ def build_in_child(home: Path) -> tuple[float, int, float]:
 
 
 def bench_store(home: Path, count: int, runs: int) -> None:
+    from anamnesis.base.paths import open_store
     from anamnesis.index import open_index
-    from anamnesis.paths import open_store
     from anamnesis.search import search as search_notes
 
     builds = [build_in_child(home) for _ in range(runs)]

@@ -46,9 +46,9 @@ def env_for(home: Path) -> dict[str, str]:
 
 def make_pair(root: Path) -> tuple[Path, Path]:
     """Stores a and b of one memory, each the other's peer, each announcing its memory path."""
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
+    from anamnesis.base.settings import load_settings, save_settings
     from anamnesis.peers import add_peer
-    from anamnesis.settings import load_settings, save_settings
     from anamnesis.store import init_store
     from anamnesis.sync import sync
 

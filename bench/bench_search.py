@@ -59,8 +59,8 @@ def time_cli_searches(home: Path, runs: int) -> list[float]:
 
 
 def time_in_process(home: Path, runs: int) -> list[float]:
+    from anamnesis.base.paths import open_store
     from anamnesis.index import open_index
-    from anamnesis.paths import open_store
     from anamnesis.search import search
 
     store = open_store(home)
@@ -88,8 +88,8 @@ def time_hook(home: Path, event: str, payload: dict[str, object], runs: int) -> 
 
 def embed_sample(home: Path, model_dir: Path, count: int) -> float:
     """Turn semantic search on and time embedding `count` of the store's notes (model load included)."""
+    from anamnesis.base.paths import open_store
     from anamnesis.index import open_index
-    from anamnesis.paths import open_store
     from anamnesis.semantic import enable, engine_for, note_text
 
     store = open_store(home)
@@ -108,8 +108,8 @@ def fill_random_vectors(home: Path) -> None:
     depend on what the vectors say, and embedding 10,000 notes first would take many minutes."""
     import numpy as np
 
+    from anamnesis.base.paths import open_store
     from anamnesis.index import open_index
-    from anamnesis.paths import open_store
     from anamnesis.semantic import engine_for
 
     store = open_store(home)

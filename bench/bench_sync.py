@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
 
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
     from anamnesis.peers import add_peer
     from anamnesis.store import init_store
     from anamnesis.sync import join, sync

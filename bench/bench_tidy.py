@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from anamnesis.notes import Note, note_relpath, render_note
+from anamnesis.base.notes import Note, note_relpath, render_note
 from bench.corpus import PROJECTS, VOCAB, VOCAB_CUM, make_note
 
 DAY = 86_400
@@ -283,10 +283,10 @@ def score(plan: dict, planted: Planted) -> dict[str, object]:  # type: ignore[ty
 
 
 def run(total: int, semantic: Path | None, seed: int) -> dict[str, object]:
-    from anamnesis import repo
-    from anamnesis.git import git_out
+    from anamnesis.base import repo
+    from anamnesis.base.git import git_out
+    from anamnesis.base.paths import open_store
     from anamnesis.index import open_index
-    from anamnesis.paths import open_store
     from anamnesis.store import init_store
     from anamnesis.tidy import apply_plan, plan_tidy, read_plan
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from anamnesis.notes import NOTE_TYPES, Note, note_relpath, render_note
+from anamnesis.base.notes import NOTE_TYPES, Note, note_relpath, render_note
 
 WORDS = (
     "the a service request cache database migration deploy rollback latency timeout retry queue worker "
@@ -156,8 +156,8 @@ def generate(memory: Path, count: int, seed: int = 7, start: int = 0) -> list[st
 
 def build_store(home: Path, count: int, seed: int = 7) -> Path:
     """An initialised store at `home` holding `count` committed corpus notes."""
-    from anamnesis.git import run_git
-    from anamnesis.paths import open_store
+    from anamnesis.base.git import run_git
+    from anamnesis.base.paths import open_store
     from anamnesis.store import init_store
 
     store = open_store(home)

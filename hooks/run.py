@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from anamnesis.errors import LockTimeout
-from anamnesis.fsutil import atomic_write_text
-from anamnesis.paths import Store, open_store
+from anamnesis.base.errors import LockTimeout
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.paths import Store, open_store
+from anamnesis.base.settings import load_settings
 from anamnesis.redact import redact_field
-from anamnesis.settings import load_settings
 from anamnesis.transcript import MEMORY_CLOSE
 
 EVENTS = {
@@ -95,10 +95,10 @@ def _cwd(data: dict[str, Any]) -> str:
 
 def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     """Build the SessionStart context; record what was shown so recall does not repeat it."""
-    # lazy: only SessionStart injects; keeps it off the other hooks
-    from anamnesis.inject import build_context
+    # lazy: only SessionStart injects; keeps it off the other hooks (and plural: only the events that inject count notes)
+    from anamnesis.base.text import plural
+    from anamnesis.inject import build_context  # lazy: as the line above
     from anamnesis.recall import remember_shown  # lazy: keeps recall off the PreCompact and SessionEnd hooks
-    from anamnesis.text import plural  # lazy: as the line above: only the events that inject count notes
 
     inject = load_settings(store).get("inject")
     if isinstance(inject, dict) and inject.get("enabled") is False:
@@ -126,8 +126,8 @@ def _keep_the_model_loaded(store: Store) -> None:
 
 def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     """Recall notes matching the prompt, or print nothing."""
+    from anamnesis.base.text import plural  # lazy: as the line above
     from anamnesis.recall import build_recall, remember_shown  # lazy: keeps recall off the capture hooks
-    from anamnesis.text import plural  # lazy: as the line above
 
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
@@ -196,7 +196,7 @@ def _lock_timeout(settings: dict[str, Any], default: float) -> float:
 def _detached(store: Store, args: list[str]) -> int:
     """Start `python -P ARGS` detached (see `anamnesis.spawn`), output to logs/hooks-background.log."""
     # lazy: only when a hook detaches work; keeps subprocess off the prompt hooks
-    from anamnesis.spawn import spawn_detached
+    from anamnesis.base.spawn import spawn_detached
 
     return spawn_detached(store, args, "hooks-background.log")
 

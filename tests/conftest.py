@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from procs import run_anamnesis
 
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +50,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def initialised_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One store made by `init_store` per test worker, for `store` to copy: init runs git several
     times (~20 ms), a copy takes a few ms, and hundreds of tests start from a fresh store."""
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
     from anamnesis.store import init_store
 
     path = tmp_path_factory.mktemp("initialised") / "home"
@@ -64,7 +64,7 @@ def initialised_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def store(home: Path, initialised_home: Path) -> Iterator[Store]:
     """An initialised store (real git repo, real index) in a temp ANAMNESIS_HOME: a copy of what
     `init_store` made for this worker (see `initialised_home`)."""
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
 
     shutil.copytree(initialised_home, home, symlinks=True)
     yield open_store(home)

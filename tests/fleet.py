@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 from procs import run_anamnesis, stop_process
 
-from anamnesis.git import git_processes_in
-from anamnesis.notes import Note
-from anamnesis.paths import Store, open_store
+from anamnesis.base.git import git_processes_in
+from anamnesis.base.notes import Note
+from anamnesis.base.paths import Store, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 SSHD = Path("/usr/sbin/sshd")

@@ -16,7 +16,7 @@ from conftest import RunCli
 from anamnesis.agents import instructions
 from anamnesis.agents.files import AgentConfigError
 from anamnesis.agents.registry import AGENTS, AgentsStep, chosen
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 
 PYTHON = os.path.abspath(sys.executable)
 

@@ -14,7 +14,7 @@ from test_agents import agent_homes  # noqa: F401
 
 from anamnesis import jsonedit
 from anamnesis.agents.registry import AGENTS
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 
 GEMINI_COMMENTED = """{
   // my look

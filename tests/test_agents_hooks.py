@@ -14,9 +14,9 @@ import pytest
 from conftest import RunCli, cli_env
 
 from anamnesis.agents.registry import AGENTS
+from anamnesis.base.paths import Store
 from anamnesis.capture import capture
 from anamnesis.gemini_transcript import looks_like_gemini, summarize_gemini
-from anamnesis.paths import Store
 from anamnesis.store import create_note, load_note
 
 USER_HOOKS = """{

@@ -14,7 +14,7 @@ import pytest
 from conftest import RunCli
 from gemini_standin import Parts, StandIn, call, request_text, text
 
-from anamnesis.paths import open_store
+from anamnesis.base.paths import open_store
 from anamnesis.store import create_note
 
 CACHE = Path(os.environ.get("ANAMNESIS_TEST_CACHE", Path.home() / ".cache" / "anamnesis-test"))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from anamnesis import setup_plan
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 from anamnesis.peers import add_peer
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from transcripts import SECRETS, Transcript, typical
 
+from anamnesis.base.paths import Store
 from anamnesis.capture import capture, session_note_id
-from anamnesis.paths import Store
 from anamnesis.store import load_note
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
@@ -174,7 +174,7 @@ def test_lone_surrogates_in_the_transcript_do_not_lose_the_note(store: Store, tm
 
 
 def test_capture_is_off_when_settings_say_so(store: Store, tmp_path: Path) -> None:
-    from anamnesis.settings import load_settings, save_settings
+    from anamnesis.base.settings import load_settings, save_settings
 
     settings = load_settings(store)
     settings["capture"]["enabled"] = False

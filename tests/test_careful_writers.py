@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT, RunCli, cli_env
 from transcripts import typical
 
-from anamnesis.paths import Store, open_store
+from anamnesis.base.paths import Store, open_store
 
 BRANCH_WORDS = "checked out, but notes live on branch main"
 REBASE_WORDS = "in the middle of a rebase started outside anamnesis"

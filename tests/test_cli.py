@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import RunCli
 
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 
 
 def init(run_cli: RunCli) -> None:

@@ -14,8 +14,8 @@ from fleet import Fleet, Machine, fleet  # noqa: F401
 from procs import run_anamnesis
 
 from anamnesis import recovery
-from anamnesis.errors import UsageError
-from anamnesis.notes import has_conflict_markers
+from anamnesis.base.errors import UsageError
+from anamnesis.base.notes import has_conflict_markers
 from anamnesis.schedule import command
 from anamnesis.store import create_note, update_note
 from anamnesis.sync import join

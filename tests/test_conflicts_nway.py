@@ -19,11 +19,11 @@ import time
 import pytest
 from fleet import Fleet, Machine, SyncClock, fleet, wait_for_orphans  # noqa: F401
 
-from anamnesis.errors import UsageError
-from anamnesis.git import git_processes_in
+from anamnesis.base.errors import UsageError
+from anamnesis.base.git import git_processes_in
+from anamnesis.base.notes import has_conflict_markers, split_front_matter
 from anamnesis.index import open_index
 from anamnesis.merge import Block, Section, parse_blocks, render_sections, resolve_text
-from anamnesis.notes import has_conflict_markers, split_front_matter
 from anamnesis.store import create_note, update_note
 
 MARKER = re.compile(r"^(<<<<<<<|=======|>>>>>>>|\|\|\|\|\|\|\|)( |$)", re.M)

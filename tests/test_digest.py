@@ -11,10 +11,10 @@ from typing import Any
 from conftest import cli_env
 from transcripts import SECRETS, Transcript
 
+from anamnesis.base.paths import Store
 from anamnesis.capture import render_body
 from anamnesis.digest import MAX_DECISIONS, MAX_ITEM, MAX_OPEN, digest, failing_at_end, statements
 from anamnesis.inject import build_context, lead_with
-from anamnesis.paths import Store
 from anamnesis.store import load_note
 from anamnesis.transcript import summarize
 

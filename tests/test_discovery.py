@@ -19,6 +19,9 @@ import pytest
 from conftest import RunCli
 from lan import host_multicast_unavailable, skip_or_fail
 
+from anamnesis.base.paths import Store, open_store
+from anamnesis.base.repo import head, store_id
+from anamnesis.base.settings import load_settings, save_settings
 from anamnesis.discovery import (
     Announcer,
     Peer,
@@ -31,9 +34,6 @@ from anamnesis.discovery import (
     store_ids,
     txt_record,
 )
-from anamnesis.paths import Store, open_store
-from anamnesis.repo import head, store_id
-from anamnesis.settings import load_settings, save_settings
 
 DATA = Path(__file__).parent / "data"
 

@@ -23,7 +23,7 @@ from fleet import Fleet, Machine
 from lan import Lan, lan
 from procs import run_in_terminal, stop_process
 
-from anamnesis.settings import load_settings, save_settings
+from anamnesis.base.settings import load_settings, save_settings
 from anamnesis.watch import read_heartbeat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]

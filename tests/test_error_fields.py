@@ -18,11 +18,11 @@ import pytest
 from conftest import RunCli
 from fleet import Fleet
 
-from anamnesis.errors import GitError
-from anamnesis.git import explain, run_git
+from anamnesis.base.errors import GitError
+from anamnesis.base.git import explain, run_git
+from anamnesis.base.notes import ProblemKind, parse_note
+from anamnesis.base.paths import Store
 from anamnesis.index import open_index
-from anamnesis.notes import ProblemKind, parse_note
-from anamnesis.paths import Store
 from anamnesis.store import create_note
 from anamnesis.sync import _why
 
@@ -157,7 +157,7 @@ def test_a_stale_lock_in_a_hub_whose_path_holds_a_colon_is_named_whole(tmp_path:
 def test_a_write_that_fails_in_sqlite_is_named_by_its_result_code(tmp_path: Path) -> None:
     import sqlite3
 
-    from anamnesis.errors import IndexLocked, LockTimeout
+    from anamnesis.base.errors import IndexLocked, LockTimeout
     from anamnesis.transaction import _failed
 
     store = Store(tmp_path / "home")

@@ -10,7 +10,7 @@ import re
 from conftest import ROOT
 
 import anamnesis
-from anamnesis.errors import AnamnesisError, ExitCode
+from anamnesis.base.errors import AnamnesisError, ExitCode
 
 
 def _every_error_class() -> list[type[AnamnesisError]]:

@@ -14,9 +14,9 @@ import pytest
 from conftest import cli_env
 from transcripts import typical
 
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import load_settings, save_settings
 from anamnesis.capture import session_note_id
-from anamnesis.paths import Store
-from anamnesis.settings import load_settings, save_settings
 from anamnesis.store import create_note
 
 
@@ -183,7 +183,7 @@ def test_session_end_starts_sync_detached(store: Store, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("where", ["plain folder", "folder holding anamnesis/"])
 def test_busy_store_hands_capture_to_a_detached_retry(store: Store, tmp_path: Path, where: str) -> None:
-    from anamnesis.lock import store_lock
+    from anamnesis.base.lock import store_lock
 
     cwd = _shadowing_folder(tmp_path) if "anamnesis/" in where else tmp_path
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from conftest import RunCli
 
+from anamnesis.base.notes import parse_note
+from anamnesis.base.paths import Store
 from anamnesis.importers.claude_auto_memory import memory_dir, sanitise
 from anamnesis.importers.claude_md import imports_in, split_sections
-from anamnesis.notes import parse_note
-from anamnesis.paths import Store
 
 TOKEN = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"  # a fake GitHub token: capture redacts its shape
 

@@ -21,10 +21,10 @@ from fleet import Fleet, fleet  # noqa: F401
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from anamnesis.base.notes import parse_note
+from anamnesis.base.paths import Store
 from anamnesis.importers import run_import
 from anamnesis.index import open_index
-from anamnesis.notes import parse_note
-from anamnesis.paths import Store
 from anamnesis.search import search
 from anamnesis.store import read_note, resolve_ref
 

@@ -19,8 +19,8 @@ import pytest
 from conftest import ROOT, RunCli, cli_env
 from test_import import head, imported, run_json
 
-from anamnesis.notes import parse_note
-from anamnesis.paths import Store
+from anamnesis.base.notes import parse_note
+from anamnesis.base.paths import Store
 from anamnesis.store import read_note, save_note
 
 

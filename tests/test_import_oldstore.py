@@ -16,7 +16,7 @@ import pytest
 from conftest import RunCli
 from test_import_e2e import old_cli
 
-from anamnesis.paths import open_store
+from anamnesis.base.paths import open_store
 from anamnesis.store import read_note
 
 pytestmark = pytest.mark.e2e

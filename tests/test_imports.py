@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import cli_env
 
-from anamnesis.paths import open_store
+from anamnesis.base.paths import open_store
 from anamnesis.store import create_note, init_store
 
 ROOT = Path(__file__).resolve().parents[1]

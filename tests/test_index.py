@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from anamnesis.base.paths import Store
 from anamnesis.index import open_index
-from anamnesis.paths import Store
 from anamnesis.search import search
 from anamnesis.store import create_note
 
@@ -75,7 +75,7 @@ def test_filters_by_project_type_tag_and_date(store: Store) -> None:
 def test_date_filters_read_dates_strictly_and_until_includes_its_day(store: Store) -> None:
     import pytest
 
-    from anamnesis.errors import UsageError
+    from anamnesis.base.errors import UsageError
 
     a = create_note(store, type="semantic", title="Redis one", body="redis")
     today = a.updated[:10]
@@ -279,7 +279,7 @@ def test_a_new_index_is_built_once_by_reindex(store: Store, monkeypatch: pytest.
 def test_fast_front_matter_reads_what_yaml_reads(front: str) -> None:
     import yaml
 
-    from anamnesis.notes import fast_front_matter
+    from anamnesis.base.notes import fast_front_matter
 
     fast = fast_front_matter(front)
     expected = yaml.safe_load(front)
@@ -290,7 +290,7 @@ def test_fast_front_matter_reads_what_yaml_reads(front: str) -> None:
 
 def test_fast_front_matter_handles_numbers_and_booleans_itself() -> None:
     """The fast path, not YAML, reads the scalars hand-written notes carry."""
-    from anamnesis.notes import fast_front_matter
+    from anamnesis.base.notes import fast_front_matter
 
     assert fast_front_matter("id: abc\npriority: 3\npinned: true\nupdated: 2026-11-26") == {
         "id": "abc",
@@ -323,7 +323,7 @@ def test_camel_case_parts_go_to_the_code_column() -> None:
 
 
 def test_a_busy_index_raises_index_locked(store: Store) -> None:
-    from anamnesis.errors import IndexLocked, LockTimeout
+    from anamnesis.base.errors import IndexLocked, LockTimeout
 
     create_note(store, type="semantic", title="Busy", body="busy body")
     holder = sqlite3.connect(str(store.index_path), isolation_level=None)
@@ -341,7 +341,7 @@ def test_a_busy_index_raises_index_locked(store: Store) -> None:
 
 
 def test_a_damaged_index_raises_index_corrupt(store: Store) -> None:
-    from anamnesis.errors import IndexCorrupt
+    from anamnesis.base.errors import IndexCorrupt
 
     for i in range(40):
         create_note(store, type="semantic", title=f"Damaged {i}", body="filler text " * 200)

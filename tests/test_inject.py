@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from anamnesis.base.notes import Note, note_relpath
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import load_settings, save_settings
+from anamnesis.base.text import trim
 from anamnesis.index import open_index
 from anamnesis.inject import MAX_BUDGET, Item, allocate, build_context
-from anamnesis.notes import Note, note_relpath
-from anamnesis.paths import Store
 from anamnesis.recall import build_recall, remember_shown
-from anamnesis.settings import load_settings, save_settings
 from anamnesis.store import create_note, save_note
-from anamnesis.text import trim
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 PROJECT = "github.com/acme/orders"
@@ -37,7 +37,7 @@ def _note(
     """A note saved with an `updated` time in the past (as if written days ago)."""
     when = dt.datetime.now(dt.UTC) - dt.timedelta(days=days_old)
     stamp = when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    from anamnesis.notes import new_id
+    from anamnesis.base.notes import new_id
 
     note_id = new_id()
     note = Note(

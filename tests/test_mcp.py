@@ -19,7 +19,7 @@ from conftest import cli_env
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 
 Call = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -206,7 +206,7 @@ def test_hand_edits_are_seen(store: Store, project_dir: Path) -> None:
 
 
 def test_missing_store_is_a_tool_error(tmp_path: Path, project_dir: Path) -> None:
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
 
     empty = open_store(tmp_path / "nothing-here")
 
@@ -248,7 +248,7 @@ def test_sync_tool_pushes_to_a_peer(store: Store, project_dir: Path, tmp_path: P
 def test_tools_list_publishes_schemas_as_tight_as_the_checks(store: Store, project_dir: Path) -> None:
     """What an agent reads in tools/list: closed argument objects, enums, bounds, lengths,
     a description on every parameter, dedented tool descriptions and an output schema."""
-    from anamnesis.notes import NOTE_TYPES
+    from anamnesis.base.notes import NOTE_TYPES
 
     listed: dict[str, Any] = {}
 

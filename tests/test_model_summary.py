@@ -26,8 +26,8 @@ from conftest import ROOT, RunCli, cli_env
 from test_hooks import run_hook
 from transcripts import Transcript, typical
 
+from anamnesis.base.paths import Store
 from anamnesis.capture import capture, session_note_id
-from anamnesis.paths import Store
 from anamnesis.store import load_note
 from anamnesis.summarize_model import (
     MARK,

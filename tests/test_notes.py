@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from anamnesis.notes import (
+from anamnesis.base.notes import (
     Note,
     has_conflict_markers,
     new_id,
@@ -102,7 +102,7 @@ def test_fast_front_matter_agrees_with_yaml_or_declines() -> None:
 
     import yaml
 
-    from anamnesis.notes import fast_front_matter
+    from anamnesis.base.notes import fast_front_matter
 
     rng = random.Random(5)
     atoms = [

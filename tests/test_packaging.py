@@ -45,7 +45,7 @@ def test_wheel_ships_templates_and_hooks_and_installs(tmp_path: Path) -> None:
         [
             str(venv / "bin" / "python"),
             "-c",
-            "from anamnesis.resources import template_path; print(template_path('note-semantic.md'))",
+            "from anamnesis.base.resources import template_path; print(template_path('note-semantic.md'))",
         ],
         capture_output=True,
         text=True,

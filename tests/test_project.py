@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 from anamnesis.project import MARKER, detect_project, normalize_remote, project_key
 
 

@@ -8,8 +8,8 @@ import pytest
 from mcp.client.session import ClientSession
 from test_mcp import Call, _data, _drive, _error
 
-from anamnesis.errors import UsageError
-from anamnesis.paths import Store
+from anamnesis.base.errors import UsageError
+from anamnesis.base.paths import Store
 from anamnesis.project import check_project_key
 
 GOOD = [

@@ -10,7 +10,7 @@ from typing import Any
 from fleet import Fleet, Machine, fleet  # noqa: F401
 from test_hooks import run_hook
 
-from anamnesis.notes import parse_note
+from anamnesis.base.notes import parse_note
 from anamnesis.store import create_note
 
 OLD = "github.com/acme/api"

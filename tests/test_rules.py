@@ -18,10 +18,8 @@ from test_mcp import Call, _data, _drive
 from test_web_actions import client as web_client
 from web_support import dashboard
 
-from anamnesis.errors import AnamnesisError, NoteChanged, UsageError
-from anamnesis.importers.plan import note_files
-from anamnesis.index import open_index
-from anamnesis.notes import (
+from anamnesis.base.errors import AnamnesisError, NoteChanged, UsageError
+from anamnesis.base.notes import (
     TAG_INPUT_PATTERN,
     check_type,
     is_note_path,
@@ -29,7 +27,9 @@ from anamnesis.notes import (
     note_project,
     note_relpath,
 )
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
+from anamnesis.importers.plan import note_files
+from anamnesis.index import open_index
 from anamnesis.refresh import PeriodicRefresh
 from anamnesis.scan import scan_tree
 from anamnesis.stamping import stamp_edits

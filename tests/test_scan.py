@@ -163,7 +163,7 @@ forks = []
 real_fork = os.fork
 os.fork = lambda: forks.append(1) or real_fork()
 from anamnesis.index import open_index
-from anamnesis.paths import open_store
+from anamnesis.base.paths import open_store
 from anamnesis.search import search
 with open_index(open_store(sys.argv[1])) as index:
     report = index.refresh()
@@ -173,8 +173,8 @@ print(json.dumps({"report": report.to_dict(), "hits": hits, "forks": len(forks)}
 
 
 def test_a_refresh_with_a_split_scan_sees_every_change(home: Path) -> None:
+    from anamnesis.base.paths import open_store
     from anamnesis.index import open_index
-    from anamnesis.paths import open_store
     from anamnesis.store import create_note, init_store
 
     store = open_store(home)
@@ -252,7 +252,7 @@ real_fork = os.fork
 os.fork = lambda: forks.append(1) or real_fork()
 from anamnesis.freshness import read_current
 from anamnesis.index import open_index
-from anamnesis.paths import open_store
+from anamnesis.base.paths import open_store
 from anamnesis.search import search
 store = open_store(sys.argv[1])
 reads = []
@@ -281,7 +281,7 @@ def _read_current(home: Path, mode: str = "") -> dict[str, object]:
 
 
 def test_a_read_overlapping_the_scan_is_done_again_only_when_the_scan_found_a_change(home: Path) -> None:
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
     from anamnesis.store import create_note, init_store
 
     store = open_store(home)

@@ -11,9 +11,9 @@ from conftest import RunCli
 from mcp.client.session import ClientSession
 from test_mcp import Call, _data, _drive
 
+from anamnesis.base.paths import Store
 from anamnesis.index import open_index
 from anamnesis.inject import build_context
-from anamnesis.paths import Store
 from anamnesis.query import parse_query
 from anamnesis.search import search
 from anamnesis.store import create_note

@@ -16,8 +16,8 @@ import pytest
 from conftest import RunCli
 from test_embed import model_dir  # noqa: F401  (the session fixture: the real model folder)
 
+from anamnesis.base.paths import Store
 from anamnesis.index import open_index
-from anamnesis.paths import Store
 from anamnesis.ranking import KeywordRanker
 from anamnesis.search import search
 from anamnesis.semantic import SemanticError, enable, engine_for, pending, status, update_vectors
@@ -171,7 +171,7 @@ def test_prompt_recall_uses_meaning_and_stays_silent_off_topic(store: Store, mod
 ASK_IN_A_FRESH_PROCESS = """
 import json, sys, time
 from anamnesis.index import open_index
-from anamnesis.paths import open_store
+from anamnesis.base.paths import open_store
 from anamnesis.search import search
 store = open_store()
 out = {}
@@ -333,7 +333,7 @@ def test_watch_answers_semantic_queries_while_semantic_search_is_on(store: Store
 SESSION_START_IN_A_FRESH_PROCESS = """
 import json, sys
 from anamnesis.inject import build_context
-from anamnesis.paths import open_store
+from anamnesis.base.paths import open_store
 text, shown = build_context(open_store(), sys.argv[1])
 print(json.dumps({"shown": shown, "numpy loaded": "numpy" in sys.modules}))
 """

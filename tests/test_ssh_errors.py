@@ -325,7 +325,7 @@ def test_a_mistyped_path_over_ssh_is_refused_by_peers_add_and_misconfigured_in_s
 def test_an_outage_is_retried_with_exit_11_and_the_timer_counts_it_as_success(
     ssh_fleet: Fleet, sshd: SshServer, tmp_path: Path, changes: dict[str, str], said: str
 ) -> None:
-    from anamnesis.errors import TIMER_SUCCESS
+    from anamnesis.base.errors import TIMER_SUCCESS
 
     config = ssh_config(sshd, tmp_path, "outage", **changes)
     a = one_peer(ssh_fleet, sshd.url(ssh_fleet.hub()), f"ssh -F {config}")
@@ -502,7 +502,7 @@ def effective(command: str, host: str = "fleet-ssh") -> dict[str, str]:
 
 
 def test_our_safety_options_win_over_the_users_command_and_config(sshd: SshServer, tmp_path: Path) -> None:
-    from anamnesis.git import safe_ssh_command
+    from anamnesis.base.git import safe_ssh_command
 
     config = ssh_config(sshd, tmp_path, "lax", BatchMode="no", ConnectTimeout="600", ServerAliveInterval="0")
     user = f"ssh -F {config} -o ConnectTimeout=900 -o BatchMode=no"
@@ -539,7 +539,7 @@ def test_our_safety_options_win_over_the_users_command_and_config(sshd: SshServe
 def test_core_ssh_command_and_git_ssh_are_used_with_the_safety_options(
     ssh_fleet: Fleet, sshd: SshServer, tmp_path: Path
 ) -> None:
-    from anamnesis.git import network_env
+    from anamnesis.base.git import network_env
 
     hub = ssh_fleet.hub()
     a = ssh_fleet.machine("a", {"hub": sshd.url(hub)})
@@ -619,7 +619,7 @@ def test_core_ssh_command_and_git_ssh_are_used_with_the_safety_options(
     ],
 )
 def test_explain_finds_the_line_that_says_what_went_wrong(output: str, reason: str, hint: str) -> None:
-    from anamnesis.git import explain
+    from anamnesis.base.git import explain
 
     failure = explain(output, "me@desk:.anamnesis/memory", ssh="ssh")
     assert reason in failure.reason and "Could not read" not in failure.text
@@ -646,6 +646,6 @@ def test_explain_finds_the_line_that_says_what_went_wrong(output: str, reason: s
     ],
 )
 def test_explain_tells_an_outage_from_a_setting_that_never_works(output: str, kind: str) -> None:
-    from anamnesis.git import explain
+    from anamnesis.base.git import explain
 
     assert explain(output, "me@desk:.anamnesis/memory", ssh="ssh").kind == kind

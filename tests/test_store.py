@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from anamnesis.errors import AnamnesisError, LockTimeout, OutsideStore
-from anamnesis.lock import store_lock
-from anamnesis.paths import Store
+from anamnesis.base.errors import AnamnesisError, LockTimeout, OutsideStore
+from anamnesis.base.lock import store_lock
+from anamnesis.base.paths import Store
 from anamnesis.store import create_note, delete_note, read_note, safe_path, update_note
 
 
@@ -34,7 +34,7 @@ def test_symlinked_folder_escaping_the_store_is_refused(store: Store, tmp_path: 
 def test_refs_that_are_paths_name_only_notes_and_may_be_relative_to_the_cwd(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from anamnesis.errors import UsageError
+    from anamnesis.base.errors import UsageError
     from anamnesis.store import resolve_ref
 
     note = create_note(store, type="semantic", title="Kept", body="text")
@@ -56,7 +56,7 @@ def test_refs_that_are_paths_name_only_notes_and_may_be_relative_to_the_cwd(
 
 @pytest.mark.parametrize("project", ["   ", "a\nb", "/", "..", "a\tb"])
 def test_blank_or_multi_line_project_keys_and_titles_are_refused(store: Store, project: str) -> None:
-    from anamnesis.errors import UsageError
+    from anamnesis.base.errors import UsageError
 
     with pytest.raises(UsageError):
         create_note(store, type="semantic", title="T", body="b", project=project)
@@ -95,7 +95,7 @@ def test_every_write_is_committed(store: Store) -> None:
 
 
 def test_a_commit_takes_exactly_the_named_note_even_with_glob_characters(store: Store) -> None:
-    from anamnesis import repo
+    from anamnesis.base import repo
 
     facts = store.memory / "global" / "facts"
     facts.mkdir(parents=True, exist_ok=True)
@@ -111,7 +111,7 @@ def test_a_commit_takes_exactly_the_named_note_even_with_glob_characters(store: 
 
 
 def _hold_lock(home: str, ready: multiprocessing.synchronize.Event, seconds: float) -> None:  # type: ignore[name-defined]
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
 
     with store_lock(open_store(home), "test holder"):
         ready.set()
@@ -135,7 +135,7 @@ def test_lock_waits_for_a_live_holder_and_times_out(store: Store) -> None:
 
 def test_lock_of_a_killed_holder_is_free(store: Store) -> None:
     code = (
-        "import sys, time; from anamnesis.paths import open_store; from anamnesis.lock import store_lock\n"
+        "import sys, time; from anamnesis.base.paths import open_store; from anamnesis.base.lock import store_lock\n"
         "with store_lock(open_store(sys.argv[1]), 'doomed'):\n    print('held', flush=True); time.sleep(60)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code, str(store.home)], stdout=subprocess.PIPE, text=True)

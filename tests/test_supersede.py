@@ -13,8 +13,8 @@ from conftest import RunCli
 from mcp.client.session import ClientSession
 from test_mcp import Call, _data, _drive, _error
 
-from anamnesis.notes import Note, as_ids, parse_note, render_note
-from anamnesis.paths import Store
+from anamnesis.base.notes import Note, as_ids, parse_note, render_note
+from anamnesis.base.paths import Store
 
 
 def _note(text: str, path: str = "global/facts/new-note-aaaaaaaaaa.md") -> Note:

@@ -439,7 +439,7 @@ def test_a_note_seen_half_moved_is_not_deleted_or_overwritten_with_what_was_seen
     """A sync killed while git moved the tree left a note at its old version; another machine's line
     is in the version it was moving to. Deleting the note, or writing a body made from the old
     version, would drop that line unseen: both are refused until the person looks again."""
-    from anamnesis.errors import NoteChanged
+    from anamnesis.base.errors import NoteChanged
     from anamnesis.recovery import CHECKOUT_MARKER, write_marker
 
     a = fleet.machine("a")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
-from anamnesis.errors import AnamnesisError
+from anamnesis.base.errors import AnamnesisError
+from anamnesis.base.notes import has_conflict_markers, parse_note
+from anamnesis.base.paths import Store
 from anamnesis.index import open_index
-from anamnesis.notes import has_conflict_markers, parse_note
-from anamnesis.paths import Store
 from anamnesis.recovery import start_checkout
 from anamnesis.store import create_note, delete_note
 
@@ -221,8 +221,8 @@ def test_text_typed_into_a_note_a_killed_checkout_emptied_keeps_the_front_matter
 
 def test_head_ref_reads_what_git_says_in_every_form(tmp_path: Path) -> None:
     """The branch check every write makes reads .git/HEAD itself; it must agree with git."""
-    from anamnesis.git import head_ref
-    from anamnesis.repo import head
+    from anamnesis.base.git import head_ref
+    from anamnesis.base.repo import head
 
     def git(repo: Path, *args: str) -> str:
         return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout

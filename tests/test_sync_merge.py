@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from anamnesis.errors import UsageError
+from anamnesis.base.errors import UsageError
+from anamnesis.base.notes import has_conflict_markers, parse_note
 from anamnesis.merge import Block, Side, Stray, merge_texts, parse_blocks, resolve_text, stray_markers
-from anamnesis.notes import has_conflict_markers, parse_note
 from anamnesis.treemerge import TreeMerger
 
 BASE = """---

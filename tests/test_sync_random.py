@@ -37,10 +37,10 @@ import pytest
 import yaml
 from fleet import Fleet, Machine, SyncClock, fleet, power_cut, wait_for_orphans  # noqa: F401
 
-from anamnesis.errors import AnamnesisError, NoteChanged
+from anamnesis.base.errors import AnamnesisError, NoteChanged
+from anamnesis.base.notes import has_conflict_markers, parse_note, split_front_matter
 from anamnesis.index import open_index
 from anamnesis.merge import resolve_text
-from anamnesis.notes import has_conflict_markers, parse_note, split_front_matter
 from anamnesis.recovery import CHECKOUT_MARKER
 from anamnesis.search import search as search_notes
 from anamnesis.store import create_note, delete_note, move_note

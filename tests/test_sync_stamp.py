@@ -12,8 +12,8 @@ import time
 import yaml
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
+from anamnesis.base.notes import split_front_matter
 from anamnesis.merge import Side, merge_texts
-from anamnesis.notes import split_front_matter
 
 NOTE = """---
 id: {id}

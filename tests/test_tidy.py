@@ -18,9 +18,9 @@ from test_embed import model_dir  # noqa: F401  (the session fixture: the real m
 from test_inject import _note
 from test_mcp import Call, _data, _drive
 
-from anamnesis import repo
-from anamnesis.notes import Note, parse_note
-from anamnesis.paths import Store
+from anamnesis.base import repo
+from anamnesis.base.notes import Note, parse_note
+from anamnesis.base.paths import Store
 
 API = "github.com/acme/api"
 POOL = (

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from anamnesis import refs
-from anamnesis.git import git_out
-from anamnesis.paths import Store
+from anamnesis.base import refs
+from anamnesis.base.git import git_out
+from anamnesis.base.paths import Store
 from anamnesis.peers import Peer
 from anamnesis.store import create_note
 from anamnesis.transport import FetchFailed, GitTransport, Transport, transport_for

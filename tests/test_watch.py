@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from conftest import ROOT, RunCli, cli_env
 
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 from anamnesis.watch import Watcher, WatchOptions, WatchRunning, is_relevant, read_heartbeat, status_summary
 
 pytestmark = pytest.mark.timeout(120)  # each test: a few syncs, bounded waits
@@ -303,7 +303,7 @@ def test_status_reports_the_heartbeat(store: Store, start_watch: Any, run_cli: R
 
 @pytest.mark.e2e
 def test_watch_command_syncs_and_stops_on_sigterm(store: Store, tmp_path: Path) -> None:
-    from anamnesis.settings import load_settings, save_settings
+    from anamnesis.base.settings import load_settings, save_settings
 
     settings = load_settings(store)
     settings["discovery"] = False  # no announcing on this network

@@ -31,8 +31,8 @@ from web_support import (  # noqa: F401  (chrome, fleet, shots: module-scoped fi
     wait_map,
 )
 
-from anamnesis.git import git_out
-from anamnesis.notes import has_conflict_markers
+from anamnesis.base.git import git_out
+from anamnesis.base.notes import has_conflict_markers
 
 # The module-scoped fleet, dashboard and browser are made once: the file runs on one xdist worker.
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("web-e2e")]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from anamnesis import history
-from anamnesis.errors import AnamnesisError, NoteNotFound, UsageError
-from anamnesis.git import git_out, run_git
-from anamnesis.paths import Store
+from anamnesis.base.errors import AnamnesisError, NoteNotFound, UsageError
+from anamnesis.base.git import git_out, run_git
+from anamnesis.base.paths import Store
 from anamnesis.store import create_note, update_note
 
 
@@ -111,7 +111,7 @@ def test_commit_ids_from_outside_must_be_hex(store: Store) -> None:
 
 
 def test_paths_outside_the_store_are_refused(store: Store) -> None:
-    from anamnesis.errors import OutsideStore
+    from anamnesis.base.errors import OutsideStore
 
     with pytest.raises(OutsideStore):
         history.note_history(store, "../settings.json")

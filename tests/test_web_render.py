@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from web_support import tags_in
 
+from anamnesis.base.paths import Store
 from anamnesis.links import LinkResolver, NoteKey, markdown_targets, wikilink_targets
-from anamnesis.paths import Store
 from anamnesis.web.graph import CLIQUE_MAX, LINK, TAG, TAG_EDGES_PER_NOTE, build_graph, tag_edges
 from anamnesis.web.html import Markup, html
 from anamnesis.web.markdown import render_markdown
@@ -180,8 +180,8 @@ def test_rewrite_links_follows_a_moved_note_and_nothing_else() -> None:
 def test_move_note_is_one_commit_that_keeps_the_id(store: Store, run_cli: Any) -> None:
     import json
 
-    from anamnesis.errors import UsageError
-    from anamnesis.git import git_out
+    from anamnesis.base.errors import UsageError
+    from anamnesis.base.git import git_out
     from anamnesis.store import create_note, load_note, move_note
 
     pool = create_note(store, type="semantic", title="Pool size", body="pool_size = 20\n", project="api")

@@ -17,8 +17,8 @@ import pytest
 from conftest import RunCli
 from web_support import SCRIPT_NOTE_BODY, Dashboard, Seeded, dashboard, seed_store, tags_in
 
-from anamnesis.git import git_out
-from anamnesis.paths import Store
+from anamnesis.base.git import git_out
+from anamnesis.base.paths import Store
 from anamnesis.web.security import allowed_hosts, csrf_for, is_loopback
 from anamnesis.web.server import exposure_warning
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.xdist_group("web-security-dashboard")
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dashboard, Store, Seeded]]:
-    from anamnesis.paths import open_store
+    from anamnesis.base.paths import open_store
     from anamnesis.store import init_store
 
     home = tmp_path_factory.mktemp("websec") / "home"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
-from anamnesis.text import plural
+from anamnesis.base.text import plural
 
 PACKAGE = Path(__file__).resolve().parent.parent / "anamnesis"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from anamnesis.errors import AnamnesisError
-from anamnesis.paths import Store
+from anamnesis.base.errors import AnamnesisError
+from anamnesis.base.paths import Store
 from anamnesis.store import create_note, require_writable, write_lock, write_unit, write_units
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from procs import stop_process
 
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = [
@@ -110,8 +110,8 @@ def seed_store(store: Store) -> Seeded:
 
 def new_machine(home: Path, machine: str) -> Store:
     """An initialised store whose machine id is `machine`."""
-    from anamnesis.paths import open_store
-    from anamnesis.settings import load_settings, save_settings
+    from anamnesis.base.paths import open_store
+    from anamnesis.base.settings import load_settings, save_settings
     from anamnesis.store import init_store
 
     store = open_store(home)
@@ -190,10 +190,10 @@ def seed_many(store: Store, count: int, projects: int = 12, seed: int = 7) -> No
     """`count` notes in one commit (fast: written directly, like an import), with links and tags."""
     import random
 
-    from anamnesis import repo
-    from anamnesis.fsutil import atomic_write_text
+    from anamnesis.base import repo
+    from anamnesis.base.fsutil import atomic_write_text
+    from anamnesis.base.notes import NOTE_TYPES, Note, note_relpath, render_note
     from anamnesis.index import open_index
-    from anamnesis.notes import NOTE_TYPES, Note, note_relpath, render_note
 
     rng = random.Random(seed)
     words = (

@@ -39,11 +39,11 @@ from anamnesis.agents.files import (
     remove_empty_folders,
     same_json,
 )
-from anamnesis.fsutil import atomic_write_text
+from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.jsonedit import JSON, Dialect
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 MANIFEST = "agents-install.json"  # in the store's state folder: what init created, per agent and file
 FOLDERS = "(folders)"  # manifest key beside the files: the folders init created, for uninstall

@@ -58,10 +58,10 @@ from anamnesis.agents.files import (
     read_json,
     remove_empty_folders,
 )
-from anamnesis.fsutil import atomic_write_text
+from anamnesis.base.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 PERMISSION = "mcp__anamnesis"
 HOOK_MODULE = "anamnesis.hooks"

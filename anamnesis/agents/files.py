@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anamnesis import jsonedit
-from anamnesis.errors import AnamnesisError, ExitCode
-from anamnesis.fsutil import atomic_write_text
+from anamnesis.base.errors import AnamnesisError, ExitCode
+from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.jsonedit import JSON, Dialect
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 SERVER_NAME = "anamnesis"
 # -P: never put the working folder (the project the agent runs in) first on sys.path.

@@ -18,10 +18,10 @@ from anamnesis.agents.codex import Codex
 from anamnesis.agents.files import AgentConfigError, FileChange, describe, read_text
 from anamnesis.agents.gemini import Gemini
 from anamnesis.agents.opencode import OpenCode
-from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.base.errors import AnamnesisError, UsageError
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 AGENTS: dict[str, Agent] = {agent.name: agent for agent in (ClaudeCode(), Codex(), Gemini(), OpenCode())}
 

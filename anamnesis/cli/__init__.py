@@ -64,7 +64,7 @@ def main() -> None:
         sys.stdout.write(render(app))
         sys.exit(0)
     # lazy: after the --help exit, so --help does not load anamnesis.errors
-    from anamnesis.errors import AnamnesisError
+    from anamnesis.base.errors import AnamnesisError
 
     try:
         code = app(standalone_mode=False)

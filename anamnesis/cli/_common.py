@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 
 def get_store(require: bool = True) -> Store:
     """The store at ANAMNESIS_HOME; with `require`, a clear error if it is not initialised. A store
     of anamnesis-memory 0.1.3 there is refused either way, before anything reads or writes in it."""
-    from anamnesis.paths import open_store  # lazy: --help imports this module but opens no store
+    from anamnesis.base.paths import open_store  # lazy: --help imports this module but opens no store
 
     store = open_store().refuse_old()
     return store.require() if require else store
@@ -109,7 +109,7 @@ def run_editor(path: Path, unchanged: str = "nothing was saved") -> None:
     what a failed editor means for the command (nothing saved, nothing committed)."""
     import shlex  # lazy: --help loads every command module; shlex only for $EDITOR
 
-    from anamnesis.errors import AnamnesisError, UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError, UsageError  # lazy: --help loads every command module
 
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ""
     if not editor:

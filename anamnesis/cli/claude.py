@@ -66,9 +66,9 @@ def capture(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Write (or update) the session note of a transcript, as the SessionEnd hook does."""
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.capture import AGENTS  # lazy: --help loads every command module
     from anamnesis.capture import capture as run_capture  # lazy: --help loads every command module
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
 
     if agent not in AGENTS:
         raise UsageError(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")

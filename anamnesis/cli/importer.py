@@ -49,7 +49,7 @@ def import_(
       anamnesis import claude-auto-memory --mirror   and keep it mirrored at every sync
       anamnesis import markdown ~/vault -p github.com/acme/api -g vault --print
     """
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.importers import (  # lazy: --help loads every command module
         SOURCES,
         ImportInterrupted,

@@ -13,8 +13,8 @@ import typer
 from anamnesis.cli._common import ask, console, get_store, print_json, read_stdin_if_piped, run_editor
 
 if TYPE_CHECKING:
+    from anamnesis.base.paths import Store
     from anamnesis.index import Hit
-    from anamnesis.paths import Store
 
 TYPES_HELP = "semantic (facts, decisions), procedural (how-tos), episodic (what happened), preference (global rules)"
 
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _check_type(kind: str | None) -> None:
-    from anamnesis.notes import check_type  # lazy: --help loads every command module
+    from anamnesis.base.notes import check_type  # lazy: --help loads every command module
 
     if kind is not None:
         check_type(kind)
@@ -40,7 +40,7 @@ def _project_option(project: str | None, here: bool, global_: bool = False, opti
 
         return check_project_key(project)  # the rule MCP applies too: a key, never a path
     if here:
-        from anamnesis.errors import UsageError  # lazy: --help loads every command module
+        from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
         from anamnesis.project import detect_project  # lazy: --help loads every command module
 
         key = detect_project(Path.cwd())
@@ -72,8 +72,8 @@ def new(
       anamnesis new "Answer in British English" -t preference
       anamnesis new "Pool size is now 40" -b "Raised for Black Friday." --supersedes 7k2m
     """
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.notes import GLOBAL_TYPES, check_type  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.notes import GLOBAL_TYPES, check_type  # lazy: --help loads every command module
     from anamnesis.store import (  # lazy: --help loads every command module
         check_writable,
         create_note,
@@ -103,7 +103,7 @@ def new(
 def _body_from_editor(kind: str, title: str) -> str:
     import tempfile  # lazy: --help loads every command module; tempfile only for the editor
 
-    from anamnesis.resources import read_template  # lazy: --help loads every command module
+    from anamnesis.base.resources import read_template  # lazy: --help loads every command module
 
     try:
         seed = read_template(f"note-{kind}.md")
@@ -338,7 +338,7 @@ def edit(
       anamnesis edit 9x8w --supersedes 7k2m           9x8w replaces 7k2m
       anamnesis edit 9x8w --no-supersedes
     """
-    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
     from anamnesis.store import (  # lazy: --help loads every command module
         check_writable,
         resolve_ref,
@@ -384,8 +384,8 @@ def _edit_copy(store: Store, name: str, data: bytes) -> Path:
     """
     import tempfile  # lazy: --help loads every command module; tempfile only for the editor
 
-    from anamnesis.errors import DiskFull  # lazy: --help loads every command module
-    from anamnesis.fsutil import (  # lazy: --help loads every command module
+    from anamnesis.base.errors import DiskFull  # lazy: --help loads every command module
+    from anamnesis.base.fsutil import (  # lazy: --help loads every command module
         free_bytes,
         human_bytes,
         is_out_of_space,
@@ -430,7 +430,7 @@ def rm(
       anamnesis rm 7k2m                             asks first when run in a terminal
       anamnesis rm 7k2m9q4x1c -y --json
     """
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.store import (  # lazy: --help loads every command module
         check_writable,
         delete_note,

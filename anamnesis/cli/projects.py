@@ -7,9 +7,9 @@ from typing import Any
 import typer
 import typer.core
 
+from anamnesis.base.text import plural
 from anamnesis.cli._common import console, get_store, print_json
 from anamnesis.cli.setup import project as show_key
-from anamnesis.text import plural
 
 
 class _KeyOrCommand(typer.core.TyperGroup):
@@ -140,7 +140,7 @@ def alias(
     """
     from pathlib import Path  # lazy: --help loads every command module
 
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.projects import set_alias  # lazy: --help loads every command module
 
     if here:

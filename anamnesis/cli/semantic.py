@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from anamnesis.base.text import plural
 from anamnesis.cli._common import console, counting, get_store, print_json
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
     pass
@@ -174,7 +174,7 @@ def serve(
     import signal  # lazy: --help loads every command module
     import threading  # lazy: --help loads every command module
 
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.semantic import SemanticError, socket_path, unavailable_reason  # lazy: as above
     from anamnesis.semantic_server import serve as serve_queries  # lazy: --help loads every command module
 

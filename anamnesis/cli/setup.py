@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING, cast
 
 import typer
 
+from anamnesis.base.text import plural
 from anamnesis.cli._common import ask, console, counting, get_store, interactive, no_answer, print_json
 from anamnesis.cli.semantic import embed_with_progress
 from anamnesis.cli.sync import InitSyncStep
 from anamnesis.cli.watch import init_discovery_step
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
+    from anamnesis.base.paths import Store
     from anamnesis.installation import Installation
-    from anamnesis.paths import Store
 
 
 def register(app: typer.Typer) -> None:
@@ -103,8 +103,8 @@ def init(
       anamnesis init --local-only                     just the store
       anamnesis init --move-old-store                 a 0.1.3 store here: move it aside, import it
     """
-    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
-    from anamnesis.paths import open_store  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.base.paths import open_store  # lazy: --help loads every command module
     from anamnesis.store import check_home  # lazy: --help loads every command module
 
     store = open_store()
@@ -240,7 +240,7 @@ def uninstall(
     """
     from anamnesis import installation, schedule  # lazy: --help loads every command module
     from anamnesis.agents.registry import AGENTS, chosen, plan_removal, remove, titled  # lazy: as above
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
 
     if everything and agent:
         raise UsageError("--everything removes what init added to every agent: leave out --agent")
@@ -280,7 +280,7 @@ def uninstall(
 def _remove_program(program: Installation) -> list[str]:
     """installation.remove, with a failure (a folder we may not delete) told in one line."""
     from anamnesis import installation  # lazy: --help loads every command module
-    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 
     try:
         return installation.remove(program)
@@ -307,7 +307,10 @@ def _kept_lines(kept: dict[str, str] | None) -> list[str]:
 def _old_store_target(store: Store, move: bool, quiet: bool) -> Path | None:
     """Where to move a 0.1.3 store found at the home (None: there is none). Asked in a terminal
     unless `move`; refused (one line: what it is, what to run) when not moved."""
-    from anamnesis.paths import old_store_aside, old_store_error  # lazy: --help loads every command module
+    from anamnesis.base.paths import (  # lazy: --help loads every command module
+        old_store_aside,
+        old_store_error,
+    )
 
     if not store.is_old():
         return None
@@ -383,7 +386,7 @@ def _report_init(lines: list[str], json_out: bool, planned: bool) -> None:
 def _report_unfinished(done: list[str], left: list[str], exc: BaseException, json_out: bool) -> None:
     """What a failed `init` did and did not do, and that running it again finishes the job
     (every step skips what is there already). The error itself follows on stderr."""
-    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 
     again = " ".join(["anamnesis", *(shlex.quote(arg) for arg in sys.argv[1:])])
     if json_out:
@@ -411,9 +414,9 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
       anamnesis status
       ANAMNESIS_HOME=/tmp/try anamnesis status --json
     """
+    from anamnesis.base.settings import load_settings  # lazy: --help loads every command module
     from anamnesis.index import open_index  # lazy: --help loads every command module
     from anamnesis.peers import incoming_machines  # lazy: --help loads every command module
-    from anamnesis.settings import load_settings  # lazy: --help loads every command module
 
     store = get_store()
     settings = load_settings(store)
@@ -549,8 +552,8 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
       anamnesis reindex --json                      counts and files that could not be indexed
     """
 
+    from anamnesis.base.lock import store_lock  # lazy: --help loads every command module
     from anamnesis.index import Index  # lazy: --help loads every command module
-    from anamnesis.lock import store_lock  # lazy: --help loads every command module
     from anamnesis.semantic import engine_for  # lazy: --help loads every command module
 
     store = get_store()
@@ -594,7 +597,7 @@ def project(
       anamnesis project ~/src/api --json
       echo acme/api > .anamnesis-project            pin the key (commit this file)
     """
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.project import project_key  # lazy: --help loads every command module
 
     if not path.exists():

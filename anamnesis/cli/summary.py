@@ -133,7 +133,7 @@ def run(
 ) -> None:
     """Ask the model for a summary of one session note now and add it to the note."""
     from anamnesis import summarize_model  # lazy: --help loads every command module
-    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 
     store = get_store()
     if not hook:

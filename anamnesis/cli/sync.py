@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from anamnesis.base.text import plural
 from anamnesis.cli._common import ask, console, get_store, no_answer, print_json, run_editor
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.sync import SyncResult
@@ -75,8 +75,8 @@ def sync(
     """
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
-    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
-    from anamnesis.git import stop_on_signals  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.base.git import stop_on_signals  # lazy: --help loads every command module
     from anamnesis.peers import EXIT_STALE, stale_peers  # lazy: --help loads every command module
     from anamnesis.schedule import parse_duration  # lazy: --help loads every command module
     from anamnesis.sync import SyncRefused  # lazy: --help loads every command module
@@ -224,7 +224,7 @@ def peers_add(
     that path (a typo) is refused (exit 14) unless --force; one that cannot
     be reached now (off, asleep) is kept with a warning.
     """
-    from anamnesis.git import stop_on_signals  # lazy: --help loads every command module
+    from anamnesis.base.git import stop_on_signals  # lazy: --help loads every command module
     from anamnesis.peers import (  # lazy: --help loads every command module
         NoRepository,
         PeerNotFound,
@@ -442,8 +442,8 @@ def resolve(
     and `anamnesis conflicts` show: --keep MACHINE keeps that one, --ours this
     machine's, --theirs the other of two, --both all of them.
     """
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.conflicts import resolve_note  # lazy: --help loads every command module
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.merge import KEEP_PREFIX  # lazy: --help loads every command module
 
     chosen = [

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from anamnesis.base.text import plural
 from anamnesis.cli._common import get_store, print_json
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
     from anamnesis.tidy import Applied
@@ -69,8 +69,8 @@ def tidy(
       anamnesis tidy --apply plan.json --model   merges written by your own model too
       anamnesis tidy --restore 7k2m9q4x1c   bring an archived note back
     """
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.cli.notes import _project_option  # lazy: --help loads every command module
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.tidy import (  # lazy: --help loads every command module
         apply_plan,
         describe,

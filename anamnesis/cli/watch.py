@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from anamnesis.base.text import plural
 from anamnesis.cli._common import ask, console, get_store, no_answer, print_json
 from anamnesis.cli.sync import peers_app
-from anamnesis.text import plural
 
 if TYPE_CHECKING:
-    from anamnesis.paths import Store
+    from anamnesis.base.paths import Store
 
 
 
@@ -51,7 +51,7 @@ def watch(
     retried; `anamnesis status` shows whether watch runs and when it last synced.
     Install it as a service with `anamnesis schedule install --watch`.
     """
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.watch import Watcher, WatchOptions  # lazy: --help loads every command module
 
     if not 0 < debounce <= 60:
@@ -67,7 +67,7 @@ def watch(
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, request_stop)
-    from anamnesis.settings import load_settings  # lazy: --help loads every command module
+    from anamnesis.base.settings import load_settings  # lazy: --help loads every command module
 
     announce = not no_discovery and load_settings(store).get("discovery", True) is not False
     options = WatchOptions(quiet=debounce, max_delay=max(5.0, 10 * debounce), interval=interval, discovery=announce)
@@ -113,7 +113,7 @@ def peers_discover(
     multicast, so tailnet machines come from `tailscale status` and are only
     candidates. Nothing is added: use `anamnesis peers add NAME URL`.
     """
-    from anamnesis.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
 
     if not 0 < seconds <= 60:
         raise UsageError("--seconds must be between 0 and 60")
@@ -183,7 +183,7 @@ def init_discovery_step(
     only says how to look. Returns the lines for init's report.
     """
     from anamnesis import setup_plan  # lazy: --help loads every command module
-    from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 
     if not setup_plan.discovery_wanted(store):
         return []

@@ -51,7 +51,7 @@ def web(
     try:
         serve(store, host=host, port=port, on_ready=ready)
     except OSError as exc:
-        from anamnesis.errors import AnamnesisError  # lazy: --help loads every command module
+        from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 
         raise AnamnesisError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     except KeyboardInterrupt:

@@ -14,12 +14,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from anamnesis.errors import AnamnesisError, ExitCode, UsageError
-from anamnesis.fsutil import atomic_write_text
+from anamnesis.base.errors import AnamnesisError, ExitCode, UsageError
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import load_settings, save_settings, writer_machine_id
 from anamnesis.importers.plan import ImportReport, Plan, Progress, apply, digest
-from anamnesis.paths import Store
 from anamnesis.project import check_project_key
-from anamnesis.settings import load_settings, save_settings, writer_machine_id
 
 SOURCES = ("anamnesis-memory", "claude-md", "claude-auto-memory", "markdown")
 MIRRORABLE = ("claude-auto-memory",)

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.base.errors import AnamnesisError, UsageError
+from anamnesis.base.notes import is_note_id, split_front_matter
 from anamnesis.importers.plan import Item, Plan, Skip, digest, iso_z, read_text, shown
-from anamnesis.notes import is_note_id, split_front_matter
 from anamnesis.project import check_project_key
 
 NAME = "anamnesis-memory"

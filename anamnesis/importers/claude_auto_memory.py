@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from anamnesis.agents.claude import claude_files
-from anamnesis.errors import UsageError
+from anamnesis.base.errors import UsageError
 from anamnesis.importers.plan import Item, Plan, Skip, digest, front_matter, read_text, shown
 from anamnesis.project import find_repo_root, project_key
 

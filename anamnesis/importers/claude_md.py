@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from anamnesis.agents.claude import claude_files
-from anamnesis.errors import UsageError
+from anamnesis.base.errors import UsageError
+from anamnesis.base.notes import slugify
 from anamnesis.importers.plan import Item, Plan, Skip, digest, read_text, shown
-from anamnesis.notes import slugify
 from anamnesis.project import detect_project, find_repo_root
 
 NAME = "claude-md"

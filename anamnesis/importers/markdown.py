@@ -23,9 +23,9 @@ import os
 import re
 from pathlib import Path
 
-from anamnesis.errors import AnamnesisError, UsageError
+from anamnesis.base.errors import AnamnesisError, UsageError
+from anamnesis.base.notes import NOTE_TYPES, _title_from, normalize_tags
 from anamnesis.importers.plan import Item, Plan, Skip, digest, front_matter, iso_z, read_text, shown
-from anamnesis.notes import NOTE_TYPES, _title_from, normalize_tags
 from anamnesis.project import check_project_key
 
 NAME = "markdown"

@@ -27,11 +27,10 @@ from typing import Any
 
 import yaml
 
-from anamnesis import repo
-from anamnesis.errors import AnamnesisError
-from anamnesis.git import run_git, run_git_bytes
-from anamnesis.merge import Side, merge_lines
-from anamnesis.notes import (
+from anamnesis.base import repo
+from anamnesis.base.errors import AnamnesisError
+from anamnesis.base.git import run_git, run_git_bytes
+from anamnesis.base.notes import (
     _ID_ALPHABET,
     HIDDEN_PREFIX,
     Note,
@@ -45,7 +44,8 @@ from anamnesis.notes import (
     render_note,
     split_front_matter,
 )
-from anamnesis.paths import Store
+from anamnesis.base.paths import Store
+from anamnesis.merge import Side, merge_lines
 from anamnesis.redact import redact_field, redact_note_fields
 from anamnesis.store import check_writable, require_writable, safe_path, validate, write_lock, write_units
 

@@ -15,10 +15,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from anamnesis.errors import AnamnesisError
+from anamnesis.base.errors import AnamnesisError
+from anamnesis.base.notes import is_note_path
+from anamnesis.base.text import plural
 from anamnesis.index import open_index
-from anamnesis.notes import is_note_path
-from anamnesis.text import plural
 from anamnesis.web import bridge
 from anamnesis.web.context import Action, Report, Web, checked_form, web_of
 from anamnesis.web.html import Markup, html, note_url

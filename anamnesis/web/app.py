@@ -12,8 +12,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from anamnesis.errors import AnamnesisError, NoteChanged, NoteNotFound, OutsideStore, UsageError
-from anamnesis.paths import Store
+from anamnesis.base.errors import AnamnesisError, NoteChanged, NoteNotFound, OutsideStore, UsageError
+from anamnesis.base.paths import Store
 from anamnesis.web import actions, conflicts, edit, timeline, views
 from anamnesis.web.context import CsrfError, Web, web_of
 from anamnesis.web.html import html

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from anamnesis.errors import AnamnesisError
-from anamnesis.paths import Store
+from anamnesis.base.errors import AnamnesisError
+from anamnesis.base.paths import Store
 from anamnesis.peers import incoming_machines, list_peers
 from anamnesis.sync import sync
 from anamnesis.synclog import LogEntry, Summary, describe, last_sync_summary

@@ -14,13 +14,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from anamnesis import conflicts
+from anamnesis.base.errors import AnamnesisError, NoteChanged, NoteNotFound, UsageError
+from anamnesis.base.lock import store_lock
+from anamnesis.base.notes import has_conflict_markers, now_iso, parse_note, split_front_matter
+from anamnesis.base.settings import machine_id
 from anamnesis.conflicts import list_conflicts
-from anamnesis.errors import AnamnesisError, NoteChanged, NoteNotFound, UsageError
 from anamnesis.history import working_text
-from anamnesis.lock import store_lock
 from anamnesis.merge import KEEP_PREFIX, Block, block_labels, label_names, parse_blocks
-from anamnesis.notes import has_conflict_markers, now_iso, parse_note, split_front_matter
-from anamnesis.settings import machine_id
 from anamnesis.store import safe_path, save_note
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url, resolve_form

@@ -20,11 +20,11 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from anamnesis.errors import AnamnesisError, ExitCode
+from anamnesis.base.errors import AnamnesisError, ExitCode
+from anamnesis.base.paths import Store
+from anamnesis.base.settings import machine_id
 from anamnesis.links import LinkGraph, NoteKey
-from anamnesis.paths import Store
 from anamnesis.refresh import PeriodicRefresh
-from anamnesis.settings import machine_id
 from anamnesis.web.html import Markup, page
 
 if TYPE_CHECKING:

@@ -14,9 +14,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from anamnesis import history
-from anamnesis.errors import AnamnesisError, DiskFull, NoteChanged, NoteNotFound, UsageError
+from anamnesis.base.errors import AnamnesisError, DiskFull, NoteChanged, NoteNotFound, UsageError
+from anamnesis.base.notes import NOTE_TYPES, Note, normalize_tags, now_iso
+from anamnesis.base.text import plural
 from anamnesis.history import working_text
-from anamnesis.notes import NOTE_TYPES, Note, normalize_tags, now_iso
 from anamnesis.store import (
     check_writable,
     create_note,
@@ -25,7 +26,6 @@ from anamnesis.store import (
     move_note,
     save_note,
 )
-from anamnesis.text import plural
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, html, join, note_url, when
 from anamnesis.web.markdown import render_markdown

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from anamnesis.base.paths import Store
 from anamnesis.index import open_index
-from anamnesis.paths import Store
 from anamnesis.web.app import create_app
 from anamnesis.web.security import is_loopback
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from anamnesis.errors import UsageError
+from anamnesis.base.errors import UsageError
 from anamnesis.project import check_project_key
 from anamnesis.timeline import Entry, build_timeline
 from anamnesis.web.context import web_of

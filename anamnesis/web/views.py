@@ -18,15 +18,16 @@ from urllib.parse import unquote
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 
-from anamnesis import history, refs
+from anamnesis import history
+from anamnesis.base import refs
+from anamnesis.base.notes import GLOBAL_TYPES, NOTE_TYPES
+from anamnesis.base.text import plural
 from anamnesis.history import working_text
 from anamnesis.index import Hit
 from anamnesis.links import LinkGraph, Unresolved
 from anamnesis.merge import KEEP_PREFIX, Block, Stray, label_names, parse_blocks
-from anamnesis.notes import GLOBAL_TYPES, NOTE_TYPES
 from anamnesis.search import search as run_search
 from anamnesis.store import load_note
-from anamnesis.text import plural
 from anamnesis.web import bridge
 from anamnesis.web.context import text_sha, web_of
 from anamnesis.web.graph import build_graph, neighbourhood
@@ -45,8 +46,8 @@ from anamnesis.web.html import (
 from anamnesis.web.markdown import render_markdown
 
 if TYPE_CHECKING:
+    from anamnesis.base.notes import Note
     from anamnesis.index import Index
-    from anamnesis.notes import Note
 
 # One name per type on every surface: the value in the files and `anamnesis new -t`; the gloss is
 # the CLI's help text for it.

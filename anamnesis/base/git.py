@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from anamnesis.errors import AnamnesisError, GitError, LockTimeout
+from anamnesis.base.errors import AnamnesisError, GitError, LockTimeout
 
 CONNECT_TIMEOUT = 5
 ALIVE_INTERVAL = 5

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from anamnesis.errors import OldStore, StoreMissing
+from anamnesis.base.errors import OldStore, StoreMissing
 
 HOME_ENV = "ANAMNESIS_HOME"
 OLD_TYPES = ("procedural", "semantic", "episodic")  # 0.1.3 keeps its notes in memory/<type>/

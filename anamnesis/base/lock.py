@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from anamnesis.errors import LockTimeout
-from anamnesis.paths import Store
+from anamnesis.base.errors import LockTimeout
+from anamnesis.base.paths import Store
 
 _held: dict[tuple[str, int], tuple[int, int]] = {}  # (lock path, thread) -> (fd, depth)
 _guard = threading.RLock()

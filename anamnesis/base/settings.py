@@ -10,9 +10,9 @@ import json
 import secrets
 from typing import Any
 
-from anamnesis.errors import AnamnesisError
-from anamnesis.fsutil import atomic_write_text
-from anamnesis.paths import Store
+from anamnesis.base.errors import AnamnesisError
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.paths import Store
 
 DEFAULTS: dict[str, Any] = {
     "machine_id": "",

@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import PurePosixPath
 from typing import Any, Literal, get_args
 
-from anamnesis.errors import UsageError
+from anamnesis.base.errors import UsageError
 
 NoteType = Literal["semantic", "procedural", "episodic", "preference"]
 NOTE_TYPES: tuple[str, ...] = get_args(NoteType)

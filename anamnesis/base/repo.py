@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from anamnesis.errors import GitError
-from anamnesis.fsutil import atomic_write_text
-from anamnesis.git import OBJECT_ID, git_out, head_ref, lock_files, run_git, settle_git
-from anamnesis.paths import Store
+from anamnesis.base.errors import GitError
+from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.git import OBJECT_ID, git_out, head_ref, lock_files, run_git, settle_git
+from anamnesis.base.paths import Store
 
 BRANCH = "main"
 GITATTRIBUTES = "*.md text eol=lf\n"
