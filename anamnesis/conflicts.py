@@ -20,7 +20,6 @@ from anamnesis.base.lock import store_lock
 from anamnesis.base.notes import has_conflict_markers, now_iso, parse_note, split_front_matter, stamp
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import machine_id
-from anamnesis.index import open_index
 from anamnesis.merge import (
     Block,
     label_names,
@@ -32,6 +31,7 @@ from anamnesis.merge import (
     resolve_text,
     stray_lines,
 )
+from anamnesis.search import open_index
 from anamnesis.store import require_writable, resolve_ref, safe_path
 
 

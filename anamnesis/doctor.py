@@ -19,15 +19,15 @@ from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural
 from anamnesis.capture import queued_notes
-from anamnesis.index import file_problems, open_index
 from anamnesis.peers import ago, incoming_machines, peer_problems, untaken_pushes
 from anamnesis.recovery import wedged
+from anamnesis.search import file_problems, open_index
 from anamnesis.store import check_home
 from anamnesis.supersede import SIMILAR_TYPES, Components, read_links, similar_pairs
 from anamnesis.synclog import log_path, recent
 
 if TYPE_CHECKING:
-    from anamnesis.index import Index
+    from anamnesis.search import Index
 
 _WINDOWS_RESERVED = re.compile(r"^(con|prn|aux|nul|com[1-9]|lpt[1-9])(\..*)?$", re.I)
 _BAD_CHARS = re.compile(r'[<>:"\\|?*\x00-\x1f]')

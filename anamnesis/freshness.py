@@ -3,7 +3,7 @@
 Every command that reads the index first brings it up to date with a full
 refresh: one lstat per note (40-60 ms at 10,000 notes, ~200 ms at 50,000).
 `anamnesis watch` already sees every change to memory/ as it happens and
-marks the index behind for each (`anamnesis.index.mark_behind`); a full scan
+marks the index behind for each (`anamnesis.search.index.mark_behind`); a full scan
 clears that mark unless a change came in while it ran. So a reader may skip
 its scan when all of these hold (`watch_vouches`):
 
@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from anamnesis.index import RefreshReport, behind_path, last_scan
+from anamnesis.search import RefreshReport, behind_path, last_scan
 from anamnesis.watch import is_running, read_heartbeat
 
 if TYPE_CHECKING:
-    from anamnesis.index import Index
+    from anamnesis.search import Index
 
 T = TypeVar("T")
 

@@ -24,10 +24,8 @@ from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural, trim
 from anamnesis.conflicts import ConflictedNote, describe
-from anamnesis.index import Hit, Index, open_index
 from anamnesis.project import current_branch, project_key
-from anamnesis.ranking import KeywordRanker
-from anamnesis.search import recency, search
+from anamnesis.search import Hit, Index, KeywordRanker, open_index, recency, search
 from anamnesis.store import load_note
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 

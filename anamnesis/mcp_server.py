@@ -36,7 +36,7 @@ from anamnesis.base.paths import Store, open_store
 from anamnesis.mcp_upkeep import UpkeepTools
 
 if TYPE_CHECKING:
-    from anamnesis.refresh import PeriodicRefresh
+    from anamnesis.search import PeriodicRefresh
 
 MAX_QUERY = 2000
 MAX_LIMIT = 100
@@ -343,7 +343,7 @@ class MemoryTools:
 
     def _fresh_index(self) -> Any:
         # lazy: the server answers `initialize` before the index code is loaded
-        from anamnesis.refresh import PeriodicRefresh
+        from anamnesis.search import PeriodicRefresh
 
         self.store.require()
         if self._refresh is None:

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 from anamnesis.base.errors import NoteNotFound, UsageError
 from anamnesis.base.notes import PROJECTS_DIR, parse_note, project_folder, render_note, split_front_matter
 from anamnesis.base.text import plural
-from anamnesis.index import open_index
 from anamnesis.links import LinkResolver, NoteKey, link_needle, rewrite_links
 from anamnesis.project import (
     ALIAS_SUFFIX,
@@ -37,6 +36,7 @@ from anamnesis.project import (
     read_alias,
     resolve_alias,
 )
+from anamnesis.search import open_index
 from anamnesis.store import relpath_of, require_writable, safe_path, write_lock, write_units
 
 if TYPE_CHECKING:

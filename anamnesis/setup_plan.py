@@ -266,8 +266,10 @@ def semantic_choice(store: Store, wanted: bool | None, interactive: bool) -> Sem
 
     "missing" when the semantic extra is not installed (init then names the install line);
     "skip" when it is on already or the person said no."""
-    from anamnesis.embed import missing_dependencies  # lazy: the extra's lookup stays off init's other steps
-    from anamnesis.semantic import settings_of  # lazy: as the line above
+    from anamnesis.search import (
+        missing_dependencies,  # lazy: the extra's lookup stays off init's other steps
+        settings_of,  # lazy: as the line above
+    )
 
     if wanted is False or settings_of(store)["enabled"]:
         return "skip"
@@ -315,7 +317,7 @@ def enable_semantic(store: Store, model_dir: Path | None) -> list[str]:
     """Turn semantic search on and embed in the background; a model that cannot be had is a line
     for the report, not a failed init (the rest of the setup stands)."""
     # lazy: the model code loads only when it is turned on
-    from anamnesis.semantic import SemanticError, enable, start_background_update
+    from anamnesis.search import SemanticError, enable, start_background_update
 
     try:
         folder = enable(store, model_dir)

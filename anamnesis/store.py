@@ -46,8 +46,8 @@ from anamnesis.base.notes import (
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings, new_machine_id, save_settings, writer_machine_id
 from anamnesis.base.text import plural
-from anamnesis.index import open_index
 from anamnesis.redact import redact_note_fields
+from anamnesis.search import open_index
 from anamnesis.storepaths import relpath_of as relpath_of
 from anamnesis.storepaths import safe_path as safe_path
 from anamnesis.transaction import write_unit as write_unit

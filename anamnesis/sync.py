@@ -65,7 +65,6 @@ from anamnesis.base.settings import machine_id
 from anamnesis.base.text import plural
 from anamnesis.capture import flush_queued
 from anamnesis.conflicts import ConflictedNote, HeldNote, conflicted_at, half_resolved
-from anamnesis.index import open_index
 from anamnesis.merge import Side, merge_texts
 from anamnesis.peers import (
     Peer,
@@ -79,7 +78,7 @@ from anamnesis.peers import (
     remove_peer,
 )
 from anamnesis.recovery import SyncRefused
-from anamnesis.semantic import start_background_update
+from anamnesis.search import open_index, start_background_update
 from anamnesis.stamping import stamp_edits
 from anamnesis.transport import FetchFailed, transport_for
 from anamnesis.treemerge import TreeMerger, private_index, recorded_in, with_conflicts

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from anamnesis.base.errors import NoteNotFound, UsageError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.notes import parse_note
-from anamnesis.catalog import parse_when
-from anamnesis.index import open_index
+from anamnesis.search import open_index, parse_when
 from anamnesis.store import (
     load_note,
     relpath_of,
@@ -250,7 +249,7 @@ def _meaning_pairs(
     """Pairs (i, j) whose note vectors are alike well beyond the usual (see MEANING_SPREAD), with their
     cosine; {} with semantic search off."""
     # lazy: semantic (numpy, the model) only when it is on
-    from anamnesis.semantic import engine_for
+    from anamnesis.search import engine_for
 
     engine = engine_for(store)
     if engine is None:
@@ -358,7 +357,7 @@ def plan_tidy(
 
 def _has_engine(store: Store) -> bool:
     # lazy: semantic only when asked about
-    from anamnesis.semantic import engine_for
+    from anamnesis.search import engine_for
 
     return engine_for(store) is not None
 

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from anamnesis.base.notes import parse_note
 from anamnesis.capture import DECISIONS, OPEN_ITEMS
-from anamnesis.catalog import parse_when
-from anamnesis.index import open_index
+from anamnesis.search import open_index, parse_when
 from anamnesis.store import safe_path
 
 if TYPE_CHECKING:

@@ -24,8 +24,7 @@ from anamnesis.base.errors import AnamnesisError, GitError
 from anamnesis.base.fsutil import atomic_write_bytes, is_out_of_space, no_space_error
 from anamnesis.base.paths import Store
 from anamnesis.base.text import plural
-from anamnesis.catalog import index_error
-from anamnesis.index import open_index
+from anamnesis.search import index_error, open_index
 from anamnesis.storepaths import safe_path
 
 
@@ -182,7 +181,7 @@ def _write_unit(
         if staged is not None:
             staged.discard()
     if changed:
-        from anamnesis.semantic import start_background_update  # lazy: keeps semantic off the SessionEnd hook
+        from anamnesis.search import start_background_update  # lazy: keeps semantic off the SessionEnd hook
 
         start_background_update(store)
 

@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.paths import Store
 from anamnesis.base.text import plural
-from anamnesis.index import mark_behind
+from anamnesis.search import mark_behind
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
 
     from anamnesis.discovery import Announcer, Peer
-    from anamnesis.semantic_server import QueryServer
+    from anamnesis.search import QueryServer
 
 log = logging.getLogger("anamnesis.watch")
 
@@ -611,7 +611,7 @@ class Watcher:
 
     def _update_query_server(self) -> None:
         # lazy: the semantic settings and the query server only for a running watch
-        from anamnesis.semantic import engine_for
+        from anamnesis.search import engine_for
 
         wanted = engine_for(self.store)
         server = self._query_server
@@ -623,7 +623,7 @@ class Watcher:
             server.stop()
             self._query_server = server = None
         if wanted is not None and server is None:
-            from anamnesis.semantic_server import QueryServer  # lazy: only with semantic search on
+            from anamnesis.search import QueryServer  # lazy: only with semantic search on
 
             server = QueryServer(self.store)
             if server.start():

@@ -58,7 +58,7 @@ import sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from anamnesis.embed import load_embedder
+from anamnesis.search.embed import load_embedder
 embedder = load_embedder(Path({model!r}))
 embedder.embed_query("how do we roll back a failed deploy")
 print(time.perf_counter() - t0)
@@ -114,8 +114,8 @@ def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int, set
 
     CPU time (all threads of this process) barely moves with what else runs on the machine;
     notes per CPU-second times the cores is what an idle machine does."""
-    from anamnesis.embed import load_embedder
-    from anamnesis.semantic import BATCH, note_text
+    from anamnesis.search.embed import load_embedder
+    from anamnesis.search.semantic import BATCH, note_text
     from bench.corpus import make_note
 
     if sets:
@@ -200,7 +200,7 @@ def main() -> None:
 
     import numpy as np
 
-    from anamnesis.embed import load_embedder
+    from anamnesis.search.embed import load_embedder
 
     print(
         f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "

@@ -215,8 +215,8 @@ def fill_vectors(home: Path, model_dir: Path) -> int:
     import numpy as np
 
     from anamnesis.base.paths import open_store
-    from anamnesis.index import open_index
-    from anamnesis.semantic import enable, engine_for
+    from anamnesis.search.index import open_index
+    from anamnesis.search.semantic import enable, engine_for
 
     store = open_store(home)
     enable(store, model_dir)
@@ -259,9 +259,9 @@ def bench_semantic(home: Path, repo: Path, model_dir: Path, runs: int) -> None:
     untimed) and stopped after them, so a round 'on, no server' really has none."""
     from anamnesis.agents.claude import hook_command, python_path
     from anamnesis.base.paths import open_store
-    from anamnesis.ranking import Filters
-    from anamnesis.semantic import ask_server, disable, enable, engine_for
-    from anamnesis.semantic_server import QueryServer
+    from anamnesis.search.ranking import Filters
+    from anamnesis.search.semantic import ask_server, disable, enable, engine_for
+    from anamnesis.search.semantic_server import QueryServer
 
     store = open_store(home)
     started = time.perf_counter()
@@ -394,7 +394,7 @@ def main() -> None:
         started = time.perf_counter()
         build_store(home, args.notes)
         from anamnesis.base.paths import open_store
-        from anamnesis.index import open_index
+        from anamnesis.search.index import open_index
 
         store = open_store(home)
         with open_index(store) as index:

@@ -44,7 +44,7 @@ BUILD_CHILD = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
 from anamnesis.base.paths import open_store
-from anamnesis.index import open_index
+from anamnesis.search.index import open_index
 store = open_store({home!r})
 store.index_path.unlink(missing_ok=True)
 t = time.perf_counter()
@@ -68,8 +68,8 @@ def build_in_child(home: Path) -> tuple[float, int, float]:
 
 def bench_store(home: Path, count: int, runs: int) -> None:
     from anamnesis.base.paths import open_store
-    from anamnesis.index import open_index
-    from anamnesis.search import search as search_notes
+    from anamnesis.search.engine import search as search_notes
+    from anamnesis.search.index import open_index
 
     builds = [build_in_child(home) for _ in range(runs)]
     report(

@@ -60,8 +60,8 @@ def time_cli_searches(home: Path, runs: int) -> list[float]:
 
 def time_in_process(home: Path, runs: int) -> list[float]:
     from anamnesis.base.paths import open_store
-    from anamnesis.index import open_index
-    from anamnesis.search import search
+    from anamnesis.search.engine import search
+    from anamnesis.search.index import open_index
 
     store = open_store(home)
     out: list[float] = []
@@ -89,8 +89,8 @@ def time_hook(home: Path, event: str, payload: dict[str, object], runs: int) -> 
 def embed_sample(home: Path, model_dir: Path, count: int) -> float:
     """Turn semantic search on and time embedding `count` of the store's notes (model load included)."""
     from anamnesis.base.paths import open_store
-    from anamnesis.index import open_index
-    from anamnesis.semantic import enable, engine_for, note_text
+    from anamnesis.search.index import open_index
+    from anamnesis.search.semantic import enable, engine_for, note_text
 
     store = open_store(home)
     enable(store, model_dir)
@@ -109,8 +109,8 @@ def fill_random_vectors(home: Path) -> None:
     import numpy as np
 
     from anamnesis.base.paths import open_store
-    from anamnesis.index import open_index
-    from anamnesis.semantic import engine_for
+    from anamnesis.search.index import open_index
+    from anamnesis.search.semantic import engine_for
 
     store = open_store(home)
     engine = engine_for(store)

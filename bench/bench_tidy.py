@@ -286,7 +286,7 @@ def run(total: int, semantic: Path | None, seed: int) -> dict[str, object]:
     from anamnesis.base import repo
     from anamnesis.base.git import git_out
     from anamnesis.base.paths import open_store
-    from anamnesis.index import open_index
+    from anamnesis.search.index import open_index
     from anamnesis.store import init_store
     from anamnesis.tidy import apply_plan, plan_tidy, read_plan
 
@@ -300,7 +300,7 @@ def run(total: int, semantic: Path | None, seed: int) -> dict[str, object]:
             index.refresh()
         modes: list[tuple[str, bool]] = [("words", False)]
         if semantic is not None:
-            from anamnesis.semantic import enable, update_vectors
+            from anamnesis.search.semantic import enable, update_vectors
 
             started = time.perf_counter()
             enable(store, semantic)

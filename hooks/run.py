@@ -116,7 +116,7 @@ def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
 
 def _keep_the_model_loaded(store: Store) -> None:
     """With semantic search on and no query server answering, start one for this session's prompts."""
-    from anamnesis.semantic import start_query_server  # lazy: only the events that rank by meaning
+    from anamnesis.search import start_query_server  # lazy: only the events that rank by meaning
 
     try:
         start_query_server(store)

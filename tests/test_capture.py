@@ -200,8 +200,8 @@ def test_big_session_note_stays_small(store: Store, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("event", ["PreCompact", "SessionEnd"])
 def test_note_is_indexed(store: Store, tmp_path: Path, event: str) -> None:
-    from anamnesis.index import open_index
-    from anamnesis.search import search as search_notes
+    from anamnesis.search.engine import search as search_notes
+    from anamnesis.search.index import open_index
 
     capture(store, typical("idx").write(tmp_path / "t.jsonl"), session_id="idx", event=event)
     with open_index(store) as index:

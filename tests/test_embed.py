@@ -1,4 +1,4 @@
-"""The embedding engine (anamnesis.embed) against the real all-MiniLM-L6-v2 weights.
+"""The embedding engine (anamnesis.search.embed) against the real all-MiniLM-L6-v2 weights.
 
 The model comes from scripts/test-model into the test cache (or ANAMNESIS_TEST_MODEL_DIR),
 loaded once per session. Its vectors are checked against reference vectors that
@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from anamnesis import embed
-from anamnesis.embed import (
+from anamnesis.search import embed
+from anamnesis.search.embed import (
     Embedder,
     SemanticUnavailable,
     check_model_dir,
@@ -111,7 +111,7 @@ def test_the_extra_is_installed_in_the_test_environment() -> None:
 
 def test_importing_the_module_loads_no_numerics() -> None:
     code = (
-        "import sys, anamnesis.embed as e\n"
+        "import sys, anamnesis.search.embed as e\n"
         "heavy = [m for m in ('numpy', 'tokenizers', 'huggingface_hub', 'threadpoolctl') if m in sys.modules]\n"
         "print(heavy, e.missing_dependencies())\n"
         "assert not heavy, heavy\n"
@@ -370,7 +370,7 @@ def test_bad_model_folders_are_explained(model_dir: Path, tmp_path: Path) -> Non
 DOWNLOAD_CHILD = """
 import json, sys
 from pathlib import Path
-from anamnesis.embed import SemanticUnavailable, download_model
+from anamnesis.search.embed import SemanticUnavailable, download_model
 calls = []
 try:
     download_model(Path(sys.argv[1]), progress=lambda done, total: calls.append((done, total)))

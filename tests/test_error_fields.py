@@ -22,7 +22,7 @@ from anamnesis.base.errors import GitError
 from anamnesis.base.git import explain, run_git
 from anamnesis.base.notes import ProblemKind, parse_note
 from anamnesis.base.paths import Store
-from anamnesis.index import open_index
+from anamnesis.search.index import open_index
 from anamnesis.store import create_note
 from anamnesis.sync import _why
 
@@ -180,7 +180,7 @@ def test_a_write_that_fails_in_sqlite_is_named_by_its_result_code(tmp_path: Path
 def test_the_index_is_thrown_away_only_when_sqlite_says_it_is_damaged(tmp_path: Path) -> None:
     import sqlite3
 
-    from anamnesis.index import _is_damaged
+    from anamnesis.search.index import _is_damaged
 
     db = tmp_path / "index.db"
     db.write_bytes(b"this is not a database" * 100)

@@ -48,7 +48,7 @@ def test_every_error_class_exits_with_a_registered_documented_code() -> None:
 
 def test_an_agent_config_we_cannot_edit_and_semantic_search_unavailable_are_told_apart() -> None:
     from anamnesis.agents.files import AgentConfigError
-    from anamnesis.semantic import SemanticError
+    from anamnesis.search.semantic import SemanticError
 
     assert AgentConfigError.exit_code == ExitCode.AGENT_CONFIG
     assert SemanticError.exit_code == ExitCode.SEMANTIC_UNAVAILABLE

@@ -24,8 +24,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from anamnesis.base.notes import parse_note
 from anamnesis.base.paths import Store
 from anamnesis.importers import run_import
-from anamnesis.index import open_index
-from anamnesis.search import search
+from anamnesis.search.engine import search
+from anamnesis.search.index import open_index
 from anamnesis.store import read_note, resolve_ref
 
 pytestmark = pytest.mark.e2e

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import cli_env
 
+from anamnesis.base.face import offered_names
 from anamnesis.base.paths import open_store
 from anamnesis.store import create_note, init_store
 
@@ -64,17 +65,29 @@ def _reason(lines: list[str], node: ast.stmt) -> str:
 def _top_level_modules(tree: ast.Module) -> set[str]:
     names: set[str] = set()
     for node in tree.body:
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(_modules(node))
     return names
 
 
+def _face(package: str) -> dict[str, tuple[str, str]]:
+    """What a package's lazy face offers (base/face.py); {} for a package without one."""
+    init = ROOT / Path(*package.split(".")) / "__init__.py"
+    if not init.is_file() or "lazy_face(__name__)" not in init.read_text(encoding="utf-8"):
+        return {}
+    return offered_names(init)
+
+
 def _modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules an import loads: a name from a lazy face counts as its own module."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
-    return [node.module] if node.module and node.level == 0 else []
+    if not node.module or node.level:
+        return []
+    face = _face(node.module)
+    if not face:
+        return [node.module]
+    return [face[alias.name][0] if alias.name in face else f"{node.module}.{alias.name}" for alias in node.names]
 
 
 def _python_files() -> list[Path]:

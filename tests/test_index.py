@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from anamnesis.base.paths import Store
-from anamnesis.index import open_index
-from anamnesis.search import search
+from anamnesis.search.engine import search
+from anamnesis.search.index import open_index
 from anamnesis.store import create_note
 
 
@@ -239,8 +239,8 @@ def test_a_file_name_that_is_not_utf8_is_reported_and_the_rest_indexed(store: St
 
 
 def test_a_new_index_is_built_once_by_reindex(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    import anamnesis.index as index_module
-    from anamnesis.index import Index
+    import anamnesis.search.index as index_module
+    from anamnesis.search.index import Index
 
     for i in range(12):
         create_note(store, type="semantic", title=f"Note {i}", body=f"body {i} rebuildword")
@@ -307,7 +307,7 @@ def test_reading_modules_start_without_yaml() -> None:
     import sys
 
     code = (
-        "import sys, anamnesis.index, anamnesis.search, anamnesis.catalog;"
+        "import sys, anamnesis.search.index, anamnesis.search, anamnesis.search.catalog;"
         "print(sorted(m for m in ('yaml', 'frontmatter') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -315,7 +315,7 @@ def test_reading_modules_start_without_yaml() -> None:
 
 
 def test_camel_case_parts_go_to_the_code_column() -> None:
-    from anamnesis.index import code_words
+    from anamnesis.search.index import code_words
 
     text = "Use HttpClient and parseJSONData, not x2Y; IPAddress stays. Sentence Case is prose."
     assert code_words(text).split("\n") == ["Http Client", "parse JSON Data", "x 2 Y"]
@@ -429,7 +429,7 @@ def test_a_copied_heartbeat_vouches_for_nothing(store: Store) -> None:
 
 
 def test_a_change_during_a_scan_keeps_the_index_marked_behind(store: Store) -> None:
-    from anamnesis.index import BEHIND_NAME, _clear_behind, mark_behind
+    from anamnesis.search.index import BEHIND_NAME, _clear_behind, mark_behind
 
     store.state_dir.mkdir(parents=True, exist_ok=True)
     marker = store.state_dir / BEHIND_NAME

@@ -32,8 +32,8 @@ from fleet import Fleet, Machine, fleet, power_cut  # noqa: F401
 
 from anamnesis.base.git import git_processes_in, read_blobs
 from anamnesis.base.notes import has_conflict_markers, parse_note
-from anamnesis.index import open_index
 from anamnesis.recovery import CHECKOUT_MARKER
+from anamnesis.search.index import open_index
 from anamnesis.store import create_note
 
 NOTES = 60

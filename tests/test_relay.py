@@ -24,8 +24,8 @@ from fleet import ROOT, Fleet, Machine, fleet  # noqa: F401
 from procs import run_anamnesis
 from web_support import dashboard
 
-from anamnesis.index import open_index
-from anamnesis.search import search as search_notes
+from anamnesis.search.engine import search as search_notes
+from anamnesis.search.index import open_index
 from anamnesis.store import create_note
 from anamnesis.sync import join
 from anamnesis.watch import Watcher, WatchOptions

@@ -29,9 +29,9 @@ from anamnesis.base.notes import (
 )
 from anamnesis.base.paths import Store
 from anamnesis.importers.plan import note_files
-from anamnesis.index import open_index
-from anamnesis.refresh import PeriodicRefresh
-from anamnesis.scan import scan_tree
+from anamnesis.search.index import open_index
+from anamnesis.search.refresh import PeriodicRefresh
+from anamnesis.search.scan import scan_tree
 from anamnesis.stamping import stamp_edits
 from anamnesis.store import create_note, move_note, read_note, resolve_ref, save_edited_text, update_note
 from anamnesis.web.security import csrf_for

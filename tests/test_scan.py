@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from anamnesis.scan import scan_tree
+from anamnesis.search.scan import scan_tree
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the split scan forks on Linux only")
 
@@ -48,7 +48,7 @@ def _tree(root: Path) -> None:
 
 SPLIT = """
 import json, marshal, os, sys
-import anamnesis.scan as scan
+import anamnesis.search.scan as scan
 forks = []
 real_fork = os.fork
 def counted():
@@ -140,7 +140,7 @@ def test_a_small_store_or_a_threaded_process_is_scanned_in_place(tmp_path: Path)
     _tree(root)
     script = (
         "import os, sys, threading, time\n"
-        "import anamnesis.scan as scan\n"
+        "import anamnesis.search.scan as scan\n"
         "forks = []\n"
         "real = os.fork\n"
         "os.fork = lambda: forks.append(1) or real()\n"
@@ -157,14 +157,14 @@ def test_a_small_store_or_a_threaded_process_is_scanned_in_place(tmp_path: Path)
 
 REFRESH = """
 import json, os, sys
-import anamnesis.scan as scan
+import anamnesis.search.scan as scan
 scan.PARALLEL_FROM = 0  # split even this small store
 forks = []
 real_fork = os.fork
 os.fork = lambda: forks.append(1) or real_fork()
-from anamnesis.index import open_index
+from anamnesis.search.index import open_index
 from anamnesis.base.paths import open_store
-from anamnesis.search import search
+from anamnesis.search.engine import search
 with open_index(open_store(sys.argv[1])) as index:
     report = index.refresh()
     hits = [hit.path for hit in search(index, "zebra")]
@@ -174,7 +174,7 @@ print(json.dumps({"report": report.to_dict(), "hits": hits, "forks": len(forks)}
 
 def test_a_refresh_with_a_split_scan_sees_every_change(home: Path) -> None:
     from anamnesis.base.paths import open_store
-    from anamnesis.index import open_index
+    from anamnesis.search.index import open_index
     from anamnesis.store import create_note, init_store
 
     store = open_store(home)
@@ -212,7 +212,7 @@ def test_a_refresh_with_a_split_scan_sees_every_change(home: Path) -> None:
 
 
 def test_the_work_is_shared_evenly_even_when_one_project_holds_most_notes(tmp_path: Path) -> None:
-    from anamnesis.scan import _frontier, _split
+    from anamnesis.search.scan import _frontier, _split
 
     root = tmp_path / "memory"
     sizes = {
@@ -245,15 +245,15 @@ def test_the_work_is_shared_evenly_even_when_one_project_holds_most_notes(tmp_pa
 
 READ_CURRENT = """
 import json, os, sys
-import anamnesis.scan as scan
+import anamnesis.search.scan as scan
 scan.PARALLEL_FROM = 0  # split even this small store
 forks = []
 real_fork = os.fork
 os.fork = lambda: forks.append(1) or real_fork()
 from anamnesis.freshness import read_current
-from anamnesis.index import open_index
+from anamnesis.search.index import open_index
 from anamnesis.base.paths import open_store
-from anamnesis.search import search
+from anamnesis.search.engine import search
 store = open_store(sys.argv[1])
 reads = []
 def read():

@@ -12,10 +12,10 @@ from mcp.client.session import ClientSession
 from test_mcp import Call, _data, _drive
 
 from anamnesis.base.paths import Store
-from anamnesis.index import open_index
 from anamnesis.inject import build_context
-from anamnesis.query import parse_query
-from anamnesis.search import search
+from anamnesis.search.engine import search
+from anamnesis.search.index import open_index
+from anamnesis.search.query import parse_query
 from anamnesis.store import create_note
 
 API = "github.com/acme/api"

@@ -17,10 +17,10 @@ from conftest import RunCli
 from test_embed import model_dir  # noqa: F401  (the session fixture: the real model folder)
 
 from anamnesis.base.paths import Store
-from anamnesis.index import open_index
-from anamnesis.ranking import KeywordRanker
-from anamnesis.search import search
-from anamnesis.semantic import SemanticError, enable, engine_for, pending, status, update_vectors
+from anamnesis.search.engine import search
+from anamnesis.search.index import open_index
+from anamnesis.search.ranking import KeywordRanker
+from anamnesis.search.semantic import SemanticError, enable, engine_for, pending, status, update_vectors
 from anamnesis.store import create_note, update_note
 
 PARAPHRASE = "who gets woken up when the site goes down at night"  # shares no word with its note
@@ -170,9 +170,9 @@ def test_prompt_recall_uses_meaning_and_stays_silent_off_topic(store: Store, mod
 
 ASK_IN_A_FRESH_PROCESS = """
 import json, sys, time
-from anamnesis.index import open_index
+from anamnesis.search.index import open_index
 from anamnesis.base.paths import open_store
-from anamnesis.search import search
+from anamnesis.search.engine import search
 store = open_store()
 out = {}
 with open_index(store) as index:
@@ -219,7 +219,7 @@ def _rankings(answer: dict[str, object]) -> dict[str, object]:
 def test_a_running_query_server_answers_searches_without_loading_the_model(
     store: Store, model_dir: Path
 ) -> None:
-    from anamnesis.semantic_server import QueryServer
+    from anamnesis.search.semantic_server import QueryServer
 
     paths = _semantic_store(store, model_dir)
     _ENGINES_clear()
@@ -240,15 +240,15 @@ def test_a_running_query_server_answers_searches_without_loading_the_model(
 
 
 def _ENGINES_clear() -> None:
-    from anamnesis import semantic
+    from anamnesis.search import semantic
 
     semantic._ENGINES.clear()
 
 
 def test_filters_reach_the_query_server(store: Store, model_dir: Path) -> None:
-    from anamnesis.ranking import Filters
-    from anamnesis.semantic import ask_server
-    from anamnesis.semantic_server import QueryServer
+    from anamnesis.search.ranking import Filters
+    from anamnesis.search.semantic import ask_server
+    from anamnesis.search.semantic_server import QueryServer
 
     _semantic_store(store, model_dir)
     engine = engine_for(store)
@@ -269,7 +269,7 @@ def test_filters_reach_the_query_server(store: Store, model_dir: Path) -> None:
 def test_a_server_that_never_answers_costs_the_deadline_at_most(store: Store, model_dir: Path) -> None:
     import socket
 
-    from anamnesis.semantic import ASK_TIMEOUT, socket_path
+    from anamnesis.search.semantic import ASK_TIMEOUT, socket_path
 
     _semantic_store(store, model_dir)
     alone = _rankings(_ask_in_a_fresh_process(store, QUESTIONS[:1]))
@@ -285,7 +285,7 @@ def test_a_server_that_never_answers_costs_the_deadline_at_most(store: Store, mo
     took = answer[f"took|{PARAPHRASE}|None"]
     assert isinstance(took, float) and ASK_TIMEOUT <= took < ASK_TIMEOUT + 60
     # the socket file a killed server left behind: the next server takes its place
-    from anamnesis.semantic_server import QueryServer
+    from anamnesis.search.semantic_server import QueryServer
 
     server = QueryServer(store)
     assert server.start()
@@ -293,9 +293,9 @@ def test_a_server_that_never_answers_costs_the_deadline_at_most(store: Store, mo
 
 
 def test_a_server_running_another_model_is_not_believed(store: Store, model_dir: Path) -> None:
-    from anamnesis.ranking import Filters
-    from anamnesis.semantic import ask_server
-    from anamnesis.semantic_server import QueryServer
+    from anamnesis.search.ranking import Filters
+    from anamnesis.search.semantic import ask_server
+    from anamnesis.search.semantic_server import QueryServer
 
     _semantic_store(store, model_dir)
     server = QueryServer(store)
@@ -309,7 +309,7 @@ def test_a_server_running_another_model_is_not_believed(store: Store, model_dir:
 
 
 def test_watch_answers_semantic_queries_while_semantic_search_is_on(store: Store, model_dir: Path) -> None:
-    from anamnesis.semantic import disable, socket_path
+    from anamnesis.search.semantic import disable, socket_path
     from anamnesis.watch import Watcher, WatchOptions
 
     _semantic_store(store, model_dir)
@@ -397,8 +397,8 @@ def test_semantic_serve_answers_until_idle_and_refuses_when_off(
     import subprocess
     import sys
 
-    from anamnesis.ranking import Filters
-    from anamnesis.semantic import ask_server, socket_path
+    from anamnesis.search.ranking import Filters
+    from anamnesis.search.semantic import ask_server, socket_path
 
     _fill(store)
     off = run_cli("semantic", "serve")
@@ -455,7 +455,7 @@ def test_session_start_keeps_the_model_loaded_for_the_sessions_prompts(store: St
     import subprocess
     import sys
 
-    from anamnesis.semantic import server_answering, socket_path
+    from anamnesis.search.semantic import server_answering, socket_path
 
     _fill(store)
     enable(store, model_dir)

@@ -15,7 +15,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from anamnesis.catalog import MARK_END, MARK_START, Hit
+from anamnesis.search.catalog import MARK_END, MARK_START, Hit
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -1,4 +1,4 @@
-"""SQL against the index lives in two modules: `anamnesis.catalog` (reading) and `anamnesis.index` (writing).
+"""SQL against the index lives in two modules: `anamnesis.search.catalog` (reading) and `anamnesis.search.index` (writing).
 
 Everything else — the web and CLI adapters, doctor, the store, the rankers, semantic search —
 asks a named `Catalog`/`Index` method, so the schema can change in one place and a query has
@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "anamnesis", ROOT / "hooks"]
-ALLOWED = {ROOT / "anamnesis" / "catalog.py", ROOT / "anamnesis" / "index.py"}
+ALLOWED = {ROOT / "anamnesis" / "search" / "catalog.py", ROOT / "anamnesis" / "search" / "index.py"}
 EXECUTE = {"execute", "executemany", "executescript"}
 # statements as they start, uppercase as this code base writes its SQL; prose says "select" in lowercase
 STATEMENT = re.compile(
@@ -54,7 +54,7 @@ def test_sql_lives_in_the_catalog_and_the_index_only() -> None:
         if path not in ALLOWED
         for line, what in sql_found(path.read_text(encoding="utf-8"))
     ]
-    assert not offenders, "SQL outside anamnesis/catalog.py and anamnesis/index.py; give it a Catalog/Index method:\n" + (
+    assert not offenders, "SQL outside anamnesis/search/catalog.py and anamnesis/search/index.py; give it a Catalog/Index method:\n" + (
         "\n".join(offenders)
     )
 

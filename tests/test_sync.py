@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
-from anamnesis.index import open_index
-from anamnesis.search import search as search_notes
+from anamnesis.search.engine import search as search_notes
+from anamnesis.search.index import open_index
 from anamnesis.store import create_note, delete_note, update_note
 
 

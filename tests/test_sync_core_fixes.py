@@ -14,8 +14,8 @@ from fleet import Fleet, Machine, fleet  # noqa: F401
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.notes import has_conflict_markers, parse_note
 from anamnesis.base.paths import Store
-from anamnesis.index import open_index
 from anamnesis.recovery import start_checkout
+from anamnesis.search.index import open_index
 from anamnesis.store import create_note, delete_note
 
 

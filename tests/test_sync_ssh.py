@@ -6,8 +6,8 @@ import subprocess
 
 from fleet import Fleet, SshServer, ssh_fleet, sshd  # noqa: F401
 
-from anamnesis.index import open_index
-from anamnesis.search import search as search_notes
+from anamnesis.search.engine import search as search_notes
+from anamnesis.search.index import open_index
 from anamnesis.store import create_note, update_note
 
 

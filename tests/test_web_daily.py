@@ -421,8 +421,8 @@ def test_delete_goes_through_the_core_and_asks_first(chrome: Any, fleet: tuple[F
 
 
 def test_a_superseded_note_links_its_replacement(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
-    from anamnesis.index import open_index
-    from anamnesis.search import search as search_notes
+    from anamnesis.search.engine import search as search_notes
+    from anamnesis.search.index import open_index
     from anamnesis.store import create_note
 
     made, running = fleet
@@ -486,7 +486,7 @@ def test_map_around_a_note_shows_links_backlinks_and_tag_neighbours(
 def test_browse_goes_past_500_with_the_filters_kept(chrome: Any, big: tuple[Store, Dashboard]) -> None:
     from urllib.parse import unquote
 
-    from anamnesis.index import open_index
+    from anamnesis.search.index import open_index
 
     store, running = big
     with open_index(store) as index:
@@ -520,7 +520,7 @@ def test_browse_goes_past_500_with_the_filters_kept(chrome: Any, big: tuple[Stor
 def test_map_of_2000_notes_draws_fast_with_labels_that_never_overlap(
     chrome: Any, big: tuple[Store, Dashboard], shots: Path, record_property: Any
 ) -> None:
-    from anamnesis.index import open_index
+    from anamnesis.search.index import open_index
 
     store, running = big
     with open_index(store) as index:

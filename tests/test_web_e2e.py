@@ -77,8 +77,8 @@ def test_every_page_renders(chrome: Any, fleet: tuple[Fleet, Dashboard], shots: 
 
 
 def test_search_uses_the_index_ranking(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
-    from anamnesis.index import open_index
-    from anamnesis.search import search as search_notes
+    from anamnesis.search.engine import search as search_notes
+    from anamnesis.search.index import open_index
 
     made, running = fleet
     with session(chrome, running) as watched:

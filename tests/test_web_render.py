@@ -114,7 +114,7 @@ def test_tag_edges_are_capped() -> None:
 
 
 def test_graph_of_a_store_links_notes_and_groups_by_project(store: Store) -> None:
-    from anamnesis.index import open_index
+    from anamnesis.search.index import open_index
     from anamnesis.store import create_note
 
     pool = create_note(

@@ -193,7 +193,7 @@ def seed_many(store: Store, count: int, projects: int = 12, seed: int = 7) -> No
     from anamnesis.base import repo
     from anamnesis.base.fsutil import atomic_write_text
     from anamnesis.base.notes import NOTE_TYPES, Note, note_relpath, render_note
-    from anamnesis.index import open_index
+    from anamnesis.search.index import open_index
 
     rng = random.Random(seed)
     words = (

@@ -92,7 +92,7 @@ def main() -> None:
             raise
         # SQL run outside the index's own methods: told apart by SQLite's result code, as the index does
         # lazy: only an SQLite error needs it; keeps anamnesis.catalog off --help and --version
-        from anamnesis.catalog import index_error
+        from anamnesis.search import index_error
 
         mapped = index_error(exc)
         if isinstance(mapped, AnamnesisError):

@@ -14,7 +14,7 @@ from anamnesis.cli._common import ask, console, get_store, print_json, read_stdi
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store
-    from anamnesis.index import Hit
+    from anamnesis.search import Hit
 
 TYPES_HELP = "semantic (facts, decisions), procedural (how-tos), episodic (what happened), preference (global rules)"
 
@@ -210,10 +210,12 @@ def search(
       anamnesis search "connection pool" --all      only notes with every word
     """
     from anamnesis.freshness import read_current  # lazy: --help loads every command module
-    from anamnesis.index import open_index  # lazy: --help loads every command module
     from anamnesis.project import detect_project  # lazy: --help loads every command module
+    from anamnesis.search import (
+        open_index,  # lazy: --help loads every command module
+        start_background_update,  # lazy: --help loads every command module
+    )
     from anamnesis.search import search as run_search  # lazy: --help loads every command module
-    from anamnesis.semantic import start_background_update  # lazy: --help loads every command module
 
     store = get_store()
     _check_type(type)
@@ -286,7 +288,7 @@ def list_(
       anamnesis list --conflicts
     """
     from anamnesis.freshness import catch_up  # lazy: --help loads every command module
-    from anamnesis.index import open_index  # lazy: --help loads every command module
+    from anamnesis.search import open_index  # lazy: --help loads every command module
 
     store = get_store()
     _check_type(type)

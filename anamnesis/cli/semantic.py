@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
 
 def embed_with_progress(quiet: bool = False, wait: bool = True) -> int:
     """Embed every note without a current vector, with a progress bar; returns how many."""
-    from anamnesis.semantic import update_vectors  # lazy: --help loads every command module
+    from anamnesis.search import update_vectors  # lazy: --help loads every command module
 
     store = get_store()
     with counting("embedding notes", quiet) as progress:
@@ -61,8 +61,8 @@ def enable(
     # lazy: rich stays off --help, which loads every command module
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    from anamnesis.semantic import enable as enable_semantic  # lazy: --help loads every command module
-    from anamnesis.semantic import start_background_update  # lazy: --help loads every command module
+    from anamnesis.search import enable as enable_semantic  # lazy: --help loads every command module
+    from anamnesis.search import start_background_update  # lazy: --help loads every command module
 
     store = get_store()
     if model_dir is not None:
@@ -94,7 +94,7 @@ def enable(
         out.print("  embedding notes in the background; `anamnesis semantic status` shows how far it got")
     else:
         out.print(f"  embedded {plural(embedded, 'note')}")
-    from anamnesis.semantic import server_answering  # lazy: --help loads every command module
+    from anamnesis.search import server_answering  # lazy: --help loads every command module
 
     if not server_answering(store):
         out.print(
@@ -106,7 +106,7 @@ def enable(
 @semantic_app.command()
 def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Turn semantic search off here (keyword search only). Vectors are kept for a later enable."""
-    from anamnesis.semantic import disable as disable_semantic  # lazy: --help loads every command module
+    from anamnesis.search import disable as disable_semantic  # lazy: --help loads every command module
 
     disable_semantic(get_store())
     if json_out:
@@ -118,7 +118,7 @@ def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
 @semantic_app.command()
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Is semantic search on, which model, and how many notes have vectors."""
-    from anamnesis.semantic import status as semantic_status  # lazy: --help loads every command module
+    from anamnesis.search import status as semantic_status  # lazy: --help loads every command module
 
     info = semantic_status(get_store())
     if json_out:
@@ -175,8 +175,8 @@ def serve(
     import threading  # lazy: --help loads every command module
 
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.semantic import SemanticError, socket_path, unavailable_reason  # lazy: as above
-    from anamnesis.semantic_server import serve as serve_queries  # lazy: --help loads every command module
+    from anamnesis.search import SemanticError, socket_path, unavailable_reason  # lazy: as above
+    from anamnesis.search import serve as serve_queries  # lazy: --help loads every command module
 
     if idle < 0:
         raise UsageError("--idle must be 0 or more seconds")

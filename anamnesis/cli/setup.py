@@ -415,8 +415,8 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
       ANAMNESIS_HOME=/tmp/try anamnesis status --json
     """
     from anamnesis.base.settings import load_settings  # lazy: --help loads every command module
-    from anamnesis.index import open_index  # lazy: --help loads every command module
     from anamnesis.peers import incoming_machines  # lazy: --help loads every command module
+    from anamnesis.search import open_index  # lazy: --help loads every command module
 
     store = get_store()
     settings = load_settings(store)
@@ -440,7 +440,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     }
     for extra in _status_extras(store):
         info.update(extra)
-    from anamnesis.semantic import status as semantic_status  # lazy: --help loads every command module
+    from anamnesis.search import status as semantic_status  # lazy: --help loads every command module
 
     info["semantic"] = semantic_status(store)
     if json_out:
@@ -553,8 +553,10 @@ def reindex(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
     """
 
     from anamnesis.base.lock import store_lock  # lazy: --help loads every command module
-    from anamnesis.index import Index  # lazy: --help loads every command module
-    from anamnesis.semantic import engine_for  # lazy: --help loads every command module
+    from anamnesis.search import (
+        Index,  # lazy: --help loads every command module
+        engine_for,  # lazy: --help loads every command module
+    )
 
     store = get_store()
     with store_lock(store, "reindex"):

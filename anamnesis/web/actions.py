@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.notes import is_note_path
 from anamnesis.base.text import plural
-from anamnesis.index import open_index
+from anamnesis.search import open_index
 from anamnesis.web import bridge
 from anamnesis.web.context import Action, Report, Web, checked_form, web_of
 from anamnesis.web.html import Markup, html, note_url

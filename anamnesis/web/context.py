@@ -24,12 +24,12 @@ from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import machine_id
 from anamnesis.links import LinkGraph, NoteKey
-from anamnesis.refresh import PeriodicRefresh
+from anamnesis.search import PeriodicRefresh
 from anamnesis.web.html import Markup, page
 
 if TYPE_CHECKING:
-    from anamnesis.index import Index
     from anamnesis.links import LinkGraph
+    from anamnesis.search import Index
 
 REFRESH_EVERY = 3.0  # seconds between index refreshes triggered by page views
 MESSAGES = {

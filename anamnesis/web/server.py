@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from anamnesis.base.paths import Store
-from anamnesis.index import open_index
+from anamnesis.search import open_index
 from anamnesis.web.app import create_app
 from anamnesis.web.security import is_loopback
 

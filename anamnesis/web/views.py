@@ -23,9 +23,9 @@ from anamnesis.base import refs
 from anamnesis.base.notes import GLOBAL_TYPES, NOTE_TYPES
 from anamnesis.base.text import plural
 from anamnesis.history import working_text
-from anamnesis.index import Hit
 from anamnesis.links import LinkGraph, Unresolved
 from anamnesis.merge import KEEP_PREFIX, Block, Stray, label_names, parse_blocks
+from anamnesis.search import Hit
 from anamnesis.search import search as run_search
 from anamnesis.store import load_note
 from anamnesis.web import bridge
@@ -47,7 +47,7 @@ from anamnesis.web.markdown import render_markdown
 
 if TYPE_CHECKING:
     from anamnesis.base.notes import Note
-    from anamnesis.index import Index
+    from anamnesis.search import Index
 
 # One name per type on every surface: the value in the files and `anamnesis new -t`; the gloss is
 # the CLI's help text for it.

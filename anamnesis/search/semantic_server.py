@@ -3,7 +3,7 @@
 A hook or a one-off `search` with semantic search on would spend most of its time
 loading the model (numpy, the tokenizer, the weights) and the notes' vectors to embed a
 single query. A long-running process (`anamnesis watch`, or `anamnesis semantic serve`)
-keeps both loaded and answers instead: `anamnesis.semantic.ask_server` sends one JSON
+keeps both loaded and answers instead: `anamnesis.search.semantic.ask_server` sends one JSON
 line — the query, the filters, how many notes, the model's fingerprint — and reads one
 JSON line back, the cosines by note rowid, within a strict deadline; without an answer
 the caller computes them itself.
@@ -26,9 +26,9 @@ import time
 from typing import Any
 
 from anamnesis.base.paths import Store
-from anamnesis.index import open_index
-from anamnesis.ranking import Filters
-from anamnesis.semantic import (
+from anamnesis.search.index import open_index
+from anamnesis.search.ranking import Filters
+from anamnesis.search.semantic import (
     REPLY_LIMIT,
     SemanticEngine,
     engine_for,

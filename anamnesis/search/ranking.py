@@ -24,11 +24,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from anamnesis.catalog import Catalog, filter_sql
-from anamnesis.query import Query, parse_query
+from anamnesis.search.catalog import Catalog, filter_sql
+from anamnesis.search.query import Query, parse_query
 
 if TYPE_CHECKING:
-    from anamnesis.semantic import SemanticEngine
+    from anamnesis.search.semantic import SemanticEngine
 
 WEIGHTS = (10.0, 5.0, 1.0, 2.0)  # BM25 column weights: title, tags, body, code
 COVERAGE = 1.0  # share of the query's (rarity-weighted) terms a note holds

@@ -41,15 +41,15 @@ from typing import TYPE_CHECKING, Any
 
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.settings import load_settings, save_settings, update_section
-from anamnesis.index import Index, open_index
+from anamnesis.search.index import Index, open_index
 
 if TYPE_CHECKING:
     import numpy
 
     from anamnesis.base.paths import Store
-    from anamnesis.catalog import Catalog
-    from anamnesis.embed import Embedder
-    from anamnesis.ranking import Filters
+    from anamnesis.search.catalog import Catalog
+    from anamnesis.search.embed import Embedder
+    from anamnesis.search.ranking import Filters
 
 SETTINGS_KEY = "semantic"
 SOCKET_NAME = "semantic.sock"
@@ -83,7 +83,12 @@ def default_model_dir(store: Store) -> Path:
 def unavailable_reason(store: Store) -> str | None:
     """Why semantic search is not in use here, in one line; None when it is."""
     # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
-    from anamnesis.embed import INSTALL_HINT, SemanticUnavailable, check_model_dir, missing_dependencies
+    from anamnesis.search.embed import (
+        INSTALL_HINT,
+        SemanticUnavailable,
+        check_model_dir,
+        missing_dependencies,
+    )
 
     conf = settings_of(store)
     if not conf["enabled"]:
@@ -134,7 +139,7 @@ class SemanticEngine:
 
     def __init__(self, model_dir: Path) -> None:
         # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
-        from anamnesis.embed import model_fingerprint
+        from anamnesis.search.embed import model_fingerprint
 
         self.model_dir = model_dir
         self.fingerprint = model_fingerprint(model_dir)
@@ -145,7 +150,7 @@ class SemanticEngine:
     @property
     def embedder(self) -> Embedder:
         # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
-        from anamnesis.embed import SemanticUnavailable, load_embedder
+        from anamnesis.search.embed import SemanticUnavailable, load_embedder
 
         with self._lock:
             if self._embedder is None:
@@ -454,7 +459,7 @@ def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], 
     store's models/ folder from the public model hub.
     """
     # lazy: embed (model code, thread pool) stays off search and the hooks while semantic search is off
-    from anamnesis.embed import (
+    from anamnesis.search.embed import (
         INSTALL_HINT,
         SemanticUnavailable,
         check_model_dir,

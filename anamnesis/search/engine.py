@@ -19,10 +19,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from anamnesis.catalog import Catalog, Hit, reads
-from anamnesis.query import Query, parse_query, without_dash_exclusions
-from anamnesis.ranking import Filters, HybridRanker, KeywordRanker, Ranker, SemanticRanker
-from anamnesis.semantic import engine_for
+from anamnesis.search.catalog import Catalog, Hit, reads
+from anamnesis.search.query import Query, parse_query, without_dash_exclusions
+from anamnesis.search.ranking import Filters, HybridRanker, KeywordRanker, Ranker, SemanticRanker
+from anamnesis.search.semantic import engine_for
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store

@@ -14,8 +14,8 @@ import threading
 import time
 
 from anamnesis.base.paths import Store
-from anamnesis.index import Index, open_index
-from anamnesis.semantic import start_background_update
+from anamnesis.search.index import Index, open_index
+from anamnesis.search.semantic import start_background_update
 
 
 class PeriodicRefresh:

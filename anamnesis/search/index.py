@@ -30,11 +30,11 @@ from typing import Any
 from anamnesis.base.errors import AnamnesisError, IndexCorrupt
 from anamnesis.base.notes import Note, Problem, ProblemKind, is_note_path, parse_note
 from anamnesis.base.paths import Store
-from anamnesis.catalog import MARK_END as MARK_END
-from anamnesis.catalog import MARK_START as MARK_START
-from anamnesis.catalog import Catalog, index_error, translated_errors
-from anamnesis.catalog import Hit as Hit
-from anamnesis.scan import (
+from anamnesis.search.catalog import MARK_END as MARK_END
+from anamnesis.search.catalog import MARK_START as MARK_START
+from anamnesis.search.catalog import Catalog, index_error, translated_errors
+from anamnesis.search.catalog import Hit as Hit
+from anamnesis.search.scan import (
     CHILD_SHARE,
     CHILD_SHARE_WHILE_READING,
     FileStat,
