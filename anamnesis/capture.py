@@ -32,11 +32,18 @@ from anamnesis.base.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath,
 from anamnesis.base.settings import load_settings, writer_machine_id
 from anamnesis.base.text import plural, trim
 from anamnesis.digest import digest, failed_calls, tool_name
-from anamnesis.project import checkout_remote, project_key
-from anamnesis.recovery import SyncRefused
-from anamnesis.redact import redact, redact_field
 from anamnesis.search import open_index
-from anamnesis.store import load_note, require_writable, save_note, write_lock
+from anamnesis.store import (
+    SyncRefused,
+    checkout_remote,
+    load_note,
+    project_key,
+    redact,
+    redact_field,
+    require_writable,
+    save_note,
+    write_lock,
+)
 from anamnesis.summarize_model import split_section, with_section
 from anamnesis.transcript import SessionSummary, summarize
 

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from anamnesis.redact import redact
+from anamnesis.store import redact
 from anamnesis.transcript import words_of
 
 MAX_DECISIONS = 8

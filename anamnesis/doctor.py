@@ -20,10 +20,8 @@ from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural
 from anamnesis.capture import queued_notes
 from anamnesis.peers import ago, incoming_machines, peer_problems, untaken_pushes
-from anamnesis.recovery import wedged
 from anamnesis.search import file_problems, open_index
-from anamnesis.store import check_home
-from anamnesis.supersede import SIMILAR_TYPES, Components, read_links, similar_pairs
+from anamnesis.store import SIMILAR_TYPES, Components, check_home, read_links, similar_pairs, wedged
 from anamnesis.synclog import log_path, recent
 
 if TYPE_CHECKING:

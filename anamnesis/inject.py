@@ -23,10 +23,8 @@ from typing import TYPE_CHECKING, Any
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural, trim
-from anamnesis.conflicts import ConflictedNote, describe
-from anamnesis.project import current_branch, project_key
 from anamnesis.search import Hit, Index, KeywordRanker, open_index, recency, search
-from anamnesis.store import load_note
+from anamnesis.store import ConflictedNote, current_branch, describe, load_note, project_key
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 if TYPE_CHECKING:

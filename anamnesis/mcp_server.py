@@ -274,7 +274,7 @@ def _check_tags(tags: list[str] | None) -> list[str] | None:
 
 def _check_project(project: str | None) -> str | None:
     """A project key given by the model, checked by the same rule as everywhere else."""
-    from anamnesis.project import check_project_key  # lazy: the first tool call loads the core, not MCP start
+    from anamnesis.store import check_project_key  # lazy: the first tool call loads the core, not MCP start
 
     project = _check_text("project", project)
     if project is None or not project.strip():
@@ -353,7 +353,7 @@ class MemoryTools:
     def current_project(self) -> str | None:
         """The project of the folder the client started us in (None outside any project)."""
         # lazy: the first tool call loads the core, not MCP start
-        from anamnesis.project import detect_project
+        from anamnesis.store import detect_project
 
         if self._project is False:
             try:

@@ -31,7 +31,7 @@ from anamnesis.base.notes import (
     stamp,
     stamp_time,
 )
-from anamnesis.merge import stray_lines
+from anamnesis.store import stray_lines
 
 __all__ = ["stamp_edits"]
 

@@ -43,8 +43,7 @@ from anamnesis.base.errors import AnamnesisError, ExitCode, NoteChanged, UsageEr
 from anamnesis.base.notes import Note, parse_note
 from anamnesis.base.settings import load_settings, save_settings, update_section
 from anamnesis.base.text import trim
-from anamnesis.redact import redact
-from anamnesis.store import read_note, resolve_ref, safe_path, update_note
+from anamnesis.store import read_note, redact, resolve_ref, safe_path, update_note
 from anamnesis.transcript import summarize
 
 if TYPE_CHECKING:

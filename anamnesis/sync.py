@@ -4,7 +4,7 @@ One plain function, `sync(store)`, used by the CLI, the MCP server, the web UI
 and `watch`. Under the store lock it:
 
 1. repairs what a killed sync left, or refuses a repo a person left
-   mid-rebase/merge (`recovery.prepare`);
+   mid-rebase/merge (`prepare`);
 2. commits local changes ("<machine>: sync: N notes changed"), except a note
    left half resolved (marker lines outside a complete block), which stays
    uncommitted in the working tree and is reported;
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from anamnesis import peers as peers_mod
-from anamnesis import recovery, synclog
+from anamnesis import synclog
 from anamnesis.base import refs
 from anamnesis.base.errors import AnamnesisError, ExitCode, GitError, LocalFault
 from anamnesis.base.fsutil import (
@@ -64,8 +64,6 @@ from anamnesis.base.repo import changed_paths
 from anamnesis.base.settings import machine_id
 from anamnesis.base.text import plural
 from anamnesis.capture import flush_queued
-from anamnesis.conflicts import ConflictedNote, HeldNote, conflicted_at, half_resolved
-from anamnesis.merge import Side, merge_texts
 from anamnesis.peers import (
     Peer,
     PeerKind,
@@ -77,9 +75,26 @@ from anamnesis.peers import (
     name_from_url,
     remove_peer,
 )
-from anamnesis.recovery import SyncRefused
 from anamnesis.search import open_index, start_background_update
 from anamnesis.stamping import stamp_edits
+from anamnesis.store import (
+    CHECKOUT_MARKER,
+    RUNNING_MARKER,
+    ConflictedNote,
+    HeldNote,
+    Side,
+    SyncRefused,
+    checkout_started,
+    clear_marker,
+    conflicted_at,
+    finish_checkout,
+    half_resolved,
+    merge_texts,
+    prepare,
+    read_marker,
+    start_checkout,
+    write_marker,
+)
 from anamnesis.transport import FetchFailed, transport_for
 from anamnesis.treemerge import TreeMerger, private_index, recorded_in, with_conflicts
 
@@ -435,7 +450,7 @@ class _Sync:
         """Move main and the working tree from `old` to `new`; False if an edit made meanwhile is in the way.
 
         The marker written first lets whoever takes the store next finish a
-        move cut short by a kill (`recovery.finish_checkout`). One checkout
+        move cut short by a kill (`finish_checkout`). One checkout
         worker, so git writes the files one at a time in path order, which
         recovery relies on to tell a file git had written from one it had
         not reached. A git that failed after it began writing (a full disk)
@@ -446,13 +461,13 @@ class _Sync:
         moved = set(changed_paths(self.repo, old, new)) & set(self.held) if self.held else set()
         if moved:
             set_aside(self.store, old, sorted(moved))  # a held-back edit of a note that changes here
-        recovery.start_checkout(self.store, old, new)
+        start_checkout(self.store, old, new)
         proc = run_git(self.repo, "-c", "checkout.workers=1", "reset", "-q", "--keep", new, check=False)
-        if proc.returncode != 0 and self.head() == old and recovery.checkout_started(self.store):
-            recovery.finish_checkout(self.store, self.result.recorded)  # raises (the marker stays) if still failing
+        if proc.returncode != 0 and self.head() == old and checkout_started(self.store):
+            finish_checkout(self.store, self.result.recorded)  # raises (the marker stays) if still failing
             put_back(self.store)
             return self.head() == new
-        recovery.clear_marker(self.store, recovery.CHECKOUT_MARKER)
+        clear_marker(self.store, CHECKOUT_MARKER)
         put_back(self.store)
         return proc.returncode == 0
 
@@ -662,16 +677,16 @@ def sync(
     job: _Sync | None = None
     try:
         with store_lock(store, "sync", timeout=lock_timeout):
-            killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
-            result.repaired = recovery.prepare(store, result.recorded)
+            killed = read_marker(store, RUNNING_MARKER)
+            result.repaired = prepare(store, result.recorded)
             put_back(store)  # a held-back edit a killed sync had set aside
             flush_queued(store)  # session notes captured while memory/ could not be written go in now
             result.imported = _mirror(store)  # mirrored sources (docs/import.md) go in first; never fails the sync
             job = _Sync(store, result)
             result.head_before = job.head()
             base = _index_base(store, killed, result.head_before)
-            recovery.write_marker(
-                store, recovery.RUNNING_MARKER, {"started": result.started, "index_base": base or ""}
+            write_marker(
+                store, RUNNING_MARKER, {"started": result.started, "index_base": base or ""}
             )
             try:
                 job.run(_select(store, peers), push)
@@ -683,7 +698,7 @@ def sync(
                 result.held_back = [job.held[p] for p in sorted(job.held) if (store.memory / p).exists()]
                 _refresh_index(store, result, base)
                 _report_conflicts(store, result)
-                recovery.clear_marker(store, recovery.RUNNING_MARKER)
+                clear_marker(store, RUNNING_MARKER)
     except BaseException as exc:
         local = _local_error(store, job, exc)  # a full disk or a store we cannot write: say so, blame no peer
         error = local or exc
@@ -779,7 +794,7 @@ def set_aside(store: Store, old: str, paths: list[str]) -> None:
         edit = git_out(store.memory, "hash-object", "-w", "--no-filters", "--", path)
         base = run_git(store.memory, "rev-parse", "--verify", "-q", f"{old}:{path}", check=False).stdout.strip()
         record[path] = f"{base or '-'} {edit}"
-    recovery.write_marker(store, HELD_MARKER, record)
+    write_marker(store, HELD_MARKER, record)
     for path in paths:
         base, _edit = record[path].split(" ")
         target = store.memory / path
@@ -793,7 +808,7 @@ def set_aside(store: Store, old: str, paths: list[str]) -> None:
 def put_back(store: Store) -> None:
     """Lay the held-back edits `set_aside` recorded over what the files hold now (the incoming
     version): a three-way merge on the version the edit was made on. The edit stays uncommitted."""
-    record = recovery.read_marker(store, HELD_MARKER)
+    record = read_marker(store, HELD_MARKER)
     if record is None:
         return
     me = machine_id(store)
@@ -814,7 +829,7 @@ def put_back(store: Store) -> None:
             text = merge_texts(path, base_text, Side(f"{me} (not committed)", edit_text), Side("incoming", now)).text
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, text.encode("utf-8", "surrogateescape"))
-    recovery.clear_marker(store, HELD_MARKER)
+    clear_marker(store, HELD_MARKER)
 
 
 def _blob_text(store: Store, oid: str) -> str:
@@ -871,20 +886,20 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     adopted_from: str | None = None
     received = 0
     with store_lock(store, "join"):
-        killed = recovery.read_marker(store, recovery.RUNNING_MARKER)
-        recovery.prepare(store)
+        killed = read_marker(store, RUNNING_MARKER)
+        prepare(store)
         result = SyncResult(machine=machine_id(store))
         job = _Sync(store, result)
         # Killed before its index update, the next sync indexes what this one moved.
         base = _index_base(store, killed, job.head())
-        recovery.write_marker(store, recovery.RUNNING_MARKER, {"started": now_iso(), "index_base": base or ""})
+        write_marker(store, RUNNING_MARKER, {"started": now_iso(), "index_base": base or ""})
         try:
             job.commit_local()
             try:
                 tip = job.fetch(get_peer(store, peer.name), PeerReport(peer.name))
             except GitError as exc:
                 if killed is None:
-                    recovery.clear_marker(store, recovery.RUNNING_MARKER)  # nothing moved
+                    clear_marker(store, RUNNING_MARKER)  # nothing moved
                 if changed:  # a mistyped URL must not stay behind as a peer every sync misses
                     if previous is None:
                         remove_peer(store, peer.name)
@@ -906,7 +921,7 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                 with open_index(store) as index:
                     index.refresh()
             if killed is None:
-                recovery.clear_marker(store, recovery.RUNNING_MARKER)  # else the sync below indexes from there
+                clear_marker(store, RUNNING_MARKER)  # else the sync below indexes from there
         finally:
             job.merger.close()
     result = sync(store)

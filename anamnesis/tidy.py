@@ -37,15 +37,18 @@ from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.notes import parse_note
 from anamnesis.search import open_index, parse_when
 from anamnesis.store import (
+    TITLE_STOPWORDS,
+    Components,
+    jaccard,
     load_note,
     relpath_of,
     require_writable,
     safe_path,
+    similar_pairs,
     update_note,
     write_lock,
     write_units,
 )
-from anamnesis.supersede import TITLE_STOPWORDS, Components, jaccard, similar_pairs
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -482,7 +485,7 @@ def model_merge(store: Store, keep: Note, other: Note) -> str:
     """The person's own model (as set up for session summaries: `claude -p` or their key) writes
     one text from both notes; what it is sent and what it answers are redacted. Raises
     SummaryError when it is not set up or fails."""
-    from anamnesis.redact import redact  # lazy: only a merge written by a model sends text anywhere
+    from anamnesis.store import redact  # lazy: only a merge written by a model sends text anywhere
 
     # lazy: the model path loads only for a merge that asks for it
     from anamnesis.summarize_model import SummaryError, ask_model, clean_output, config_of

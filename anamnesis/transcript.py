@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from anamnesis.base.text import plural
-from anamnesis.redact import redact, redact_field
+from anamnesis.store import redact, redact_field
 
 # The wrapper our hooks put around injected memory; text inside it is never captured.
 MEMORY_OPEN = "<anamnesis-memory>"

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from anamnesis.base.git import git_out, read_blobs, run_git, run_git_bytes
 from anamnesis.base.notes import stated_id
-from anamnesis.merge import Side, merge_texts
+from anamnesis.store import Side, merge_texts
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 ZERO = "0" * 40

@@ -668,7 +668,7 @@ class Watcher:
 def _needs_a_person(exc: AnamnesisError) -> bool:
     """Errors no retry can fix (memory/ left mid-rebase, on another branch): wait for the user's next change."""
     # lazy: recovery is for the running watcher; search and list only read its heartbeat
-    from anamnesis.recovery import SyncRefused
+    from anamnesis.store import SyncRefused
 
     return isinstance(exc, SyncRefused)
 

@@ -49,7 +49,7 @@ def make_pair(root: Path) -> tuple[Path, Path]:
     from anamnesis.base.paths import open_store
     from anamnesis.base.settings import load_settings, save_settings
     from anamnesis.peers import add_peer
-    from anamnesis.store import init_store
+    from anamnesis.store.operations import init_store
     from anamnesis.sync import sync
 
     homes = {}

@@ -47,7 +47,7 @@ def main() -> None:
 
     from anamnesis.base.paths import open_store
     from anamnesis.peers import add_peer
-    from anamnesis.store import init_store
+    from anamnesis.store.operations import init_store
     from anamnesis.sync import join, sync
 
     root = Path(tempfile.mkdtemp(prefix="anamnesis-bench-sync-"))

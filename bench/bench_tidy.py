@@ -287,7 +287,7 @@ def run(total: int, semantic: Path | None, seed: int) -> dict[str, object]:
     from anamnesis.base.git import git_out
     from anamnesis.base.paths import open_store
     from anamnesis.search.index import open_index
-    from anamnesis.store import init_store
+    from anamnesis.store.operations import init_store
     from anamnesis.tidy import apply_plan, plan_tidy, read_plan
 
     report: dict[str, object] = {"notes": total}

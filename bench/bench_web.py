@@ -33,8 +33,8 @@ PAGE_TARGET_MS = 250
 
 def most_linked(store: object) -> tuple[str, int]:
     """The note with the most backlinks, and how many it has."""
-    from anamnesis.links import LinkGraph, NoteKey
     from anamnesis.search.index import open_index
+    from anamnesis.store.links import LinkGraph, NoteKey
 
     with open_index(store) as index:  # type: ignore[arg-type]
         rows = index.conn.execute(

@@ -158,7 +158,7 @@ def build_store(home: Path, count: int, seed: int = 7) -> Path:
     """An initialised store at `home` holding `count` committed corpus notes."""
     from anamnesis.base.git import run_git
     from anamnesis.base.paths import open_store
-    from anamnesis.store import init_store
+    from anamnesis.store.operations import init_store
 
     store = open_store(home)
     init_store(store)

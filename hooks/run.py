@@ -20,7 +20,7 @@ from anamnesis.base.errors import LockTimeout
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.paths import Store, open_store
 from anamnesis.base.settings import load_settings
-from anamnesis.redact import redact_field
+from anamnesis.store import redact_field
 from anamnesis.transcript import MEMORY_CLOSE
 
 EVENTS = {

@@ -51,7 +51,7 @@ def initialised_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One store made by `init_store` per test worker, for `store` to copy: init runs git several
     times (~20 ms), a copy takes a few ms, and hundreds of tests start from a fresh store."""
     from anamnesis.base.paths import open_store
-    from anamnesis.store import init_store
+    from anamnesis.store.operations import init_store
 
     path = tmp_path_factory.mktemp("initialised") / "home"
     init_store(open_store(path))

@@ -359,7 +359,7 @@ class Fleet:
     def machine(self, name: str, peers: dict[str, str] | None = None) -> Machine:
         """A new machine with an initialised store named `name` (its machine id)."""
         from anamnesis.peers import add_peer
-        from anamnesis.store import init_store
+        from anamnesis.store.operations import init_store
 
         home = self.root / name
         home.mkdir(parents=True)
@@ -380,7 +380,7 @@ class Fleet:
 
     def hub_with_a_note(self, title: str = "Shared") -> tuple[Path, Note]:
         """A hub that machine `a` has filled with one note: what a newcomer joins."""
-        from anamnesis.store import create_note
+        from anamnesis.store.operations import create_note
 
         hub = self.hub()
         a = self.machine("a", {"hub": self.url(hub)})
@@ -391,7 +391,7 @@ class Fleet:
     def one_line_edited_everywhere(self, names: tuple[str, ...]) -> tuple[list[Machine], Note]:
         """Machines of one hub that share a note and have each changed its middle line, not synced yet:
         syncing them in turn makes one conflict block with a version per machine."""
-        from anamnesis.store import create_note, update_note
+        from anamnesis.store.operations import create_note, update_note
 
         hub = self.hub()
         machines = [self.machine(name, {"hub": self.url(hub)}) for name in names]

@@ -17,7 +17,7 @@ from anamnesis.agents.registry import AGENTS
 from anamnesis.base.paths import Store
 from anamnesis.capture import capture
 from anamnesis.gemini_transcript import looks_like_gemini, summarize_gemini
-from anamnesis.store import create_note, load_note
+from anamnesis.store.operations import create_note, load_note
 
 USER_HOOKS = """{
   "security": {"auth": {"selectedType": "gemini-api-key"}},

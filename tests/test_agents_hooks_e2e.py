@@ -15,7 +15,7 @@ from conftest import RunCli
 from gemini_standin import Parts, StandIn, call, request_text, text
 
 from anamnesis.base.paths import open_store
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 CACHE = Path(os.environ.get("ANAMNESIS_TEST_CACHE", Path.home() / ".cache" / "anamnesis-test"))
 # The user's own settings: an API key sign-in (the key itself comes from the environment).

@@ -11,7 +11,7 @@ from transcripts import SECRETS, Transcript, typical
 
 from anamnesis.base.paths import Store
 from anamnesis.capture import capture, session_note_id
-from anamnesis.store import load_note
+from anamnesis.store.operations import load_note
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 

@@ -192,8 +192,8 @@ def _mcp(store: Store, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
 def test_mcp_and_dashboard_writes_refuse_on_another_branch(store: Store) -> None:
     from web_support import dashboard
 
-    from anamnesis.recovery import wedged
-    from anamnesis.store import create_note
+    from anamnesis.store.operations import create_note
+    from anamnesis.store.recovery import wedged
     from anamnesis.web.security import csrf_for
 
     note = create_note(store, type="semantic", title="Served note", body="served words\n")
@@ -449,7 +449,7 @@ def test_new_on_a_full_disk_writes_all_or_nothing(small_disk: Path, run_cli: Run
 def test_rm_and_edit_on_a_full_disk_keep_the_note(small_disk: Path, run_cli: RunCli, tmp_path: Path) -> None:
     import sqlite3
 
-    from anamnesis.store import create_note
+    from anamnesis.store.operations import create_note
 
     home = small_disk / "home"
     init(run_cli, home)

@@ -22,7 +22,7 @@ from transcripts import typical
 
 from anamnesis.base.paths import Store
 from anamnesis.capture import session_note_id
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 PROMPT = "how do we rotate the pg_bouncer credentials?"
 # The project's own package: importing it in place of ours at all is the bug.

@@ -13,11 +13,11 @@ import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
 from procs import run_anamnesis
 
-from anamnesis import recovery
 from anamnesis.base.errors import UsageError
 from anamnesis.base.notes import has_conflict_markers
 from anamnesis.schedule import command
-from anamnesis.store import create_note, update_note
+from anamnesis.store import recovery
+from anamnesis.store.operations import create_note, update_note
 from anamnesis.sync import join
 from anamnesis.synclog import describe, recent
 
@@ -191,7 +191,7 @@ def test_history_shows_the_merge_that_brought_the_block_and_each_version_a_resol
     import httpx
     from web_support import dashboard
 
-    from anamnesis import history
+    from anamnesis.store import history
 
     _desktop, laptop, _server, note_id, path = three_versions(fleet)
     laptop.sync()

@@ -22,9 +22,9 @@ from fleet import Fleet, Machine, SyncClock, fleet, wait_for_orphans  # noqa: F4
 from anamnesis.base.errors import UsageError
 from anamnesis.base.git import git_processes_in
 from anamnesis.base.notes import has_conflict_markers, split_front_matter
-from anamnesis.merge import Block, Section, parse_blocks, render_sections, resolve_text
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note, update_note
+from anamnesis.store.merge import Block, Section, parse_blocks, render_sections, resolve_text
+from anamnesis.store.operations import create_note, update_note
 
 MARKER = re.compile(r"^(<<<<<<<|=======|>>>>>>>|\|\|\|\|\|\|\|)( |$)", re.M)
 

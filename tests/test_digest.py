@@ -15,7 +15,7 @@ from anamnesis.base.paths import Store
 from anamnesis.capture import render_body
 from anamnesis.digest import MAX_DECISIONS, MAX_ITEM, MAX_OPEN, digest, failing_at_end, statements
 from anamnesis.inject import build_context, lead_with
-from anamnesis.store import load_note
+from anamnesis.store.operations import load_note
 from anamnesis.transcript import summarize
 
 COMPACT_SUMMARY = """This session is being continued from a previous conversation that ran out of context. \

@@ -40,7 +40,7 @@ DATA = Path(__file__).parent / "data"
 
 def make_store(root: Path, machine: str, clone_of: Store | None = None) -> Store:
     """A store with its own machine id; `clone_of` makes it a machine of that store's memory."""
-    from anamnesis.store import init_store
+    from anamnesis.store.operations import init_store
 
     store = open_store(root / machine)
     store.home.mkdir(parents=True)

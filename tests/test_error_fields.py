@@ -23,7 +23,7 @@ from anamnesis.base.git import explain, run_git
 from anamnesis.base.notes import ProblemKind, parse_note
 from anamnesis.base.paths import Store
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 from anamnesis.sync import _why
 
 CONFLICT_WORDS = "---\ntitle: Words\ntype: conflict\ncreated: conflict\nsupersedes: {conflict: 1}\n---\nbody\n"
@@ -158,7 +158,7 @@ def test_a_write_that_fails_in_sqlite_is_named_by_its_result_code(tmp_path: Path
     import sqlite3
 
     from anamnesis.base.errors import IndexLocked, LockTimeout
-    from anamnesis.transaction import _failed
+    from anamnesis.store.transaction import _failed
 
     store = Store(tmp_path / "home")
     worded = _failed(store, "indexing", sqlite3.OperationalError("no such column: locked"), "kept", "a.md")
@@ -195,8 +195,8 @@ def test_the_index_is_thrown_away_only_when_sqlite_says_it_is_damaged(tmp_path: 
 
 
 def test_a_note_whose_path_says_sync_is_not_taken_for_a_sync(tmp_path: Path) -> None:
-    from anamnesis import history
-    from anamnesis.store import init_store
+    from anamnesis.store import history
+    from anamnesis.store.operations import init_store
 
     home = tmp_path / "home"
     home.mkdir()
@@ -204,6 +204,6 @@ def test_a_note_whose_path_says_sync_is_not_taken_for_a_sync(tmp_path: Path) -> 
     store = Store(home)
     init_store(store)
     note = create_note(store, type="semantic", title="Async sync: merge queues", body="x\n", project="async-io")
-    (desk,) = [m for m in history.machines(store) if m.machine == "desk"]
+    (desk,) = [m for m in history.machine_activity(store) if m.machine == "desk"]
     assert "async-io" in desk.last_message and note.path in desk.last_message, desk
     assert (desk.last_sync, desk.peers) == ("", set()), desk

@@ -74,13 +74,16 @@ def test_no_package_reaches_past_another_ones_face() -> None:
 
 
 def test_the_domains_and_adapters_each_have_a_face() -> None:
-    assert {"search"} <= set(_faced_packages())
+    assert {"search", "store"} <= set(_faced_packages())
 
 
 @pytest.mark.parametrize("package", sorted(_faced_packages()))
 def test_every_offered_name_exists(package: str) -> None:
     module = importlib.import_module(f"anamnesis.{package}")
+    submodules = {path.stem for path in (PACKAGE / package).glob("*.py")}
     for name, (source, attribute) in offered_names(Path(str(module.__file__))).items():
+        # a submodule, once imported, is an attribute of its package and would hide the offered name
+        assert name not in submodules, f"anamnesis.{package} offers {name}, the name of one of its modules"
         assert source.startswith(f"anamnesis.{package}."), f"{package} offers {name} from another package ({source})"
         assert getattr(module, name) is getattr(importlib.import_module(source), attribute)
     with pytest.raises(AttributeError):

@@ -17,7 +17,7 @@ from transcripts import typical
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings, save_settings
 from anamnesis.capture import session_note_id
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 
 def run_hook(

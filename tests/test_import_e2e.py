@@ -26,7 +26,7 @@ from anamnesis.base.paths import Store
 from anamnesis.importers import run_import
 from anamnesis.search.engine import search
 from anamnesis.search.index import open_index
-from anamnesis.store import read_note, resolve_ref
+from anamnesis.store.operations import read_note, resolve_ref
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,7 @@ from test_import import head, imported, run_json
 
 from anamnesis.base.notes import parse_note
 from anamnesis.base.paths import Store
-from anamnesis.store import read_note, save_note
+from anamnesis.store.operations import read_note, save_note
 
 
 def write(path: Path, text: str) -> Path:

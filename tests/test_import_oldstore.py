@@ -17,7 +17,7 @@ from conftest import RunCli
 from test_import_e2e import old_cli
 
 from anamnesis.base.paths import open_store
-from anamnesis.store import read_note
+from anamnesis.store.operations import read_note
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,7 @@ from conftest import cli_env
 
 from anamnesis.base.face import offered_names
 from anamnesis.base.paths import open_store
-from anamnesis.store import create_note, init_store
+from anamnesis.store.operations import create_note, init_store
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = [ROOT / "anamnesis", ROOT / "hooks"]

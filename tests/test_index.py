@@ -13,7 +13,7 @@ import pytest
 from anamnesis.base.paths import Store
 from anamnesis.search.engine import search
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 
 def write(store: Store, relpath: str, text: str | bytes) -> Path:

@@ -11,7 +11,7 @@ import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
 from procs import run_in_terminal
 
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -12,7 +12,7 @@ from fleet import Fleet, Machine, fleet  # noqa: F401
 from procs import run_in_terminal
 from test_embed import model_dir  # noqa: F401  (the session fixture: the real model folder)
 
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 pytestmark = pytest.mark.timeout(240)
 BASE = ["init", "--no-claude", "--agent", "codex", "--no-instructions", "--no-schedule"]

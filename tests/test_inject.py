@@ -15,7 +15,7 @@ from anamnesis.base.text import trim
 from anamnesis.inject import MAX_BUDGET, Item, allocate, build_context
 from anamnesis.recall import build_recall, remember_shown
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note, save_note
+from anamnesis.store.operations import create_note, save_note
 from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 PROJECT = "github.com/acme/orders"

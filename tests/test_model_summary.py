@@ -28,7 +28,7 @@ from transcripts import Transcript, typical
 
 from anamnesis.base.paths import Store
 from anamnesis.capture import capture, session_note_id
-from anamnesis.store import load_note
+from anamnesis.store.operations import load_note
 from anamnesis.summarize_model import (
     MARK,
     SECTION,

@@ -32,9 +32,9 @@ from fleet import Fleet, Machine, fleet, power_cut  # noqa: F401
 
 from anamnesis.base.git import git_processes_in, read_blobs
 from anamnesis.base.notes import has_conflict_markers, parse_note
-from anamnesis.recovery import CHECKOUT_MARKER
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
+from anamnesis.store.recovery import CHECKOUT_MARKER
 
 NOTES = 60
 CHANGED = 50

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from anamnesis.base.paths import Store
-from anamnesis.project import MARKER, detect_project, normalize_remote, project_key
+from anamnesis.store.project import MARKER, detect_project, normalize_remote, project_key
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from test_mcp import Call, _data, _drive, _error
 
 from anamnesis.base.errors import UsageError
 from anamnesis.base.paths import Store
-from anamnesis.project import check_project_key
+from anamnesis.store.project import check_project_key
 
 GOOD = [
     "github.com/acme/api",

@@ -11,7 +11,7 @@ from fleet import Fleet, Machine, fleet  # noqa: F401
 from test_hooks import run_hook
 
 from anamnesis.base.notes import parse_note
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 OLD = "github.com/acme/api"
 NEW = "gitlab.com/newco/api-server"

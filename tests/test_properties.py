@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anamnesis.base.notes import Note, parse_note, render_note
-from anamnesis.merge import Side, merge_texts
+from anamnesis.store.merge import Side, merge_texts
 
 # Small and quick: the fast suite runs these on every change (git merge-file is a process per merge).
 FAST = settings(max_examples=40, deadline=None)

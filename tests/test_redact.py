@@ -15,7 +15,7 @@ import pytest
 from data.secrets import corpus
 from transcripts import SECRETS, typical
 
-from anamnesis.redact import count_redactions, redact, redact_field, redact_note_fields
+from anamnesis.store.redaction import count_redactions, redact, redact_field, redact_note_fields
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = corpus.secret_variants()
@@ -158,7 +158,7 @@ def _ordinary_texts() -> dict[str, str]:
     for path in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
         texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
     for path in sorted((ROOT / "anamnesis").rglob("*.py")):
-        if path.name != "redact.py":  # its comments spell out credential shapes on purpose
+        if path.name != "redaction.py":  # its comments spell out credential shapes on purpose
             texts[str(path.relative_to(ROOT))] = path.read_text(encoding="utf-8")
     session = typical()
     session.prompt("Now rotate the API keys and check the token refresh path")

@@ -26,7 +26,7 @@ from web_support import dashboard
 
 from anamnesis.search.engine import search as search_notes
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 from anamnesis.sync import join
 from anamnesis.watch import Watcher, WatchOptions
 

@@ -33,7 +33,14 @@ from anamnesis.search.index import open_index
 from anamnesis.search.refresh import PeriodicRefresh
 from anamnesis.search.scan import scan_tree
 from anamnesis.stamping import stamp_edits
-from anamnesis.store import create_note, move_note, read_note, resolve_ref, save_edited_text, update_note
+from anamnesis.store.operations import (
+    create_note,
+    move_note,
+    read_note,
+    resolve_ref,
+    save_edited_text,
+    update_note,
+)
 from anamnesis.web.security import csrf_for
 
 
@@ -212,7 +219,7 @@ def test_the_same_tags_come_out_of_every_way_in(store: Store, run_cli: RunCli, t
 def test_a_tag_filter_follows_the_tag_rule(store: Store, run_cli: RunCli) -> None:
     """`--tag` reads its value by the same rule as tags are written: '#A' is a, and 'a b' asks for
     notes holding both tags, in search and in list."""
-    from anamnesis.store import create_note
+    from anamnesis.store.operations import create_note
 
     both = create_note(store, type="semantic", title="Pool sizes", body="pool size 20", tags=["a", "b"])
     other = create_note(store, type="semantic", title="Pool modes", body="pool mode session", tags=["a", "c"])

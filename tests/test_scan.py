@@ -175,7 +175,7 @@ print(json.dumps({"report": report.to_dict(), "hits": hits, "forks": len(forks)}
 def test_a_refresh_with_a_split_scan_sees_every_change(home: Path) -> None:
     from anamnesis.base.paths import open_store
     from anamnesis.search.index import open_index
-    from anamnesis.store import create_note, init_store
+    from anamnesis.store.operations import create_note, init_store
 
     store = open_store(home)
     init_store(store)
@@ -282,7 +282,7 @@ def _read_current(home: Path, mode: str = "") -> dict[str, object]:
 
 def test_a_read_overlapping_the_scan_is_done_again_only_when_the_scan_found_a_change(home: Path) -> None:
     from anamnesis.base.paths import open_store
-    from anamnesis.store import create_note, init_store
+    from anamnesis.store.operations import create_note, init_store
 
     store = open_store(home)
     init_store(store)

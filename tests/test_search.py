@@ -16,7 +16,7 @@ from anamnesis.inject import build_context
 from anamnesis.search.engine import search
 from anamnesis.search.index import open_index
 from anamnesis.search.query import parse_query
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 API = "github.com/acme/api"
 WEB = "github.com/acme/web"

@@ -36,7 +36,7 @@ from transcripts import Transcript
 
 from anamnesis.base.paths import Store, open_store
 from anamnesis.capture import session_note_id
-from anamnesis.store import init_store
+from anamnesis.store.operations import init_store
 
 VARIANTS = corpus.secret_variants()
 SHAPED = corpus.shaped_kinds()  # the value alone gives them away: tried in branch and file names too
@@ -268,7 +268,7 @@ def test_a_token_that_opens_the_first_prompt_is_not_the_title(captured: Captured
 
 def test_a_note_written_by_a_tool_holds_no_secret(store: Store) -> None:
     """What the MCP `write`/`update` tools and `anamnesis new` store goes through one core place."""
-    from anamnesis.store import create_note, update_note
+    from anamnesis.store.operations import create_note, update_note
 
     shaped = [v for v in VARIANTS if v.kind in SHAPED and v.context.startswith("0:") and "\n" not in v.secret]
     token = shaped[0].secret

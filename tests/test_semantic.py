@@ -21,7 +21,7 @@ from anamnesis.search.engine import search
 from anamnesis.search.index import open_index
 from anamnesis.search.ranking import KeywordRanker
 from anamnesis.search.semantic import SemanticError, enable, engine_for, pending, status, update_vectors
-from anamnesis.store import create_note, update_note
+from anamnesis.store.operations import create_note, update_note
 
 PARAPHRASE = "who gets woken up when the site goes down at night"  # shares no word with its note
 NOTES = [

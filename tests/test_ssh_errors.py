@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from fleet import ROOT, Fleet, Machine, SshServer, ssh_fleet, sshd  # noqa: F401
 
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,7 @@ import pytest
 from anamnesis.base.errors import AnamnesisError, LockTimeout, OutsideStore
 from anamnesis.base.lock import store_lock
 from anamnesis.base.paths import Store
-from anamnesis.store import create_note, delete_note, read_note, safe_path, update_note
+from anamnesis.store.operations import create_note, delete_note, read_note, safe_path, update_note
 
 
 @pytest.mark.parametrize("bad", ["../x.md", "/etc/passwd", "a/../../x.md", ".git/config", "", "a\0b.md"])
@@ -35,7 +35,7 @@ def test_refs_that_are_paths_name_only_notes_and_may_be_relative_to_the_cwd(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from anamnesis.base.errors import UsageError
-    from anamnesis.store import resolve_ref
+    from anamnesis.store.operations import resolve_ref
 
     note = create_note(store, type="semantic", title="Kept", body="text")
     (store.memory / "global" / "img").mkdir()

@@ -337,7 +337,7 @@ def test_doctor_reports_a_malformed_or_self_supersedes(run_cli: RunCli, home: Pa
 
 
 def test_similar_pairs_needs_most_words_in_common() -> None:
-    from anamnesis.supersede import similar_pairs, title_words
+    from anamnesis.store.supersede import similar_pairs, title_words
 
     assert title_words("How to deploy the API: make_release") == {"deploy", "api", "make", "release"}
     items = [

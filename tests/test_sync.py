@@ -13,7 +13,7 @@ from fleet import Fleet, Machine, fleet  # noqa: F401
 
 from anamnesis.search.engine import search as search_notes
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note, delete_note, update_note
+from anamnesis.store.operations import create_note, delete_note, update_note
 
 
 def search_paths(machine: Machine, query: str) -> list[str]:
@@ -402,7 +402,7 @@ def test_stale_index_lock_is_removed_only_when_no_git_process_owns_it(fleet: Fle
 
 
 def test_interrupted_checkout_is_finished_without_losing_an_edit(fleet: Fleet) -> None:
-    from anamnesis.recovery import CHECKOUT_MARKER, write_marker
+    from anamnesis.store.recovery import CHECKOUT_MARKER, write_marker
 
     a = fleet.machine("a")
     one = create_note(a.store, type="semantic", title="One", body="one v1\n")
@@ -440,7 +440,7 @@ def test_a_note_seen_half_moved_is_not_deleted_or_overwritten_with_what_was_seen
     is in the version it was moving to. Deleting the note, or writing a body made from the old
     version, would drop that line unseen: both are refused until the person looks again."""
     from anamnesis.base.errors import NoteChanged
-    from anamnesis.recovery import CHECKOUT_MARKER, write_marker
+    from anamnesis.store.recovery import CHECKOUT_MARKER, write_marker
 
     a = fleet.machine("a")
     note = create_note(a.store, type="semantic", title="Shared", body="mine\n")

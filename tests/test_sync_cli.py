@@ -14,7 +14,7 @@ import pytest
 from fleet import Fleet, fleet  # noqa: F401
 from procs import run_anamnesis
 
-from anamnesis.store import create_note, update_note
+from anamnesis.store.operations import create_note, update_note
 
 
 def test_peers_add_list_rm_live_in_machine_settings(fleet: Fleet) -> None:

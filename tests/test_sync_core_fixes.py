@@ -14,9 +14,9 @@ from fleet import Fleet, Machine, fleet  # noqa: F401
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.notes import has_conflict_markers, parse_note
 from anamnesis.base.paths import Store
-from anamnesis.recovery import start_checkout
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note, delete_note
+from anamnesis.store.operations import create_note, delete_note
+from anamnesis.store.recovery import start_checkout
 
 
 def test_deleting_a_note_that_was_never_committed(store: Store) -> None:
@@ -187,7 +187,7 @@ def test_a_move_that_cannot_be_finished_is_refused_and_nothing_is_committed(flee
 
 
 def test_no_index_row_outlives_a_note_written_between_a_killed_sync_and_the_next(fleet: Fleet) -> None:
-    from anamnesis.recovery import RUNNING_MARKER, write_marker
+    from anamnesis.store.recovery import RUNNING_MARKER, write_marker
 
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})

@@ -21,7 +21,7 @@ from fleet import ROOT, Fleet, Machine, fleet  # noqa: F401
 from mounts import in_mount_namespace, read_only_bind, small_disk, without_root_powers
 
 from anamnesis.base.errors import SYNC_EXIT_CODES, TIMER_SUCCESS, ExitCode
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -11,9 +11,9 @@ from fleet import Fleet, Machine, fleet  # noqa: F401
 from test_sync_merge import _commit, _repo, _show
 
 from anamnesis.base.notes import Note, parse_note
-from anamnesis.recovery import CHECKOUT_MARKER, start_checkout
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note, delete_note, move_note
+from anamnesis.store.operations import create_note, delete_note, move_note
+from anamnesis.store.recovery import CHECKOUT_MARKER, start_checkout
 from anamnesis.treemerge import TreeMerger
 
 BODY = "".join(f"line {n}\n" for n in range(1, 7))

@@ -39,11 +39,11 @@ from fleet import Fleet, Machine, SyncClock, fleet, power_cut, wait_for_orphans 
 
 from anamnesis.base.errors import AnamnesisError, NoteChanged
 from anamnesis.base.notes import has_conflict_markers, parse_note, split_front_matter
-from anamnesis.merge import resolve_text
-from anamnesis.recovery import CHECKOUT_MARKER
 from anamnesis.search.engine import search as search_notes
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note, delete_note, move_note
+from anamnesis.store.merge import resolve_text
+from anamnesis.store.operations import create_note, delete_note, move_note
+from anamnesis.store.recovery import CHECKOUT_MARKER
 
 TOKEN_RE = re.compile(r"\btok\d{5}[a-h]\b")
 STEPS = int(os.environ.get("ANAMNESIS_FLEET_STEPS", "260"))

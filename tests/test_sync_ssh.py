@@ -8,7 +8,7 @@ from fleet import Fleet, SshServer, ssh_fleet, sshd  # noqa: F401
 
 from anamnesis.search.engine import search as search_notes
 from anamnesis.search.index import open_index
-from anamnesis.store import create_note, update_note
+from anamnesis.store.operations import create_note, update_note
 
 
 def test_round_trip_through_a_hub_over_ssh(ssh_fleet: Fleet) -> None:

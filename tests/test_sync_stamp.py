@@ -13,7 +13,7 @@ import yaml
 from fleet import Fleet, Machine, fleet  # noqa: F401
 
 from anamnesis.base.notes import split_front_matter
-from anamnesis.merge import Side, merge_texts
+from anamnesis.store.merge import Side, merge_texts
 
 NOTE = """---
 id: {id}

@@ -15,7 +15,7 @@ from web_support import chrome, dashboard, session  # noqa: F401
 
 from anamnesis.base.notes import Note, new_id, note_relpath
 from anamnesis.capture import DECISIONS, OPEN_ITEMS
-from anamnesis.store import save_note
+from anamnesis.store.operations import save_note
 
 API = "github.com/acme/api"
 WEB = "github.com/acme/web"

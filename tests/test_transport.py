@@ -16,7 +16,7 @@ from anamnesis.base import refs
 from anamnesis.base.git import git_out
 from anamnesis.base.paths import Store
 from anamnesis.peers import Peer
-from anamnesis.store import create_note
+from anamnesis.store.operations import create_note
 from anamnesis.transport import FetchFailed, GitTransport, Transport, transport_for
 
 

@@ -9,11 +9,11 @@ import httpx
 import pytest
 from web_support import Dashboard, Seeded, dashboard, seed_store
 
-from anamnesis import history
 from anamnesis.base.git import git_out, run_git
 from anamnesis.base.notes import has_conflict_markers
 from anamnesis.base.paths import Store
-from anamnesis.store import update_note
+from anamnesis.store import history
+from anamnesis.store.operations import update_note
 from anamnesis.web.security import csrf_for
 
 CONFLICTED_BODY = """Intro line.

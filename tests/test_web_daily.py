@@ -104,7 +104,7 @@ def test_backlinks_from_both_link_styles_and_from_the_other_machine(
 def test_a_link_to_a_note_not_written_yet_is_created_in_one_click(
     chrome: Any, fleet: tuple[Fleet, Dashboard]
 ) -> None:
-    from anamnesis.store import create_note
+    from anamnesis.store.operations import create_note
 
     made, running = fleet
     source = create_note(
@@ -176,7 +176,7 @@ def test_a_conflicted_note_shows_each_machines_version_with_the_buttons(
 def test_restore_is_in_plain_sight_on_a_phone(
     chrome: Any, fleet: tuple[Fleet, Dashboard], shots: Path
 ) -> None:
-    from anamnesis.store import update_note
+    from anamnesis.store.operations import update_note
 
     made, running = fleet
     path = made.notes.british
@@ -334,7 +334,7 @@ def test_types_have_the_names_the_cli_and_the_files_use(chrome: Any, fleet: tupl
 def test_editor_completes_wikilinks_with_the_id_and_previews_live(
     chrome: Any, fleet: tuple[Fleet, Dashboard], shots: Path
 ) -> None:
-    from anamnesis.store import load_note
+    from anamnesis.store.operations import load_note
 
     made, running = fleet
     target = load_note(made.laptop, made.notes.session)
@@ -369,7 +369,7 @@ def test_editor_completes_wikilinks_with_the_id_and_previews_live(
 
 def test_move_keeps_the_id_rewrites_links_and_syncs(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
     from anamnesis import sync
-    from anamnesis.store import load_note
+    from anamnesis.store.operations import load_note
 
     made, running = fleet
     old = made.notes.pool
@@ -402,7 +402,7 @@ def test_move_keeps_the_id_rewrites_links_and_syncs(chrome: Any, fleet: tuple[Fl
 
 
 def test_delete_goes_through_the_core_and_asks_first(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
-    from anamnesis.store import create_note
+    from anamnesis.store.operations import create_note
 
     made, running = fleet
     note = create_note(made.laptop, type="semantic", title="Short-lived fact", body="Gone soon.\n")
@@ -423,7 +423,7 @@ def test_delete_goes_through_the_core_and_asks_first(chrome: Any, fleet: tuple[F
 def test_a_superseded_note_links_its_replacement(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
     from anamnesis.search.engine import search as search_notes
     from anamnesis.search.index import open_index
-    from anamnesis.store import create_note
+    from anamnesis.store.operations import create_note
 
     made, running = fleet
     old = create_note(

@@ -144,7 +144,7 @@ def test_create_edit_history_restore(chrome: Any, fleet: tuple[Fleet, Dashboard]
 def test_a_change_on_disk_during_an_edit_is_not_overwritten(
     chrome: Any, fleet: tuple[Fleet, Dashboard]
 ) -> None:
-    from anamnesis.store import update_note
+    from anamnesis.store.operations import update_note
 
     made, running = fleet
     store = made.laptop

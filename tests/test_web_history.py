@@ -1,14 +1,14 @@
-"""Per-note history, diffs, restore and the machines that wrote: `anamnesis.history` on real git."""
+"""Per-note history, diffs, restore and the machines that wrote: `anamnesis.store.history` on real git."""
 
 from __future__ import annotations
 
 import pytest
 
-from anamnesis import history
 from anamnesis.base.errors import AnamnesisError, NoteNotFound, UsageError
 from anamnesis.base.git import git_out, run_git
 from anamnesis.base.paths import Store
-from anamnesis.store import create_note, update_note
+from anamnesis.store import history
+from anamnesis.store.operations import create_note, update_note
 
 
 def test_history_lists_every_version_newest_first(store: Store) -> None:
@@ -131,10 +131,10 @@ def test_machines_come_from_authors_and_message_prefixes(store: Store) -> None:
     run_git(store.memory, "add", "c.md")
     by_hand = {"GIT_AUTHOR_NAME": "Someone", "GIT_COMMITTER_NAME": "Someone"}
     run_git(store.memory, "commit", "-q", "-m", "tablet-1: hand-made commit", env=by_hand)
-    found = {m.machine: m for m in history.machines(store)}
+    found = {m.machine: m for m in history.machine_activity(store)}
     desktop = found["desktop-91bc"]
     assert desktop.commits == 2 and desktop.last_sync and desktop.peers == {"hub"}
     assert "tablet-1" in found  # no anamnesis author: the message prefix names the machine
     this = git_out(store.memory, "config", "user.name").removeprefix("anamnesis@")
     assert found[this].commits >= 1  # the store's own first commit
-    assert history.machines(store)[0].machine == "tablet-1"  # most recently active first
+    assert history.machine_activity(store)[0].machine == "tablet-1"  # most recently active first

@@ -8,7 +8,7 @@ import pytest
 from web_support import tags_in
 
 from anamnesis.base.paths import Store
-from anamnesis.links import LinkResolver, NoteKey, markdown_targets, wikilink_targets
+from anamnesis.store.links import LinkResolver, NoteKey, markdown_targets, wikilink_targets
 from anamnesis.web.graph import CLIQUE_MAX, LINK, TAG, TAG_EDGES_PER_NOTE, build_graph, tag_edges
 from anamnesis.web.html import Markup, html
 from anamnesis.web.markdown import render_markdown
@@ -115,7 +115,7 @@ def test_tag_edges_are_capped() -> None:
 
 def test_graph_of_a_store_links_notes_and_groups_by_project(store: Store) -> None:
     from anamnesis.search.index import open_index
-    from anamnesis.store import create_note
+    from anamnesis.store.operations import create_note
 
     pool = create_note(
         store, type="semantic", title="Use pg_bouncer", body="See [[Lint first]].", project="api"
@@ -137,7 +137,7 @@ def test_graph_of_a_store_links_notes_and_groups_by_project(store: Store) -> Non
 
 
 def test_link_graph_has_backlinks_and_links_to_no_note() -> None:
-    from anamnesis.links import LinkGraph
+    from anamnesis.store.links import LinkGraph
 
     graph = LinkGraph(
         [
@@ -158,7 +158,7 @@ def test_link_graph_has_backlinks_and_links_to_no_note() -> None:
 
 
 def test_rewrite_links_follows_a_moved_note_and_nothing_else() -> None:
-    from anamnesis.links import rewrite_links
+    from anamnesis.store.links import rewrite_links
 
     resolver = LinkResolver(NOTES)
     old, new = NOTES[0], "global/facts/db/pool-ab12cd34ef.md"
@@ -182,7 +182,7 @@ def test_move_note_is_one_commit_that_keeps_the_id(store: Store, run_cli: Any) -
 
     from anamnesis.base.errors import UsageError
     from anamnesis.base.git import git_out
-    from anamnesis.store import create_note, load_note, move_note
+    from anamnesis.store.operations import create_note, load_note, move_note
 
     pool = create_note(store, type="semantic", title="Pool size", body="pool_size = 20\n", project="api")
     name = pool.path.rsplit("/", 1)[1]

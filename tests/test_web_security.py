@@ -29,7 +29,7 @@ pytestmark = pytest.mark.xdist_group("web-security-dashboard")
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dashboard, Store, Seeded]]:
     from anamnesis.base.paths import open_store
-    from anamnesis.store import init_store
+    from anamnesis.store.operations import init_store
 
     home = tmp_path_factory.mktemp("websec") / "home"
     store = open_store(home)
@@ -283,7 +283,7 @@ def test_writing_outside_the_store_is_refused(
 
 
 def test_edit_of_a_note_changed_on_disk_is_not_overwritten(served: tuple[Dashboard, Store, Seeded]) -> None:
-    from anamnesis.store import update_note
+    from anamnesis.store.operations import update_note
 
     running, store, seeded = served
     with client(running) as http:
@@ -313,7 +313,7 @@ def test_edit_of_a_note_changed_on_disk_is_not_overwritten(served: tuple[Dashboa
 def test_edit_of_a_note_deleted_meanwhile_keeps_the_users_text(
     served: tuple[Dashboard, Store, Seeded],
 ) -> None:
-    from anamnesis.store import create_note, delete_note
+    from anamnesis.store.operations import create_note, delete_note
 
     running, store, _seeded = served
     note = create_note(store, type="semantic", title="Short-lived", body="Soon gone.\n")

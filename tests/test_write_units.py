@@ -17,7 +17,7 @@ import pytest
 
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.paths import Store
-from anamnesis.store import create_note, require_writable, write_lock, write_unit, write_units
+from anamnesis.store.operations import create_note, require_writable, write_lock, write_unit, write_units
 
 
 def git(store: Store, *args: str) -> str:

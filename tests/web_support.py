@@ -57,7 +57,7 @@ class Seeded:
 
 def seed_store(store: Store) -> Seeded:
     """A small store: notes in two projects and global, links between them, a hostile note."""
-    from anamnesis.store import create_note
+    from anamnesis.store.operations import create_note
 
     pool = create_note(
         store,
@@ -112,7 +112,7 @@ def new_machine(home: Path, machine: str) -> Store:
     """An initialised store whose machine id is `machine`."""
     from anamnesis.base.paths import open_store
     from anamnesis.base.settings import load_settings, save_settings
-    from anamnesis.store import init_store
+    from anamnesis.store.operations import init_store
 
     store = open_store(home)
     store.home.mkdir(parents=True, exist_ok=True)
@@ -138,7 +138,7 @@ def make_fleet(root: Path) -> Fleet:
     """Real stores and real syncs: the laptop seeds, the desktop joins; both edit one line."""
     from anamnesis import sync
     from anamnesis.peers import add_peer
-    from anamnesis.store import create_note, update_note
+    from anamnesis.store.operations import create_note, update_note
 
     hub = root / "hub.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(hub)], check=True)

@@ -36,12 +36,12 @@ def _project_option(project: str | None, here: bool, global_: bool = False, opti
     if global_:
         return None
     if project:
-        from anamnesis.project import check_project_key  # lazy: --help loads every command module
+        from anamnesis.store import check_project_key  # lazy: --help loads every command module
 
         return check_project_key(project)  # the rule MCP applies too: a key, never a path
     if here:
         from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-        from anamnesis.project import detect_project  # lazy: --help loads every command module
+        from anamnesis.store import detect_project  # lazy: --help loads every command module
 
         key = detect_project(Path.cwd())
         if key is None and not optional:  # as a filter, None would match every note
@@ -210,12 +210,12 @@ def search(
       anamnesis search "connection pool" --all      only notes with every word
     """
     from anamnesis.freshness import read_current  # lazy: --help loads every command module
-    from anamnesis.project import detect_project  # lazy: --help loads every command module
     from anamnesis.search import (
         open_index,  # lazy: --help loads every command module
         start_background_update,  # lazy: --help loads every command module
     )
     from anamnesis.search import search as run_search  # lazy: --help loads every command module
+    from anamnesis.store import detect_project  # lazy: --help loads every command module
 
     store = get_store()
     _check_type(type)

@@ -52,7 +52,7 @@ def list_(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")
     """
     from rich.table import Table  # lazy: --help loads every command module
 
-    from anamnesis.projects import list_projects  # lazy: --help loads every command module
+    from anamnesis.store import list_projects  # lazy: --help loads every command module
 
     infos = list_projects(get_store())
     if json_out:
@@ -107,7 +107,7 @@ def merge(
 
 
 def _rename(old: str, new: str, *, merge: bool, json_out: bool) -> None:
-    from anamnesis.projects import rename_project  # lazy: --help loads every command module
+    from anamnesis.store import rename_project  # lazy: --help loads every command module
 
     done = rename_project(get_store(), old, new, merge=merge)
     if json_out:
@@ -141,10 +141,10 @@ def alias(
     from pathlib import Path  # lazy: --help loads every command module
 
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.projects import set_alias  # lazy: --help loads every command module
+    from anamnesis.store import set_alias  # lazy: --help loads every command module
 
     if here:
-        from anamnesis.project import raw_project  # lazy: --help loads every command module
+        from anamnesis.store import raw_project  # lazy: --help loads every command module
 
         if project is not None:
             raise UsageError("with --here, give only PROJECT (the key is this folder's)")
@@ -165,7 +165,7 @@ def unalias(
     key: str = typer.Argument(..., help="The alias to forget."),
 ) -> None:
     """Forget an alias (the notes stay where they are)."""
-    from anamnesis.projects import remove_alias  # lazy: --help loads every command module
+    from anamnesis.store import remove_alias  # lazy: --help loads every command module
 
     path = remove_alias(get_store(), key)
     print(f"removed {path}")

@@ -600,7 +600,7 @@ def project(
       echo acme/api > .anamnesis-project            pin the key (commit this file)
     """
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.project import project_key  # lazy: --help loads every command module
+    from anamnesis.store import project_key  # lazy: --help loads every command module
 
     if not path.exists():
         raise UsageError(f"no such folder: {path}")

@@ -379,7 +379,7 @@ def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
 def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """List notes that still carry conflict markers (resolve with `anamnesis resolve`)."""
     # lazy: --help loads every command module
-    from anamnesis.conflicts import binary_conflicts, list_conflicts
+    from anamnesis.store import binary_conflicts, list_conflicts
 
     store = get_store()
     found = list_conflicts(store)
@@ -443,8 +443,10 @@ def resolve(
     machine's, --theirs the other of two, --both all of them.
     """
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.conflicts import resolve_note  # lazy: --help loads every command module
-    from anamnesis.merge import KEEP_PREFIX  # lazy: --help loads every command module
+    from anamnesis.store import (
+        KEEP_PREFIX,  # lazy: --help loads every command module
+        resolve_note,  # lazy: --help loads every command module
+    )
 
     chosen = [
         name
@@ -476,8 +478,10 @@ def resolve(
 
 
 def _edit(store: Any, ref: str) -> None:
-    from anamnesis.conflicts import conflicted_ref  # lazy: --help loads every command module
-    from anamnesis.store import safe_path  # lazy: --help loads every command module
+    from anamnesis.store import (
+        conflicted_ref,  # lazy: --help loads every command module
+        safe_path,  # lazy: --help loads every command module
+    )
 
     run_editor(safe_path(store, conflicted_ref(store, ref)), unchanged="nothing was committed")
 

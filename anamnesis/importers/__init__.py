@@ -19,7 +19,7 @@ from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings, save_settings, writer_machine_id
 from anamnesis.importers.plan import ImportReport, Plan, Progress, apply, digest
-from anamnesis.project import check_project_key
+from anamnesis.store import check_project_key
 
 SOURCES = ("anamnesis-memory", "claude-md", "claude-auto-memory", "markdown")
 MIRRORABLE = ("claude-auto-memory",)

@@ -22,7 +22,7 @@ import yaml
 from anamnesis.base.errors import AnamnesisError, UsageError
 from anamnesis.base.notes import is_note_id, split_front_matter
 from anamnesis.importers.plan import Item, Plan, Skip, digest, iso_z, read_text, shown
-from anamnesis.project import check_project_key
+from anamnesis.store import check_project_key
 
 NAME = "anamnesis-memory"
 TYPES = ("procedural", "semantic", "episodic")

@@ -32,7 +32,7 @@ from typing import Any
 from anamnesis.agents.claude import claude_files
 from anamnesis.base.errors import UsageError
 from anamnesis.importers.plan import Item, Plan, Skip, digest, front_matter, read_text, shown
-from anamnesis.project import find_repo_root, project_key
+from anamnesis.store import find_repo_root, project_key
 
 NAME = "claude-auto-memory"
 INDEX = "MEMORY.md"

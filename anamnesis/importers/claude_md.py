@@ -20,7 +20,7 @@ from anamnesis.agents.claude import claude_files
 from anamnesis.base.errors import UsageError
 from anamnesis.base.notes import slugify
 from anamnesis.importers.plan import Item, Plan, Skip, digest, read_text, shown
-from anamnesis.project import detect_project, find_repo_root
+from anamnesis.store import detect_project, find_repo_root
 
 NAME = "claude-md"
 PROJECT_FILES = ("CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md")

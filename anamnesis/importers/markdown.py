@@ -26,7 +26,7 @@ from pathlib import Path
 from anamnesis.base.errors import AnamnesisError, UsageError
 from anamnesis.base.notes import NOTE_TYPES, _title_from, normalize_tags
 from anamnesis.importers.plan import Item, Plan, Skip, digest, front_matter, iso_z, read_text, shown
-from anamnesis.project import check_project_key
+from anamnesis.store import check_project_key
 
 NAME = "markdown"
 CONSUMED = ("id", "type", "title", "project", "tags", "created", "updated", "machine", "source", "supersedes")

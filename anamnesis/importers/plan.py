@@ -45,9 +45,18 @@ from anamnesis.base.notes import (
     split_front_matter,
 )
 from anamnesis.base.paths import Store
-from anamnesis.merge import Side, merge_lines
-from anamnesis.redact import redact_field, redact_note_fields
-from anamnesis.store import check_writable, require_writable, safe_path, validate, write_lock, write_units
+from anamnesis.store import (
+    Side,
+    check_writable,
+    merge_lines,
+    redact_field,
+    redact_note_fields,
+    require_writable,
+    safe_path,
+    validate,
+    write_lock,
+    write_units,
+)
 
 KEY_FIELD = "import_key"
 DIGEST_FIELD = "import_hash"

@@ -1,8 +1,8 @@
 """The conflicts pages: every conflicted note, each machine's version, keep one / all / edit.
 
 Listing, reading and resolving conflicts is the conflicts module's job: the
-list is `conflicts.list_conflicts` and keeping a version (or all) is
-`conflicts.resolve_note`, exactly what `anamnesis conflicts` / `anamnesis
+list is `list_conflicts` and keeping a version (or all) is
+`resolve_conflict`, exactly what `anamnesis conflicts` / `anamnesis
 resolve` run. An edited resolution is saved through `store.save_note`. Either
 way the file must not have changed since the page showed it.
 """
@@ -13,15 +13,24 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from anamnesis import conflicts
 from anamnesis.base.errors import AnamnesisError, NoteChanged, NoteNotFound, UsageError
 from anamnesis.base.lock import store_lock
 from anamnesis.base.notes import has_conflict_markers, now_iso, parse_note, split_front_matter
 from anamnesis.base.settings import machine_id
-from anamnesis.conflicts import list_conflicts
-from anamnesis.history import working_text
-from anamnesis.merge import KEEP_PREFIX, Block, block_labels, label_names, parse_blocks
-from anamnesis.store import safe_path, save_note
+from anamnesis.store import (
+    KEEP_PREFIX,
+    Block,
+    block_labels,
+    label_names,
+    list_conflicts,
+    parse_blocks,
+    safe_path,
+    save_note,
+    working_text,
+)
+from anamnesis.store import (
+    resolve_note as resolve_conflict,
+)
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, escape, html, join, note_url, resolve_form
 
@@ -177,7 +186,7 @@ def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | N
             # Not a way to write arbitrary files: only a note that has a conflict is resolved here.
             raise UsageError(f"{relpath} has no conflict to resolve")
         if action != "edit":
-            conflicts.resolve_note(web.store, relpath, action)
+            resolve_conflict(web.store, relpath, action)
             return
         chosen = (edited or "").replace("\r\n", "\n")
         if has_conflict_markers(chosen):

@@ -23,13 +23,13 @@ from starlette.responses import HTMLResponse
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import machine_id
-from anamnesis.links import LinkGraph, NoteKey
 from anamnesis.search import PeriodicRefresh
+from anamnesis.store import LinkGraph, NoteKey
 from anamnesis.web.html import Markup, page
 
 if TYPE_CHECKING:
-    from anamnesis.links import LinkGraph
     from anamnesis.search import Index
+    from anamnesis.store import LinkGraph
 
 REFRESH_EVERY = 3.0  # seconds between index refreshes triggered by page views
 MESSAGES = {

@@ -1,7 +1,7 @@
 """Pages that change notes: create, edit, move, delete, per-note history and restore.
 
 Every write goes through the core (`store.create_note`, `store.save_note`,
-`store.move_note`, `store.delete_note`, `history.restore_version`): under the
+`store.move_note`, `store.delete_note`, `restore_version`): under the
 lock, atomic, indexed, committed, and every successful POST redirects. A form
 carries a fingerprint of the text it was built from; if the file changed on
 disk since, the write is refused and the user sees both versions.
@@ -13,18 +13,22 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from anamnesis import history
 from anamnesis.base.errors import AnamnesisError, DiskFull, NoteChanged, NoteNotFound, UsageError
 from anamnesis.base.notes import NOTE_TYPES, Note, normalize_tags, now_iso
 from anamnesis.base.text import plural
-from anamnesis.history import working_text
 from anamnesis.store import (
+    check_commit,
     check_writable,
     create_note,
     delete_note,
+    describe_change,
+    entry_title,
     load_note,
     move_note,
+    note_history,
+    restore_version,
     save_note,
+    working_text,
 )
 from anamnesis.web.context import Web, checked_form, text_sha, web_of
 from anamnesis.web.html import Markup, csrf_field, html, join, note_url, when
@@ -355,11 +359,11 @@ def history_page(request: Request) -> HTMLResponse:
     web = web_of(request)
     relpath = request.path_params["path"]
     note, current = _read(web, relpath)
-    versions = history.note_history(web.store, relpath)
+    versions = note_history(web.store, relpath)
     base = text_sha(current)
     items = []
     for i, version in enumerate(versions):
-        change = history.describe_change(web.store, version, note.title) if i < MAX_DIFFS else None
+        change = describe_change(web.store, version, note.title) if i < MAX_DIFFS else None
         restore: Markup | str = ""
         if i > 0 and not version.deleted:
             restore = html(
@@ -396,7 +400,7 @@ def history_page(request: Request) -> HTMLResponse:
 {changes}</li>""",
                 d=when(version.date),
                 m=version.machine,
-                msg=change.title if change is not None else history.entry_title(version, note.title),
+                msg=change.title if change is not None else entry_title(version, note.title),
                 short=version.short,
                 current=Markup('<span class="badge">current</span>') if i == 0 else "",
                 restore=restore,
@@ -419,7 +423,7 @@ commit: nothing is lost.</p></header>
 
 
 async def restore_post(request: Request) -> Response:
-    """Restore an old version through `history.restore_version` (a new commit)."""
+    """Restore an old version through `restore_version` (a new commit)."""
     web = web_of(request)
     relpath = request.path_params["path"]
     form = await checked_form(request)
@@ -427,12 +431,12 @@ async def restore_post(request: Request) -> Response:
     base = str(form.get("base") or "")
 
     def restore() -> None:
-        history.check_commit(commit)
+        check_commit(commit)
         with web.write_lock:
             _note, current = _read(web, relpath)
             if text_sha(current) != base:
                 raise NoteChanged(f"{relpath} {STALE}; reload the history and try again")
-            history.restore_version(web.store, relpath, commit, expected_text=current)
+            restore_version(web.store, relpath, commit, expected_text=current)
 
     await run_in_threadpool(restore)
     return RedirectResponse(note_url(relpath) + "?msg=restored", status_code=303)

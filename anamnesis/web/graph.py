@@ -16,8 +16,8 @@ from typing import Any
 
 from anamnesis.base.notes import split_front_matter
 from anamnesis.base.paths import Store
-from anamnesis.links import LinkGraph, LinkResolver, NoteKey
 from anamnesis.search import Hit
+from anamnesis.store import LinkGraph, LinkResolver, NoteKey
 
 LINK, TAG = 0, 1
 CLIQUE_MAX = 6  # a tag on this many notes or fewer links every pair

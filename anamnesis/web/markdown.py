@@ -18,7 +18,7 @@ from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
-from anamnesis.links import WIKILINK_RE, LinkResolver
+from anamnesis.store import WIKILINK_RE, LinkResolver
 from anamnesis.web.html import Markup, escape, html, note_url
 
 ALLOWED_TAGS = {

@@ -18,16 +18,25 @@ from urllib.parse import unquote
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse
 
-from anamnesis import history
 from anamnesis.base import refs
 from anamnesis.base.notes import GLOBAL_TYPES, NOTE_TYPES
 from anamnesis.base.text import plural
-from anamnesis.history import working_text
-from anamnesis.links import LinkGraph, Unresolved
-from anamnesis.merge import KEEP_PREFIX, Block, Stray, label_names, parse_blocks
 from anamnesis.search import Hit
 from anamnesis.search import search as run_search
-from anamnesis.store import load_note
+from anamnesis.store import (
+    KEEP_PREFIX,
+    Block,
+    LinkGraph,
+    MachineActivity,
+    Stray,
+    Unresolved,
+    label_names,
+    load_note,
+    machine_activity,
+    parse_blocks,
+    recent_commits,
+    working_text,
+)
 from anamnesis.web import bridge
 from anamnesis.web.context import text_sha, web_of
 from anamnesis.web.graph import build_graph, neighbourhood
@@ -278,7 +287,7 @@ def overview(request: Request) -> HTMLResponse:
         conflicted = index.conflicted()
         tags = index.tags()[:24]
         replacements = replacements_of(index, recent + conflicted[:5])
-    commits = history.commits(web.store, limit=8)
+    commits = recent_commits(web.store, limit=8)
     by_project = sorted(counts["by_project"].items(), key=lambda kv: -kv[1])[:12]
     project_rows = [
         (
@@ -302,7 +311,7 @@ def overview(request: Request) -> HTMLResponse:
 </div>""",
         notes=counts["notes"],
         projects=len([p for p in counts["by_project"] if p != "(global)"]),
-        machines=len({c.machine for c in history.commits(web.store, limit=2000)}),
+        machines=len({c.machine for c in recent_commits(web.store, limit=2000)}),
         conflicts=counts["conflicted"],
         ccls="warn" if counts["conflicted"] else "",
     )
@@ -854,7 +863,7 @@ def note_page(request: Request) -> HTMLResponse:
 def fleet(request: Request) -> HTMLResponse:
     """Every machine that wrote to this memory, and this machine's peers and last sync."""
     web = web_of(request)
-    machines = history.machines(web.store)
+    machines = machine_activity(web.store)
     summary = bridge.last_sync(web.store)
     last = summary["last_sync"] if summary else None
     own_sync = str((last or {}).get("at") or "")
@@ -907,7 +916,7 @@ sync log, settings and the refs other machines push to; for the others, from the
 
 
 def _fleet_links(
-    machines: list[history.MachineActivity], me: str, peers: list[str], pushers: list[str]
+    machines: list[MachineActivity], me: str, peers: list[str], pushers: list[str]
 ) -> dict[str, list[tuple[str, str]]]:
     """Per machine, (label, title) of the machines it syncs with.
 

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING
 from anamnesis.base.errors import NoteNotFound, UsageError
 from anamnesis.base.notes import PROJECTS_DIR, parse_note, project_folder, render_note, split_front_matter
 from anamnesis.base.text import plural
-from anamnesis.links import LinkResolver, NoteKey, link_needle, rewrite_links
-from anamnesis.project import (
+from anamnesis.search import open_index
+from anamnesis.store.links import LinkResolver, NoteKey, link_needle, rewrite_links
+from anamnesis.store.operations import relpath_of, require_writable, safe_path, write_lock, write_units
+from anamnesis.store.project import (
     ALIAS_SUFFIX,
     ALIASES_DIR,
     alias_file,
@@ -36,8 +38,6 @@ from anamnesis.project import (
     read_alias,
     resolve_alias,
 )
-from anamnesis.search import open_index
-from anamnesis.store import relpath_of, require_writable, safe_path, write_lock, write_units
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store

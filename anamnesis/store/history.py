@@ -18,9 +18,9 @@ from anamnesis.base.lock import store_lock
 from anamnesis.base.notes import now_iso, parse_note
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import machine_id
-from anamnesis.conflicts import ConflictedNote, block_labels_of
-from anamnesis.merge import KEEP_PREFIX, resolve_text
-from anamnesis.store import safe_path, save_note
+from anamnesis.store.conflicts import ConflictedNote, block_labels_of
+from anamnesis.store.merge import KEEP_PREFIX, resolve_text
+from anamnesis.store.operations import safe_path, save_note
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,64}$")
 _REC = "\x1e"
@@ -313,7 +313,7 @@ class Commit:
         return self.commit[:10]
 
 
-def commits(store: Store, limit: int = 50) -> list[Commit]:
+def recent_commits(store: Store, limit: int = 50) -> list[Commit]:
     """The latest commits of the memory, newest first."""
     proc = run_git(store.memory, "log", f"--max-count={int(limit)}", f"--format={_LOG_FORMAT}", check=False)
     if proc.returncode != 0:
@@ -328,7 +328,7 @@ def commits(store: Store, limit: int = 50) -> list[Commit]:
     return found
 
 
-def machines(store: Store, limit: int = 20000) -> list[MachineActivity]:
+def machine_activity(store: Store, limit: int = 20000) -> list[MachineActivity]:
     """Every machine that committed to the memory, most recently active first.
 
     A machine is known by its commits: authored `anamnesis@<machine>`, messages
@@ -337,7 +337,7 @@ def machines(store: Store, limit: int = 20000) -> list[MachineActivity]:
     changes or merges a peer); `peers` are the sources its sync merges named.
     """
     seen: dict[str, MachineActivity] = {}
-    for item in commits(store, limit):
+    for item in recent_commits(store, limit):
         entry = seen.setdefault(item.machine, MachineActivity(machine=item.machine))
         entry.commits += 1
         entry.authors.add(item.author)

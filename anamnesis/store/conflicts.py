@@ -20,7 +20,8 @@ from anamnesis.base.lock import store_lock
 from anamnesis.base.notes import has_conflict_markers, now_iso, parse_note, split_front_matter, stamp
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import machine_id
-from anamnesis.merge import (
+from anamnesis.search import open_index
+from anamnesis.store.merge import (
     Block,
     label_names,
     lines_named,
@@ -31,8 +32,7 @@ from anamnesis.merge import (
     resolve_text,
     stray_lines,
 )
-from anamnesis.search import open_index
-from anamnesis.store import require_writable, resolve_ref, safe_path
+from anamnesis.store.operations import require_writable, resolve_ref, safe_path
 
 
 @dataclass

@@ -40,8 +40,8 @@ from anamnesis.base.notes import stated_id
 from anamnesis.base.paths import Store
 from anamnesis.base.repo import changed_paths
 from anamnesis.base.text import plural
-from anamnesis.merge import Side, merge_texts
 from anamnesis.search import open_index
+from anamnesis.store.merge import Side, merge_texts
 
 CHECKOUT_MARKER = "sync-checkout.json"
 RUNNING_MARKER = "sync-running.json"

@@ -46,12 +46,12 @@ from anamnesis.base.notes import (
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings, new_machine_id, save_settings, writer_machine_id
 from anamnesis.base.text import plural
-from anamnesis.redact import redact_note_fields
 from anamnesis.search import open_index
-from anamnesis.storepaths import relpath_of as relpath_of
-from anamnesis.storepaths import safe_path as safe_path
-from anamnesis.transaction import write_unit as write_unit
-from anamnesis.transaction import write_units as write_units
+from anamnesis.store.redaction import redact_note_fields
+from anamnesis.store.storepaths import relpath_of as relpath_of
+from anamnesis.store.storepaths import safe_path as safe_path
+from anamnesis.store.transaction import write_unit as write_unit
+from anamnesis.store.transaction import write_units as write_units
 
 MAX_NOTE_BYTES = 1_000_000
 MAX_TITLE = 200
@@ -114,7 +114,7 @@ def check_writable(store: Store) -> str:
     mid-merge or on another branch.
     """
     # lazy: recovery (git, merge) is for writers; keeps it off the SessionStart/UserPromptSubmit hooks
-    from anamnesis.recovery import SyncRefused, wedged
+    from anamnesis.store.recovery import SyncRefused, wedged
 
     store.require()
     machine = writer_machine_id(store)
@@ -136,7 +136,7 @@ def require_writable(store: Store, rewritten: list[str] | None = None) -> str:
     looked at one of them before saw a half-moved file (see `check_not_rewritten`).
     """
     # lazy: recovery (git, merge) is for writers; keeps it off the SessionStart/UserPromptSubmit hooks
-    from anamnesis.recovery import prepare
+    from anamnesis.store.recovery import prepare
 
     store.require()
     machine = writer_machine_id(store)
@@ -310,7 +310,7 @@ def _refuse_half_resolved(relpath: str, text: str, current: str) -> None:
     """A note in conflict saved with marker lines outside a complete block that it did not have
     (a resolution stopped half way) is refused, as sync holds such a hand edit back."""
     # lazy: merge loads yaml; only a note in conflict needs it
-    from anamnesis.merge import lines_named, new_strays
+    from anamnesis.store.merge import lines_named, new_strays
 
     left = new_strays(relpath, text, current)
     if left:
@@ -502,7 +502,7 @@ def move_note(store: Store, ref: str, new_relpath: str) -> MovedNote:
     `.md` file, is in a dot folder or leaves memory/.
     """
     # lazy: only a move rewrites links; keeps links off the hooks
-    from anamnesis.links import LinkResolver, NoteKey, link_needle, rewrite_links
+    from anamnesis.store.links import LinkResolver, NoteKey, link_needle, rewrite_links
 
     wanted = PurePosixPath(new_relpath.strip().replace("\\", "/")).as_posix()
     with write_lock(store, "move note"):

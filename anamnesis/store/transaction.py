@@ -25,7 +25,7 @@ from anamnesis.base.fsutil import atomic_write_bytes, is_out_of_space, no_space_
 from anamnesis.base.paths import Store
 from anamnesis.base.text import plural
 from anamnesis.search import index_error, open_index
-from anamnesis.storepaths import safe_path
+from anamnesis.store.storepaths import safe_path
 
 
 def _refresh_index(store: Store, paths: list[str]) -> int:
