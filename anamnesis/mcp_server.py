@@ -434,7 +434,7 @@ class MemoryTools:
         conflict, the peers it syncs with and the machines that push into this store."""
         # lazy: the first tool call loads the core, not MCP start
         from anamnesis.base.settings import load_settings
-        from anamnesis.peers import incoming_machines  # lazy: as the line above
+        from anamnesis.sync import incoming_machines  # lazy: as the line above
 
         with _tool_errors(), self._fresh_index() as index:
             counts = index.counts()
@@ -560,11 +560,11 @@ class MemoryTools:
         conflict it recorded or brought in (every version kept in the note), notes held back as
         half resolved, and peers that could not be reached.
         """
-        from anamnesis.sync import sync  # lazy: the first tool call loads the core, not MCP start
+        from anamnesis.app import sync_store  # lazy: the first tool call loads the core, not MCP start
 
         with _tool_errors():
             self.store.require()
-            result = sync(self.store, lock_timeout=SYNC_LOCK_TIMEOUT)
+            result = sync_store(self.store, lock_timeout=SYNC_LOCK_TIMEOUT)
             if self._refresh is not None:
                 self._refresh.expire()
             report: SyncReport = result.to_dict()  # type: ignore[assignment]

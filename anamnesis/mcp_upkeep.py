@@ -95,7 +95,7 @@ class UpkeepTools:
         key. Changes nothing: the plan is saved for the user, who applies it with the command
         returned in `accept` (tell them; never apply it yourself)."""
         # lazy: the first tool call loads the core, not MCP start
-        from anamnesis.tidy import plan_tidy, save_proposed
+        from anamnesis.app import plan_tidy, save_proposed
 
         with self.errors():
             if notes is not None and (not isinstance(notes, list) or len(notes) > MAX_NOTES):

@@ -48,9 +48,9 @@ def make_pair(root: Path) -> tuple[Path, Path]:
     """Stores a and b of one memory, each the other's peer, each announcing its memory path."""
     from anamnesis.base.paths import open_store
     from anamnesis.base.settings import load_settings, save_settings
-    from anamnesis.peers import add_peer
     from anamnesis.store.operations import init_store
-    from anamnesis.sync import sync
+    from anamnesis.sync.engine import sync
+    from anamnesis.sync.peers import add_peer
 
     homes = {}
     for name in ("a", "b"):

@@ -46,9 +46,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from anamnesis.base.paths import open_store
-    from anamnesis.peers import add_peer
     from anamnesis.store.operations import init_store
-    from anamnesis.sync import join, sync
+    from anamnesis.sync.engine import join, sync
+    from anamnesis.sync.peers import add_peer
 
     root = Path(tempfile.mkdtemp(prefix="anamnesis-bench-sync-"))
     try:

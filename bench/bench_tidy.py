@@ -283,12 +283,12 @@ def score(plan: dict, planted: Planted) -> dict[str, object]:  # type: ignore[ty
 
 
 def run(total: int, semantic: Path | None, seed: int) -> dict[str, object]:
+    from anamnesis.app.tidy import apply_plan, plan_tidy, read_plan
     from anamnesis.base import repo
     from anamnesis.base.git import git_out
     from anamnesis.base.paths import open_store
     from anamnesis.search.index import open_index
     from anamnesis.store.operations import init_store
-    from anamnesis.tidy import apply_plan, plan_tidy, read_plan
 
     report: dict[str, object] = {"notes": total}
     with tempfile.TemporaryDirectory(prefix="bench-tidy-") as tmp:

@@ -281,7 +281,7 @@ class Machine:
 
     def sync(self, **kwargs: Any) -> Any:
         """Sync in this process (fast); returns the SyncResult."""
-        from anamnesis.sync import sync
+        from anamnesis.sync.engine import sync
 
         with _ssh_env(self.ssh_command):
             return sync(self.store, **kwargs)
@@ -358,8 +358,8 @@ class Fleet:
 
     def machine(self, name: str, peers: dict[str, str] | None = None) -> Machine:
         """A new machine with an initialised store named `name` (its machine id)."""
-        from anamnesis.peers import add_peer
         from anamnesis.store.operations import init_store
+        from anamnesis.sync.peers import add_peer
 
         home = self.root / name
         home.mkdir(parents=True)
@@ -373,7 +373,7 @@ class Fleet:
         return machine
 
     def add_peer(self, machine: Machine, name: str, url: str) -> None:
-        from anamnesis.peers import add_peer
+        from anamnesis.sync.peers import add_peer
 
         add_peer(machine.store, name, url)
         machine.peers[name] = url

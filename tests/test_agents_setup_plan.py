@@ -1,13 +1,13 @@
-"""init's decisions in the core (anamnesis.setup_plan), apart from the prompts the CLI asks."""
+"""init's decisions in the core (anamnesis.app.setup_plan), apart from the prompts the CLI asks."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from anamnesis import setup_plan
+from anamnesis.app import setup_plan
 from anamnesis.base.paths import Store
-from anamnesis.peers import add_peer
+from anamnesis.sync.peers import add_peer
 
 
 def test_plan_join_normalises_and_names_the_peer() -> None:

@@ -15,11 +15,11 @@ from procs import run_anamnesis
 
 from anamnesis.base.errors import UsageError
 from anamnesis.base.notes import has_conflict_markers
-from anamnesis.schedule import command
 from anamnesis.store import recovery
 from anamnesis.store.operations import create_note, update_note
-from anamnesis.sync import join
-from anamnesis.synclog import describe, recent
+from anamnesis.sync.engine import join
+from anamnesis.sync.schedule import command
+from anamnesis.sync.synclog import describe, recent
 
 ROOT_NOTE = "top\none\ntwo\nmiddle\nthree\nbottom\n"  # room between the lines edited
 
@@ -172,7 +172,7 @@ def test_whole_blocks_sync_and_a_note_that_quotes_markers_is_not_held(fleet: Fle
 
 
 def test_a_sync_killed_with_an_edit_set_aside_loses_nothing(fleet: Fleet) -> None:
-    from anamnesis.sync import HELD_MARKER, set_aside  # here: the other tests run on code without them
+    from anamnesis.sync.engine import HELD_MARKER, set_aside  # here: the other tests run on code without them
     _desktop, _laptop, server, _note_id, path = three_versions(fleet)
     server.sync()
     half = server.read(path).replace("<<<<<<< desktop\n", "")
@@ -227,7 +227,7 @@ def test_history_shows_the_merge_that_brought_the_block_and_each_version_a_resol
 
 
 def test_commit_messages_name_the_notes_they_recorded_conflicts_in() -> None:
-    from anamnesis.treemerge import recorded_in, with_conflicts
+    from anamnesis.sync.treemerge import recorded_in, with_conflicts
 
     message = with_conflicts("m1: sync: merge hub", ["a.md", "dir/b c.md"])
     assert recorded_in(message) == ["a.md", "dir/b c.md"]

@@ -22,7 +22,7 @@ from lan import host_multicast_unavailable, skip_or_fail
 from anamnesis.base.paths import Store, open_store
 from anamnesis.base.repo import head, store_id
 from anamnesis.base.settings import load_settings, save_settings
-from anamnesis.discovery import (
+from anamnesis.sync.discovery import (
     Announcer,
     Peer,
     advertise_url,

@@ -24,7 +24,7 @@ from lan import Lan, lan
 from procs import run_in_terminal, stop_process
 
 from anamnesis.base.settings import load_settings, save_settings
-from anamnesis.watch import read_heartbeat
+from anamnesis.sync.watch import read_heartbeat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

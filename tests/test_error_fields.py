@@ -24,7 +24,7 @@ from anamnesis.base.notes import ProblemKind, parse_note
 from anamnesis.base.paths import Store
 from anamnesis.search.index import open_index
 from anamnesis.store.operations import create_note
-from anamnesis.sync import _why
+from anamnesis.sync.engine import _why
 
 CONFLICT_WORDS = "---\ntitle: Words\ntype: conflict\ncreated: conflict\nsupersedes: {conflict: 1}\n---\nbody\n"
 

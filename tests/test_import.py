@@ -356,7 +356,7 @@ def test_watch_imports_a_mirrored_change_without_any_edit_in_memory(
     import time
 
     from anamnesis.importers import set_mirror
-    from anamnesis.watch import Watcher, WatchOptions
+    from anamnesis.sync.watch import Watcher, WatchOptions
 
     project = make_project(tmp_path / "work" / "api")
     folder = tmp_path / "claude-config" / "projects" / sanitise(str(project.resolve())) / "memory"
@@ -365,12 +365,14 @@ def test_watch_imports_a_mirrored_change_without_any_edit_in_memory(
     syncs: list[str] = []
 
     def real_sync(reason: str) -> Any:
-        from anamnesis.sync import sync
+        from anamnesis.app import sync_store
 
         syncs.append(reason)
-        return sync(store)
+        return sync_store(store)  # the sync as the program runs it: with the mirrored sources' intake
 
-    opts = WatchOptions(quiet=0.2, max_delay=5.0, interval=3600.0, discovery=False, beat=0.3, retry=0.3)
+    from anamnesis.app import with_intake
+
+    opts = with_intake(WatchOptions(quiet=0.2, max_delay=5.0, interval=3600.0, discovery=False, beat=0.3, retry=0.3))
     watcher = Watcher(store, sync=real_sync, options=opts)
     watcher.start()
     try:

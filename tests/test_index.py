@@ -370,8 +370,8 @@ def _wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
 
 
 def test_watch_vouches_for_the_index_only_while_it_sees_every_change(store: Store) -> None:
-    from anamnesis.freshness import catch_up, watch_vouches
-    from anamnesis.watch import Watcher, WatchOptions
+    from anamnesis.sync.freshness import catch_up, watch_vouches
+    from anamnesis.sync.watch import Watcher, WatchOptions
 
     note = create_note(store, type="semantic", title="Watched", body="first version")
     with open_index(store) as index:
@@ -416,7 +416,7 @@ def test_a_copied_heartbeat_vouches_for_nothing(store: Store) -> None:
     """Watch must be this store's: a fresh heartbeat with a live pid but no watch lock held is not enough."""
     import json
 
-    from anamnesis.freshness import watch_vouches
+    from anamnesis.sync.freshness import watch_vouches
 
     create_note(store, type="semantic", title="Lonely", body="text")
     store.state_dir.mkdir(parents=True, exist_ok=True)

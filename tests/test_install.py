@@ -24,7 +24,7 @@ import pytest
 from conftest import RunCli, cli_env
 from procs import clone_working_tree
 
-from anamnesis import installation
+from anamnesis.app import installation
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL = ROOT / "scripts" / "install"
@@ -185,14 +185,14 @@ def test_an_install_we_did_not_make_is_left_alone_with_the_command_that_removes_
 ) -> None:
     pipx = tmp_path / "share" / "pipx" / "venvs" / "anamnesis-memory"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(pipx)], check=True)
-    found = installation.current(pipx)
+    found = installation.current_installation(pipx)
     assert found.kind == "pipx" and not found.removable()
-    assert installation.remove(found) == ["the program was installed with pipx: remove it with `pipx uninstall anamnesis-memory`"]
+    assert installation.remove_installation(found) == ["the program was installed with pipx: remove it with `pipx uninstall anamnesis-memory`"]
     assert pipx.is_dir()
     plain = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(plain)], check=True)
-    assert installation.current(plain).kind == "venv"
-    assert f"{plain}/bin/python -m pip uninstall anamnesis-memory" in installation.current(plain).hint()
+    assert installation.current_installation(plain).kind == "venv"
+    assert f"{plain}/bin/python -m pip uninstall anamnesis-memory" in installation.current_installation(plain).hint()
 
 
 def test_everything_with_agent_is_refused(run_cli: RunCli) -> None:

@@ -219,7 +219,7 @@ def test_missing_store_is_a_tool_error(tmp_path: Path, project_dir: Path) -> Non
 
 def test_sync_tool_pushes_to_a_peer(store: Store, project_dir: Path, tmp_path: Path) -> None:
     """`sync` runs the real sync core: the note written over MCP reaches a bare peer repo."""
-    from anamnesis.peers import add_peer
+    from anamnesis.sync.peers import add_peer
 
     bare = tmp_path / "hub.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)

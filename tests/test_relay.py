@@ -27,8 +27,8 @@ from web_support import dashboard
 from anamnesis.search.engine import search as search_notes
 from anamnesis.search.index import open_index
 from anamnesis.store.operations import create_note
-from anamnesis.sync import join
-from anamnesis.watch import Watcher, WatchOptions
+from anamnesis.sync.engine import join
+from anamnesis.sync.watch import Watcher, WatchOptions
 
 pytestmark = pytest.mark.timeout(120)
 

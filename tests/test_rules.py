@@ -32,7 +32,6 @@ from anamnesis.importers.plan import note_files
 from anamnesis.search.index import open_index
 from anamnesis.search.refresh import PeriodicRefresh
 from anamnesis.search.scan import scan_tree
-from anamnesis.stamping import stamp_edits
 from anamnesis.store.operations import (
     create_note,
     move_note,
@@ -41,6 +40,7 @@ from anamnesis.store.operations import (
     save_edited_text,
     update_note,
 )
+from anamnesis.sync.stamping import stamp_edits
 from anamnesis.web.security import csrf_for
 
 

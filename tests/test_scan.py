@@ -250,7 +250,7 @@ scan.PARALLEL_FROM = 0  # split even this small store
 forks = []
 real_fork = os.fork
 os.fork = lambda: forks.append(1) or real_fork()
-from anamnesis.freshness import read_current
+from anamnesis.sync.freshness import read_current
 from anamnesis.search.index import open_index
 from anamnesis.base.paths import open_store
 from anamnesis.search.engine import search

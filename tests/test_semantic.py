@@ -310,7 +310,7 @@ def test_a_server_running_another_model_is_not_believed(store: Store, model_dir:
 
 def test_watch_answers_semantic_queries_while_semantic_search_is_on(store: Store, model_dir: Path) -> None:
     from anamnesis.search.semantic import disable, socket_path
-    from anamnesis.watch import Watcher, WatchOptions
+    from anamnesis.sync.watch import Watcher, WatchOptions
 
     _semantic_store(store, model_dir)
     watcher = Watcher(

@@ -428,7 +428,7 @@ def test_stopping_sync_during_a_hanging_fetch_leaves_no_child_behind(
 
 
 def test_a_stale_ref_lock_in_a_local_hub_is_named_with_the_file_to_remove(ssh_fleet: Fleet) -> None:
-    from anamnesis.peers import peer_problems
+    from anamnesis.sync.peers import peer_problems
 
     hub = ssh_fleet.hub()
     a = one_peer(ssh_fleet, str(hub), "")
@@ -458,7 +458,7 @@ def test_a_stale_ref_lock_in_a_local_hub_is_named_with_the_file_to_remove(ssh_fl
 
 
 def test_a_peer_unreachable_for_a_day_fails_the_timer_run_and_shows_in_status(fleet_root: Path) -> None:
-    from anamnesis.peers import load_state, save_state, stale_peers
+    from anamnesis.sync.peers import load_state, save_state, stale_peers
 
     fleet = Fleet(fleet_root)
     (fleet_root / "usb").mkdir()  # the disk the hub lives on is not mounted: an outage

@@ -239,7 +239,7 @@ def test_unreachable_peer_still_commits_locally_and_next_sync_pushes(fleet: Flee
     assert result.exit_code == 0 and result.sent >= 1
     shown = subprocess.run(["git", "-C", str(hub), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True)
     assert note.path in shown.stdout
-    from anamnesis.peers import get_peer
+    from anamnesis.sync.peers import get_peer
 
     peer = get_peer(a.store, "hub")
     assert peer.last_ok and peer.last_error  # the failure is remembered, and so is the success after it
@@ -297,7 +297,7 @@ def test_push_rejected_because_the_hub_moved_on_is_retried_in_the_same_sync(flee
 
 
 def test_join_new_machine_takes_history_and_one_with_notes_merges(fleet: Fleet) -> None:
-    from anamnesis.sync import join
+    from anamnesis.sync.engine import join
 
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
@@ -477,7 +477,7 @@ def test_a_note_seen_half_moved_is_not_deleted_or_overwritten_with_what_was_seen
 
 
 def test_sync_log_feeds_status_and_peers_list(fleet: Fleet) -> None:
-    from anamnesis.synclog import last_sync_summary
+    from anamnesis.sync.synclog import last_sync_summary
 
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})

@@ -255,7 +255,7 @@ def _rendered_units(fleet: Fleet, kind: str) -> dict[str, str]:
     a = fleet.machines.get("a") or fleet.machine("a")
     proc = subprocess.run(
         [sys.executable, "-c",
-         "import json,sys; from anamnesis.base.paths import open_store; from anamnesis.schedule import plan;"
+         "import json,sys; from anamnesis.base.paths import open_store; from anamnesis.sync.schedule import schedule_plan as plan;"
          f"p = plan(open_store(sys.argv[1]), '7m', kind='{kind}');"
          "print(json.dumps({str(k): v for k, v in p.files.items()}))", str(a.home)],
         capture_output=True, text=True, env=a.env(), cwd=Path(__file__).parent.parent,

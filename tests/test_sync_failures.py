@@ -91,7 +91,7 @@ def test_every_exit_code_is_unique_and_every_sync_code_is_documented() -> None:
 
 
 def test_the_timer_unit_counts_only_normal_outcomes_as_success(fleet: Fleet) -> None:
-    from anamnesis.schedule import plan
+    from anamnesis.sync.schedule import schedule_plan as plan
 
     a = fleet.machine("a")
     units = plan(a.store, "5m", "systemd").files
@@ -107,8 +107,8 @@ def test_the_timer_unit_counts_only_normal_outcomes_as_success(fleet: Fleet) -> 
 
 
 def test_a_mistyped_local_path_is_misconfigured_and_fails_the_timer_at_once(fleet: Fleet) -> None:
-    from anamnesis.peers import load_state, save_state
-    from anamnesis.schedule import command
+    from anamnesis.sync.peers import load_state, save_state
+    from anamnesis.sync.schedule import command
 
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": str(hub), "typo": str(hub.with_name("hbu.git"))})
@@ -336,7 +336,7 @@ def test_a_full_disk_during_sync_says_so_keeps_everything_and_doctor_says_full_n
 
 
 def test_doctor_suggests_forgetting_a_peer_gone_for_days(fleet: Fleet) -> None:
-    from anamnesis.peers import load_state, save_state
+    from anamnesis.sync.peers import load_state, save_state
 
     usb = fleet.root / "usb"
     usb.mkdir()

@@ -11,7 +11,7 @@ import yaml
 from anamnesis.base.errors import UsageError
 from anamnesis.base.notes import has_conflict_markers, parse_note
 from anamnesis.store.merge import Block, Side, Stray, merge_texts, parse_blocks, resolve_text, stray_markers
-from anamnesis.treemerge import TreeMerger
+from anamnesis.sync.treemerge import TreeMerger
 
 BASE = """---
 id: abcdefghjk

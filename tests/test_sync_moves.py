@@ -14,7 +14,7 @@ from anamnesis.base.notes import Note, parse_note
 from anamnesis.search.index import open_index
 from anamnesis.store.operations import create_note, delete_note, move_note
 from anamnesis.store.recovery import CHECKOUT_MARKER, start_checkout
-from anamnesis.treemerge import TreeMerger
+from anamnesis.sync.treemerge import TreeMerger
 
 BODY = "".join(f"line {n}\n" for n in range(1, 7))
 

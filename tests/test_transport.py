@@ -15,9 +15,9 @@ import pytest
 from anamnesis.base import refs
 from anamnesis.base.git import git_out
 from anamnesis.base.paths import Store
-from anamnesis.peers import Peer
 from anamnesis.store.operations import create_note
-from anamnesis.transport import FetchFailed, GitTransport, Transport, transport_for
+from anamnesis.sync.peers import Peer
+from anamnesis.sync.transport import FetchFailed, GitTransport, Transport, transport_for
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -1,7 +1,7 @@
 """`anamnesis watch`: real watchdog on real folders, the real sync, real git.
 
 Each test counts the syncs the watcher runs (a wrapper around the real
-`anamnesis.sync.sync`) and checks that a burst of changes leads to exactly
+`anamnesis.sync.engine.sync`) and checks that a burst of changes leads to exactly
 one, that editors' temp files lead to none, and that errors are survived.
 """
 
@@ -23,7 +23,14 @@ import pytest
 from conftest import ROOT, RunCli, cli_env
 
 from anamnesis.base.paths import Store
-from anamnesis.watch import Watcher, WatchOptions, WatchRunning, is_relevant, read_heartbeat, status_summary
+from anamnesis.sync.watch import (
+    Watcher,
+    WatchOptions,
+    WatchRunning,
+    is_relevant,
+    read_heartbeat,
+    watch_summary,
+)
 
 pytestmark = pytest.mark.timeout(120)  # each test: a few syncs, bounded waits
 
@@ -58,7 +65,7 @@ class CountingSync:
         self._lock = threading.Lock()
 
     def __call__(self, reason: str) -> Any:
-        from anamnesis.sync import sync
+        from anamnesis.sync.engine import sync
 
         with self._lock:
             self.reasons.append(reason)
@@ -245,13 +252,13 @@ def test_a_failing_sync_is_logged_and_retried(store: Store, start_watch: Any) ->
     write(store, "global/facts/after.md", note_text("After the failures"))
     counter.expect(4)
     assert clean(store)
-    summary = status_summary(store)["watch"]
+    summary = watch_summary(store)["watch"]
     assert summary.startswith(f"running (pid {os.getpid()}), last sync ")
     assert "injected failure 2" in summary
 
 
 def test_an_unreachable_peer_is_survived_and_caught_up(store: Store, start_watch: Any, tmp_path: Path) -> None:
-    from anamnesis.peers import add_peer
+    from anamnesis.sync.peers import add_peer
 
     hub = tmp_path / "usb" / "hub.git"
     hub.parent.mkdir()
@@ -292,7 +299,7 @@ def test_only_one_watch_per_store(store: Store, start_watch: Any) -> None:
 
 
 def test_status_reports_the_heartbeat(store: Store, start_watch: Any, run_cli: RunCli) -> None:
-    assert status_summary(store) == {}
+    assert watch_summary(store) == {}
     watcher, _ = start_watch()
     info = json.loads(run_cli("status", "--json").stdout)
     assert info["watch"].startswith(f"running (pid {os.getpid()}), last sync ")

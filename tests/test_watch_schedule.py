@@ -29,7 +29,7 @@ def rendered(fleet: Fleet, kind: str) -> dict[str, str]:
         [
             sys.executable,
             "-c",
-            "import json,sys; from anamnesis.base.paths import open_store; from anamnesis.schedule import plan;"
+            "import json,sys; from anamnesis.base.paths import open_store; from anamnesis.sync.schedule import schedule_plan as plan;"
             f"p = plan(open_store(sys.argv[1]), '10m', kind='{kind}', watch=True);"
             "print(json.dumps({str(k): v for k, v in p.files.items()}))",
             str(a.home),
@@ -102,7 +102,7 @@ def sync_units(fleet: Fleet, kind: str, **env: str) -> dict[str, str]:
         [
             sys.executable,
             "-c",
-            "import json,sys; from anamnesis.base.paths import open_store; from anamnesis.schedule import plan;"
+            "import json,sys; from anamnesis.base.paths import open_store; from anamnesis.sync.schedule import schedule_plan as plan;"
             f"p = plan(open_store(sys.argv[1]), '5m', kind='{kind}');"
             "print(json.dumps({str(k): v for k, v in p.files.items()}))",
             str(a.home),

@@ -70,7 +70,7 @@ def overlapping(labels: list[dict[str, float]]) -> list[tuple[str, str]]:
 
 def sync_both(made: Fleet) -> None:
     """Real syncs through the hub until both machines have what either wrote."""
-    from anamnesis import sync
+    from anamnesis.sync import engine as sync
 
     sync.sync(made.desktop)
     sync.sync(made.laptop)
@@ -263,7 +263,7 @@ def test_every_page_fits_a_phone(chrome: Any, fleet: tuple[Fleet, Dashboard], sh
 def test_sync_and_reindex_redirect_so_a_reload_does_not_run_them_again(
     chrome: Any, fleet: tuple[Fleet, Dashboard]
 ) -> None:
-    from anamnesis.synclog import recent
+    from anamnesis.sync.synclog import recent
 
     made, running = fleet
     with session(chrome, running) as watched:
@@ -368,8 +368,8 @@ def test_editor_completes_wikilinks_with_the_id_and_previews_live(
 
 
 def test_move_keeps_the_id_rewrites_links_and_syncs(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
-    from anamnesis import sync
     from anamnesis.store.operations import load_note
+    from anamnesis.sync import engine as sync
 
     made, running = fleet
     old = made.notes.pool

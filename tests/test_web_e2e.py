@@ -198,7 +198,7 @@ def test_resolve_the_conflict_then_sync_it_to_the_other_machine(
         assert re.match(r"Synced: sent [1-9]\d*, received \d+ commits", result), result
         assert "hub" in page.inner_text("main")
         page.screenshot(path=str(shots / "sync.png"))
-    from anamnesis import sync
+    from anamnesis.sync import engine as sync
 
     sync.sync(made.desktop)
     desktop_text = (made.desktop.memory / path).read_text()

@@ -136,9 +136,9 @@ class Fleet:
 
 def make_fleet(root: Path) -> Fleet:
     """Real stores and real syncs: the laptop seeds, the desktop joins; both edit one line."""
-    from anamnesis import sync
-    from anamnesis.peers import add_peer
     from anamnesis.store.operations import create_note, update_note
+    from anamnesis.sync import engine as sync
+    from anamnesis.sync.peers import add_peer
 
     hub = root / "hub.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(hub)], check=True)

@@ -209,13 +209,13 @@ def search(
       anamnesis search 'redis NOT cluster' --json
       anamnesis search "connection pool" --all      only notes with every word
     """
-    from anamnesis.freshness import read_current  # lazy: --help loads every command module
     from anamnesis.search import (
         open_index,  # lazy: --help loads every command module
         start_background_update,  # lazy: --help loads every command module
     )
     from anamnesis.search import search as run_search  # lazy: --help loads every command module
     from anamnesis.store import detect_project  # lazy: --help loads every command module
+    from anamnesis.sync import read_current  # lazy: --help loads every command module
 
     store = get_store()
     _check_type(type)
@@ -287,8 +287,8 @@ def list_(
       anamnesis list -g postgres --since 2026-11-01 --until 2026-11-30
       anamnesis list --conflicts
     """
-    from anamnesis.freshness import catch_up  # lazy: --help loads every command module
     from anamnesis.search import open_index  # lazy: --help loads every command module
+    from anamnesis.sync import catch_up  # lazy: --help loads every command module
 
     store = get_store()
     _check_type(type)

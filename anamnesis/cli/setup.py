@@ -22,8 +22,8 @@ from anamnesis.cli.sync import InitSyncStep
 from anamnesis.cli.watch import init_discovery_step
 
 if TYPE_CHECKING:
+    from anamnesis.app import Installation
     from anamnesis.base.paths import Store
-    from anamnesis.installation import Installation
 
 
 def register(app: typer.Typer) -> None:
@@ -172,7 +172,7 @@ def init(
     # -- sync step (anamnesis/cli/sync.py): join --peer, first sync, offer the schedule --
     sync_step = None
     if not local_only:
-        from anamnesis.setup_plan import EVERY  # lazy: --help loads every command module
+        from anamnesis.app import EVERY  # lazy: --help loads every command module
 
         sync_step = InitSyncStep(
             store, peer, peer_name, schedule, every=EVERY, enable=not no_enable, interactive=asking
@@ -238,19 +238,20 @@ def uninstall(
       anamnesis uninstall --agent codex             only Codex CLI
       anamnesis uninstall --everything              agents, timer and the program; notes kept
     """
-    from anamnesis import installation, schedule  # lazy: --help loads every command module
     from anamnesis.agents.registry import AGENTS, chosen, plan_removal, remove, titled  # lazy: as above
+    from anamnesis.app import current_installation  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.sync import schedule_files  # lazy: --help loads every command module
 
     if everything and agent:
         raise UsageError("--everything removes what init added to every agent: leave out --agent")
     store = get_store(require=False)
     agents = chosen(agent) if agent else list(AGENTS.values())
-    program = installation.current() if everything else None
+    program = current_installation() if everything else None
     kept = _kept(store)
     if print_only:
         plans = plan_removal(store, agents)
-        extra = [] if agent else [f"remove {path}" for path in schedule.installed_files(store)]
+        extra = [] if agent else [f"remove {path}" for path in schedule_files(store)]
         extra += program.planned() if program else []
         if json_out:
             print_json({"planned": titled(plans) + extra, "kept": kept})
@@ -278,12 +279,12 @@ def uninstall(
 
 
 def _remove_program(program: Installation) -> list[str]:
-    """installation.remove, with a failure (a folder we may not delete) told in one line."""
-    from anamnesis import installation  # lazy: --help loads every command module
+    """remove_installation, with a failure (a folder we may not delete) told in one line."""
+    from anamnesis.app import remove_installation  # lazy: --help loads every command module
     from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 
     try:
-        return installation.remove(program)
+        return remove_installation(program)
     except OSError as exc:
         raise AnamnesisError(f"could not remove {program.prefix}: {exc.strerror or exc}; delete it by hand") from exc
 
@@ -335,20 +336,26 @@ def _old_store_target(store: Store, move: bool, quiet: bool) -> Path | None:
 def _semantic_step(store: Store, wanted: bool | None, model_dir: Path | None, asking: bool) -> list[str]:
     """Offer search by meaning with what it costs; turn it on when wanted (the decisions live in
     setup_plan, the question here)."""
-    from anamnesis import setup_plan  # lazy: --help loads every command module
+    from anamnesis.app import (  # lazy: --help loads every command module
+        SEMANTIC_MISSING,
+        enable_semantic,
+        semantic_choice,
+        semantic_hint,
+        semantic_question,
+    )
 
-    choice = setup_plan.semantic_choice(store, wanted, asking)
+    choice = semantic_choice(store, wanted, asking)
     if choice == "ask":
-        answer = ask(setup_plan.semantic_question(store), default=True)
+        answer = ask(semantic_question(store), default=True)
         if answer is None:
             return [no_answer("search by meaning not turned on", "--semantic or --no-semantic")]
         choice = "enable" if answer else "skip"
     if choice == "enable":
-        return setup_plan.enable_semantic(store, model_dir)
+        return enable_semantic(store, model_dir)
     if choice == "hint":
-        return [setup_plan.semantic_hint(store)]
+        return [semantic_hint(store)]
     if choice == "missing" and wanted:
-        return [setup_plan.SEMANTIC_MISSING]
+        return [SEMANTIC_MISSING]
     return []
 
 
@@ -365,9 +372,9 @@ def _import_old_store(store: Store, old: Path) -> list[str]:
 
 def _uninstall_schedule(store: Store) -> list[str]:
     """Remove the sync timer / LaunchAgent that init installed, if there is one."""
-    from anamnesis import schedule  # lazy: --help loads every command module
+    from anamnesis.sync import remove_schedule  # lazy: --help loads every command module
 
-    outcome = schedule.remove(store)
+    outcome = remove_schedule(store)
     done = [f"removed {path}" for path in outcome.removed]
     return done + [note for note in outcome.notes if outcome.removed]
 
@@ -415,8 +422,8 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
       ANAMNESIS_HOME=/tmp/try anamnesis status --json
     """
     from anamnesis.base.settings import load_settings  # lazy: --help loads every command module
-    from anamnesis.peers import incoming_machines  # lazy: --help loads every command module
     from anamnesis.search import open_index  # lazy: --help loads every command module
+    from anamnesis.sync import incoming_machines  # lazy: --help loads every command module
 
     store = get_store()
     settings = load_settings(store)
@@ -491,9 +498,9 @@ def _semantic_line(info: dict[str, object]) -> str:
 
 def _status_extras(store: Store) -> list[dict[str, object]]:
     """Lines other areas contribute to `status` (sync log, watch heartbeat), when present."""
-    from anamnesis import synclog, watch  # lazy: --help loads every command module
+    from anamnesis.sync import sync_log_summary, watch_summary  # lazy: --help loads every command module
 
-    return [synclog.status_summary(store), watch.status_summary(store)]
+    return [sync_log_summary(store), watch_summary(store)]
 
 
 def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
@@ -507,7 +514,7 @@ def doctor(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
       anamnesis doctor
       anamnesis doctor --json || echo "needs attention"
     """
-    from anamnesis.doctor import SUGGESTION, run_checks  # lazy: --help loads every command module
+    from anamnesis.app import SUGGESTION, run_checks  # lazy: --help loads every command module
 
     store = get_store(require=False)
     found = run_checks(store)

@@ -75,12 +75,15 @@ def sync(
     """
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
+    from anamnesis.app import sync_store as run_sync  # lazy: --help loads every command module
     from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
     from anamnesis.base.git import stop_on_signals  # lazy: --help loads every command module
-    from anamnesis.peers import EXIT_STALE, stale_peers  # lazy: --help loads every command module
-    from anamnesis.schedule import parse_duration  # lazy: --help loads every command module
-    from anamnesis.sync import SyncRefused  # lazy: --help loads every command module
-    from anamnesis.sync import sync as run_sync  # lazy: --help loads every command module
+    from anamnesis.store import SyncRefused  # lazy: --help loads every command module
+    from anamnesis.sync import (  # lazy: --help loads every command module
+        EXIT_STALE,
+        parse_duration,  # lazy: --help loads every command module
+        stale_peers,
+    )
 
     limit = parse_duration(fail_after) if fail_after else None
     store = get_store()
@@ -225,7 +228,7 @@ def peers_add(
     be reached now (off, asleep) is kept with a warning.
     """
     from anamnesis.base.git import stop_on_signals  # lazy: --help loads every command module
-    from anamnesis.peers import (  # lazy: --help loads every command module
+    from anamnesis.sync import (  # lazy: --help loads every command module
         NoRepository,
         PeerNotFound,
         add_peer,
@@ -290,7 +293,7 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     """
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
-    from anamnesis.peers import ago, incoming_machines, list_peers  # lazy: --help loads every command module
+    from anamnesis.sync import ago, incoming_machines, list_peers  # lazy: --help loads every command module
 
     store = get_store()
     peers = list_peers(store)
@@ -367,7 +370,7 @@ def _print_pushers(pushers: list[Any]) -> None:
 
 def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
     """Forget a peer (nothing is deleted there or here)."""
-    from anamnesis.peers import remove_peer  # lazy: --help loads every command module
+    from anamnesis.sync import remove_peer  # lazy: --help loads every command module
 
     peer = remove_peer(get_store(), name)
     console().print(f"removed peer [bold]{peer.name}[/bold] ({peer.url})")
@@ -505,11 +508,11 @@ def schedule_install(
     With --watch: a systemd user service / LaunchAgent that keeps `anamnesis
     watch` running (restarted if it fails) instead of the timer.
     """
-    from anamnesis.schedule import install, plan  # lazy: --help loads every command module
+    from anamnesis.sync import install_schedule, schedule_plan  # lazy: --help loads every command module
 
     store = get_store()
     if print_only:
-        rendered = plan(store, every, watch=watch)
+        rendered = schedule_plan(store, every, watch=watch)
         if json_out:
             print_json(rendered.to_dict())
             return
@@ -521,7 +524,7 @@ def schedule_install(
         for cmd in rendered.activate:
             out.print(" ".join(cmd), markup=False)
         return
-    outcome = install(store, every, activate=not no_enable, watch=watch)
+    outcome = install_schedule(store, every, activate=not no_enable, watch=watch)
     if json_out:
         print_json(outcome.to_dict())
         return
@@ -548,9 +551,9 @@ def schedule_remove(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Stop and remove the sync timer/agent."""
-    from anamnesis.schedule import remove  # lazy: --help loads every command module
+    from anamnesis.sync import remove_schedule  # lazy: --help loads every command module
 
-    outcome = remove(get_store(), activate=not no_enable)
+    outcome = remove_schedule(get_store(), activate=not no_enable)
     if json_out:
         print_json(outcome.to_dict())
         return
@@ -563,9 +566,9 @@ def schedule_remove(
 
 def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Is the timer installed and active, how often, and how did the last sync go."""
-    from anamnesis.schedule import status  # lazy: --help loads every command module
+    from anamnesis.sync import schedule_status  # lazy: --help loads every command module
 
-    info = status(get_store())
+    info = schedule_status(get_store())
     if json_out:
         print_json(info)
         return
@@ -598,7 +601,7 @@ def demo(
     makes a same-line conflict, shows it surfaced and resolved, and cleans up.
     Your own store is not touched.
     """
-    from anamnesis.demo import run_demo  # lazy: --help loads every command module
+    from anamnesis.app import run_demo  # lazy: --help loads every command module
 
     run_demo(console(), keep=keep)
 
@@ -619,7 +622,7 @@ class InitSyncStep:
         enable: bool = True,
         interactive: bool = False,
     ) -> None:
-        from anamnesis.setup_plan import plan_join  # lazy: --help loads every command module
+        from anamnesis.app import plan_join  # lazy: --help loads every command module
 
         self.store = store
         self.join = plan_join(peer, peer_name)
@@ -642,30 +645,37 @@ class InitSyncStep:
 
     def first_sync(self) -> list[str]:
         """Join --peer, or sync with the peers there are; the lines for init's report."""
-        from anamnesis import setup_plan  # lazy: --help loads every command module
+        from anamnesis.app import first_sync  # lazy: --help loads every command module
 
-        return setup_plan.first_sync(self.store, self.join)
+        return first_sync(self.store, self.join)
 
     def timer(self) -> list[str]:
         """Install the timer, ask, or say how (a closed stdin is no answer: say how, and the flag)."""
-        from anamnesis import setup_plan  # lazy: --help loads every command module
+        from anamnesis.app import (  # lazy: --help loads every command module
+            first_machine_lines,
+            schedule_choice,
+            schedule_hint,
+            schedule_question,
+            setup_schedule,
+            timer_installed,
+        )
 
-        if self.schedule is None and setup_plan.timer_installed(self.store):
-            first = setup_plan.first_machine_lines(self.store) if self.join is None else []
+        if self.schedule is None and timer_installed(self.store):
+            first = first_machine_lines(self.store) if self.join is None else []
             return ["sync timer already installed (`anamnesis schedule status`)", *first]
-        choice = setup_plan.schedule_choice(self.store, self.schedule, self.interactive)
+        choice = schedule_choice(self.store, self.schedule, self.interactive)
         notes: list[str] = []
         if choice == "ask":
-            answer = ask(setup_plan.schedule_question(self.every), default=True)
+            answer = ask(schedule_question(self.every), default=True)
             if answer is None:
                 choice = "hint"
                 notes.append(no_answer("sync timer not installed", "--schedule or --no-schedule"))
             else:
                 choice = "install" if answer else "skip"
         if choice == "install":
-            notes += setup_plan.install_schedule(self.store, self.every, activate=self.enable)
+            notes += setup_schedule(self.store, self.every, activate=self.enable)
         elif choice == "hint":
-            notes.append(setup_plan.schedule_hint())
+            notes.append(schedule_hint())
         if self.join is None:
-            notes += setup_plan.first_machine_lines(self.store)
+            notes += first_machine_lines(self.store)
         return notes

@@ -12,7 +12,7 @@ from anamnesis.base.text import plural
 from anamnesis.cli._common import get_store, print_json
 
 if TYPE_CHECKING:
-    from anamnesis.tidy import Applied
+    from anamnesis.app import Applied
 
 
 def register(app: typer.Typer) -> None:
@@ -69,9 +69,7 @@ def tidy(
       anamnesis tidy --apply plan.json --model   merges written by your own model too
       anamnesis tidy --restore 7k2m9q4x1c   bring an archived note back
     """
-    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.cli.notes import _project_option  # lazy: --help loads every command module
-    from anamnesis.tidy import (  # lazy: --help loads every command module
+    from anamnesis.app import (  # lazy: --help loads every command module
         apply_plan,
         describe,
         list_archived,
@@ -80,6 +78,8 @@ def tidy(
         read_plan,
         restore_archived,
     )
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.cli.notes import _project_option  # lazy: --help loads every command module
 
     store = get_store()
     why = model_unready(store) if model else None

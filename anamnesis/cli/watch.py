@@ -1,6 +1,6 @@
 """Real-time sync commands: `watch`, `peers discover`, and the discovery step of `init`.
 
-Thin adapter over anamnesis.watch and anamnesis.discovery.
+Thin adapter over anamnesis.watch and anamnesis.sync.discovery.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def watch(
     Install it as a service with `anamnesis schedule install --watch`.
     """
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.watch import Watcher, WatchOptions  # lazy: --help loads every command module
+    from anamnesis.sync import Watcher, WatchOptions  # lazy: --help loads every command module
 
     if not 0 < debounce <= 60:
         raise UsageError("--debounce must be between 0 and 60 seconds")
@@ -71,7 +71,9 @@ def watch(
 
     announce = not no_discovery and load_settings(store).get("discovery", True) is not False
     options = WatchOptions(quiet=debounce, max_delay=max(5.0, 10 * debounce), interval=interval, discovery=announce)
-    Watcher(store, options=options).run(stop)
+    from anamnesis.app import with_intake  # lazy: --help loads every command module
+
+    Watcher(store, options=with_intake(options)).run(stop)
 
 
 def _setup_logging(store: Store, quiet: bool) -> None:
@@ -79,12 +81,12 @@ def _setup_logging(store: Store, quiet: bool) -> None:
     import logging  # lazy: --help loads every command module; logging only for `anamnesis watch`
     import logging.handlers  # lazy: --help loads every command module; logging only for `anamnesis watch`
 
-    from anamnesis.watch import LOG_NAME  # lazy: --help loads every command module
+    from anamnesis.sync import WATCH_LOG_NAME  # lazy: --help loads every command module
 
     store.log_dir.mkdir(parents=True, exist_ok=True)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     file_handler = logging.handlers.RotatingFileHandler(
-        store.log_dir / LOG_NAME, maxBytes=1_000_000, backupCount=3, encoding="utf-8"
+        store.log_dir / WATCH_LOG_NAME, maxBytes=1_000_000, backupCount=3, encoding="utf-8"
     )
     file_handler.setFormatter(fmt)
     file_handler.setLevel(logging.INFO)
@@ -165,7 +167,7 @@ def _print_peer(out: Any, peer: dict[str, Any]) -> None:
 
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
     """LAN peers and Tailscale candidates (see anamnesis.setup_plan)."""
-    from anamnesis.setup_plan import discovery_report as report  # lazy: --help loads every command module
+    from anamnesis.app import discovery_report as report  # lazy: --help loads every command module
 
     return report(store, seconds, any_store)
 
@@ -182,29 +184,37 @@ def init_discovery_step(
     listens for a moment and asks about each machine found; otherwise it
     only says how to look. Returns the lines for init's report.
     """
-    from anamnesis import setup_plan  # lazy: --help loads every command module
+    from anamnesis.app import (  # lazy: --help loads every command module
+        DISCOVER_HINT,
+        DISCOVERY_SECONDS,
+        accept_offer,
+        discovery_notes,
+        discovery_report,
+        discovery_wanted,
+        peer_offers,
+    )
     from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 
-    if not setup_plan.discovery_wanted(store):
+    if not discovery_wanted(store):
         return []
     if not interactive:
-        return [setup_plan.DISCOVER_HINT]
+        return [DISCOVER_HINT]
     if confirm is None:
         confirm = ask
-    seconds = setup_plan.DISCOVERY_SECONDS if seconds is None else seconds
+    seconds = DISCOVERY_SECONDS if seconds is None else seconds
     console(stderr=True).print(f"[dim]looking for your other machines on the LAN ({seconds:g} s)…[/dim]")
     try:
-        report = setup_plan.discovery_report(store, seconds, any_store=True)
+        report = discovery_report(store, seconds, any_store=True)
     except (AnamnesisError, OSError) as exc:
         return [f"LAN discovery skipped: {exc}"]
     done: list[str] = []
-    for offer in setup_plan.peer_offers(report):
+    for offer in peer_offers(report):
         answer = confirm(offer.question, offer.default)
         if answer is None:  # stdin closed: no more questions; what a run without a terminal says instead
-            done += [no_answer(f"{offer.machine} not added", "--peer URL"), setup_plan.DISCOVER_HINT]
+            done += [no_answer(f"{offer.machine} not added", "--peer URL"), DISCOVER_HINT]
             break
         if answer:
-            done.append(setup_plan.accept_offer(store, offer))
+            done.append(accept_offer(store, offer))
             if offer.action == "join":
                 break  # this machine now belongs to that memory: offer no other
-    return done + setup_plan.discovery_notes(report)
+    return done + discovery_notes(report)

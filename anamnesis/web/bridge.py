@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from anamnesis.app import sync_store
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.paths import Store
-from anamnesis.peers import incoming_machines, list_peers
-from anamnesis.sync import sync
-from anamnesis.synclog import LogEntry, Summary, describe, last_sync_summary
+from anamnesis.sync import LogEntry, Summary, describe, incoming_machines, last_sync_summary, list_peers
 
 
 def run_sync(store: Store) -> dict[str, Any]:
     """Run the same sync as `anamnesis sync`; its report as a dict (with `exit_code`, `outcome`)."""
-    return sync(store).to_dict()
+    return sync_store(store).to_dict()
 
 
 def last_sync(store: Store) -> Summary | None:

@@ -17,7 +17,7 @@ A long-running process that
   searches' similarity questions on a unix socket (`anamnesis.semantic_server`),
   so they do not each load the model.
 
-The sync itself is `anamnesis.sync.sync`, the same function `anamnesis sync`
+The sync itself is `anamnesis.sync.engine.sync`, the same function `anamnesis sync`
 runs, under the same store lock.
 """
 
@@ -44,8 +44,9 @@ from anamnesis.search import mark_behind
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
 
-    from anamnesis.discovery import Announcer, Peer
     from anamnesis.search import QueryServer
+    from anamnesis.sync.discovery import Announcer, Peer
+    from anamnesis.sync.engine import Intake
 
 log = logging.getLogger("anamnesis.watch")
 
@@ -58,7 +59,7 @@ NETWORK_CHECK = 10.0  # how often to look for new network addresses to announce 
 RETRY_FIRST = 5.0  # first retry after a failed sync; doubles up to `interval`
 HEARTBEAT_NAME = "watch.json"
 LOCK_NAME = "watch.lock"
-LOG_NAME = "watch.log"
+WATCH_LOG_NAME = "watch.log"
 
 # Names editors and tools write next to the file they save; never worth a sync.
 _IGNORED_SUFFIXES = (
@@ -110,6 +111,10 @@ class WatchOptions:
     beat: float = BEAT
     initial_sync: bool = True
     retry: float = RETRY_FIRST
+    # what each sync takes in first (engine.Intake), and whether a source outside memory/ has
+    # something new for it; the program fills them in (app.syncing.watch_options)
+    intake: tuple[Intake, ...] = ()
+    sources_changed: Callable[[Store], bool] | None = None
 
 
 class WatchRunning(AnamnesisError):
@@ -433,9 +438,9 @@ class Watcher:
 
     def _real_sync(self, reason: str) -> Any:
         # lazy: sync (git, merge) is for the running watcher; search and list only read its heartbeat
-        from anamnesis.sync import sync
+        from anamnesis.sync.engine import sync
 
-        return sync(self.store)
+        return sync(self.store, intake=self.options.intake)
 
     # -- the file watcher --------------------------------------------------------------
 
@@ -516,7 +521,7 @@ class Watcher:
 
     def _start_discovery(self) -> None:
         # lazy: discovery (zeroconf) is for the running watcher; search and list only read its heartbeat
-        from anamnesis.discovery import Announcer
+        from anamnesis.sync.discovery import Announcer
 
         self._discovery_retry_at = time.monotonic() + 60
         announcer = Announcer(self.store, on_peer=self._on_peer)
@@ -592,10 +597,8 @@ class Watcher:
                     next_beat = time.monotonic() + beat
                     self._write_heartbeat()
                     self._check_query_server()
-                    # lazy: importers are for the running watcher; search and list only read its heartbeat
-                    from anamnesis.importers import mirror_changed
-
-                    if mirror_changed(self.store):  # a mirrored source changed: the sync imports it
+                    changed = self.options.sources_changed
+                    if changed is not None and changed(self.store):  # a mirrored source changed: the sync imports it
                         self.sync_now("a mirrored source changed (docs/import.md)")
             except Exception:
                 log.exception("housekeeping failed")
@@ -756,7 +759,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def is_running(store: Store) -> bool:
+def watch_running(store: Store) -> bool:
     """Whether a live `anamnesis watch` holds this store's watch lock."""
     path = store.state_dir / LOCK_NAME
     try:
@@ -772,14 +775,14 @@ def is_running(store: Store) -> bool:
     return False
 
 
-def status_summary(store: Store) -> dict[str, object]:
+def watch_summary(store: Store) -> dict[str, object]:
     """The `watch` line of `anamnesis status`, e.g. "running (pid 812), last sync 4 s ago"."""
     beat = read_heartbeat(store)
     if beat is None:
         return {}
     now = time.time()
     pid = int(beat.get("pid") or 0)
-    alive = bool(pid) and not beat.get("stopped") and _pid_alive(pid) and is_running(store)
+    alive = bool(pid) and not beat.get("stopped") and _pid_alive(pid) and watch_running(store)
     if not alive:
         how = "stopped" if beat.get("stopped") else "last heartbeat"
         return {"watch": f"not running ({how} {_ago(now - float(beat.get('beat') or 0))})"}

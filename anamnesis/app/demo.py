@@ -23,10 +23,9 @@ from rich.text import Text
 
 from anamnesis.base.paths import Store, open_store
 from anamnesis.base.text import plural
-from anamnesis.peers import add_peer
 from anamnesis.search import MARK_END, MARK_START, open_index, search
 from anamnesis.store import create_note, init_store, list_conflicts, resolve_note, update_note
-from anamnesis.sync import SyncResult, sync
+from anamnesis.sync import SyncResult, add_peer, sync
 
 if TYPE_CHECKING:
     from rich.console import Console

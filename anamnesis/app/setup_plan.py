@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from anamnesis import schedule
 from anamnesis.base.errors import AnamnesisError, UsageError
 from anamnesis.base.git import stop_on_signals
 from anamnesis.base.notes import is_note_path
 from anamnesis.base.text import plural
-from anamnesis.peers import add_peer, check_name, list_peers, name_from_url, normalize_url
+from anamnesis.sync import add_peer, check_name, list_peers, name_from_url, normalize_url, schedule_plan
+from anamnesis.sync import install_schedule as install_timer
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store
@@ -54,8 +54,8 @@ def plan_join(peer: str | None, peer_name: str | None) -> JoinPlan | None:
 def first_sync(store: Store, join: JoinPlan | None) -> list[str]:
     """Join the peer, or sync with the peers already configured (none: nothing); lines for the report."""
     # lazy: sync (merge, transport) runs only when init syncs; `peers discover` and `init --print` skip it
-    from anamnesis.sync import join as join_peer
-    from anamnesis.sync import sync  # lazy: as the line above: only when init syncs
+    from anamnesis.app.syncing import sync_store
+    from anamnesis.sync import join as join_peer  # lazy: as the line above: only when init syncs
 
     if join is not None:
         with stop_on_signals("init"):
@@ -67,7 +67,7 @@ def first_sync(store: Store, join: JoinPlan | None) -> list[str]:
     if not list_peers(store):
         return []
     with stop_on_signals("init"):
-        result = sync(store)
+        result = sync_store(store)
     return [f"first sync: {result.outcome} (received {result.received}, sent {result.sent})"]
 
 
@@ -87,7 +87,7 @@ def schedule_choice(store: Store, wanted: bool | None, interactive: bool) -> Sch
 
 def timer_installed(store: Store) -> bool:
     """Whether this store's sync timer (or LaunchAgent) files are there: a second `init` leaves them be."""
-    return all(path.exists() for path in schedule.plan(store).files)
+    return all(path.exists() for path in schedule_plan(store).files)
 
 
 def schedule_question(every: str = EVERY) -> str:
@@ -100,9 +100,9 @@ def schedule_hint() -> str:
     return "to sync automatically: `anamnesis schedule install` (every 5 min)"
 
 
-def install_schedule(store: Store, every: str = EVERY, activate: bool = True) -> list[str]:
+def setup_schedule(store: Store, every: str = EVERY, activate: bool = True) -> list[str]:
     """Install the sync timer (`activate`: enable it too); lines for the report."""
-    outcome = schedule.install(store, every, activate=activate)
+    outcome = install_timer(store, every, activate=activate)
     done = [f"wrote {path}" for path in outcome.written]
     done.extend(outcome.notes)
     if outcome.activated:
@@ -126,7 +126,7 @@ def first_machine_lines(store: Store) -> list[str]:
     if list_peers(store):
         return []
     # lazy: discovery brings zeroconf (~90 ms): only the first machine's init needs the tailnet name
-    from anamnesis.discovery import reachable_name
+    from anamnesis.sync import reachable_name
 
     return [
         f"on your other machines, run: {join_command(store, reachable_name())} "
@@ -145,7 +145,7 @@ def configured_urls(store: Store) -> dict[str, str]:
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
     """LAN peers and Tailscale candidates, each marked with the configured peer it already is."""
     # lazy: discovery brings zeroconf (~90 ms): only the LAN search needs it
-    from anamnesis.discovery import connectable_url, discover, tailscale_candidates
+    from anamnesis.sync import connectable_url, discover, tailscale_candidates
 
     configured = configured_urls(store)
     try:

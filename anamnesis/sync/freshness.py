@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from anamnesis.search import RefreshReport, behind_path, last_scan
-from anamnesis.watch import is_running, read_heartbeat
+from anamnesis.sync.watch import read_heartbeat, watch_running
 
 if TYPE_CHECKING:
     from anamnesis.search import Index
@@ -50,7 +50,7 @@ def watch_vouches(index: Index) -> bool:
         return False
     if last_scan(index) <= watching:
         return False  # files may have changed before the watcher started
-    return is_running(store) and not os.path.exists(behind_path(store))
+    return watch_running(store) and not os.path.exists(behind_path(store))
 
 
 def read_current(index: Index, read: Callable[[], T]) -> tuple[T, RefreshReport]:

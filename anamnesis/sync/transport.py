@@ -21,7 +21,7 @@ from typing import Literal, Protocol, runtime_checkable
 from anamnesis.base import refs
 from anamnesis.base.errors import GitError
 from anamnesis.base.git import Failure, GitTimeout, explain, run_git, user_ssh_command
-from anamnesis.peers import Peer, PeerKind, lock_hint
+from anamnesis.sync.peers import Peer, PeerKind, lock_hint
 
 FETCH_TIMEOUT = 120.0
 

@@ -36,16 +36,13 @@ from __future__ import annotations
 
 import errno
 import itertools
-import logging
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from anamnesis import peers as peers_mod
-from anamnesis import synclog
 from anamnesis.base import refs
 from anamnesis.base.errors import AnamnesisError, ExitCode, GitError, LocalFault
 from anamnesis.base.fsutil import (
@@ -63,20 +60,7 @@ from anamnesis.base.paths import Store
 from anamnesis.base.repo import changed_paths
 from anamnesis.base.settings import machine_id
 from anamnesis.base.text import plural
-from anamnesis.capture import flush_queued
-from anamnesis.peers import (
-    Peer,
-    PeerKind,
-    PeerNotFound,
-    PeerState,
-    add_peer,
-    get_peer,
-    list_peers,
-    name_from_url,
-    remove_peer,
-)
 from anamnesis.search import open_index, start_background_update
-from anamnesis.stamping import stamp_edits
 from anamnesis.store import (
     CHECKOUT_MARKER,
     RUNNING_MARKER,
@@ -95,8 +79,22 @@ from anamnesis.store import (
     start_checkout,
     write_marker,
 )
-from anamnesis.transport import FetchFailed, transport_for
-from anamnesis.treemerge import TreeMerger, private_index, recorded_in, with_conflicts
+from anamnesis.sync import peers as peers_mod
+from anamnesis.sync import synclog
+from anamnesis.sync.peers import (
+    Peer,
+    PeerKind,
+    PeerNotFound,
+    PeerState,
+    add_peer,
+    get_peer,
+    list_peers,
+    name_from_url,
+    remove_peer,
+)
+from anamnesis.sync.stamping import stamp_edits
+from anamnesis.sync.transport import FetchFailed, transport_for
+from anamnesis.sync.treemerge import TreeMerger, private_index, recorded_in, with_conflicts
 
 __all__ = [
     "EXIT_CONFLICT",
@@ -655,14 +653,27 @@ def _select(store: Store, only: list[str] | None) -> list[Peer]:
     return list_peers(store)
 
 
+Intake = Callable[[Store], list[dict[str, Any]]]
+"""Work another part of the program has waiting to go into memory/ before a sync commits: session
+notes captured while memory/ could not be written, sources mirrored into the store. It runs
+under the store lock and writes through the store; what it returns (one dict a thing brought
+in) is reported as `SyncResult.imported`. It must not raise for its own failures."""
+
+
 def sync(
     store: Store,
     *,
     peers: list[str] | None = None,
     push: bool = True,
     lock_timeout: float = 120.0,
+    intake: Sequence[Intake] = (),
 ) -> SyncResult:
     """Sync the store with its peers (or only `peers`); see the module docstring for the steps.
+
+    `intake` is run in order under the sync's lock, after the repair and
+    before anything is committed (see `Intake`); the program passes capture's
+    queued notes and the mirrored sources (app.syncing), so the engine itself
+    knows nothing of agents or importers.
 
     Raises SyncRefused (exit 12) for a repo a person left mid-rebase/merge,
     LockTimeout when another writer held the store too long, DiskFull (8) or
@@ -680,8 +691,8 @@ def sync(
             killed = read_marker(store, RUNNING_MARKER)
             result.repaired = prepare(store, result.recorded)
             put_back(store)  # a held-back edit a killed sync had set aside
-            flush_queued(store)  # session notes captured while memory/ could not be written go in now
-            result.imported = _mirror(store)  # mirrored sources (docs/import.md) go in first; never fails the sync
+            for take_in in intake:  # what other parts of the program have waiting goes in first
+                result.imported += take_in(store)
             job = _Sync(store, result)
             result.head_before = job.head()
             base = _index_base(store, killed, result.head_before)
@@ -709,19 +720,6 @@ def sync(
         result.seconds = time.perf_counter() - started
         _log(store, result, error)
     return result
-
-
-def _mirror(store: Store) -> list[dict[str, Any]]:
-    """Import what changed in the mirrored sources (`anamnesis import ... --mirror`); what each
-    import did (`ImportReport.brief`). Logs, never raises."""
-    try:
-        # lazy: inside the try, so a broken importer never costs a sync
-        from anamnesis.importers import mirror_all
-
-        return [report.brief() for report in mirror_all(store)]
-    except Exception as exc:  # an importer's bug must never cost a sync
-        logging.getLogger("anamnesis.importers").warning("mirroring failed: %s", exc)
-        return []
 
 
 def _index_base(store: Store, killed: dict[str, str] | None, head: str) -> str | None:

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from anamnesis import schedule, watch
 from anamnesis.agents.claude import find_old_hooks
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_problem
@@ -19,10 +18,18 @@ from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural
 from anamnesis.capture import queued_notes
-from anamnesis.peers import ago, incoming_machines, peer_problems, untaken_pushes
 from anamnesis.search import file_problems, open_index
 from anamnesis.store import SIMILAR_TYPES, Components, check_home, read_links, similar_pairs, wedged
-from anamnesis.synclog import log_path, recent
+from anamnesis.sync import (
+    ago,
+    incoming_machines,
+    log_path,
+    peer_problems,
+    recent,
+    schedule_installed,
+    untaken_pushes,
+    watch_running,
+)
 
 if TYPE_CHECKING:
     from anamnesis.search import Index
@@ -231,7 +238,7 @@ def _relay_findings(store: Store) -> list[Finding]:
         for item in untaken
     ]
     waiting = [m for m in incoming_machines(store) if m.waiting]
-    if not waiting or schedule.installed(store) or watch.is_running(store):
+    if not waiting or schedule_installed(store) or watch_running(store):
         return findings
     who = ", ".join(f"{m.machine} ({m.waiting})" for m in waiting)
     return [

@@ -33,7 +33,7 @@ from anamnesis.base.errors import TIMER_SUCCESS, ExitCode, UsageError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.paths import Store
 from anamnesis.base.resources import read_template
-from anamnesis.synclog import status_summary
+from anamnesis.sync.synclog import sync_log_summary
 
 DEFAULT_EVERY = "5m"
 MIN_SECONDS = 30
@@ -160,7 +160,7 @@ class Plan:
         }
 
 
-def plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watch: bool = False) -> Plan:
+def schedule_plan(store: Store, every: str = DEFAULT_EVERY, kind: str | None = None, watch: bool = False) -> Plan:
     """Render the unit files for this store (nothing is written); `watch`: the watch service instead."""
     seconds = parse_interval(every)
     kind = kind or platform_kind()
@@ -260,7 +260,7 @@ def _run(commands: list[list[str]], ignore_first_failure: bool = False) -> str |
     return None
 
 
-def install(
+def install_schedule(
     store: Store,
     every: str = DEFAULT_EVERY,
     *,
@@ -273,7 +273,7 @@ def install(
     The timer and the watch service replace each other: installing one removes the other.
     """
     store.require()
-    rendered = plan(store, every, kind, watch=watch)
+    rendered = schedule_plan(store, every, kind, watch=watch)
     outcome = Outcome()
     for path, text in rendered.files.items():
         atomic_write_text(path, text)
@@ -289,13 +289,13 @@ def install(
         outcome.notes.append(
             "not activated (--no-enable): " + "; ".join(" ".join(c) for c in rendered.activate)
         )
-    _remove_files(plan(store, DEFAULT_EVERY, kind, watch=not watch), activate, outcome)  # one or the other
+    _remove_files(schedule_plan(store, DEFAULT_EVERY, kind, watch=not watch), activate, outcome)  # one or the other
     return outcome
 
 
-def remove(store: Store, *, activate: bool = True, kind: str | None = None) -> Outcome:
+def remove_schedule(store: Store, *, activate: bool = True, kind: str | None = None) -> Outcome:
     """Deactivate and delete the timer/agent files and the watch service's (nothing else is touched)."""
-    rendered = plan(store, DEFAULT_EVERY, kind)
+    rendered = schedule_plan(store, DEFAULT_EVERY, kind)
     outcome = Outcome()
     present = [path for path in rendered.files if path.exists()]
     if activate and present:
@@ -307,29 +307,29 @@ def remove(store: Store, *, activate: bool = True, kind: str | None = None) -> O
         outcome.removed.append(str(path))
     if activate and present and rendered.kind == "systemd":
         _run([["systemctl", "--user", "daemon-reload"]])
-    _remove_files(plan(store, DEFAULT_EVERY, kind, watch=True), activate, outcome)
+    _remove_files(schedule_plan(store, DEFAULT_EVERY, kind, watch=True), activate, outcome)
     if not outcome.removed:
         outcome.notes.append("no schedule was installed for this store")
     return outcome
 
 
-def installed_files(store: Store, kind: str | None = None) -> list[Path]:
+def schedule_files(store: Store, kind: str | None = None) -> list[Path]:
     """The timer's and the watch service's files present for this store (what `remove` would delete)."""
-    plans = (plan(store, DEFAULT_EVERY, kind), plan(store, DEFAULT_EVERY, kind, watch=True))
+    plans = (schedule_plan(store, DEFAULT_EVERY, kind), schedule_plan(store, DEFAULT_EVERY, kind, watch=True))
     return [path for rendered in plans for path in rendered.files if path.exists()]
 
 
-def installed(store: Store, kind: str | None = None) -> bool:
+def schedule_installed(store: Store, kind: str | None = None) -> bool:
     """Whether this store has the sync timer or the watch service (their files; no systemctl is asked)."""
     return any(
         all(path.exists() for path in rendered.files)
-        for rendered in (plan(store, DEFAULT_EVERY, kind), plan(store, DEFAULT_EVERY, kind, watch=True))
+        for rendered in (schedule_plan(store, DEFAULT_EVERY, kind), schedule_plan(store, DEFAULT_EVERY, kind, watch=True))
     )
 
 
-def status(store: Store, kind: str | None = None) -> dict[str, Any]:
+def schedule_status(store: Store, kind: str | None = None) -> dict[str, Any]:
     """Installed? active? how often? and the last sync from the log."""
-    rendered = plan(store, DEFAULT_EVERY, kind)
+    rendered = schedule_plan(store, DEFAULT_EVERY, kind)
     files = {str(path): path.exists() for path in rendered.files}
     info: dict[str, Any] = {
         "kind": rendered.kind,
@@ -363,7 +363,7 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
             lines = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines()[-1:] or ["?"]
             info[what.removeprefix("is-")] = lines[0]
         info["last_run"] = _last_run(f"{rendered.name}.service")
-    watch = plan(store, DEFAULT_EVERY, kind, watch=True)
+    watch = schedule_plan(store, DEFAULT_EVERY, kind, watch=True)
     info["watch_service"] = {"name": watch.name, "installed": all(p.exists() for p in watch.files)}
     if watch.kind == "systemd" and info["watch_service"]["installed"] and shutil.which("systemctl"):
         proc = subprocess.run(
@@ -373,7 +373,7 @@ def status(store: Store, kind: str | None = None) -> dict[str, Any]:
             timeout=15,
         )
         info["watch_service"]["active"] = proc.stdout.strip() or "unknown"
-    info.update(status_summary(store))
+    info.update(sync_log_summary(store))
     return info
 
 

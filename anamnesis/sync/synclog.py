@@ -13,7 +13,7 @@ from typing import TypedDict, cast
 
 from anamnesis.base.paths import Store
 from anamnesis.base.text import plural
-from anamnesis.peers import DAY, ago, stale_peers
+from anamnesis.sync.peers import DAY, ago, stale_peers
 
 LOG_NAME = "sync.log"
 MAX_BYTES = 512 * 1024
@@ -131,7 +131,7 @@ def describe(entry: LogEntry) -> str:
     return " — ".join(parts)
 
 
-def status_summary(store: Store) -> dict[str, object]:
+def sync_log_summary(store: Store) -> dict[str, object]:
     """The lines `anamnesis status` shows: last sync, last error (only when there is one)."""
     summary = last_sync_summary(store)
     out: dict[str, object] = {}

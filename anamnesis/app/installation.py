@@ -67,7 +67,7 @@ class Installation:
         }
 
 
-def current(prefix: Path | None = None) -> Installation:
+def current_installation(prefix: Path | None = None) -> Installation:
     """The installation of the program running now (or of the environment at `prefix`)."""
     prefix = (prefix or Path(sys.prefix)).absolute()
     marker = prefix / MARKER
@@ -105,7 +105,7 @@ def _editable(prefix: Path) -> bool:
     return False
 
 
-def remove(installation: Installation) -> list[str]:
+def remove_installation(installation: Installation) -> list[str]:
     """Delete the link and the venv scripts/install made (call it last: the running code goes with it)."""
     if not installation.removable():
         return [installation.hint()]

@@ -56,7 +56,7 @@ PHONE_OS = frozenset(("ios", "android"))
 
 @dataclass(frozen=True)
 class Peer:
-    """A machine found on the network (a candidate; `anamnesis.peers.Peer` is a configured one)."""
+    """A machine found on the network (a candidate; `anamnesis.sync.peers.Peer` is a configured one)."""
 
     machine_id: str
     url: str
