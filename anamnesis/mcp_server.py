@@ -583,7 +583,7 @@ class MemoryTools:
 
     def project_context(self) -> str:
         """What SessionStart would show for the current folder."""
-        from anamnesis.inject import build_context  # lazy: the first read loads the core, not MCP start
+        from anamnesis.agents import build_context  # lazy: the first read loads the core, not MCP start
 
         with _tool_errors():
             self.store.require()

@@ -69,7 +69,7 @@ class UpkeepTools:
         span back from now (12h, 7d, 2w) or a date (2026-11-01); `project` a project key, or
         this_project=true for the current one. Good for a stand-up or for starting a week's work."""
         # lazy: the first tool call loads the core, not MCP start
-        from anamnesis.timeline import build_timeline
+        from anamnesis.agents import build_timeline
 
         with self.errors():
             if not isinstance(since, str) or not since.strip() or len(since) > MAX_SINCE:

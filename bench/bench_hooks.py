@@ -140,7 +140,7 @@ def bench_summary(home: Path, folder: Path, repo: Path, runs: int, megabytes: fl
     detached work never overlaps a timed hook."""
     from claude_standin import Reply, StandIn, text
 
-    from anamnesis import summarize_model
+    from anamnesis.agents import summarize_model
     from anamnesis.base.paths import open_store
 
     def slow_model(body: dict[str, object]) -> Reply:
@@ -407,7 +407,7 @@ def main() -> None:
             return
 
         # a few captured sessions of this project, so SessionStart has recent files and sessions
-        from anamnesis.capture import capture
+        from anamnesis.agents.capture import capture_session as capture
 
         for n in range(3):
             small = big_transcript(folder / f"warm-{n}.jsonl", repo, 0.05)

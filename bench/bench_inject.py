@@ -139,8 +139,8 @@ def run_hook(box: Sandbox, prompt: str, cwd: Path) -> tuple[str, float]:
 def in_process_hook(box: Sandbox) -> Any:
     """build_recall called in this process (no process start, no timing worth reading)."""
     os.environ.update(box.env())
+    from anamnesis.agents.recall import build_recall
     from anamnesis.base.paths import open_store
-    from anamnesis.recall import build_recall
 
     store = open_store(box.store)
 

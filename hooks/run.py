@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from anamnesis.agents import MEMORY_CLOSE
 from anamnesis.base.errors import LockTimeout
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.paths import Store, open_store
 from anamnesis.base.settings import load_settings
 from anamnesis.store import redact_field
-from anamnesis.transcript import MEMORY_CLOSE
 
 EVENTS = {
     "session-start": "SessionStart",
@@ -95,10 +95,11 @@ def _cwd(data: dict[str, Any]) -> str:
 
 def session_start(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     """Build the SessionStart context; record what was shown so recall does not repeat it."""
-    # lazy: only SessionStart injects; keeps it off the other hooks (and plural: only the events that inject count notes)
-    from anamnesis.base.text import plural
-    from anamnesis.inject import build_context  # lazy: as the line above
-    from anamnesis.recall import remember_shown  # lazy: keeps recall off the PreCompact and SessionEnd hooks
+    from anamnesis.agents import (  # lazy: inject and recall only for SessionStart
+        build_context,
+        remember_shown,
+    )
+    from anamnesis.base.text import plural  # lazy: only the events that inject count notes
 
     inject = load_settings(store).get("inject")
     if isinstance(inject, dict) and inject.get("enabled") is False:
@@ -126,8 +127,8 @@ def _keep_the_model_loaded(store: Store) -> None:
 
 def user_prompt_submit(store: Store, data: dict[str, Any]) -> tuple[str, str]:
     """Recall notes matching the prompt, or print nothing."""
+    from anamnesis.agents import build_recall, remember_shown  # lazy: keeps recall off the capture hooks
     from anamnesis.base.text import plural  # lazy: as the line above
-    from anamnesis.recall import build_recall, remember_shown  # lazy: keeps recall off the capture hooks
 
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
@@ -147,7 +148,7 @@ def capture_event(
 ) -> str:
     """Capture the session note; when the store is busy, hand the work to a detached retry."""
     # lazy: capture (digest, summaries) is for PreCompact and SessionEnd; keeps it off the prompt hooks
-    from anamnesis.capture import LOCK_TIMEOUT, capture, transcript_problem
+    from anamnesis.agents import LOCK_TIMEOUT, capture_session, transcript_problem
 
     transcript = data.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
@@ -156,7 +157,7 @@ def capture_event(
     if problem:
         return f"skipped: the transcript {transcript} {problem}"
     try:
-        result = capture(
+        result = capture_session(
             store,
             transcript,
             session_id=str(data.get("session_id") or ""),
@@ -175,7 +176,7 @@ def capture_event(
     started = ""
     if result.action in ("created", "updated") and result.path:
         # lazy: a capture hook module; keeps it off the prompt hooks
-        from anamnesis.summarize_model import start_background
+        from anamnesis.agents import start_background
 
         summary = start_background(store, result.path, transcript)  # off by default: one settings read
         started = f"; model summary started (pid {summary})" if summary else ""

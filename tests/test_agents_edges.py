@@ -12,7 +12,7 @@ import pytest
 from conftest import RunCli
 from test_agents import agent_homes  # noqa: F401
 
-from anamnesis import jsonedit
+from anamnesis.agents import jsonedit
 from anamnesis.agents.registry import AGENTS
 from anamnesis.base.paths import Store
 

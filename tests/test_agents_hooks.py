@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from conftest import RunCli, cli_env
 
+from anamnesis.agents.capture import capture_session as capture
+from anamnesis.agents.gemini_transcript import looks_like_gemini, summarize_gemini
 from anamnesis.agents.registry import AGENTS
 from anamnesis.base.paths import Store
-from anamnesis.capture import capture
-from anamnesis.gemini_transcript import looks_like_gemini, summarize_gemini
 from anamnesis.store.operations import create_note, load_note
 
 USER_HOOKS = """{

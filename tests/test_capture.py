@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from transcripts import SECRETS, Transcript, typical
 
+from anamnesis.agents.capture import capture_session as capture
+from anamnesis.agents.capture import session_note_id
+from anamnesis.agents.transcript import MEMORY_CLOSE, MEMORY_OPEN
 from anamnesis.base.paths import Store
-from anamnesis.capture import capture, session_note_id
 from anamnesis.store.operations import load_note
-from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 
 def _git_log(store: Store) -> list[str]:

@@ -255,7 +255,7 @@ def _hook(home: Path, event: str, payload: dict[str, Any]) -> None:
 def test_capture_is_queued_while_the_repo_is_wedged_and_written_after(
     store: Store, run_cli: RunCli, tmp_path: Path
 ) -> None:
-    from anamnesis.capture import queued_notes, session_note_id
+    from anamnesis.agents.capture import queued_notes, session_note_id
 
     memory = store.memory
     git(memory, "checkout", "-q", "-b", "experiment")
@@ -503,7 +503,7 @@ def test_rm_and_edit_on_a_full_disk_keep_the_note(small_disk: Path, run_cli: Run
 def test_sync_writes_the_session_notes_queued_while_the_repo_was_wedged(
     store: Store, run_cli: RunCli, tmp_path: Path
 ) -> None:
-    from anamnesis.capture import queued_notes, session_note_id
+    from anamnesis.agents.capture import queued_notes, session_note_id
 
     git(store.memory, "checkout", "-q", "-b", "experiment")
     transcript = typical("queued-3", cwd=str(tmp_path)).write(tmp_path / "three.jsonl")

@@ -20,8 +20,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from test_claude_e2e import claude_bin  # (imported before any test points HOME elsewhere)
 from transcripts import typical
 
+from anamnesis.agents.capture import session_note_id
 from anamnesis.base.paths import Store
-from anamnesis.capture import session_note_id
 from anamnesis.store.operations import create_note
 
 PROMPT = "how do we rotate the pg_bouncer credentials?"

@@ -31,8 +31,8 @@ import pytest
 from claude_standin import Reply, StandIn, last_user_content, request_text, text, tool, tool_names
 from conftest import ROOT
 
-from anamnesis.capture import session_note_id
-from anamnesis.transcript import MEMORY_OPEN
+from anamnesis.agents.capture import session_note_id
+from anamnesis.agents.transcript import MEMORY_OPEN
 
 pytestmark = pytest.mark.e2e
 

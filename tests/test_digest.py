@@ -11,12 +11,12 @@ from typing import Any
 from conftest import cli_env
 from transcripts import SECRETS, Transcript
 
+from anamnesis.agents.capture import render_body
+from anamnesis.agents.digest import MAX_DECISIONS, MAX_ITEM, MAX_OPEN, digest, failing_at_end, statements
+from anamnesis.agents.inject import build_context, lead_with
+from anamnesis.agents.transcript import summarize
 from anamnesis.base.paths import Store
-from anamnesis.capture import render_body
-from anamnesis.digest import MAX_DECISIONS, MAX_ITEM, MAX_OPEN, digest, failing_at_end, statements
-from anamnesis.inject import build_context, lead_with
 from anamnesis.store.operations import load_note
-from anamnesis.transcript import summarize
 
 COMPACT_SUMMARY = """This session is being continued from a previous conversation that ran out of context. \
 The conversation is summarized below:

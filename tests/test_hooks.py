@@ -14,9 +14,9 @@ import pytest
 from conftest import cli_env
 from transcripts import typical
 
+from anamnesis.agents.capture import session_note_id
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings, save_settings
-from anamnesis.capture import session_note_id
 from anamnesis.store.operations import create_note
 
 

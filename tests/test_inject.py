@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from anamnesis.agents.inject import MAX_BUDGET, Item, allocate, build_context
+from anamnesis.agents.recall import build_recall, remember_shown
+from anamnesis.agents.transcript import MEMORY_CLOSE, MEMORY_OPEN
 from anamnesis.base.notes import Note, note_relpath
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings, save_settings
 from anamnesis.base.text import trim
-from anamnesis.inject import MAX_BUDGET, Item, allocate, build_context
-from anamnesis.recall import build_recall, remember_shown
 from anamnesis.search.index import open_index
 from anamnesis.store.operations import create_note, save_note
-from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 PROJECT = "github.com/acme/orders"
 

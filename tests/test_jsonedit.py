@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from anamnesis.jsonedit import edit
+from anamnesis.agents.jsonedit import edit
 
 
 def _never(data: Any) -> str:

@@ -26,10 +26,9 @@ from conftest import ROOT, RunCli, cli_env
 from test_hooks import run_hook
 from transcripts import Transcript, typical
 
-from anamnesis.base.paths import Store
-from anamnesis.capture import capture, session_note_id
-from anamnesis.store.operations import load_note
-from anamnesis.summarize_model import (
+from anamnesis.agents.capture import capture_session as capture
+from anamnesis.agents.capture import session_note_id
+from anamnesis.agents.summarize_model import (
     MARK,
     SECTION,
     clean_output,
@@ -39,6 +38,8 @@ from anamnesis.summarize_model import (
     summarised_input,
     with_section,
 )
+from anamnesis.base.paths import Store
+from anamnesis.store.operations import load_note
 
 SECRET = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
 AWS = "AKIAIOSFODNN7EXAMPLE"

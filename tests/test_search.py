@@ -11,8 +11,8 @@ from conftest import RunCli
 from mcp.client.session import ClientSession
 from test_mcp import Call, _data, _drive
 
+from anamnesis.agents.inject import build_context
 from anamnesis.base.paths import Store
-from anamnesis.inject import build_context
 from anamnesis.search.engine import search
 from anamnesis.search.index import open_index
 from anamnesis.search.query import parse_query

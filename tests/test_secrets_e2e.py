@@ -34,8 +34,8 @@ from data.secrets import corpus
 from procs import run_hook_process
 from transcripts import Transcript
 
+from anamnesis.agents.capture import session_note_id
 from anamnesis.base.paths import Store, open_store
-from anamnesis.capture import session_note_id
 from anamnesis.store.operations import init_store
 
 VARIANTS = corpus.secret_variants()

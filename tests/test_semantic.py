@@ -155,7 +155,7 @@ def test_new_notes_are_embedded_in_the_background(run_cli: RunCli, model_dir: Pa
 def test_prompt_recall_uses_meaning_and_stays_silent_off_topic(store: Store, model_dir: Path) -> None:
     """With semantic search on, UserPromptSubmit recall finds a note by meaning (the prompt shares
     no word with it) and says nothing for small talk or a question the memory has no note on."""
-    from anamnesis.recall import build_recall
+    from anamnesis.agents.recall import build_recall
 
     paths = _fill(store)
     enable(store, model_dir)
@@ -332,7 +332,7 @@ def test_watch_answers_semantic_queries_while_semantic_search_is_on(store: Store
 
 SESSION_START_IN_A_FRESH_PROCESS = """
 import json, sys
-from anamnesis.inject import build_context
+from anamnesis.agents.inject import build_context
 from anamnesis.base.paths import open_store
 text, shown = build_context(open_store(), sys.argv[1])
 print(json.dumps({"shown": shown, "numpy loaded": "numpy" in sys.modules}))

@@ -13,8 +13,8 @@ from mcp.client.session import ClientSession
 from test_mcp import Call, _data, _drive
 from web_support import chrome, dashboard, session  # noqa: F401
 
+from anamnesis.agents.capture import DECISIONS, OPEN_ITEMS
 from anamnesis.base.notes import Note, new_id, note_relpath
-from anamnesis.capture import DECISIONS, OPEN_ITEMS
 from anamnesis.store.operations import save_note
 
 API = "github.com/acme/api"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from transcripts import Transcript, typical
 
-from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN, iter_records, summarize
+from anamnesis.agents.transcript import MEMORY_CLOSE, MEMORY_OPEN, iter_records, summarize
 
 
 def test_typical_session(tmp_path: Path) -> None:
@@ -172,7 +172,7 @@ def test_a_path_that_is_not_a_regular_file_gives_an_empty_summary(tmp_path: Path
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
     code = (
-        "import sys; from pathlib import Path; from anamnesis.transcript import summarize; "
+        "import sys; from pathlib import Path; from anamnesis.agents.transcript import summarize; "
         "s = summarize(Path(sys.argv[1])); print(s.lines, s.prompts)"
     )
     for target in (str(fifo), str(tmp_path), "/dev/zero"):

@@ -18,8 +18,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis import jsonedit
-from anamnesis.agents import instructions
+from anamnesis.agents import instructions, jsonedit
 from anamnesis.agents.files import (
     FILE_CREATED,
     SERVER_NAME,
@@ -39,8 +38,8 @@ from anamnesis.agents.files import (
     remove_empty_folders,
     same_json,
 )
+from anamnesis.agents.jsonedit import JSON, Dialect
 from anamnesis.base.fsutil import atomic_write_text
-from anamnesis.jsonedit import JSON, Dialect
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anamnesis import jsonedit
+from anamnesis.agents import jsonedit
+from anamnesis.agents.jsonedit import JSON, Dialect
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.fsutil import atomic_write_text
-from anamnesis.jsonedit import JSON, Dialect
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store

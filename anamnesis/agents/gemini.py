@@ -27,7 +27,7 @@ from typing import Any
 from anamnesis.agents.base import JsonMcpAgent
 from anamnesis.agents.claude import hook_command, is_our_hook
 from anamnesis.agents.files import container, edited_json, mcp_args, parse_json
-from anamnesis.jsonedit import WITH_COMMENTS
+from anamnesis.agents.jsonedit import WITH_COMMENTS
 
 # event -> (hook argument, timeout in milliseconds: Gemini CLI's unit)
 HOOKS: dict[str, tuple[str, int]] = {

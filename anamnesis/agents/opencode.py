@@ -17,7 +17,7 @@ from typing import Any
 
 from anamnesis.agents.base import JsonMcpAgent
 from anamnesis.agents.files import mcp_args
-from anamnesis.jsonedit import JSONC
+from anamnesis.agents.jsonedit import JSONC
 
 
 class OpenCode(JsonMcpAgent):

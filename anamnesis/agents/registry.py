@@ -123,7 +123,7 @@ def plan_removal(store: Store, agents: list[Agent]) -> list[tuple[Agent, list[Fi
     return [(agent, agent.plan_uninstall(store)) for agent in agents]
 
 
-def remove(store: Store, agents: list[Agent], named: bool = True) -> list[str]:
+def remove_agents(store: Store, agents: list[Agent], named: bool = True) -> list[str]:
     """Remove what init added to these agents; the lines for the report. A file that cannot be
     safely edited stops it before anything is written when the agents were `named` (--agent);
     otherwise that agent is skipped with a line saying how to remove it later."""

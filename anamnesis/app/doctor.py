@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.agents.claude import find_old_hooks
+from anamnesis.agents import find_old_hooks, queued_notes
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_problem
 from anamnesis.base.git import git_processes_in, lock_files
@@ -17,7 +17,6 @@ from anamnesis.base.notes import ProblemKind, first_fix
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural
-from anamnesis.capture import queued_notes
 from anamnesis.search import file_problems, open_index
 from anamnesis.store import SIMILAR_TYPES, Components, check_home, read_links, similar_pairs, wedged
 from anamnesis.sync import (

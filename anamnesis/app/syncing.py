@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def take_in_captured(store: Store) -> list[dict[str, Any]]:
     """Write the session notes capture queued while memory/ could not be written."""
-    from anamnesis.capture import flush_queued  # lazy: only a sync that starts loads capture
+    from anamnesis.agents import flush_queued  # lazy: only a sync that starts loads capture
 
     flush_queued(store)
     return []

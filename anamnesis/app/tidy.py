@@ -473,7 +473,7 @@ def _archived_path(store: Store, note_id: str, path: str) -> str | None:
 def model_unready(store: Store) -> str | None:
     """Why a merge cannot be written by the person's own model now (none set up, no Claude Code
     binary, no key), or None when it can."""
-    from anamnesis.summarize_model import config_of, readiness  # lazy: only merges written by a model
+    from anamnesis.agents import config_of, readiness  # lazy: only merges written by a model
 
     config = config_of(store)
     if not config.enabled:
@@ -485,10 +485,9 @@ def model_merge(store: Store, keep: Note, other: Note) -> str:
     """The person's own model (as set up for session summaries: `claude -p` or their key) writes
     one text from both notes; what it is sent and what it answers are redacted. Raises
     SummaryError when it is not set up or fails."""
-    from anamnesis.store import redact  # lazy: only a merge written by a model sends text anywhere
-
     # lazy: the model path loads only for a merge that asks for it
-    from anamnesis.summarize_model import SummaryError, ask_model, clean_output, config_of
+    from anamnesis.agents import SummaryError, ask_model, clean_output, config_of
+    from anamnesis.store import redact  # lazy: only a merge written by a model sends text anywhere
 
     why = model_unready(store)
     if why is not None:
@@ -533,7 +532,7 @@ def apply_proposal(store: Store, proposal: Proposal, *, model: bool = False) -> 
                 + "\n"
             )
         if model:
-            from anamnesis.summarize_model import SummaryError  # lazy: only merges written by a model
+            from anamnesis.agents import SummaryError  # lazy: only merges written by a model
 
             try:
                 body = f"{MODEL_MERGE}\n\n{model_merge(store, keep, other)}\n\n{body.lstrip()}"

@@ -21,7 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "recall": {"enabled": True, "budget": 2000, "min_score": 2.0, "max_notes": 3},
     "capture": {"enabled": True},
     "mirror": {"claude-auto-memory": []},  # folders whose Claude Code auto-memory `sync` imports first
-    # the opt-in model-written session summary (anamnesis/summarize_model.py): off unless enabled
+    # the opt-in model-written session summary (anamnesis/agents/summarize_model.py): off unless enabled
     "summary": {
         "enabled": False,
         "provider": "claude",

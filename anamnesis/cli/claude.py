@@ -44,7 +44,7 @@ def inject(
     ),
 ) -> None:
     """Print what the SessionStart hook would inject for a session in this folder."""
-    from anamnesis.inject import build_context  # lazy: --help loads every command module
+    from anamnesis.agents import build_context  # lazy: --help loads every command module
 
     store = get_store()
     text, shown = build_context(store, cwd.resolve(), budget=budget)
@@ -66,12 +66,12 @@ def capture(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Write (or update) the session note of a transcript, as the SessionEnd hook does."""
+    from anamnesis.agents import TRANSCRIPT_AGENTS  # lazy: --help loads every command module
+    from anamnesis.agents import capture_session as run_capture  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.capture import AGENTS  # lazy: --help loads every command module
-    from anamnesis.capture import capture as run_capture  # lazy: --help loads every command module
 
-    if agent not in AGENTS:
-        raise UsageError(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+    if agent not in TRANSCRIPT_AGENTS:
+        raise UsageError(f"unknown agent {agent!r}: use one of {', '.join(TRANSCRIPT_AGENTS)}")
     store = get_store()
     result = run_capture(store, transcript, event="manual", agent=agent)
     if json_out:

@@ -124,7 +124,7 @@ def init(
     agents_step = None
     if not local_only:
         # lazy: --help loads every command module
-        from anamnesis.agents.registry import (
+        from anamnesis.agents import (
             AgentsStep,
             chosen,
             dropping_old_hooks,
@@ -238,7 +238,7 @@ def uninstall(
       anamnesis uninstall --agent codex             only Codex CLI
       anamnesis uninstall --everything              agents, timer and the program; notes kept
     """
-    from anamnesis.agents.registry import AGENTS, chosen, plan_removal, remove, titled  # lazy: as above
+    from anamnesis.agents import AGENTS, chosen, plan_removal, remove_agents, titled  # lazy: as above
     from anamnesis.app import current_installation  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.sync import schedule_files  # lazy: --help loads every command module
@@ -259,7 +259,7 @@ def uninstall(
         for line in [*titled(plans, with_diff=True), *extra, *_kept_lines(kept)]:
             print(line)
         return
-    done = remove(store, agents, named=bool(agent))
+    done = remove_agents(store, agents, named=bool(agent))
     if not agent:
         done.extend(_uninstall_schedule(store))
     if json_out:

@@ -60,10 +60,10 @@ def enable(
       anamnesis summary enable --provider claude --model sonnet
       anamnesis summary enable --provider api --key-env MY_ANTHROPIC_KEY
     """
-    from anamnesis import summarize_model  # lazy: --help loads every command module
+    from anamnesis.agents import enable_summaries, summary_status  # lazy: --help loads every command module
 
     store = get_store()
-    summarize_model.enable(
+    enable_summaries(
         store,
         provider,
         model=model,
@@ -73,7 +73,7 @@ def enable(
         base_url=base_url,
         timeout=timeout,
     )
-    info = summarize_model.status(store)
+    info = summary_status(store)
     if json_out:
         print_json(info)
         return
@@ -85,10 +85,10 @@ def enable(
 @summary_app.command()
 def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Turn off the model-written summary here (summaries already in notes stay)."""
-    from anamnesis import summarize_model  # lazy: --help loads every command module
+    from anamnesis.agents import disable_summaries  # lazy: --help loads every command module
 
     store = get_store()
-    summarize_model.disable(store)
+    disable_summaries(store)
     if json_out:
         print_json({"enabled": False})
     else:
@@ -98,9 +98,9 @@ def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
 @summary_app.command()
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Show whether the model summary is on, its provider and model, and whether it can run now."""
-    from anamnesis import summarize_model  # lazy: --help loads every command module
+    from anamnesis.agents import summary_status  # lazy: --help loads every command module
 
-    info = summarize_model.status(get_store())
+    info = summary_status(get_store())
     if json_out:
         print_json(info)
         return
@@ -132,12 +132,12 @@ def run(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Ask the model for a summary of one session note now and add it to the note."""
-    from anamnesis import summarize_model  # lazy: --help loads every command module
+    from anamnesis.agents import config_of, run_summary  # lazy: --help loads every command module
     from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 
     store = get_store()
     if not hook:
-        result = summarize_model.run(store, ref, transcript=transcript, force=force)
+        result = run_summary(store, ref, transcript=transcript, force=force)
         if json_out:
             print_json({"action": result.action, "path": result.path, "detail": result.detail})
         else:
@@ -146,10 +146,10 @@ def run(
     from anamnesis.hooks.run import _log as hooks_log  # lazy: --help loads every command module
 
     try:
-        if not summarize_model.config_of(store).enabled:
+        if not config_of(store).enabled:
             hooks_log(store, f"summary: {ref}: skipped, the model summary was turned off")
             return
-        result = summarize_model.run(store, ref, transcript=transcript, force=force)
+        result = run_summary(store, ref, transcript=transcript, force=force)
         hooks_log(store, f"summary: {result.action} {result.path} ({result.detail})")
     except AnamnesisError as exc:
         hooks_log(store, f"summary: FAILED for {ref}: {exc} (the session note is as it was)")

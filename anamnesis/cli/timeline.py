@@ -32,8 +32,8 @@ def timeline(
       anamnesis timeline --since 2w --here --md   this project, two weeks, as markdown
       anamnesis timeline --since 2026-11-01 --json
     """
+    from anamnesis.agents import build_timeline, render_markdown, render_text  # lazy: keeps --help fast
     from anamnesis.cli.notes import _project_option  # lazy: --help loads every command module
-    from anamnesis.timeline import build_timeline, render_markdown, render_text  # lazy: keeps --help fast
 
     key = _project_option(project, here)
     result = build_timeline(get_store(), since=since, project=key)

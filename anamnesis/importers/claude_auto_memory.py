@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from anamnesis.agents.claude import claude_files
+from anamnesis.agents import claude_files
 from anamnesis.base.errors import UsageError
 from anamnesis.importers.plan import Item, Plan, Skip, digest, front_matter, read_text, shown
 from anamnesis.store import find_repo_root, project_key

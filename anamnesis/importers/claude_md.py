@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from anamnesis.agents.claude import claude_files
+from anamnesis.agents import claude_files
 from anamnesis.base.errors import UsageError
 from anamnesis.base.notes import slugify
 from anamnesis.importers.plan import Item, Plan, Skip, digest, read_text, shown

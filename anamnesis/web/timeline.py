@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from anamnesis.agents import Entry, build_timeline
 from anamnesis.base.errors import UsageError
 from anamnesis.store import check_project_key
-from anamnesis.timeline import Entry, build_timeline
 from anamnesis.web.context import web_of
 from anamnesis.web.html import Markup, html, join, note_url, url, when
 

@@ -26,12 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.agents.digest import digest, failed_calls, tool_name
+from anamnesis.agents.summarize_model import split_section, with_section
+from anamnesis.agents.transcript import SessionSummary, summarize
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
 from anamnesis.base.settings import load_settings, writer_machine_id
 from anamnesis.base.text import plural, trim
-from anamnesis.digest import digest, failed_calls, tool_name
 from anamnesis.search import open_index
 from anamnesis.store import (
     SyncRefused,
@@ -44,8 +46,6 @@ from anamnesis.store import (
     save_note,
     write_lock,
 )
-from anamnesis.summarize_model import split_section, with_section
-from anamnesis.transcript import SessionSummary, summarize
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store
@@ -231,14 +231,14 @@ def transcript_problem(path: Path, unreadable: str = "") -> str | None:
     return None
 
 
-AGENTS = ("claude-code", "gemini-cli")  # whose transcripts capture reads
+TRANSCRIPT_AGENTS = ("claude-code", "gemini-cli")  # whose transcripts capture reads
 
 
 def _reader(agent: str) -> Callable[[Path], SessionSummary]:
     """The transcript reader for an agent's session files (Claude Code's unless said otherwise)."""
     if agent == "gemini-cli":
         # lazy: Gemini CLI sessions only; keeps it off Claude Code's capture hooks
-        from anamnesis.gemini_transcript import summarize_gemini
+        from anamnesis.agents.gemini_transcript import summarize_gemini
 
         return summarize_gemini
     return summarize
@@ -248,7 +248,7 @@ QUEUE_DIR = "spool"
 QUEUE_PREFIX = "session-note-"
 
 
-def capture(
+def capture_session(
     store: Store,
     transcript_path: str | Path,
     *,

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.agents.transcript import MEMORY_CLOSE, MEMORY_OPEN, strip_injected
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import trim
 from anamnesis.search import SAME_AS, STOPWORDS, Hit, Index, default_ranker, open_index, search
 from anamnesis.store import load_note, project_key
-from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN, strip_injected
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store

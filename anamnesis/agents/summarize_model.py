@@ -39,12 +39,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.agents.transcript import summarize
 from anamnesis.base.errors import AnamnesisError, ExitCode, NoteChanged, UsageError
 from anamnesis.base.notes import Note, parse_note
 from anamnesis.base.settings import load_settings, save_settings, update_section
 from anamnesis.base.text import trim
 from anamnesis.store import read_note, redact, resolve_ref, safe_path, update_note
-from anamnesis.transcript import summarize
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store
@@ -144,7 +144,7 @@ def _inside(path: Path, folder: Path) -> bool:
     return resolved == base or resolved.startswith(base + os.sep)
 
 
-def enable(store: Store, provider: str, **changes: Any) -> SummaryConfig:
+def enable_summaries(store: Store, provider: str, **changes: Any) -> SummaryConfig:
     """Turn the model summary on for this machine with `provider`; other fields change when given.
 
     `changes` takes the fields of `SummaryConfig` (None leaves a field as it is).
@@ -164,7 +164,7 @@ def enable(store: Store, provider: str, **changes: Any) -> SummaryConfig:
     return config
 
 
-def disable(store: Store) -> None:
+def disable_summaries(store: Store) -> None:
     """Turn the model summary off here (the other fields are kept for a later enable)."""
     update_section(store, SETTINGS_KEY, enabled=False)
 
@@ -212,7 +212,7 @@ def readiness(store: Store, config: SummaryConfig) -> str | None:
     return None
 
 
-def status(store: Store) -> dict[str, Any]:
+def summary_status(store: Store) -> dict[str, Any]:
     """What `summary status` reports: the settings (never a key), where the key comes from, readiness."""
     config = config_of(store)
     info: dict[str, Any] = {"enabled": config.enabled, "provider": config.provider, "timeout": config.timeout}
@@ -474,7 +474,7 @@ def _job_lock(store: Store, note_id: str, timeout: float) -> Iterator[None]:
         os.close(fd)
 
 
-def run(store: Store, ref: str, *, transcript: Path | None = None, force: bool = False) -> SummaryResult:
+def run_summary(store: Store, ref: str, *, transcript: Path | None = None, force: bool = False) -> SummaryResult:
     """Ask the model for the summary of note `ref` and put it into the note as its marked section.
 
     Skipped ("unchanged") when the note's section was made from this very

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from anamnesis.transcript import (
+from anamnesis.agents.transcript import (
     MAX_RESULTS,
     MAX_TEXTS,
     SessionSummary,

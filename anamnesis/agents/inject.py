@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.agents.transcript import MEMORY_CLOSE, MEMORY_OPEN
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural, trim
 from anamnesis.search import Hit, Index, KeywordRanker, open_index, recency, search
 from anamnesis.store import ConflictedNote, current_branch, describe, load_note, project_key
-from anamnesis.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store

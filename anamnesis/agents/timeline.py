@@ -16,8 +16,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from anamnesis.agents.capture import DECISIONS, OPEN_ITEMS
 from anamnesis.base.notes import parse_note
-from anamnesis.capture import DECISIONS, OPEN_ITEMS
 from anamnesis.search import open_index, parse_when
 from anamnesis.store import safe_path
 

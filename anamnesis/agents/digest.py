@@ -28,8 +28,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from anamnesis.agents.transcript import words_of
 from anamnesis.store import redact
-from anamnesis.transcript import words_of
 
 MAX_DECISIONS = 8
 MAX_OPEN = 8
