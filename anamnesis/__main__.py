@@ -9,7 +9,7 @@ import sys
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["mcp"]:
-        from anamnesis.mcp_server import main as serve
+        from anamnesis.mcp import main as serve
 
         serve()
     else:

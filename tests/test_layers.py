@@ -1,17 +1,21 @@
-"""The import contracts in pyproject.toml: adapters above core above base, and no import cycles.
+"""The import contracts in pyproject.toml: the layers, the named boundaries, no import cycles.
 
 `lint-imports` (import-linter) checks them in CI; these tests run it on the
-package, and on a small package with a planted cycle and a planted upward
-import, both hidden inside functions, to show the checks catch what an
-import at the top of a module would make obvious.
+package; on a copy of the package with one violation planted for each
+contract (hidden inside a function, where a reader would not see it), to show
+each contract fails on it; and on a small package, for how the checks treat
+cycles and TYPE_CHECKING imports.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT = Path(sys.executable).parent / "lint-imports"
@@ -57,7 +61,31 @@ def _toy(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_the_package_keeps_its_layers_and_has_no_import_cycle() -> None:
     proc = _lint(ROOT)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "Contracts: 2 kept, 0 broken." in proc.stdout
+    assert "Contracts: 5 kept, 0 broken." in proc.stdout
+
+
+PLANTED = {
+    "Layers: ": ("base/planted.py", "from anamnesis.store import create_note"),
+    "Search knows nothing of sync or agents": ("search/planted.py", "from anamnesis.agents import build_recall"),
+    "Sync knows nothing of agents or importers": ("sync/planted.py", "from anamnesis.importers import mirror_all"),
+    "The store knows nothing of sync": ("store/planted.py", "from anamnesis.sync import sync"),
+    "No import cycles": ("store/planted.py", "from anamnesis.store import transaction"),
+}
+
+
+@pytest.mark.parametrize("contract", sorted(PLANTED))
+def test_each_contract_fails_on_a_violation_planted_in_a_copy_of_the_package(tmp_path: Path, contract: str) -> None:
+    shutil.copytree(ROOT / "anamnesis", tmp_path / "anamnesis", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    relpath, line = PLANTED[contract]
+    (tmp_path / "anamnesis" / relpath).write_text(f"def later() -> object:\n    {line}\n    return None\n")
+    if contract == "No import cycles":  # a module of the store importing the planted one back closes a cycle
+        with (tmp_path / "anamnesis" / "store" / "transaction.py").open("a") as module:
+            module.write("\n\ndef planted_back() -> object:\n    from anamnesis.store import planted\n    return planted\n")
+    proc = _lint(tmp_path)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    broken = [line for line in proc.stdout.splitlines() if line.endswith("BROKEN")]
+    assert any(line.startswith(contract) for line in broken), proc.stdout[-3000:]
 
 
 def test_a_clean_toy_package_passes(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 def mcp() -> None:
     """Run the MCP server on stdin/stdout (Claude Code starts this itself after `anamnesis init`)."""
     # lazy: --help loads every command module; the MCP SDK is for `anamnesis mcp` only
-    from anamnesis.mcp_server import serve
+    from anamnesis.mcp import serve
 
     serve(get_store(require=False))
 

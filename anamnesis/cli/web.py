@@ -30,7 +30,7 @@ def web(
       anamnesis web --port 8765 --no-open
     """
     # lazy: keeps uvicorn and the web app off --help, which loads every command module
-    from anamnesis.web.server import exposure_warning, serve
+    from anamnesis.web import exposure_warning, serve
 
     store = get_store()
     warning = exposure_warning(host)

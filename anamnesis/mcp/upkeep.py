@@ -1,7 +1,7 @@
 """MCP tools for keeping memory useful as it grows: the timeline, and (for the person to accept) a tidy.
 
-Kept apart from `mcp_server` so that each side can change without the other;
-`mcp_server.build_server` registers these beside its own tools and hands in
+Kept apart from `server.py` so that each side can change without the other;
+`server.build_server` registers these beside its own tools and hands in
 its error wrapper and project check, so every tool fails the same way.
 """
 

@@ -33,7 +33,7 @@ from anamnesis import __version__
 from anamnesis.base.errors import AnamnesisError, UsageError
 from anamnesis.base.notes import GLOBAL_TYPES, TAG_INPUT_PATTERN, NoteType, normalize_tags
 from anamnesis.base.paths import Store, open_store
-from anamnesis.mcp_upkeep import UpkeepTools
+from anamnesis.mcp.upkeep import UpkeepTools
 
 if TYPE_CHECKING:
     from anamnesis.search import PeriodicRefresh
@@ -654,7 +654,7 @@ def remember_prompt() -> str:
 def build_server(store: Store, cwd: str | None = None) -> MCPServer[Any]:
     """An MCP server with the memory tools, resources and prompts for `store`."""
     memory = MemoryTools(store, cwd)
-    upkeep = UpkeepTools(memory, _tool_errors, _check_project)  # timeline, tidy: mcp_upkeep.py
+    upkeep = UpkeepTools(memory, _tool_errors, _check_project)  # timeline, tidy: upkeep.py
     server: MCPServer[Any] = MCPServer(
         name="anamnesis",
         instructions=INSTRUCTIONS,
