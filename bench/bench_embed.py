@@ -1,4 +1,4 @@
-"""Embedding speed of anamnesis.embed (the semantic extra). Run by hand:
+"""Embedding speed of anamnesis.search.embed (the semantic extra). Run by hand:
 
 python bench/bench_embed.py --model DIR             # 500 notes of ~220 tokens
 python bench/bench_embed.py --model DIR --notes 2000 --batch-size 32

@@ -195,7 +195,7 @@ def _lock_timeout(settings: dict[str, Any], default: float) -> float:
 
 
 def _detached(store: Store, args: list[str]) -> int:
-    """Start `python -P ARGS` detached (see `anamnesis.spawn`), output to logs/hooks-background.log."""
+    """Start `python -P ARGS` detached (see `anamnesis.base.spawn`), output to logs/hooks-background.log."""
     # lazy: only when a hook detaches work; keeps subprocess off the prompt hooks
     from anamnesis.base.spawn import spawn_detached
 

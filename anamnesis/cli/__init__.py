@@ -63,7 +63,7 @@ def main() -> None:
 
         sys.stdout.write(render(app))
         sys.exit(0)
-    # lazy: after the --help exit, so --help does not load anamnesis.errors
+    # lazy: after the --help exit, so --help does not load anamnesis.base.errors
     from anamnesis.base.errors import AnamnesisError
 
     try:
@@ -91,7 +91,7 @@ def main() -> None:
         if sqlite3 is None or not isinstance(exc, sqlite3.Error):
             raise
         # SQL run outside the index's own methods: told apart by SQLite's result code, as the index does
-        # lazy: only an SQLite error needs it; keeps anamnesis.catalog off --help and --version
+        # lazy: only an SQLite error needs it; keeps anamnesis.search.catalog off --help and --version
         from anamnesis.search import index_error
 
         mapped = index_error(exc)

@@ -610,7 +610,7 @@ def demo(
 
 
 class InitSyncStep:
-    """`init`'s sync part: the prompt over anamnesis.setup_plan (join --peer, first sync, the timer)."""
+    """`init`'s sync part: the prompt over anamnesis.app.setup_plan (join --peer, first sync, the timer)."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """Real-time sync commands: `watch`, `peers discover`, and the discovery step of `init`.
 
-Thin adapter over anamnesis.watch and anamnesis.sync.discovery.
+Thin adapter over anamnesis.sync.watch and anamnesis.sync.discovery.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def _print_peer(out: Any, peer: dict[str, Any]) -> None:
 
 
 def discovery_report(store: Store, seconds: float, any_store: bool = False) -> dict[str, Any]:
-    """LAN peers and Tailscale candidates (see anamnesis.setup_plan)."""
+    """LAN peers and Tailscale candidates (see anamnesis.app.setup_plan)."""
     from anamnesis.app import discovery_report as report  # lazy: --help loads every command module
 
     return report(store, seconds, any_store)

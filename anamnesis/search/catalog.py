@@ -1,8 +1,8 @@
 """Reading the search index: notes as `Hit` rows, the usual filters, listings.
 
-The query side of index.db. `anamnesis.index` fills the tables (ingestion);
+The query side of index.db. `anamnesis.search.index` fills the tables (ingestion);
 this module only reads them. Every other module — the adapters, doctor, the
-store, the rankers (`anamnesis.ranking`), `anamnesis.search` and semantic
+store, the rankers (`anamnesis.search.ranking`), `anamnesis.search` and semantic
 search — asks one of `Catalog`'s named methods instead of writing SQL
 (tests/test_sql_home.py keeps it so). `Catalog` wraps one open connection;
 `Index` is a `Catalog` that can also write.
@@ -385,7 +385,7 @@ class Catalog:
         """The path of every indexed note."""
         return [row[0] for row in self.conn.execute("SELECT path FROM notes")]
 
-    # The questions the adapters and the other modules ask; SQL lives here and in `anamnesis.index`
+    # The questions the adapters and the other modules ask; SQL lives here and in `anamnesis.search.index`
     # only (tests/test_sql_home.py keeps it so).
 
     @reads

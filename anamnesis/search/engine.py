@@ -1,8 +1,8 @@
 """Search: the one way every adapter turns a query into ranked notes.
 
 The CLI, the MCP server, the web dashboard and the Claude Code hooks all call
-`search()`. It parses the query (`anamnesis.query`), lets a ranker score the
-notes (`anamnesis.ranking`: keyword, or hybrid when semantic search is on),
+`search()`. It parses the query (`anamnesis.search.query`), lets a ranker score the
+notes (`anamnesis.search.ranking`: keyword, or hybrid when semantic search is on),
 then applies what holds for every ranker:
 
 - notes of the project the query runs in (and global notes) are lifted above

@@ -5,7 +5,7 @@ rebuilt automatically when missing, corrupt or of an older schema. Updates
 are incremental: a full scan compares size and mtime and re-reads only what
 changed; callers that know what changed (sync, a save) pass those paths.
 This module writes the index; reading it (rows, filters, listings) is
-`anamnesis.catalog`, and `Index` is a `Catalog` that can also write.
+`anamnesis.search.catalog`, and `Index` is a `Catalog` that can also write.
 
 Code words: FTS5's unicode61 tokenizer already splits snake_case, dotted.names
 and file/paths on their punctuation, and a query term with punctuation
@@ -288,7 +288,7 @@ class Index(Catalog):
     def start_refresh(self, reading: bool = False) -> PendingRefresh:
         """A full refresh, begun: its scan is under way (in a child process, on a big store) when
         this returns, and `finish()` applies what it found. With `reading`, this process is about
-        to read the index meanwhile, so the child takes the bigger part (see `anamnesis.freshness`)."""
+        to read the index meanwhile, so the child takes the bigger part (see `anamnesis.sync.freshness`)."""
         with translated_errors():
             behind = _behind_size(self.store)  # before the scan: what a change during it adds is kept
             started, scan_started = time.perf_counter(), time.time()
@@ -582,14 +582,14 @@ def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
     return isinstance(index_error(exc), IndexCorrupt)
 
 
-# -- the marker a running watch keeps (see anamnesis.freshness) ---------------------------
+# -- the marker a running watch keeps (see anamnesis.sync.freshness) ---------------------------
 #
 # `anamnesis watch` sees every change to memory/ as it happens. For each one it
 # appends a byte to state/index-behind (`mark_behind`): "some file changed that a
 # full scan has not seen yet". A full scan notes the marker's size before it
 # starts and, once its changes are committed, removes the marker only if no
 # byte was added meanwhile (`_clear_behind`); it also records in the index when
-# it started (meta 'scanned'). `anamnesis.freshness` decides from these and
+# it started (meta 'scanned'). `anamnesis.sync.freshness` decides from these and
 # watch's heartbeat whether a reader may skip its own scan.
 
 BEHIND_NAME = "index-behind"

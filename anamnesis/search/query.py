@@ -9,7 +9,7 @@ line is also kept whole as one phrase, to reward the note that holds it.
 
 The explicit syntax stays for people who want it: `"a phrase"`, `prefix*`,
 `NOT word`, and `-word` where it cannot be a command-line flag (see
-`_is_exclusion`). Ranking is not done here: see `anamnesis.ranking`.
+`_is_exclusion`). Ranking is not done here: see `anamnesis.search.ranking`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ rankers share one interface:
   that share its content words, and keywords typed at the CLI put notes that
   hold all of them first.
 - `SemanticRanker`: cosine similarity of the query's embedding to the notes'
-  (only with the optional semantic extra; see `anamnesis.semantic`).
+  (only with the optional semantic extra; see `anamnesis.search.semantic`).
 - `HybridRanker`: a weighted fusion of the two over the union of their best
   candidates (see its docstring for the scales); notes with no vector yet
   keep their keyword score.

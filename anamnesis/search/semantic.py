@@ -17,7 +17,7 @@ ranks notes without a vector by keywords alone. Only `anamnesis reindex` and
 Loading the model costs a short-lived process (a hook, one `search`) far more
 than the query itself: importing numpy, reading the tokenizer and the weights.
 A running `anamnesis watch` keeps them loaded and answers similarity questions
-on a unix socket in state/ (`anamnesis.semantic_server`); `similarity` asks it
+on a unix socket in state/ (`anamnesis.search.semantic_server`); `similarity` asks it
 first, with a strict deadline, and loads the model itself only when no server
 answers (none running, another model, too slow).
 """

@@ -14,7 +14,7 @@ A long-running process that
   recreated) and logs it, retrying with a back-off;
 - writes a heartbeat in state/ that `anamnesis status` reports;
 - with semantic search on, keeps the model loaded and answers the hooks' and
-  searches' similarity questions on a unix socket (`anamnesis.semantic_server`),
+  searches' similarity questions on a unix socket (`anamnesis.search.semantic_server`),
   so they do not each load the model.
 
 The sync itself is `anamnesis.sync.engine.sync`, the same function `anamnesis sync`
@@ -310,7 +310,7 @@ class Watcher:
             self._index_behind()
 
     def _index_behind(self) -> None:
-        """Tell readers of the index that a file changed (see anamnesis.freshness)."""
+        """Tell readers of the index that a file changed (see anamnesis.sync.freshness)."""
         try:
             mark_behind(self.store)
         except OSError as exc:
