@@ -1,8 +1,15 @@
 """Before and after: `anamnesis search` of two checkouts, interleaved, on the same kind of store. By hand:
 
-mkdir /tmp/before && git archive HEAD~3 anamnesis | tar -x -C /tmp/before
+mkdir /tmp/before && git archive HEAD~3 anamnesis hooks templates | tar -x -C /tmp/before
+mv /tmp/before/hooks /tmp/before/anamnesis/hooks              # where an installed package has them
 python bench/bench_ab.py --before /tmp/before                 # 50,000 notes, 40 runs each
 python bench/bench_ab.py --before /tmp/before --notes 10000 --watch
+python bench/bench_ab.py --before /tmp/before --notes 10000 --startup   # --help and the hooks
+
+With `--startup`, each round times, side by side, `--help`, the SessionStart
+and UserPromptSubmit hooks exactly as `init` registers them (`python -P -m
+anamnesis.hooks EVENT`, the event's JSON on stdin, run in a checkout of one
+of the corpus projects) and `search`: what a package layout could make slower.
 
 On a shared machine the speed of the whole host drifts by a fifth within
 minutes, so two runs of `bench_speed.py` an hour apart do not say which code
@@ -16,10 +23,12 @@ watch` of its own runs on each copy.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +58,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40, help="runs of each side")
     parser.add_argument("--watch", action="store_true", help="with `anamnesis watch` running on each store")
     parser.add_argument("--keep", type=Path, help="build the stores here and reuse them on later runs")
+    parser.add_argument("--startup", action="store_true", help="time --help and the hooks, not only search")
     args = parser.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode is cached, as an installed package has it
     before = args.before.resolve()
@@ -72,6 +82,11 @@ def main() -> None:
         )
         homes[name] = home
     os.environ.pop("PYTHONPATH", None)
+    if args.startup:
+        if not (before / "anamnesis" / "hooks" / "__main__.py").exists():
+            raise SystemExit(f"{before}/anamnesis/hooks is missing: move the archived hooks/ folder there")
+        startup(sides, homes, base, args.runs, args.notes)
+        return
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     results: dict[str, Timing] = {name: ([], []) for name in sides}
     watchers = [Watching(homes[name]) for name in sides] if args.watch else []
@@ -103,6 +118,58 @@ def main() -> None:
             f"{label:<42} {name:<7} p50 {percentile(walls, 50) * 1000:5.0f} ms, p95 {percentile(walls, 95) * 1000:5.0f} ms"
             f" (CPU p50 {percentile(cpus, 50) * 1000:4.0f} ms, n={len(walls)})"
         )
+
+
+def startup(sides: dict[str, Path], homes: dict[str, Path], base: Path, runs: int, notes: int) -> None:
+    """`--help`, the SessionStart and UserPromptSubmit hooks and `search` of both sides, run for run."""
+    from bench.bench_hooks import PROMPTS, checkout
+
+    project = base / "project"
+    if not project.exists():
+        project.mkdir()
+        checkout(project)
+    repo = project / "api"
+    commands: dict[str, tuple[list[str], list[dict[str, object]]]] = {
+        "`--help`": ([sys.executable, "-m", "anamnesis", "--help"], [{}]),
+        "SessionStart hook": (
+            [sys.executable, "-P", "-m", "anamnesis.hooks", "session-start"],
+            [{"session_id": f"ab-{n}", "cwd": str(repo), "source": "startup"} for n in range(4)],
+        ),
+        "UserPromptSubmit hook": (
+            [sys.executable, "-P", "-m", "anamnesis.hooks", "user-prompt-submit"],
+            [{"session_id": f"ab-{n}", "cwd": str(repo), "prompt": prompt} for n, prompt in enumerate(PROMPTS)],
+        ),
+        f"`search`, {notes:,} notes": ([sys.executable, "-m", "anamnesis", "search", QUERIES[0]], [{}]),
+    }
+    times: dict[tuple[str, str], list[float]] = {(label, name): [] for label in commands for name in sides}
+    printed: dict[tuple[str, str], int] = dict.fromkeys(times, 0)  # a hook that failed prints nothing, fast
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    for run in range(runs + 1):
+        order = list(sides) if run % 2 == 0 else list(reversed(sides))
+        for label, (command, payloads) in commands.items():
+            for name in order:
+                payload = payloads[run % len(payloads)]
+                started = time.perf_counter()
+                proc = subprocess.run(
+                    command,
+                    input=json.dumps(payload) if payload else None,
+                    env={**os.environ, **side_env(sides[name], homes[name], base)},
+                    cwd=repo,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                if run:  # the first round warms caches: not counted
+                    times[(label, name)].append(time.perf_counter() - started)
+                    printed[(label, name)] += bool(proc.stdout.strip())
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for label in commands:
+        for name in sides:
+            walls = times[(label, name)]
+            print(
+                f"{label:<28} {name:<7} p50 {percentile(walls, 50) * 1000:5.0f} ms,"
+                f" p95 {percentile(walls, 95) * 1000:5.0f} ms (n={len(walls)}, {printed[(label, name)]} printed)"
+            )
 
 
 if __name__ == "__main__":
