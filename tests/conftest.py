@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,6 +15,13 @@ from procs import run_anamnesis
 from anamnesis.base.paths import Store
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The tests live in one folder per package (tests/store/, tests/sync/, ...: docs/architecture.md)
+# and a few import helpers from a test module of another folder (`from test_mcp import _drive`);
+# every folder is on the path, as pytest puts the running test's own folder there.
+for _folder in sorted(Path(__file__).resolve().parent.iterdir()):
+    if _folder.is_dir() and any(_folder.glob("test_*.py")) and str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -11,7 +11,7 @@ the agent sees without asking; `capture` writes a note of what happened
 has a model write the summary when turned on; `timeline` reads those notes
 back in order. It stands on the store, search and sync.
 
-Other packages use only the names below (tests/test_faces.py); nothing is
+Other packages use only the names below (tests/architecture/test_faces.py); nothing is
 loaded until a name is used, so a hook pays only for what it calls.
 """
 

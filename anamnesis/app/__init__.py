@@ -5,7 +5,7 @@
 `doctor` the health checks, `tidy` the upkeep of a growing memory, `demo`
 three machines in a temporary folder.
 
-Other packages use only the names below (tests/test_faces.py).
+Other packages use only the names below (tests/architecture/test_faces.py).
 """
 
 from typing import TYPE_CHECKING

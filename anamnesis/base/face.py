@@ -2,7 +2,7 @@
 
 Each domain package (store, search, sync, agents, importers, app) names what
 other packages may use by importing it in its `__init__` under
-`if TYPE_CHECKING:` — what readers, type checkers and tests/test_faces.py see.
+`if TYPE_CHECKING:` — what readers, type checkers and tests/architecture/test_faces.py see.
 At run time nothing is imported until a name is first used: `lazy_face` reads
 those import lines once and loads each name from its module on demand. A hook
 that needs two functions of the store must not pay for the whole store, the

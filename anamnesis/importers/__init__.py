@@ -7,7 +7,7 @@ mirrored (Claude Code's auto-memory), which every sync takes in first
 (through app.syncing) and `watch` checks each beat. It stands on the store
 and on the agents' knowledge of where their files are.
 
-Other packages use only the names below (tests/test_faces.py).
+Other packages use only the names below (tests/architecture/test_faces.py).
 """
 
 from typing import TYPE_CHECKING

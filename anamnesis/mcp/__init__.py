@@ -5,7 +5,7 @@ their checks, and answers over stdio; each tool calls a domain's face (store,
 search, sync through app.syncing, agents' inject). `upkeep` is the tidy and
 timeline work the server offers.
 
-Other packages use only the names below (tests/test_faces.py).
+Other packages use only the names below (tests/architecture/test_faces.py).
 """
 
 from typing import TYPE_CHECKING

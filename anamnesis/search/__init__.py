@@ -7,7 +7,7 @@ from the local `embed` model, answered by `semantic_server` when one runs),
 `engine.search` puts them together. It reads the note format from the base
 and knows nothing of the store's writes, sync or agents.
 
-Other packages use only the names below (tests/test_faces.py).
+Other packages use only the names below (tests/architecture/test_faces.py).
 """
 
 from typing import TYPE_CHECKING

@@ -4,7 +4,7 @@ The query side of index.db. `anamnesis.search.index` fills the tables (ingestion
 this module only reads them. Every other module — the adapters, doctor, the
 store, the rankers (`anamnesis.search.ranking`), `anamnesis.search` and semantic
 search — asks one of `Catalog`'s named methods instead of writing SQL
-(tests/test_sql_home.py keeps it so). `Catalog` wraps one open connection;
+(tests/search/test_sql_home.py keeps it so). `Catalog` wraps one open connection;
 `Index` is a `Catalog` that can also write.
 
 SQLite's own errors do not leave this layer as text to be matched: a busy
@@ -386,7 +386,7 @@ class Catalog:
         return [row[0] for row in self.conn.execute("SELECT path FROM notes")]
 
     # The questions the adapters and the other modules ask; SQL lives here and in `anamnesis.search.index`
-    # only (tests/test_sql_home.py keeps it so).
+    # only (tests/search/test_sql_home.py keeps it so).
 
     @reads
     def hit_at(self, path: str) -> Hit | None:

@@ -9,7 +9,7 @@ blocks `conflicts` lists and resolves, and `recovery` repairs what a killed git
 process left before anyone writes (the sync engine calls it first too). It
 keeps the search index current and knows nothing of sync or agents.
 
-Other packages use only the names below (tests/test_faces.py).
+Other packages use only the names below (tests/architecture/test_faces.py).
 """
 
 from typing import TYPE_CHECKING

@@ -10,7 +10,7 @@ watch vouches for the index). It stands on the store and search; it knows
 nothing of agents or importers: what they have waiting comes in as `Intake`
 functions (app.syncing).
 
-Other packages use only the names below (tests/test_faces.py).
+Other packages use only the names below (tests/architecture/test_faces.py).
 """
 
 from typing import TYPE_CHECKING

@@ -5,7 +5,7 @@ all files shipped in the package); `server.serve` runs it on loopback with a
 per-run token. Nothing here searches, writes or runs git itself: it calls the
 faces of the store, search, sync (and app.syncing) and agents.
 
-Other packages use only the names below (tests/test_faces.py).
+Other packages use only the names below (tests/architecture/test_faces.py).
 """
 
 from typing import TYPE_CHECKING

@@ -18,7 +18,7 @@ import pytest
 from fleet import Fleet, fleet  # noqa: F401
 from lan import skip_or_fail
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(60)
 

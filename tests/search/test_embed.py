@@ -35,8 +35,8 @@ from anamnesis.search.embed import (
     model_fingerprint,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = Path(__file__).resolve().parent / "data" / "minilm_reference.json"
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = Path(__file__).resolve().parents[1] / "data" / "minilm_reference.json"
 
 
 def _cosine(a: Any, b: Any) -> float:

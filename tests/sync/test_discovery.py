@@ -35,7 +35,7 @@ from anamnesis.sync.discovery import (
     txt_record,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def make_store(root: Path, machine: str, clone_of: Store | None = None) -> Store:

@@ -26,7 +26,7 @@ from procs import clone_working_tree
 
 from anamnesis.app import installation
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INSTALL = ROOT / "scripts" / "install"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 

@@ -131,7 +131,7 @@ def test_every_tool_round_trip(store: Store, project_dir: Path) -> None:
         status = _data(await call("status", {}))
         assert status["notes"] == 3 and status["current_project"] == "github.com/acme/api"
         assert status["conflicted"] == [] and status["memory"] == str(store.memory)
-        assert status["pushes_here"] == []  # no machine pushes into this store (tests/test_relay.py has some)
+        assert status["pushes_here"] == []  # no machine pushes into this store (tests/sync/test_relay.py has some)
 
         deleted = _data(await call("delete", {"ref": path}))
         assert deleted["deleted"] == path

@@ -132,7 +132,7 @@ def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:
     )
     proc = subprocess.run(
         [sys.executable, "-m", "anamnesis", "resolve", second.id, "--edit"],
-        capture_output=True, text=True, env=b.env(EDITOR=f"{sys.executable} {editor}"), cwd=Path(__file__).parent.parent,
+        capture_output=True, text=True, env=b.env(EDITOR=f"{sys.executable} {editor}"), cwd=Path(__file__).resolve().parents[2],
     )
     assert proc.returncode == 0, proc.stderr
     assert "line from a" in b.read(second.path) and "<<<<<<<" not in b.read(second.path)
@@ -258,7 +258,7 @@ def _rendered_units(fleet: Fleet, kind: str) -> dict[str, str]:
          "import json,sys; from anamnesis.base.paths import open_store; from anamnesis.sync.schedule import schedule_plan as plan;"
          f"p = plan(open_store(sys.argv[1]), '7m', kind='{kind}');"
          "print(json.dumps({str(k): v for k, v in p.files.items()}))", str(a.home)],
-        capture_output=True, text=True, env=a.env(), cwd=Path(__file__).parent.parent,
+        capture_output=True, text=True, env=a.env(), cwd=Path(__file__).resolve().parents[2],
     )
     assert proc.returncode == 0, proc.stderr
     return dict(json.loads(proc.stdout))
@@ -321,7 +321,7 @@ def test_demo_runs_and_cleans_up(tmp_path: Path) -> None:
     env = dict(os.environ, TMPDIR=str(tmp_path), ANAMNESIS_HOME=str(tmp_path / "untouched"), COLUMNS="100")
     proc = subprocess.run(
         [sys.executable, "-m", "anamnesis", "demo"], capture_output=True, text=True, env=env, timeout=60,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

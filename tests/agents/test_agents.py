@@ -324,5 +324,5 @@ def test_version_says_which_program_this_is(run_cli: RunCli) -> None:
     assert first == f"anamnesis {__version__}"
     text = "\n".join(rest)
     assert "not the anamnesis-memory 0.1.3 package" in text
-    assert f"package: {Path(__file__).resolve().parent.parent / 'anamnesis'}" in text  # where it runs from
+    assert f"package: {Path(__file__).resolve().parents[2] / 'anamnesis'}" in text  # where it runs from
     assert run_cli("-V").stdout == proc.stdout

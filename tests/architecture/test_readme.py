@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from procs import clone_working_tree
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:

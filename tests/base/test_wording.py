@@ -11,7 +11,7 @@ from fleet import Fleet, Machine, fleet  # noqa: F401
 
 from anamnesis.base.text import plural
 
-PACKAGE = Path(__file__).resolve().parent.parent / "anamnesis"
+PACKAGE = Path(__file__).resolve().parents[2] / "anamnesis"
 
 
 def test_plural_puts_the_noun_in_the_number_of_the_count() -> None:

@@ -2,7 +2,7 @@
 
 Everything else — the web and CLI adapters, doctor, the store, the rankers, semantic search —
 asks a named `Catalog`/`Index` method, so the schema can change in one place and a query has
-one name to be found by. This scan keeps it so, as tests/test_imports.py does for lazy imports:
+one name to be found by. This scan keeps it so, as tests/architecture/test_imports.py does for lazy imports:
 a call to `.execute`/`.executemany`/`.executescript`, a string that reads as an SQL
 statement, or a reach for the raw `.conn` anywhere else in the package or the hooks fails the suite.
 """
@@ -13,7 +13,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "anamnesis", ROOT / "hooks"]
 ALLOWED = {ROOT / "anamnesis" / "search" / "catalog.py", ROOT / "anamnesis" / "search" / "index.py"}
 EXECUTE = {"execute", "executemany", "executescript"}

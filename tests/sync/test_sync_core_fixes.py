@@ -30,7 +30,7 @@ def test_deleting_a_note_that_was_never_committed(store: Store) -> None:
 # -- a checkout cut short by a kill (the whole process group: git died too) -----------------
 #
 # These build the half-moved tree such a kill leaves by hand, so that each state is there
-# for sure; tests/test_power_cut.py gets them from real kills.
+# for sure; tests/sync/test_power_cut.py gets them from real kills.
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Imports inside functions are kept only where start-up time needs them, each saying why.
 
 An import inside a function hides a dependency from the reader and from
-nothing else (import-linter still sees it: tests/test_layers.py). It earns
+nothing else (import-linter still sees it: tests/architecture/test_layers.py). It earns
 its place only on a start-up path (`--help`, a CLI command, a hook, the MCP
 server), so each one carries a `# lazy: <reason>` comment naming what it keeps
 off which path. The second half runs those paths as real processes and checks
@@ -23,7 +23,7 @@ from anamnesis.base.face import offered_names
 from anamnesis.base.paths import open_store
 from anamnesis.store.operations import create_note, init_store
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "anamnesis", ROOT / "hooks"]
 MARK = "# lazy:"
 

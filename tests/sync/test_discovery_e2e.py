@@ -28,7 +28,7 @@ from anamnesis.sync.watch import read_heartbeat
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:

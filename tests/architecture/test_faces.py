@@ -19,7 +19,7 @@ import pytest
 
 from anamnesis.base.face import lazy_face, offered_names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "anamnesis"
 OPEN_PACKAGES = {"base"}  # every module public
 

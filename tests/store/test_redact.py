@@ -17,7 +17,7 @@ from transcripts import SECRETS, typical
 
 from anamnesis.store.redaction import count_redactions, redact, redact_field, redact_note_fields
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = corpus.secret_variants()
 BY_KIND: dict[str, list[corpus.Variant]] = defaultdict(list)
 for _variant in VARIANTS:
