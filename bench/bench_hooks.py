@@ -216,7 +216,8 @@ def fill_vectors(home: Path, model_dir: Path) -> int:
 
     from anamnesis.base.paths import open_store
     from anamnesis.search.index import open_index
-    from anamnesis.search.semantic import enable, engine_for
+    from anamnesis.search.semantic import enable_semantic as enable
+    from anamnesis.search.semantic import engine_for
 
     store = open_store(home)
     enable(store, model_dir)
@@ -260,7 +261,9 @@ def bench_semantic(home: Path, repo: Path, model_dir: Path, runs: int) -> None:
     from anamnesis.agents.claude import hook_command, python_path
     from anamnesis.base.paths import open_store
     from anamnesis.search.ranking import Filters
-    from anamnesis.search.semantic import ask_server, disable, enable, engine_for
+    from anamnesis.search.semantic import ask_server, engine_for
+    from anamnesis.search.semantic import disable_semantic as disable
+    from anamnesis.search.semantic import enable_semantic as enable
     from anamnesis.search.semantic_server import QueryServer
 
     store = open_store(home)

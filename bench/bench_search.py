@@ -90,7 +90,8 @@ def embed_sample(home: Path, model_dir: Path, count: int) -> float:
     """Turn semantic search on and time embedding `count` of the store's notes (model load included)."""
     from anamnesis.base.paths import open_store
     from anamnesis.search.index import open_index
-    from anamnesis.search.semantic import enable, engine_for, note_text
+    from anamnesis.search.semantic import enable_semantic as enable
+    from anamnesis.search.semantic import engine_for, note_text
 
     store = open_store(home)
     enable(store, model_dir)

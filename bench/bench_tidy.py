@@ -300,7 +300,8 @@ def run(total: int, semantic: Path | None, seed: int) -> dict[str, object]:
             index.refresh()
         modes: list[tuple[str, bool]] = [("words", False)]
         if semantic is not None:
-            from anamnesis.search.semantic import enable, update_vectors
+            from anamnesis.search.semantic import enable_semantic as enable
+            from anamnesis.search.semantic import update_vectors
 
             started = time.perf_counter()
             enable(store, semantic)

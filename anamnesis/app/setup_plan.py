@@ -317,10 +317,11 @@ def enable_semantic(store: Store, model_dir: Path | None) -> list[str]:
     """Turn semantic search on and embed in the background; a model that cannot be had is a line
     for the report, not a failed init (the rest of the setup stands)."""
     # lazy: the model code loads only when it is turned on
-    from anamnesis.search import SemanticError, enable, start_background_update
+    from anamnesis.search import SemanticError, start_background_update
+    from anamnesis.search import enable_semantic as turn_on  # lazy: as the line above
 
     try:
-        folder = enable(store, model_dir)
+        folder = turn_on(store, model_dir)
     except SemanticError as exc:
         return [f"search by meaning not turned on: {exc} (`anamnesis semantic enable` tries again)"]
     started = start_background_update(store)

@@ -61,8 +61,10 @@ def enable(
     # lazy: rich stays off --help, which loads every command module
     from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
 
-    from anamnesis.search import enable as enable_semantic  # lazy: --help loads every command module
-    from anamnesis.search import start_background_update  # lazy: --help loads every command module
+    from anamnesis.search import (
+        enable_semantic,  # lazy: --help loads every command module
+        start_background_update,  # lazy: --help loads every command module
+    )
 
     store = get_store()
     if model_dir is not None:
@@ -106,7 +108,7 @@ def enable(
 @semantic_app.command()
 def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Turn semantic search off here (keyword search only). Vectors are kept for a later enable."""
-    from anamnesis.search import disable as disable_semantic  # lazy: --help loads every command module
+    from anamnesis.search import disable_semantic  # lazy: --help loads every command module
 
     disable_semantic(get_store())
     if json_out:
@@ -118,7 +120,7 @@ def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
 @semantic_app.command()
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Is semantic search on, which model, and how many notes have vectors."""
-    from anamnesis.search import status as semantic_status  # lazy: --help loads every command module
+    from anamnesis.search import semantic_status  # lazy: --help loads every command module
 
     info = semantic_status(get_store())
     if json_out:

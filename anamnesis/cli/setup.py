@@ -447,7 +447,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     }
     for extra in _status_extras(store):
         info.update(extra)
-    from anamnesis.search import status as semantic_status  # lazy: --help loads every command module
+    from anamnesis.search import semantic_status  # lazy: --help loads every command module
 
     info["semantic"] = semantic_status(store)
     if json_out:

@@ -36,15 +36,15 @@ if TYPE_CHECKING:
     from anamnesis.search.ranking import KeywordRanker as KeywordRanker
     from anamnesis.search.refresh import PeriodicRefresh as PeriodicRefresh
     from anamnesis.search.semantic import SemanticError as SemanticError
-    from anamnesis.search.semantic import disable as disable
-    from anamnesis.search.semantic import enable as enable
+    from anamnesis.search.semantic import disable_semantic as disable_semantic
+    from anamnesis.search.semantic import enable_semantic as enable_semantic
     from anamnesis.search.semantic import engine_for as engine_for
+    from anamnesis.search.semantic import semantic_status as semantic_status
     from anamnesis.search.semantic import server_answering as server_answering
     from anamnesis.search.semantic import settings_of as settings_of
     from anamnesis.search.semantic import socket_path as socket_path
     from anamnesis.search.semantic import start_background_update as start_background_update
     from anamnesis.search.semantic import start_query_server as start_query_server
-    from anamnesis.search.semantic import status as status
     from anamnesis.search.semantic import unavailable_reason as unavailable_reason
     from anamnesis.search.semantic import update_vectors as update_vectors
     from anamnesis.search.semantic_server import QueryServer as QueryServer

@@ -451,7 +451,7 @@ def start_query_server(store: Store) -> bool:
     return True
 
 
-def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], None] | None = None) -> Path:
+def enable_semantic(store: Store, model_dir: Path | None, progress: Callable[[int, int], None] | None = None) -> Path:
     """Turn semantic search on for this machine; returns the model folder used.
 
     With `model_dir`, that folder must already hold the model (air-gapped
@@ -490,13 +490,13 @@ def enable(store: Store, model_dir: Path | None, progress: Callable[[int, int], 
     return folder
 
 
-def disable(store: Store) -> None:
+def disable_semantic(store: Store) -> None:
     """Turn semantic search off here; vectors stay in index.db for a later enable with the same model."""
     update_section(store, SETTINGS_KEY, enabled=False)
     _ENGINES.clear()
 
 
-def status(store: Store) -> dict[str, Any]:
+def semantic_status(store: Store) -> dict[str, Any]:
     """What `semantic status` and `status` say: on or off and why, the model, how many notes have
     vectors (`complete` when none is pending), and whether a query server answers."""
     conf = settings_of(store)

@@ -284,7 +284,8 @@ def test_two_machines_tidying_at_once_converge_and_lose_nothing(fleet: Fleet, tm
 
 
 def test_with_semantic_search_on_a_paraphrase_is_a_duplicate(store: Store, run_cli: RunCli, model_dir: Path) -> None:
-    from anamnesis.search.semantic import enable, update_vectors
+    from anamnesis.search.semantic import enable_semantic as enable
+    from anamnesis.search.semantic import update_vectors
 
     one = _put(store, "semantic", "Postgres connections go through pg_bouncer", PARAPHRASES[0], 30)
     two = _put(store, "semantic", "Database access uses a connection pooler", PARAPHRASES[1], 3)

@@ -20,7 +20,9 @@ from anamnesis.base.paths import Store
 from anamnesis.search.engine import search
 from anamnesis.search.index import open_index
 from anamnesis.search.ranking import KeywordRanker
-from anamnesis.search.semantic import SemanticError, enable, engine_for, pending, status, update_vectors
+from anamnesis.search.semantic import SemanticError, engine_for, pending, update_vectors
+from anamnesis.search.semantic import enable_semantic as enable
+from anamnesis.search.semantic import semantic_status as status
 from anamnesis.store.operations import create_note, update_note
 
 PARAPHRASE = "who gets woken up when the site goes down at night"  # shares no word with its note
@@ -309,7 +311,8 @@ def test_a_server_running_another_model_is_not_believed(store: Store, model_dir:
 
 
 def test_watch_answers_semantic_queries_while_semantic_search_is_on(store: Store, model_dir: Path) -> None:
-    from anamnesis.search.semantic import disable, socket_path
+    from anamnesis.search.semantic import disable_semantic as disable
+    from anamnesis.search.semantic import socket_path
     from anamnesis.sync.watch import Watcher, WatchOptions
 
     _semantic_store(store, model_dir)
