@@ -25,7 +25,7 @@ from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural, trim
 from anamnesis.search import Hit, Index, KeywordRanker, open_index, recency, search
-from anamnesis.store import ConflictedNote, current_branch, describe, load_note, project_key
+from anamnesis.store import ConflictedNote, current_branch, describe_conflict, load_note, project_key
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store
@@ -279,7 +279,7 @@ def conflict_warning(store: Store, conflicts: list[Hit], project: str) -> str:
 
 def _conflict_of(store: Store, relpath: str) -> ConflictedNote | None:
     try:
-        return describe(relpath, (store.memory / relpath).read_text(encoding="utf-8", errors="replace"))
+        return describe_conflict(relpath, (store.memory / relpath).read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return None
 

@@ -626,7 +626,7 @@ def restore_archived(store: Store, ref: str) -> str:
     return target
 
 
-def describe(proposal: Proposal) -> list[str]:
+def describe_proposal(proposal: Proposal) -> list[str]:
     """A proposal as lines for a terminal: what, why, and the evidence."""
     keep, other = proposal.keep, proposal.other
     head = {

@@ -71,7 +71,7 @@ def tidy(
     """
     from anamnesis.app import (  # lazy: --help loads every command module
         apply_plan,
-        describe,
+        describe_proposal,
         list_archived,
         model_unready,
         plan_tidy,
@@ -115,7 +115,7 @@ def tidy(
     accepted = []
     for n, proposal in enumerate(plan.proposals, 1):
         print()
-        print(f"[{n}/{len(plan.proposals)}] " + "\n".join(describe(proposal)))
+        print(f"[{n}/{len(plan.proposals)}] " + "\n".join(describe_proposal(proposal)))
         if interactive:
             answer = typer.prompt("   apply? [y]es / [n]o / [q]uit", default="n").strip().lower()
             if answer.startswith("q"):

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from anamnesis.store.conflicts import binary_conflicts as binary_conflicts
     from anamnesis.store.conflicts import conflicted_at as conflicted_at
     from anamnesis.store.conflicts import conflicted_ref as conflicted_ref
-    from anamnesis.store.conflicts import describe as describe
+    from anamnesis.store.conflicts import describe_conflict as describe_conflict
     from anamnesis.store.conflicts import half_resolved as half_resolved
     from anamnesis.store.conflicts import list_conflicts as list_conflicts
     from anamnesis.store.conflicts import resolve_note as resolve_note
@@ -83,8 +83,8 @@ if TYPE_CHECKING:
     from anamnesis.store.recovery import checkout_started as checkout_started
     from anamnesis.store.recovery import clear_marker as clear_marker
     from anamnesis.store.recovery import finish_checkout as finish_checkout
-    from anamnesis.store.recovery import prepare as prepare
     from anamnesis.store.recovery import read_marker as read_marker
+    from anamnesis.store.recovery import repair_or_refuse as repair_or_refuse
     from anamnesis.store.recovery import start_checkout as start_checkout
     from anamnesis.store.recovery import wedged as wedged
     from anamnesis.store.recovery import write_marker as write_marker

@@ -74,7 +74,7 @@ class ConflictedNote:
         }
 
 
-def describe(path: str, text: str) -> ConflictedNote | None:
+def describe_conflict(path: str, text: str) -> ConflictedNote | None:
     """What the conflict markers in `text` (the file `path`) are, or None when it has none."""
     if not has_conflict_markers(text):
         return None
@@ -97,7 +97,7 @@ def list_conflicts(store: Store) -> list[ConflictedNote]:
             text = (store.memory / path).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        note = describe(path, text)
+        note = describe_conflict(path, text)
         if note is not None:
             found.append(note)
     return found
@@ -127,7 +127,7 @@ def conflicted_at(store: Store, commit: str, paths: Iterable[str]) -> list[Confl
     blobs = read_blobs(store.memory, [f"{commit}:{p}" for p in hits])  # one git process for them all
     found: dict[str, ConflictedNote] = {}
     for path in hits:
-        note = describe(path, blobs.get(f"{commit}:{path}", b"").decode("utf-8", "replace"))
+        note = describe_conflict(path, blobs.get(f"{commit}:{path}", b"").decode("utf-8", "replace"))
         if note is not None:
             found[path] = note
     for original, side in binary_conflicts(store):

@@ -136,11 +136,11 @@ def require_writable(store: Store, rewritten: list[str] | None = None) -> str:
     looked at one of them before saw a half-moved file (see `check_not_rewritten`).
     """
     # lazy: recovery (git, merge) is for writers; keeps it off the SessionStart/UserPromptSubmit hooks
-    from anamnesis.store.recovery import prepare
+    from anamnesis.store.recovery import repair_or_refuse
 
     store.require()
     machine = writer_machine_id(store)
-    prepare(store, rewritten=rewritten)
+    repair_or_refuse(store, rewritten=rewritten)
     for stale in (store.memory / ".git").glob(".index.*.undo.tmp"):  # git's index kept by a killed write
         stale.unlink(missing_ok=True)
     return machine

@@ -13,7 +13,7 @@ can tell them apart from a person's own work:
   holding the old version, the new one, nothing, or an empty or cut-short
   new version (git died writing it) is what git left, and is finished; only
   content git's checkout cannot produce is an edit made here, and is kept.
-  Writers do the same before they write (`prepare`, through
+  Writers do the same before they write (`repair_or_refuse`, through
   `store.require_writable`), so a half-moved tree is never committed as
   edits;
 - a rebase, merge, cherry-pick, revert or bisect in progress is never ours
@@ -556,7 +556,7 @@ def _prune(repo: Path, folder: Path) -> None:
         folder = folder.parent
 
 
-def prepare(store: Store, conflicts: list[str] | None = None, rewritten: list[str] | None = None) -> list[str]:
+def repair_or_refuse(store: Store, conflicts: list[str] | None = None, rewritten: list[str] | None = None) -> list[str]:
     """Everything sync does before it starts: repair what a killed sync left, or refuse.
 
     Returns notes on what was repaired (notes finishing a checkout had to

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from anamnesis.sync.schedule import schedule_status as schedule_status
     from anamnesis.sync.synclog import LogEntry as LogEntry
     from anamnesis.sync.synclog import Summary as Summary
-    from anamnesis.sync.synclog import describe as describe
+    from anamnesis.sync.synclog import describe_sync as describe_sync
     from anamnesis.sync.synclog import last_sync_summary as last_sync_summary
     from anamnesis.sync.synclog import log_path as log_path
     from anamnesis.sync.synclog import recent as recent

@@ -4,7 +4,7 @@ One plain function, `sync(store)`, used by the CLI, the MCP server, the web UI
 and `watch`. Under the store lock it:
 
 1. repairs what a killed sync left, or refuses a repo a person left
-   mid-rebase/merge (`prepare`);
+   mid-rebase/merge (`repair_or_refuse`);
 2. commits local changes ("<machine>: sync: N notes changed"), except a note
    left half resolved (marker lines outside a complete block), which stays
    uncommitted in the working tree and is reported;
@@ -74,8 +74,8 @@ from anamnesis.store import (
     finish_checkout,
     half_resolved,
     merge_texts,
-    prepare,
     read_marker,
+    repair_or_refuse,
     start_checkout,
     write_marker,
 )
@@ -689,7 +689,7 @@ def sync(
     try:
         with store_lock(store, "sync", timeout=lock_timeout):
             killed = read_marker(store, RUNNING_MARKER)
-            result.repaired = prepare(store, result.recorded)
+            result.repaired = repair_or_refuse(store, result.recorded)
             put_back(store)  # a held-back edit a killed sync had set aside
             for take_in in intake:  # what other parts of the program have waiting goes in first
                 result.imported += take_in(store)
@@ -885,7 +885,7 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     received = 0
     with store_lock(store, "join"):
         killed = read_marker(store, RUNNING_MARKER)
-        prepare(store)
+        repair_or_refuse(store)
         result = SyncResult(machine=machine_id(store))
         job = _Sync(store, result)
         # Killed before its index update, the next sync indexes what this one moved.

@@ -111,7 +111,7 @@ def last_sync_summary(store: Store) -> Summary:
     return {"last_sync": last, "last_ok": last_ok, "last_error": last_error}
 
 
-def describe(entry: LogEntry) -> str:
+def describe_sync(entry: LogEntry) -> str:
     """One line for a log entry: when, outcome, what moved."""
     parts = [ago(str(entry.get("at", "")))]
     if entry.get("error"):
@@ -136,7 +136,7 @@ def sync_log_summary(store: Store) -> dict[str, object]:
     summary = last_sync_summary(store)
     out: dict[str, object] = {}
     if summary["last_sync"]:
-        out["last_sync"] = describe(summary["last_sync"])
+        out["last_sync"] = describe_sync(summary["last_sync"])
     else:
         out["last_sync"] = "never"
     err = summary["last_error"]

@@ -12,7 +12,7 @@ from typing import Any
 from anamnesis.app import sync_store
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.paths import Store
-from anamnesis.sync import LogEntry, Summary, describe, incoming_machines, last_sync_summary, list_peers
+from anamnesis.sync import LogEntry, Summary, describe_sync, incoming_machines, last_sync_summary, list_peers
 
 
 def run_sync(store: Store) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def last_sync(store: Store) -> Summary | None:
 
 def describe_entry(entry: LogEntry | None) -> str:
     """One line for a sync log entry (the same words `anamnesis status` uses)."""
-    return describe(entry) if entry else "never"
+    return describe_sync(entry) if entry else "never"
 
 
 def peers(store: Store) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from anamnesis.store import recovery
 from anamnesis.store.operations import create_note, update_note
 from anamnesis.sync.engine import join
 from anamnesis.sync.schedule import command
-from anamnesis.sync.synclog import describe, recent
+from anamnesis.sync.synclog import describe_sync, recent
 
 ROOT_NOTE = "top\none\ntwo\nmiddle\nthree\nbottom\n"  # room between the lines edited
 
@@ -60,7 +60,7 @@ def test_every_machine_whose_sync_brings_in_a_conflict_says_so(fleet: Fleet) -> 
     assert (found["path"], found["title"], found["versions"]) == (path, "Shared", 3)
     assert found["machines"] == ["desktop", "laptop", "server"] and found["recorded_here"] is False
     assert recent(laptop.store)[-1]["conflicts"] == [path]  # the sync log, and `status` from it
-    assert "1 note in conflict" in describe(recent(laptop.store)[-1])
+    assert "1 note in conflict" in describe_sync(recent(laptop.store)[-1])
     # A machine joining now (`init --peer`) is told too.
     joined = fleet.machine("tablet")
     assert join(joined.store, fleet.url(desktop), "desktop").conflicts == [path]
