@@ -43,6 +43,11 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.baseline_013 import MODE as BASELINE_MODE  # noqa: E402
+from bench.baseline_013 import OldStore, command_for  # noqa: E402
+
 RECALL = ROOT / "bench" / "recall"
 KINDS = ("exact", "paraphrase", "code", "question", "multi")
 TYPES = {"semantic": "facts", "procedural": "howto", "episodic": "sessions", "preference": "preferences"}
@@ -95,16 +100,16 @@ class Outcome:
 # ---------------------------------------------------------------- loading and validation
 
 
-def front_matter(text: str) -> dict[str, Any] | None:
-    """The YAML front matter of a note, or None when there is none."""
+def split_note(text: str) -> tuple[dict[str, Any] | None, str]:
+    """A note's YAML front matter (None when there is none) and its body."""
     text = text.lstrip("\ufeff")
     if not text.startswith("---\n"):
-        return None
+        return None, text
     end = text.find("\n---\n", 4)
     if end < 0:
-        return None
+        return None, text
     data = yaml.safe_load(text[4:end])
-    return data if isinstance(data, dict) else None
+    return (data if isinstance(data, dict) else None), text[end + 5 :]
 
 
 def is_utc_stamp(value: object) -> bool:
@@ -125,7 +130,7 @@ def load_set(folder: Path) -> RecallSet:
     for path in sorted(root.rglob("*.md")):
         rel = path.relative_to(root).as_posix()
         try:
-            fm = front_matter(path.read_text(encoding="utf-8"))
+            fm, _ = split_note(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, yaml.YAMLError) as exc:
             problem = " ".join(str(exc).split())
             errors.append(
@@ -450,7 +455,8 @@ def print_misses(rset: RecallSet, outcomes: list[Outcome]) -> None:
 
 
 def run_set(rset: RecallSet, args: argparse.Namespace) -> dict[str, Any]:
-    mode = "hybrid" if args.hybrid else "fts"
+    """This checkout on one set: keyword, or hybrid with --hybrid."""
+    mode = ("hybrid" if args.hybrid else "fts") + (", in process" if args.in_process else "")
     with tempfile.TemporaryDirectory(prefix=f"anamnesis-recall-{rset.name}-") as tmp:
         box = Sandbox(Path(tmp), args.python)
         built = build_store(box, rset, args.model_dir if args.hybrid else None)
@@ -463,12 +469,43 @@ def run_set(rset: RecallSet, args: argparse.Namespace) -> dict[str, Any]:
             with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
                 outcomes = list(pool.map(lambda q: run_query(search, q), rset.queries))
         wall = time.perf_counter() - started
+    return report(rset, mode, outcomes, wall, args, semantic=built.get("semantic"))
+
+
+def run_baseline(rset: RecallSet, command: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The published 0.1.3 package on one set, through its MCP search tool (bench/baseline_013.py)."""
+    with tempfile.TemporaryDirectory(prefix=f"anamnesis-recall-013-{rset.name}-") as tmp:
+        old = OldStore(Path(tmp), command)
+        notes = [
+            split_note(p.read_text(encoding="utf-8")) for p in sorted((rset.folder / "notes").rglob("*.md"))
+        ]
+        indexed = old.build([(fm, body) for fm, body in notes if fm is not None])
+        if indexed != len(rset.notes):
+            raise SystemExit(
+                f"bench_recall: set {rset.name}: 0.1.3 indexed {indexed} of {len(rset.notes)} notes"
+            )
+        started = time.perf_counter()
+        with old.searching(LIMIT) as search:
+            outcomes = [run_query(search, q) for q in rset.queries]
+        wall = time.perf_counter() - started
+    return report(rset, BASELINE_MODE, outcomes, wall, args)
+
+
+def report(
+    rset: RecallSet,
+    mode: str,
+    outcomes: list[Outcome],
+    wall: float,
+    args: argparse.Namespace,
+    semantic: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Print one run's table (unless --json); its figures and rankings for --json."""
     rows = metrics(outcomes, rset)
     seconds = [o.seconds for o in outcomes]
     if not args.json:
         for warning in rset.warnings:
             print(f"warning: {rset.name}: {warning}", file=sys.stderr)
-        print_table(rset.name, mode + (", in process" if args.in_process else ""), rows, seconds)
+        print_table(rset.name, mode, rows, seconds)
         print(f"{len(rset.notes)} notes, {len(outcomes)} queries in {wall:.1f} s")
         errors = [o for o in outcomes if o.error]
         for o in errors[:5]:
@@ -484,7 +521,7 @@ def run_set(rset: RecallSet, args: argparse.Namespace) -> dict[str, Any]:
         "seconds": round(wall, 2),
         "median_query_ms": round(statistics.median(seconds) * 1000, 1),
         "warnings": rset.warnings,
-        "semantic": built.get("semantic"),
+        "semantic": semantic,
         "metrics": {k: {m: round(v, 4) for m, v in row.items()} for k, row in rows.items()},
         "results": [
             {
@@ -500,6 +537,27 @@ def run_set(rset: RecallSet, args: argparse.Namespace) -> dict[str, Any]:
             for o in outcomes
         ],
     }
+
+
+def print_versus(ours: dict[str, Any], old: dict[str, Any]) -> None:
+    """One set's figures side by side: this checkout, then 0.1.3, and the difference."""
+    print(f"\nset {ours['set']}: ours ({ours['mode']}) against {old['mode']}")
+    head = f"{'':<14}{'n':>5}" + "".join(
+        f"{m + ' ours':>11}{'0.1.3':>7}{'diff':>7}" for m in ("R@1", "R@5", "MRR")
+    )
+    print(head)
+    print("-" * len(head))
+    for label, mine in ours["metrics"].items():
+        theirs = old["metrics"][label]
+        if label in ("with project", "all"):
+            print()
+        if not mine["n"]:
+            print(f"{label:<14}{0:>5}")
+            continue
+        cells = "".join(
+            f"{mine[m]:>11.3f}{theirs[m]:>7.3f}{mine[m] - theirs[m]:>+7.3f}" for m in ("r@1", "r@5", "mrr")
+        )
+        print(f"{label:<14}{mine['n']:>5.0f}{cells}")
 
 
 def main() -> None:
@@ -523,7 +581,18 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="searches run in parallel (default 2)")
     parser.add_argument("--python", default=sys.executable, help="interpreter that runs `-m anamnesis`")
     parser.add_argument("--check", action="store_true", help="only validate the sets, run nothing")
+    parser.add_argument(
+        "--baseline-013",
+        metavar="PYTHON_OR_BIN",
+        help="also run the sets against the published anamnesis-memory 0.1.3 (its venv's bin/python or"
+        " bin/anamnesis) through its MCP search tool, and print both side by side",
+    )
+    parser.add_argument(
+        "--baseline-only", action="store_true", help="with --baseline-013: run only 0.1.3, not this checkout"
+    )
     args = parser.parse_args()
+    if args.baseline_only and not args.baseline_013:
+        parser.error("--baseline-only needs --baseline-013 PYTHON_OR_BIN")
     if args.hybrid and not args.model_dir:
         parser.error("--hybrid needs --model-dir DIR")
     if args.model_dir and not args.hybrid:
@@ -549,9 +618,21 @@ def main() -> None:
                 print(f"warning: {rset.name}: {warning}")
             print(f"set {rset.name}: {len(rset.notes)} notes, {len(rset.queries)} queries, ok")
         return
-    reports = [run_set(rset, args) for rset in sets]
+    command = command_for(args.baseline_013) if args.baseline_013 else None
+    reports: list[dict[str, Any]] = []
+    baseline: list[dict[str, Any]] = []
+    for rset in sets:
+        if not args.baseline_only:
+            reports.append(run_set(rset, args))
+        if command is not None:
+            baseline.append(run_baseline(rset, command, args))
+            if reports and not args.json:
+                print_versus(reports[-1], baseline[-1])
     if args.json:
-        json.dump({"limit": LIMIT, "sets": reports}, sys.stdout, indent=1)
+        out: dict[str, Any] = {"limit": LIMIT, "sets": reports}
+        if command is not None:
+            out["baseline_013"] = baseline
+        json.dump(out, sys.stdout, indent=1)
         print()
 
 
