@@ -94,8 +94,9 @@ def old_note(fm: dict[str, Any], body: str) -> tuple[str, str]:
         "updated_at": stamp(fm.get("updated")),
         "tags": [str(t) for t in tags],
     }
-    if fm.get("supersedes"):
-        meta["supersedes"] = [str(fm["supersedes"])]
+    replaced = fm.get("supersedes") or []
+    if replaced:
+        meta["supersedes"] = [str(r) for r in (replaced if isinstance(replaced, list) else [replaced])]
     front = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True)
     return f"{meta['type']}/{meta['id']}.md", f"---\n{front}---\n{body}"
 
