@@ -5,6 +5,7 @@ python bench/bench_recall.py --set dev --misses   # one set, and the queries tha
 python bench/bench_recall.py --in-process         # faster: one process, typer's CliRunner
 python bench/bench_recall.py --hybrid --model-dir DIR
 python bench/bench_recall.py --json > out.json    # machine-readable, with every query's ranking
+python bench/bench_recall.py --in-process --baseline-013 OLD/bin/python   # and the published 0.1.3, side by side
 
 A set is a folder `bench/recall/<name>/` with `notes/` (laid out like a store's memory/
 folder) and `queries.jsonl`, one object a line:
@@ -18,6 +19,10 @@ index, and every query runs `anamnesis search QUERY --json --limit 10 [--project
 A query counts at k when any of its relevant notes is in the top k; MRR uses the
 first relevant note's rank (0 when none is in the top 10). `old@1` is the share of
 queries whose first result is a note that one of the relevant notes supersedes.
+
+`--baseline-013` runs each set against the published anamnesis-memory 0.1.3 package
+too (`OLD` is a venv that has it), through its MCP server's search tool, and scores it
+the same way: see bench/baseline_013.py and docs/search.md.
 """
 
 from __future__ import annotations
