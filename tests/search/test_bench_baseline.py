@@ -21,7 +21,7 @@ from anamnesis.base.notes import parse_note
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SET = ROOT / "bench" / "recall" / "dev"
 
 
