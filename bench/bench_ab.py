@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -142,6 +143,7 @@ def startup(sides: dict[str, Path], homes: dict[str, Path], base: Path, runs: in
         f"`search`, {notes:,} notes": ([sys.executable, "-m", "anamnesis", "search", QUERIES[0]], [{}]),
     }
     times: dict[tuple[str, str], list[float]] = {(label, name): [] for label in commands for name in sides}
+    cpus: dict[tuple[str, str], list[float]] = {key: [] for key in times}  # barely moves with the load
     printed: dict[tuple[str, str], int] = dict.fromkeys(times, 0)  # a hook that failed prints nothing, fast
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     for run in range(runs + 1):
@@ -149,6 +151,7 @@ def startup(sides: dict[str, Path], homes: dict[str, Path], base: Path, runs: in
         for label, (command, payloads) in commands.items():
             for name in order:
                 payload = payloads[run % len(payloads)]
+                used = resource.getrusage(resource.RUSAGE_CHILDREN)
                 started = time.perf_counter()
                 proc = subprocess.run(
                     command,
@@ -161,6 +164,10 @@ def startup(sides: dict[str, Path], homes: dict[str, Path], base: Path, runs: in
                 )
                 if run:  # the first round warms caches: not counted
                     times[(label, name)].append(time.perf_counter() - started)
+                    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    cpus[(label, name)].append(
+                        after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime
+                    )
                     printed[(label, name)] += bool(proc.stdout.strip())
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for label in commands:
@@ -168,7 +175,8 @@ def startup(sides: dict[str, Path], homes: dict[str, Path], base: Path, runs: in
             walls = times[(label, name)]
             print(
                 f"{label:<28} {name:<7} p50 {percentile(walls, 50) * 1000:5.0f} ms,"
-                f" p95 {percentile(walls, 95) * 1000:5.0f} ms (n={len(walls)}, {printed[(label, name)]} printed)"
+                f" p95 {percentile(walls, 95) * 1000:5.0f} ms, CPU p50 {percentile(cpus[(label, name)], 50) * 1000:4.0f} ms"
+                f" (n={len(walls)}, {printed[(label, name)]} printed)"
             )
 
 
