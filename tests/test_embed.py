@@ -195,6 +195,44 @@ def test_batches_match_one_by_one(embedder: Embedder, reference: dict[str, Any])
     assert np.allclose(together, backwards, atol=1e-5)
 
 
+def _attention_float64(qkv: Any, heads: int) -> Any:
+    """Textbook self-attention in float64: the softmax with its row maximum subtracted."""
+    import numpy as np
+
+    n, dim = qkv.shape[0], qkv.shape[1] // 3
+    part = qkv.astype(np.float64).reshape(n, 3, heads, dim // heads)
+    q, k, v = (part[:, i].transpose(1, 0, 2) for i in range(3))
+    scores = q @ k.transpose(0, 2, 1)
+    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    scores /= scores.sum(axis=-1, keepdims=True)
+    return (scores @ v).transpose(1, 0, 2).reshape(n, dim)
+
+
+@pytest.mark.parametrize("scale", [1.0, 25.0, -25.0])
+def test_attention_is_exact_when_scores_overflow_or_vanish(scale: float) -> None:
+    """The softmax skips subtracting the row maximum only when that cannot matter: scores
+    whose exponentials overflow float32 (or all vanish) take the careful way, same result."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    heads, size, n = 4, 8, 30
+    qkv = rng.standard_normal((n, 3 * heads * size)).astype(np.float32)
+    # Keys all alike, so with a large query scale a row's scores are all far above (or,
+    # negated, all far below) what float32's exp can hold.
+    qkv[:, heads * size : 2 * heads * size] = np.abs(qkv[0, heads * size : 2 * heads * size]) + 1
+    qkv[:, : heads * size] = np.abs(qkv[:, : heads * size]) * scale
+    q = qkv[:, : heads * size].reshape(n, heads, size)
+    k = qkv[:, heads * size : 2 * heads * size].reshape(n, heads, size)
+    extreme = np.abs(np.einsum("ihs,jhs->hij", q, k)).min()
+    assert (extreme > 100) == (scale != 1.0)  # e**100 is past float32, e**-100 below it
+    out = np.empty((n, heads * size), dtype=np.float32)
+    with np.errstate(all="raise"):  # not even a warning escapes
+        embed._attend(qkv, out, heads)
+    assert np.all(np.isfinite(out))
+    # float32 rounding of scores in the hundreds moves the weights by ~1e-5 of themselves
+    assert np.abs(out - _attention_float64(qkv, heads)).max() < 1e-4
+
+
 def test_concurrent_calls_agree_and_blas_runs_one_thread(embedder: Embedder) -> None:
     import numpy as np
     from threadpoolctl import threadpool_info
