@@ -233,6 +233,25 @@ def test_attention_is_exact_when_scores_overflow_or_vanish(scale: float) -> None
     assert np.abs(out - _attention_float64(qkv, heads)).max() < 1e-4
 
 
+def test_batches_share_the_work_evenly_between_threads() -> None:
+    """Notes of mixed lengths: each thread's batches cost about the same, so neither waits."""
+    import random
+
+    rng = random.Random(3)
+    flat = [(i, [0] * rng.choice([20, 60, 120, 256])) for i in range(32)]
+    batches = embed._balanced_batches(flat, 2, 16)
+    assert len(batches) == 2 and all(len(b) <= 16 for b in batches)
+    assert sorted(i for b in batches for i, _ in b) == list(range(32))
+    costs = [sum(embed._window_cost(len(w)) for _, w in b) for b in batches]
+    assert max(costs) < 1.1 * min(costs), costs
+    # more windows than two batches hold: a multiple of the threads, longest-cost first
+    many = embed._balanced_batches(flat * 3, 2, 16)
+    assert len(many) % 2 == 0 and all(len(b) <= 16 for b in many)
+    costs = [sum(embed._window_cost(len(w)) for _, w in b) for b in many]
+    assert costs == sorted(costs, reverse=True) and max(costs) < 1.1 * min(costs), costs
+    assert [len(b) for b in embed._balanced_batches(flat[:1], 2, 16)] == [1]
+
+
 def test_concurrent_calls_agree_and_blas_runs_one_thread(embedder: Embedder) -> None:
     import numpy as np
     from threadpoolctl import threadpool_info
