@@ -461,6 +461,158 @@ def _load_layers(
     return layers
 
 
+# --- the optional faster runtime ----------------------------------------------------------
+#
+# When onnxruntime is installed, bulk embedding (semantic enable and update) runs the same
+# encoder through it: its matrix kernels use the widest vector instructions the processor
+# has (numpy's OpenBLAS may be held to narrower ones, e.g. by OPENBLAS_CORETYPE) and it
+# fuses layer norm and GELU, about twice the notes per CPU-second here. The graph is
+# written here from the weights already loaded, so nothing is downloaded and no ONNX file
+# is kept; its vectors agree with the numpy pass to ~2e-7 (the fingerprint stays the same,
+# and tests/test_embed.py checks both against the reference). Queries and short runs stay
+# on numpy (see _ONNX_AFTER_WINDOWS).
+
+RUNTIME_ENV = "ANAMNESIS_EMBED_RUNTIME"  # "numpy" keeps every call on numpy
+# Making the session costs ~0.7 s of CPU, what numpy takes for ~20 long notes: it is made
+# once an embedder has had this many windows in calls of more than one (a long `semantic
+# enable` or `update`), never for a short update or for queries.
+_ONNX_AFTER_WINDOWS = 64
+_ONNX_OPSET = 17  # LayerNormalization's first opset
+_ONNX_FLOAT, _ONNX_INT64 = 1, 7  # TensorProto data types
+_ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7  # AttributeProto types
+
+
+def onnx_runtime_available() -> bool:
+    """True when onnxruntime is installed and not switched off by ANAMNESIS_EMBED_RUNTIME."""
+    if os.environ.get(RUNTIME_ENV, "").strip().lower() == "numpy":
+        return False
+    try:
+        return importlib.util.find_spec("onnxruntime") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# A few protobuf writers: the ONNX model is a protobuf message, and these few fields are
+# all the graph needs (the onnx package would be one more dependency for them).
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _pb(number: int, payload: bytes | str | int | float) -> bytes:
+    """One protobuf field: an int as a varint, a float as 32 bits, text and bytes by length."""
+    if isinstance(payload, bool | int):
+        return _varint(number << 3) + _varint(int(payload))
+    if isinstance(payload, float):
+        import struct  # lazy: only the ONNX graph writes floats
+
+        return _varint(number << 3 | 5) + struct.pack("<f", payload)
+    data = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+class _OnnxGraph:
+    """Writes the encoder as an ONNX graph: input `ids` (n,) int64, the window's token ids
+    with [CLS] and [SEP]; output `pooled` (1, dim), the mean of its token vectors."""
+
+    def __init__(self) -> None:
+        self.nodes: list[bytes] = []
+        self.initializers: list[bytes] = []
+
+    def tensor(self, name: str, array: Any) -> str:
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+
+        kind = _ONNX_INT64 if array.dtype == np.int64 else _ONNX_FLOAT
+        data = np.ascontiguousarray(array, dtype="<i8" if kind == _ONNX_INT64 else "<f4").tobytes()
+        dims = b"".join(_pb(1, int(d)) for d in array.shape)
+        self.initializers.append(dims + _pb(2, kind) + _pb(8, name) + _pb(9, data))
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attributes: float | int | list[int]) -> str:
+        out = f"t{len(self.nodes)}"
+        attrs = b""
+        for key, value in attributes.items():
+            if isinstance(value, list):
+                body = _pb(1, key) + b"".join(_pb(8, v) for v in value) + _pb(20, _ATTR_INTS)
+            elif isinstance(value, float):
+                body = _pb(1, key) + _pb(2, value) + _pb(20, _ATTR_FLOAT)
+            else:
+                body = _pb(1, key) + _pb(3, value) + _pb(20, _ATTR_INT)
+            attrs += _pb(5, body)
+        self.nodes.append(b"".join(_pb(1, i) for i in inputs) + _pb(2, out) + _pb(4, op_type) + attrs)
+        return out
+
+    def model(self, output: str) -> bytes:
+        def value_info(name: str, kind: int, dims: tuple[str, ...]) -> bytes:
+            shape = b"".join(_pb(1, _pb(2, d)) for d in dims)
+            return _pb(1, name) + _pb(2, _pb(1, _pb(1, kind) + _pb(2, shape)))
+
+        graph = (
+            b"".join(_pb(1, node) for node in self.nodes)
+            + _pb(2, "encoder")
+            + b"".join(_pb(5, t) for t in self.initializers)
+            + _pb(11, value_info("ids", _ONNX_INT64, ("n",)))
+            + _pb(12, value_info(output, _ONNX_FLOAT, ("one", "dim")))
+        )
+        opset = _pb(1, "") + _pb(2, _ONNX_OPSET)
+        return _pb(1, 8) + _pb(2, "anamnesis") + _pb(7, graph) + _pb(8, opset)
+
+
+def _onnx_encoder(embedder: Embedder) -> bytes:
+    """The embedder's encoder as an ONNX model, from the weights it has loaded."""
+    import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+
+    g = _OnnxGraph()
+    dim, heads = embedder.dim, embedder._heads
+    one = g.tensor("one", np.array([1], dtype=np.int64))
+    zero = g.tensor("zero", np.array([0], dtype=np.int64))
+    split = g.tensor("split", np.array([-1, 3, heads, dim // heads], dtype=np.int64))
+    merge = g.tensor("merge", np.array([-1, dim], dtype=np.int64))
+    half = g.tensor("half", np.array(0.5, dtype=np.float32))
+    unit = g.tensor("unit", np.array(1.0, dtype=np.float32))
+    root_half = g.tensor("root_half", np.array(math.sqrt(0.5), dtype=np.float32))
+    eps = float(embedder._eps)
+
+    def norm(x: str, weight: Any, bias: Any, name: str) -> str:
+        return g.op("LayerNormalization", x, g.tensor(f"{name}.w", weight), g.tensor(f"{name}.b", bias), axis=-1, epsilon=eps)
+
+    def dense(x: str, weight: Any, bias: Any, name: str) -> str:
+        return g.op("Add", g.op("MatMul", x, g.tensor(f"{name}.w", weight)), g.tensor(f"{name}.b", bias))
+
+    count = g.op("Slice", g.op("Shape", "ids"), zero, one)
+    positions = g.tensor("positions", embedder._position[: embedder.max_tokens] + embedder._type0)
+    x = g.op("Add", g.op("Gather", g.tensor("words", embedder._word), "ids", axis=0), g.op("Slice", positions, zero, count))
+    x = norm(x, embedder._ln_w, embedder._ln_b, "embeddings")
+    for i, layer in enumerate(embedder._layers):
+        # the same arithmetic as _encode: only the queries' bias, the values' folded into out_b
+        qkv_bias = np.concatenate([layer.q_b, np.zeros(2 * dim, dtype=np.float32)])
+        qkv = g.op("Transpose", g.op("Reshape", dense(x, layer.qkv_w, qkv_bias, f"{i}.qkv"), split), perm=[1, 2, 0, 3])
+        q, k, v = (g.op("Gather", qkv, g.tensor(f"{i}.{part}", np.array(part, dtype=np.int64)), axis=0) for part in range(3))
+        scores = g.op("Softmax", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 2, 1])), axis=-1)
+        context = g.op("Reshape", g.op("Transpose", g.op("MatMul", scores, v), perm=[1, 0, 2]), merge)
+        x = norm(g.op("Add", dense(context, layer.out_w, layer.out_b, f"{i}.out"), x), layer.ln1_w, layer.ln1_b, f"{i}.ln1")
+        hidden = dense(x, layer.up_w, layer.up_b, f"{i}.up")
+        gelu = g.op("Mul", g.op("Mul", hidden, half), g.op("Add", g.op("Erf", g.op("Mul", hidden, root_half)), unit))
+        x = norm(g.op("Add", dense(gelu, layer.down_w, layer.down_b, f"{i}.down"), x), layer.ln2_w, layer.ln2_b, f"{i}.ln2")
+    return g.model(g.op("ReduceMean", x, axes=[0], keepdims=1))
+
+
+def _onnx_session(embedder: Embedder) -> Any:
+    """An onnxruntime session of the encoder, on one thread (embed() runs one per core)."""
+    import onnxruntime  # lazy: optional, only for bulk embedding when installed
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: nothing on a CLI's stderr
+    return onnxruntime.InferenceSession(_onnx_encoder(embedder), options, providers=["CPUExecutionProvider"])
+
+
 class Embedder:
     """A loaded model: embed texts into L2-normalised float32 vectors of `dim` numbers.
 
@@ -509,6 +661,10 @@ class Embedder:
         self._single_threaded_blas()
         self._workers = _cpu_count() if self._blas is not None else 1
         self._bulk = threading.Lock()
+        self._onnx: Any = None  # the onnxruntime session, once bulk calls have had enough windows
+        self._onnx_tried = False
+        self._onnx_lock = threading.Lock()
+        self._bulk_windows = 0
 
         t = _load_tensors(model_dir / WEIGHTS_FILE)
         self.dim = int(config["hidden_size"])
@@ -628,7 +784,13 @@ class Embedder:
         workers = max(1, min(self._workers, len(flat)))
         batches = _balanced_batches(flat, workers, max(1, int(batch_size)))
 
+        session = self._onnx_session(len(flat))
+
         def run(group: list[tuple[int, list[int]]]) -> FloatArray:
+            if session is not None:  # window by window: no padding, no mask
+                return np.concatenate(
+                    [session.run(None, {"ids": np.asarray(window, dtype=np.int64)})[0] for _, window in group]
+                )
             return self._encode([window for _, window in group])
 
         self._single_threaded_blas()
@@ -649,6 +811,23 @@ class Embedder:
         sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
         result[:] = sums
         return result
+
+    def _onnx_session(self, windows: int) -> Any:
+        """The onnxruntime session once bulk calls have had _ONNX_AFTER_WINDOWS windows, else
+        None (also when it is not installed, switched off, or failed: numpy does the work
+        then, with the same vectors). A query never makes it, nor waits for it."""
+        if self._onnx_tried or windows < 2:
+            return self._onnx
+        with self._onnx_lock:
+            self._bulk_windows += windows
+            if self._bulk_windows >= _ONNX_AFTER_WINDOWS and not self._onnx_tried:
+                if onnx_runtime_available():
+                    try:
+                        self._onnx = _onnx_session(self)
+                    except Exception:  # a broken or too old onnxruntime: numpy will do
+                        self._onnx = None
+                self._onnx_tried = True
+        return self._onnx
 
     def _single_threaded_blas(self) -> None:
         """Hold BLAS to one thread, for the whole process (see the class's docstring)."""

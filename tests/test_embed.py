@@ -112,7 +112,7 @@ def test_the_extra_is_installed_in_the_test_environment() -> None:
 def test_importing_the_module_loads_no_numerics() -> None:
     code = (
         "import sys, anamnesis.embed as e\n"
-        "heavy = [m for m in ('numpy', 'tokenizers', 'huggingface_hub', 'threadpoolctl') if m in sys.modules]\n"
+        "heavy = [m for m in ('numpy', 'tokenizers', 'huggingface_hub', 'threadpoolctl', 'onnxruntime') if m in sys.modules]\n"
         "print(heavy, e.missing_dependencies())\n"
         "assert not heavy, heavy\n"
     )
@@ -250,6 +250,72 @@ def test_batches_share_the_work_evenly_between_threads() -> None:
     costs = [sum(embed._window_cost(len(w)) for _, w in b) for b in many]
     assert costs == sorted(costs, reverse=True) and max(costs) < 1.1 * min(costs), costs
     assert [len(b) for b in embed._balanced_batches(flat[:1], 2, 16)] == [1]
+
+
+def _bulk_texts(reference: dict[str, Any]) -> list[str]:
+    """The reference texts, repeated past the windows after which bulk calls go to onnxruntime."""
+    texts = [item["text"] for item in reference["items"]]
+    return texts * (-(-embed._ONNX_AFTER_WINDOWS // len(texts)) + 1)
+
+
+@pytest.mark.parametrize("chunks", [1, 4])
+def test_onnxruntime_gives_the_reference_vectors(
+    model_dir: Path, reference: dict[str, Any], chunks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bulk embedding through onnxruntime (the graph written by embed.py itself) gives the
+    same vectors as numpy and the reference, to the same tolerance."""
+    import numpy as np
+
+    monkeypatch.delenv(embed.RUNTIME_ENV, raising=False)
+    assert embed.onnx_runtime_available(), "onnxruntime belongs in the test environment"
+    model = load_embedder(model_dir, max_chunks=chunks)
+    items = reference["items"]
+    key = "vector" if chunks == 1 else "chunked_vector"
+    expected = np.asarray([item.get(key, item["vector"]) for item in items], dtype=np.float32)
+    numpy_vectors = model.embed([item["text"] for item in items])  # a short call: numpy
+    assert model._onnx is None
+    texts = _bulk_texts(reference)
+    vectors = model.embed(texts)
+    assert model._onnx is not None  # the session was made: this call ran through it
+    bulk = model.embed([item["text"] for item in items] * 2)[: len(items)]
+    for got in (vectors[: len(items)], bulk):
+        assert np.abs(got - expected).max() < 1e-5
+        assert np.abs(got - numpy_vectors).max() < 1e-5
+    # A query stays on numpy's path (no per-call session overhead): same vector still.
+    assert np.abs(model.embed_query(items[0]["text"]) - expected[0]).max() < 1e-5
+
+
+def test_onnxruntime_can_be_switched_off_and_queries_never_start_it(
+    model_dir: Path, reference: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(embed.RUNTIME_ENV, "numpy")
+    assert not embed.onnx_runtime_available()
+    off = load_embedder(model_dir)
+    off.embed(_bulk_texts(reference))
+    assert off._onnx is None and off._onnx_tried
+    monkeypatch.delenv(embed.RUNTIME_ENV)
+    queries = load_embedder(model_dir)
+    for _ in range(embed._ONNX_AFTER_WINDOWS + 1):
+        queries.embed_query("where is the deploy runbook")
+    assert queries._onnx is None and not queries._onnx_tried
+
+
+def test_a_failing_onnxruntime_leaves_the_work_to_numpy(
+    model_dir: Path, reference: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    def broken(embedder: Embedder) -> Any:
+        raise RuntimeError("onnxruntime cannot load this graph")
+
+    monkeypatch.delenv(embed.RUNTIME_ENV, raising=False)
+    monkeypatch.setattr(embed, "_onnx_session", broken)
+    model = load_embedder(model_dir)
+    texts = _bulk_texts(reference)
+    vectors = model.embed(texts)
+    assert model._onnx is None and model._onnx_tried
+    expected = np.asarray([item["vector"] for item in reference["items"]], dtype=np.float32)
+    assert np.abs(vectors[: len(expected)] - expected).max() < 1e-5
 
 
 def test_concurrent_calls_agree_and_blas_runs_one_thread(embedder: Embedder) -> None:
