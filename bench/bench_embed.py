@@ -154,8 +154,6 @@ def corpus_throughput(
     models: dict[str, Any] = {f"cap {cap}": load_embedder(model, max_chunks=cap) for cap in caps}
     if against is not None:
         models = {"this": load_embedder(model), against.name: load_other_embed(against).load_embedder(model)}
-        first, other = (m.embed(texts[:40]) for m in models.values())
-        print(f"largest difference between the two versions' vectors: {abs(first - other).max():.2e}")
     cores = os.cpu_count() or 1
     print(
         f"{count} corpus notes, mean {statistics.mean(len(t) for t in texts):.0f} characters; {cores} cores"
@@ -168,6 +166,9 @@ def corpus_throughput(
         )
         for _ in range(3):  # warm up: past the windows after which onnxruntime takes over
             embedder.embed(texts[:BATCH])
+    if against is not None:
+        first, other = (m.embed(texts[:BATCH]) for m in models.values())
+        print(f"largest difference between the two versions' vectors: {abs(first - other).max():.2e}")
     results: dict[str, list[tuple[float, float]]] = {cap: [] for cap in models}
     for turn in range(rounds):
         # Alternate who goes first, so neither always runs in the other's wake.
