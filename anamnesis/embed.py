@@ -473,9 +473,10 @@ def _load_layers(
 # on numpy (see _ONNX_AFTER_WINDOWS).
 
 RUNTIME_ENV = "ANAMNESIS_EMBED_RUNTIME"  # "numpy" keeps every call on numpy
-# Making the session costs ~0.7 s of CPU, what numpy takes for ~20 long notes: it is made
-# once an embedder has had this many windows in calls of more than one (a long `semantic
-# enable` or `update`), never for a short update or for queries.
+# Making the session costs ~0.15 s of CPU and ~180 MB of memory (onnxruntime's copy of the
+# layers' weights, and the same again packed for its kernels): it is made once an embedder
+# has had this many windows in calls of more than one (a long `semantic enable` or
+# `update`), never for a short update or for queries.
 _ONNX_AFTER_WINDOWS = 64
 _ONNX_OPSET = 17  # LayerNormalization's first opset
 _ONNX_FLOAT, _ONNX_INT64 = 1, 7  # TensorProto data types
@@ -517,20 +518,27 @@ def _pb(number: int, payload: bytes | str | int | float) -> bytes:
 
 
 class _OnnxGraph:
-    """Writes the encoder as an ONNX graph: input `ids` (n,) int64, the window's token ids
-    with [CLS] and [SEP]; output `pooled` (1, dim), the mean of its token vectors."""
+    """Writes the encoder as an ONNX graph: input `x` (n, dim), a window's rows after the
+    embedding layer (numpy does that lookup: the 47 MB word table stays out of the graph);
+    output (1, dim), the mean of its token vectors. The weights are copied once, into the
+    model's bytes."""
 
-    def __init__(self) -> None:
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
         self.nodes: list[bytes] = []
-        self.initializers: list[bytes] = []
+        self.initializers: list[bytes | memoryview] = []  # headers and the weights' buffers
+        self.size = 0
 
     def tensor(self, name: str, array: Any) -> str:
         import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
         kind = _ONNX_INT64 if array.dtype == np.int64 else _ONNX_FLOAT
-        data = np.ascontiguousarray(array, dtype="<i8" if kind == _ONNX_INT64 else "<f4").tobytes()
-        dims = b"".join(_pb(1, int(d)) for d in array.shape)
-        self.initializers.append(dims + _pb(2, kind) + _pb(8, name) + _pb(9, data))
+        data = np.ascontiguousarray(array, dtype="<i8" if kind == _ONNX_INT64 else "<f4").data.cast("B")
+        head = b"".join(_pb(1, int(d)) for d in array.shape) + _pb(2, kind) + _pb(8, name)
+        head += _varint(9 << 3 | 2) + _varint(len(data))
+        field = _varint(5 << 3 | 2) + _varint(len(head) + len(data))
+        self.initializers += [field + head, data]
+        self.size += len(field) + len(head) + len(data)
         return name
 
     def op(self, op_type: str, *inputs: str, **attributes: float | int | list[int]) -> str:
@@ -548,29 +556,27 @@ class _OnnxGraph:
         return out
 
     def model(self, output: str) -> bytes:
-        def value_info(name: str, kind: int, dims: tuple[str, ...]) -> bytes:
-            shape = b"".join(_pb(1, _pb(2, d)) for d in dims)
-            return _pb(1, name) + _pb(2, _pb(1, _pb(1, kind) + _pb(2, shape)))
+        def value_info(name: str, dims: tuple[str, ...]) -> bytes:
+            shape = b"".join(_pb(1, _pb(2, d) if d != "dim" else _pb(1, self.dim)) for d in dims)
+            return _pb(1, name) + _pb(2, _pb(1, _pb(1, _ONNX_FLOAT) + _pb(2, shape)))
 
-        graph = (
+        rest = (
             b"".join(_pb(1, node) for node in self.nodes)
             + _pb(2, "encoder")
-            + b"".join(_pb(5, t) for t in self.initializers)
-            + _pb(11, value_info("ids", _ONNX_INT64, ("n",)))
-            + _pb(12, value_info(output, _ONNX_FLOAT, ("one", "dim")))
+            + _pb(11, value_info("x", ("n", "dim")))
+            + _pb(12, value_info(output, ("one", "dim")))
         )
-        opset = _pb(1, "") + _pb(2, _ONNX_OPSET)
-        return _pb(1, 8) + _pb(2, "anamnesis") + _pb(7, graph) + _pb(8, opset)
+        head = _pb(1, 8) + _pb(2, "anamnesis") + _pb(8, _pb(1, "") + _pb(2, _ONNX_OPSET))
+        graph = _varint(7 << 3 | 2) + _varint(len(rest) + self.size)
+        return b"".join([head, graph, rest, *self.initializers])
 
 
 def _onnx_encoder(embedder: Embedder) -> bytes:
     """The embedder's encoder as an ONNX model, from the weights it has loaded."""
     import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
-    g = _OnnxGraph()
     dim, heads = embedder.dim, embedder._heads
-    one = g.tensor("one", np.array([1], dtype=np.int64))
-    zero = g.tensor("zero", np.array([0], dtype=np.int64))
+    g = _OnnxGraph(dim)
     split = g.tensor("split", np.array([-1, 3, heads, dim // heads], dtype=np.int64))
     merge = g.tensor("merge", np.array([-1, dim], dtype=np.int64))
     half = g.tensor("half", np.array(0.5, dtype=np.float32))
@@ -579,15 +585,14 @@ def _onnx_encoder(embedder: Embedder) -> bytes:
     eps = float(embedder._eps)
 
     def norm(x: str, weight: Any, bias: Any, name: str) -> str:
-        return g.op("LayerNormalization", x, g.tensor(f"{name}.w", weight), g.tensor(f"{name}.b", bias), axis=-1, epsilon=eps)
+        return g.op(
+            "LayerNormalization", x, g.tensor(f"{name}.w", weight), g.tensor(f"{name}.b", bias), axis=-1, epsilon=eps
+        )
 
     def dense(x: str, weight: Any, bias: Any, name: str) -> str:
         return g.op("Add", g.op("MatMul", x, g.tensor(f"{name}.w", weight)), g.tensor(f"{name}.b", bias))
 
-    count = g.op("Slice", g.op("Shape", "ids"), zero, one)
-    positions = g.tensor("positions", embedder._position[: embedder.max_tokens] + embedder._type0)
-    x = g.op("Add", g.op("Gather", g.tensor("words", embedder._word), "ids", axis=0), g.op("Slice", positions, zero, count))
-    x = norm(x, embedder._ln_w, embedder._ln_b, "embeddings")
+    x = "x"
     for i, layer in enumerate(embedder._layers):
         # the same arithmetic as _encode: only the queries' bias, the values' folded into out_b
         qkv_bias = np.concatenate([layer.q_b, np.zeros(2 * dim, dtype=np.float32)])
@@ -595,7 +600,8 @@ def _onnx_encoder(embedder: Embedder) -> bytes:
         q, k, v = (g.op("Gather", qkv, g.tensor(f"{i}.{part}", np.array(part, dtype=np.int64)), axis=0) for part in range(3))
         scores = g.op("Softmax", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 2, 1])), axis=-1)
         context = g.op("Reshape", g.op("Transpose", g.op("MatMul", scores, v), perm=[1, 0, 2]), merge)
-        x = norm(g.op("Add", dense(context, layer.out_w, layer.out_b, f"{i}.out"), x), layer.ln1_w, layer.ln1_b, f"{i}.ln1")
+        attn = g.op("Add", dense(context, layer.out_w, layer.out_b, f"{i}.out"), x)
+        x = norm(attn, layer.ln1_w, layer.ln1_b, f"{i}.ln1")
         hidden = dense(x, layer.up_w, layer.up_b, f"{i}.up")
         gelu = g.op("Mul", g.op("Mul", hidden, half), g.op("Add", g.op("Erf", g.op("Mul", hidden, root_half)), unit))
         x = norm(g.op("Add", dense(gelu, layer.down_w, layer.down_b, f"{i}.down"), x), layer.ln2_w, layer.ln2_b, f"{i}.ln2")
@@ -703,13 +709,7 @@ class Embedder:
             offsets.append(offsets[-1] + n)
         total, dim = offsets[-1], self.dim
         heads = self._heads
-        ids = np.fromiter((i for w in windows for i in w), dtype=np.int64, count=total)
-        positions = np.concatenate([self._arange[:n] for n in lengths])
-
-        x = self._word[ids]
-        x += self._position[positions]
-        x += self._type0
-        x = _layer_norm(x, self._ln_w, self._ln_b, self._eps)
+        x = self._embedded(windows, lengths, total)
         # Buffers made once a call: a fresh temporary of this size costs more in page
         # faults than the arithmetic done in it.
         qkv = np.empty((total, 3 * dim), dtype=np.float32)
@@ -750,6 +750,18 @@ class Embedder:
         )
         return pooled
 
+    def _embedded(self, windows: Sequence[Sequence[int]], lengths: list[int], total: int) -> FloatArray:
+        """The embedding layer: each token's word, position and type vectors, summed and
+        normalised, the windows' rows one after the other."""
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+
+        ids = np.fromiter((i for w in windows for i in w), dtype=np.int64, count=total)
+        positions = np.concatenate([self._arange[:n] for n in lengths])
+        x = self._word[ids]
+        x += self._position[positions]
+        x += self._type0
+        return _layer_norm(x, self._ln_w, self._ln_b, self._eps)
+
     def _windows(self, texts: Sequence[str]) -> list[list[list[int]]]:
         """Each text's token windows, [CLS] and [SEP] included."""
         inner = self.max_tokens - 2
@@ -789,7 +801,10 @@ class Embedder:
         def run(group: list[tuple[int, list[int]]]) -> FloatArray:
             if session is not None:  # window by window: no padding, no mask
                 return np.concatenate(
-                    [session.run(None, {"ids": np.asarray(window, dtype=np.int64)})[0] for _, window in group]
+                    [
+                        session.run(None, {"x": self._embedded([window], [len(window)], len(window))})[0]
+                        for _, window in group
+                    ]
                 )
             return self._encode([window for _, window in group])
 
