@@ -4,7 +4,9 @@ The model is all-MiniLM-L6-v2 (a 6-layer BERT encoder, 384 dimensions), read fro
 model folder in the standard layout: config.json, tokenizer.json, model.safetensors
 (plus sentence-transformers' small config files, which are not needed here).
 
-The forward pass is plain numpy in float32: no torch, no onnxruntime. The weights are
+The forward pass is plain numpy in float32 (no torch); when onnxruntime happens to be
+installed, long runs of bulk embedding go through it instead, with the same vectors (see
+"the optional faster runtime" below). The weights are
 memory-mapped straight from the safetensors file (the format is an 8-byte header length,
 a JSON header and raw little-endian tensors), and the matrices built from them once are
 memory-mapped from a prepared-weights file beside it (see _load_layers); tokenisation is
@@ -18,14 +20,15 @@ averaged (weighted by their length in tokens) and normalised again.
 The index embeds one window a note (MAX_CHUNKS = 1): the cost is in proportion to the
 tokens embedded (the matrix products already run near the processor's peak), and on our
 recall sets four windows ranked no better than one (docs/search.md) while costing three
-times as much on long notes.
+times as much on long notes; a window shorter than the model's 256 tokens lost recall on
+some set at every length tried (bench_embed.py --recall-caps).
 
-The windows of a call are packed without padding and run in batches spread over the
-cores by threads of our own, BLAS held to one thread (see Embedder). On 2 idle cores that
-is about 28 notes a second that fill the 256-token window (40 of ~190 tokens), 0.2 s from
-start to the first vector and 5 ms a query (bench/bench_embed.py).
+The windows of a call are packed without padding and run in batches of about equal cost
+spread over the cores by threads of our own, BLAS held to one thread (see Embedder).
+Figures (notes per CPU-second, start-up, a query's time) are in docs/search.md and come
+from bench/bench_embed.py.
 
-numpy, tokenizers and threadpoolctl are imported inside functions: importing this module
+numpy, tokenizers, threadpoolctl and onnxruntime are imported inside functions: importing this module
 is free, so the CLI's start, the hooks and keyword-only search never pay for them.
 """
 

@@ -267,7 +267,7 @@ def test_onnxruntime_gives_the_reference_vectors(
     import numpy as np
 
     monkeypatch.delenv(embed.RUNTIME_ENV, raising=False)
-    assert embed.onnx_runtime_available(), "onnxruntime belongs in the test environment"
+    assert embed.onnx_runtime_available(), "onnxruntime belongs in the test environment (pyproject's test extra)"
     model = load_embedder(model_dir, max_chunks=chunks)
     items = reference["items"]
     key = "vector" if chunks == 1 else "chunked_vector"
