@@ -584,7 +584,7 @@ def _onnx_encoder(embedder: Embedder) -> bytes:
     merge = g.tensor("merge", np.array([-1, dim], dtype=np.int64))
     half = g.tensor("half", np.array(0.5, dtype=np.float32))
     unit = g.tensor("unit", np.array(1.0, dtype=np.float32))
-    root_half = g.tensor("root_half", np.array(math.sqrt(0.5), dtype=np.float32))
+    root_two = g.tensor("root_two", np.array(math.sqrt(2.0), dtype=np.float32))
     eps = float(embedder._eps)
 
     def norm(x: str, weight: Any, bias: Any, name: str) -> str:
@@ -606,7 +606,8 @@ def _onnx_encoder(embedder: Embedder) -> bytes:
         attn = g.op("Add", dense(context, layer.out_w, layer.out_b, f"{i}.out"), x)
         x = norm(attn, layer.ln1_w, layer.ln1_b, f"{i}.ln1")
         hidden = dense(x, layer.up_w, layer.up_b, f"{i}.up")
-        gelu = g.op("Mul", g.op("Mul", hidden, half), g.op("Add", g.op("Erf", g.op("Mul", hidden, root_half)), unit))
+        # x * (1 + erf(x / sqrt 2)) * 0.5, in the form onnxruntime fuses into one GELU kernel
+        gelu = g.op("Mul", g.op("Mul", hidden, g.op("Add", g.op("Erf", g.op("Div", hidden, root_two)), unit)), half)
         x = norm(g.op("Add", dense(gelu, layer.down_w, layer.down_b, f"{i}.down"), x), layer.ln2_w, layer.ln2_b, f"{i}.ln2")
     return g.model(g.op("ReduceMean", x, axes=[0], keepdims=1))
 
