@@ -8,6 +8,11 @@ python bench/bench_embed.py --model DIR --corpus 300 --chunks 4,1 --rounds 3
     # with each window cap in turn (alternating, run for run), in wall time and CPU time
 python bench/bench_embed.py --model DIR --corpus 300 --chunks 4,1 --recall-notes
     # the same with the recall sets' hand-written notes (bench/recall/*/notes)
+git show 95ccf38:anamnesis/embed.py > /tmp/embed_before.py
+python bench/bench_embed.py --model DIR --corpus 96 --rounds 4 --against /tmp/embed_before.py
+    # this embed.py against another version of the file, run for run (cap 1)
+python bench/bench_embed.py --model DIR --recall-caps 256,224,192,160,128
+    # recall on every set (bench_recall.py --hybrid) with notes cut at each token cap
 
 DIR is a model folder, e.g. the one `scripts/test-model DIR` makes. Targets: at least
 20 notes/s, start to first vector at most 0.5 s, one short query at most 10 ms.
@@ -16,14 +21,17 @@ DIR is a model folder, e.g. the one `scripts/test-model DIR` makes. Targets: at 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -108,9 +116,23 @@ def blas_info() -> str:
     )
 
 
-def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int, sets: bool = False) -> None:
+def load_other_embed(path: Path) -> Any:
+    """Another version of anamnesis/search/embed.py (a file on its own: it imports only the
+    standard library at the top), loaded as a module of its own."""
+    spec = importlib.util.spec_from_file_location("embed_against", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"bench_embed: cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def corpus_throughput(
+    model: Path, count: int, caps: list[int], rounds: int, sets: bool = False, against: Path | None = None
+) -> None:
     """Notes a second as `semantic enable` embeds bench/corpus.py notes (or, with `sets`, the
-    recall sets' hand-written notes, repeated up to `count`), per window cap.
+    recall sets' hand-written notes, repeated up to `count`), per window cap, or (`against`)
+    this embed.py against another version of it, alternating run for run.
 
     CPU time (all threads of this process) barely moves with what else runs on the machine;
     notes per CPU-second times the cores is what an idle machine does."""
@@ -129,7 +151,9 @@ def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int, set
         rng = random.Random(7)
         notes = [make_note(rng, i) for i in range(count)]
     texts = [note_text(n.title, " ".join(n.tags), n.body) for n in notes]
-    models = {cap: load_embedder(model, max_chunks=cap) for cap in caps}
+    models: dict[str, Any] = {f"cap {cap}": load_embedder(model, max_chunks=cap) for cap in caps}
+    if against is not None:
+        models = {"this": load_embedder(model), against.name: load_other_embed(against).load_embedder(model)}
     cores = os.cpu_count() or 1
     print(
         f"{count} corpus notes, mean {statistics.mean(len(t) for t in texts):.0f} characters; {cores} cores"
@@ -137,13 +161,18 @@ def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int, set
     for cap, embedder in models.items():
         windows = embedder._windows(texts)
         print(
-            f"  cap {cap}: {statistics.mean(len(w) for w in windows):.2f} windows,"
+            f"  {cap}: {statistics.mean(len(w) for w in windows):.2f} windows,"
             f" {statistics.mean(sum(len(x) for x in w) for w in windows):.0f} tokens a note"
         )
-        embedder.embed(texts[:2])  # warm up
-    results: dict[int, list[tuple[float, float]]] = {cap: [] for cap in caps}
-    for _ in range(rounds):
-        for cap, embedder in models.items():
+        for _ in range(3):  # warm up: past the windows after which onnxruntime takes over
+            embedder.embed(texts[:BATCH])
+    if against is not None:
+        first, other = (m.embed(texts[:BATCH]) for m in models.values())
+        print(f"largest difference between the two versions' vectors: {abs(first - other).max():.2e}")
+    results: dict[str, list[tuple[float, float]]] = {cap: [] for cap in models}
+    for turn in range(rounds):
+        # Alternate who goes first, so neither always runs in the other's wake.
+        for cap, embedder in list(models.items())[:: 1 if turn % 2 == 0 else -1]:
             load = os.getloadavg()[0]
             wall, cpu = time.perf_counter(), time.process_time()
             for start in range(0, len(texts), BATCH):
@@ -151,17 +180,59 @@ def corpus_throughput(model: Path, count: int, caps: list[int], rounds: int, set
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             results[cap].append((wall, cpu))
             print(
-                f"  cap {cap}: {count / wall:6.1f} notes/s wall, {count / cpu:6.1f} notes per CPU-second"
+                f"  {cap}: {count / wall:6.1f} notes/s wall, {count / cpu:6.1f} notes per CPU-second"
                 f" (load {load:.1f})",
                 flush=True,
             )
     for cap, runs in results.items():
         per_cpu = count / statistics.median(cpu for _, cpu in runs)
         print(
-            f"cap {cap}: median {count / statistics.median(w for w, _ in runs):.1f} notes/s wall,"
+            f"{cap}: median {count / statistics.median(w for w, _ in runs):.1f} notes/s wall,"
             f" {per_cpu:.1f} notes per CPU-second -> 10,000 notes on {cores} idle cores"
             f" ~ {10_000 / (per_cpu * cores) / 60:.1f} min"
         )
+
+
+# Put on PYTHONPATH as sitecustomize.py, this sets the token cap in every Python process of
+# a bench_recall.py run (its CLI subprocesses too): the fingerprint names the cap, so a run
+# whose report does not show it did not take effect.
+CAP_SITECUSTOMIZE = """
+import os
+cap = os.environ.get("BENCH_EMBED_TOKEN_CAP")
+if cap:
+    import anamnesis.search.embed
+    anamnesis.search.embed.MAX_TOKENS = int(cap)
+"""
+
+
+def recall_by_cap(model: Path, caps: list[int]) -> None:
+    """Hybrid recall on every recall set with notes cut at each token cap in turn: a shorter
+    cap embeds long notes for less, and is worth it only where no set loses by it."""
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="bench-embed-caps-") as tmp:
+        (Path(tmp) / "sitecustomize.py").write_text(CAP_SITECUSTOMIZE, encoding="utf-8")
+        path = os.pathsep.join(filter(None, [tmp, os.environ.get("PYTHONPATH")]))
+        for cap in caps:
+            command = [sys.executable, str(root / "bench" / "bench_recall.py"), "--hybrid", "--in-process"]
+            proc = subprocess.run(
+                [*command, "--model-dir", str(model), "--json"],
+                env={**os.environ, "BENCH_EMBED_TOKEN_CAP": str(cap), "PYTHONPATH": path},
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"bench_embed: bench_recall.py failed at cap {cap}:\n{proc.stderr.strip()}")
+            for found in json.loads(proc.stdout)["sets"]:
+                fingerprint = found["semantic"]["fingerprint"]
+                if f":{cap}x" not in fingerprint:
+                    raise SystemExit(f"bench_embed: cap {cap} did not take effect ({fingerprint})")
+                every, paraphrase = found["metrics"]["all"], found["metrics"]["paraphrase"]
+                print(
+                    f"cap {cap:3d}  {found['set']:5s}  recall@5 {every['r@5']:.4f}  MRR {every['mrr']:.4f}"
+                    f"  paraphrase recall@5 {paraphrase['r@5']:.4f}",
+                    flush=True,
+                )
 
 
 def main() -> None:
@@ -191,11 +262,22 @@ def main() -> None:
     parser.add_argument(
         "--recall-notes", action="store_true", help="with --corpus: the recall sets' notes, not corpus.py's"
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="with --corpus: another version of anamnesis/search/embed.py to time against this one",
+    )
+    parser.add_argument(
+        "--recall-caps", help="only run the recall sets with notes cut at these token caps, e.g. 256,192,128"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
+    if args.recall_caps:
+        recall_by_cap(args.model.resolve(), [int(c) for c in args.recall_caps.split(",")])
+        return
     if args.corpus:
         caps = [int(c) for c in args.chunks.split(",")]
-        corpus_throughput(args.model, args.corpus, caps, args.rounds, args.recall_notes)
+        corpus_throughput(args.model, args.corpus, caps, args.rounds, args.recall_notes, args.against)
         return
 
     import numpy as np

@@ -257,7 +257,7 @@ def _peer_name(machine: str, url: str) -> str:
 
 MODEL_DOWNLOAD_MB = 90  # all-MiniLM-L6-v2's weights and tokenizer, fetched once
 VECTOR_BYTES = 384 * 2  # one float16 vector a note, in the index
-EMBED_NOTES_PER_SECOND = 20.0  # one 256-token window a note on one laptop core (docs/search.md)
+EMBED_NOTES_PER_SECOND = 20.0  # a note a 256-token window, one core: 31-46 with onnxruntime here (docs/search.md); a slower laptop
 SemanticChoice = Literal["enable", "ask", "hint", "skip", "missing"]
 
 

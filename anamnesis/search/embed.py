@@ -4,7 +4,9 @@ The model is all-MiniLM-L6-v2 (a 6-layer BERT encoder, 384 dimensions), read fro
 model folder in the standard layout: config.json, tokenizer.json, model.safetensors
 (plus sentence-transformers' small config files, which are not needed here).
 
-The forward pass is plain numpy in float32: no torch, no onnxruntime. The weights are
+The forward pass is plain numpy in float32 (no torch); when onnxruntime happens to be
+installed, long runs of bulk embedding go through it instead, with the same vectors (see
+"the optional faster runtime" below). The weights are
 memory-mapped straight from the safetensors file (the format is an 8-byte header length,
 a JSON header and raw little-endian tensors), and the matrices built from them once are
 memory-mapped from a prepared-weights file beside it (see _load_layers); tokenisation is
@@ -18,14 +20,15 @@ averaged (weighted by their length in tokens) and normalised again.
 The index embeds one window a note (MAX_CHUNKS = 1): the cost is in proportion to the
 tokens embedded (the matrix products already run near the processor's peak), and on our
 recall sets four windows ranked no better than one (docs/search.md) while costing three
-times as much on long notes.
+times as much on long notes; a window shorter than the model's 256 tokens lost recall on
+some set at every length tried (bench_embed.py --recall-caps).
 
-The windows of a call are packed without padding and run in batches spread over the
-cores by threads of our own, BLAS held to one thread (see Embedder). On 2 idle cores that
-is about 28 notes a second that fill the 256-token window (40 of ~190 tokens), 0.2 s from
-start to the first vector and 5 ms a query (bench/bench_embed.py).
+The windows of a call are packed without padding and run in batches of about equal cost
+spread over the cores by threads of our own, BLAS held to one thread (see Embedder).
+Figures (notes per CPU-second, start-up, a query's time) are in docs/search.md and come
+from bench/bench_embed.py.
 
-numpy, tokenizers and threadpoolctl are imported inside functions: importing this module
+numpy, tokenizers, threadpoolctl and onnxruntime are imported inside functions: importing this module
 is free, so the CLI's start, the hooks and keyword-only search never pay for them.
 """
 
@@ -306,15 +309,54 @@ def _gelu(x: FloatArray, scratch: tuple[FloatArray, FloatArray, FloatArray]) -> 
 
 
 def _layer_norm(x: FloatArray, weight: FloatArray, bias: FloatArray, eps: float) -> FloatArray:
+    """Layer norm of the rows of `x`, in place. The row means come from a matrix-vector
+    product and the variances from einsum: no temporary the size of `x` (a third less time
+    than numpy's mean and square)."""
     import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
 
-    mean = x.mean(axis=-1, keepdims=True)
-    x = x - mean
-    var = np.square(x).mean(axis=-1, keepdims=True)
-    x *= 1.0 / np.sqrt(var + eps)
+    width = x.shape[-1]
+    x -= x @ np.full((width, 1), 1.0 / width, dtype=np.float32)
+    scale = np.einsum("ij,ij->i", x, x)[:, None]
+    scale *= np.float32(1.0 / width)
+    scale += np.float32(eps)
+    np.sqrt(scale, out=scale)
+    np.divide(np.float32(1.0), scale, out=scale)
+    x *= scale
     x *= weight
     x += bias
     return x
+
+
+# Attention runs its softmax without first subtracting each row's largest score when the
+# sums of the exponentials show that nothing overflowed or vanished (then the result is
+# the same up to rounding); otherwise the window is done again the careful way.
+_SOFTMAX_SAFE = (1e-30, 1e30)
+
+
+def _attend(qkv: FloatArray, out: FloatArray, heads: int) -> None:
+    """Self-attention of one window: `qkv` (n, 3 * dim) holds its queries (biased and
+    scaled), keys and values; the mixed values go to `out` (n, dim). The keys' bias is
+    left out (it adds the same number to a query's every score, which softmax ignores) and
+    the values' bias is folded into the output projection's (the weights sum to 1)."""
+    import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+
+    n, dim = out.shape
+    part = qkv.reshape(n, 3, heads, dim // heads)
+    q = part[:, 0].transpose(1, 0, 2)  # heads, n, size: views, matmul reads them in place
+    k_t = part[:, 1].transpose(1, 2, 0)  # heads, size, n
+    v = part[:, 2].transpose(1, 0, 2)  # heads, n, size
+    scores = np.matmul(q, k_t)
+    with np.errstate(over="ignore", under="ignore"):
+        np.exp(scores, out=scores)
+        sums = scores.sum(axis=-1, keepdims=True)
+        if not _SOFTMAX_SAFE[0] < float(sums.min()) <= float(sums.max()) < _SOFTMAX_SAFE[1]:
+            np.matmul(q, k_t, out=scores)
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores.sum(axis=-1, keepdims=True, out=sums)
+    mixed = out.reshape(n, heads, dim // heads).transpose(1, 0, 2)
+    np.matmul(scores, v, out=mixed)
+    mixed /= sums
 
 
 class _Layer:
@@ -358,7 +400,11 @@ class _Layer:
             self.out_w = np.ascontiguousarray(get("attention.output.dense.weight").T)
             self.up_w = np.ascontiguousarray(get("intermediate.dense.weight").T)
             self.down_w = np.ascontiguousarray(get("output.dense.weight").T)
-        self.out_b = np.asarray(get("attention.output.dense.bias"))
+        dim = self.out_w.shape[0]
+        # Only the queries' bias is added; the values' passes through attention unchanged
+        # (its weights sum to 1), so it joins the output projection's (see _attend).
+        self.q_b = np.asarray(self.qkv_b[:dim])
+        self.out_b = np.asarray(get("attention.output.dense.bias")) + self.qkv_b[2 * dim :] @ self.out_w
         self.ln1_w = np.asarray(get("attention.output.LayerNorm.weight"))
         self.ln1_b = np.asarray(get("attention.output.LayerNorm.bias"))
         self.up_b = np.asarray(get("intermediate.dense.bias"))
@@ -418,6 +464,165 @@ def _load_layers(
     return layers
 
 
+# --- the optional faster runtime ----------------------------------------------------------
+#
+# When onnxruntime is installed, bulk embedding (semantic enable and update) runs the same
+# encoder through it: its matrix kernels use the widest vector instructions the processor
+# has (numpy's OpenBLAS may be held to narrower ones, e.g. by OPENBLAS_CORETYPE) and it
+# fuses layer norm and GELU, about twice the notes per CPU-second here. The graph is
+# written here from the weights already loaded, so nothing is downloaded and no ONNX file
+# is kept; its vectors agree with the numpy pass to ~2e-7 (the fingerprint stays the same,
+# and tests/search/test_embed.py checks both against the reference). Queries and short runs stay
+# on numpy (see _ONNX_AFTER_WINDOWS).
+
+RUNTIME_ENV = "ANAMNESIS_EMBED_RUNTIME"  # "numpy" keeps every call on numpy
+# Making the session costs ~0.15 s of CPU and ~180 MB of memory (onnxruntime's copy of the
+# layers' weights, and the same again packed for its kernels): it is made once an embedder
+# has had this many windows in calls of more than one (a long `semantic enable` or
+# `update`), never for a short update or for queries.
+_ONNX_AFTER_WINDOWS = 64
+_ONNX_OPSET = 17  # LayerNormalization's first opset
+_ONNX_FLOAT, _ONNX_INT64 = 1, 7  # TensorProto data types
+_ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7  # AttributeProto types
+
+
+def onnx_runtime_available() -> bool:
+    """True when onnxruntime is installed and not switched off by ANAMNESIS_EMBED_RUNTIME."""
+    if os.environ.get(RUNTIME_ENV, "").strip().lower() == "numpy":
+        return False
+    try:
+        return importlib.util.find_spec("onnxruntime") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+# A few protobuf writers: the ONNX model is a protobuf message, and these few fields are
+# all the graph needs (the onnx package would be one more dependency for them).
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _pb(number: int, payload: bytes | str | int | float) -> bytes:
+    """One protobuf field: an int as a varint, a float as 32 bits, text and bytes by length."""
+    if isinstance(payload, bool | int):
+        return _varint(number << 3) + _varint(int(payload))
+    if isinstance(payload, float):
+        import struct  # lazy: only the ONNX graph writes floats
+
+        return _varint(number << 3 | 5) + struct.pack("<f", payload)
+    data = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+class _OnnxGraph:
+    """Writes the encoder as an ONNX graph: input `x` (n, dim), a window's rows after the
+    embedding layer (numpy does that lookup: the 47 MB word table stays out of the graph);
+    output (1, dim), the mean of its token vectors. The weights are copied once, into the
+    model's bytes."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.nodes: list[bytes] = []
+        self.initializers: list[bytes | memoryview] = []  # headers and the weights' buffers
+        self.size = 0
+
+    def tensor(self, name: str, array: Any) -> str:
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+
+        kind = _ONNX_INT64 if array.dtype == np.int64 else _ONNX_FLOAT
+        data = np.ascontiguousarray(array, dtype="<i8" if kind == _ONNX_INT64 else "<f4").data.cast("B")
+        head = b"".join(_pb(1, int(d)) for d in array.shape) + _pb(2, kind) + _pb(8, name)
+        head += _varint(9 << 3 | 2) + _varint(len(data))
+        field = _varint(5 << 3 | 2) + _varint(len(head) + len(data))
+        self.initializers += [field + head, data]
+        self.size += len(field) + len(head) + len(data)
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attributes: float | int | list[int]) -> str:
+        out = f"t{len(self.nodes)}"
+        attrs = b""
+        for key, value in attributes.items():
+            if isinstance(value, list):
+                body = _pb(1, key) + b"".join(_pb(8, v) for v in value) + _pb(20, _ATTR_INTS)
+            elif isinstance(value, float):
+                body = _pb(1, key) + _pb(2, value) + _pb(20, _ATTR_FLOAT)
+            else:
+                body = _pb(1, key) + _pb(3, value) + _pb(20, _ATTR_INT)
+            attrs += _pb(5, body)
+        self.nodes.append(b"".join(_pb(1, i) for i in inputs) + _pb(2, out) + _pb(4, op_type) + attrs)
+        return out
+
+    def model(self, output: str) -> bytes:
+        def value_info(name: str, dims: tuple[str, ...]) -> bytes:
+            shape = b"".join(_pb(1, _pb(2, d) if d != "dim" else _pb(1, self.dim)) for d in dims)
+            return _pb(1, name) + _pb(2, _pb(1, _pb(1, _ONNX_FLOAT) + _pb(2, shape)))
+
+        rest = (
+            b"".join(_pb(1, node) for node in self.nodes)
+            + _pb(2, "encoder")
+            + _pb(11, value_info("x", ("n", "dim")))
+            + _pb(12, value_info(output, ("one", "dim")))
+        )
+        head = _pb(1, 8) + _pb(2, "anamnesis") + _pb(8, _pb(1, "") + _pb(2, _ONNX_OPSET))
+        graph = _varint(7 << 3 | 2) + _varint(len(rest) + self.size)
+        return b"".join([head, graph, rest, *self.initializers])
+
+
+def _onnx_encoder(embedder: Embedder) -> bytes:
+    """The embedder's encoder as an ONNX model, from the weights it has loaded."""
+    import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+
+    dim, heads = embedder.dim, embedder._heads
+    g = _OnnxGraph(dim)
+    split = g.tensor("split", np.array([-1, 3, heads, dim // heads], dtype=np.int64))
+    merge = g.tensor("merge", np.array([-1, dim], dtype=np.int64))
+    half = g.tensor("half", np.array(0.5, dtype=np.float32))
+    unit = g.tensor("unit", np.array(1.0, dtype=np.float32))
+    root_two = g.tensor("root_two", np.array(math.sqrt(2.0), dtype=np.float32))
+    eps = float(embedder._eps)
+
+    def norm(x: str, weight: Any, bias: Any, name: str) -> str:
+        return g.op(
+            "LayerNormalization", x, g.tensor(f"{name}.w", weight), g.tensor(f"{name}.b", bias), axis=-1, epsilon=eps
+        )
+
+    def dense(x: str, weight: Any, bias: Any, name: str) -> str:
+        return g.op("Add", g.op("MatMul", x, g.tensor(f"{name}.w", weight)), g.tensor(f"{name}.b", bias))
+
+    x = "x"
+    for i, layer in enumerate(embedder._layers):
+        # the same arithmetic as _encode: only the queries' bias, the values' folded into out_b
+        qkv_bias = np.concatenate([layer.q_b, np.zeros(2 * dim, dtype=np.float32)])
+        qkv = g.op("Transpose", g.op("Reshape", dense(x, layer.qkv_w, qkv_bias, f"{i}.qkv"), split), perm=[1, 2, 0, 3])
+        q, k, v = (g.op("Gather", qkv, g.tensor(f"{i}.{part}", np.array(part, dtype=np.int64)), axis=0) for part in range(3))
+        scores = g.op("Softmax", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 2, 1])), axis=-1)
+        context = g.op("Reshape", g.op("Transpose", g.op("MatMul", scores, v), perm=[1, 0, 2]), merge)
+        attn = g.op("Add", dense(context, layer.out_w, layer.out_b, f"{i}.out"), x)
+        x = norm(attn, layer.ln1_w, layer.ln1_b, f"{i}.ln1")
+        hidden = dense(x, layer.up_w, layer.up_b, f"{i}.up")
+        # x * (1 + erf(x / sqrt 2)) * 0.5, in the form onnxruntime fuses into one GELU kernel
+        gelu = g.op("Mul", g.op("Mul", hidden, g.op("Add", g.op("Erf", g.op("Div", hidden, root_two)), unit)), half)
+        x = norm(g.op("Add", dense(gelu, layer.down_w, layer.down_b, f"{i}.down"), x), layer.ln2_w, layer.ln2_b, f"{i}.ln2")
+    return g.model(g.op("ReduceMean", x, axes=[0], keepdims=1))
+
+
+def _onnx_session(embedder: Embedder) -> Any:
+    """An onnxruntime session of the encoder, on one thread (embed() runs one per core)."""
+    import onnxruntime  # lazy: optional, only for bulk embedding when installed
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: nothing on a CLI's stderr
+    return onnxruntime.InferenceSession(_onnx_encoder(embedder), options, providers=["CPUExecutionProvider"])
+
+
 class Embedder:
     """A loaded model: embed texts into L2-normalised float32 vectors of `dim` numbers.
 
@@ -466,6 +671,10 @@ class Embedder:
         self._single_threaded_blas()
         self._workers = _cpu_count() if self._blas is not None else 1
         self._bulk = threading.Lock()
+        self._onnx: Any = None  # the onnxruntime session, once bulk calls have had enough windows
+        self._onnx_tried = False
+        self._onnx_lock = threading.Lock()
+        self._bulk_windows = 0
 
         t = _load_tensors(model_dir / WEIGHTS_FILE)
         self.dim = int(config["hidden_size"])
@@ -503,54 +712,59 @@ class Embedder:
         for n in lengths:
             offsets.append(offsets[-1] + n)
         total, dim = offsets[-1], self.dim
-        heads, size = self._heads, dim // self._heads
-        ids = np.fromiter((i for w in windows for i in w), dtype=np.int64, count=total)
-        positions = np.concatenate([self._arange[:n] for n in lengths])
-
-        x = self._word[ids]
-        x += self._position[positions]
-        x += self._type0
-        x = _layer_norm(x, self._ln_w, self._ln_b, self._eps)
+        heads = self._heads
+        x = self._embedded(windows, lengths, total)
+        # Buffers made once a call: a fresh temporary of this size costs more in page
+        # faults than the arithmetic done in it.
+        qkv = np.empty((total, 3 * dim), dtype=np.float32)
         context = np.empty((total, dim), dtype=np.float32)
+        following = np.empty((total, dim), dtype=np.float32)
         inner = self._layers[0].up_w.shape[1]
         block = min(_ROW_BLOCK, total)
+        attn_buf = np.empty((block, dim), dtype=np.float32)
         hidden_buf = np.empty((block, inner), dtype=np.float32)
         scratch = (np.empty_like(hidden_buf), np.empty_like(hidden_buf), np.empty_like(hidden_buf))
         for layer in self._layers:
-            qkv = x @ layer.qkv_w
-            qkv += layer.qkv_b
+            np.matmul(x, layer.qkv_w, out=qkv)
+            qkv[:, :dim] += layer.q_b
             for start, end in itertools.pairwise(offsets):
-                n = end - start
-                part = qkv[start:end].reshape(n, 3, heads, size)
-                q = np.ascontiguousarray(part[:, 0].transpose(1, 0, 2))  # heads, n, size
-                k_t = np.ascontiguousarray(part[:, 1].transpose(1, 2, 0))  # heads, size, n
-                v = np.ascontiguousarray(part[:, 2].transpose(1, 0, 2))  # heads, n, size
-                scores = q @ k_t  # the 1/sqrt(size) scale is folded into the query weights
-                scores -= scores.max(axis=-1, keepdims=True)
-                np.exp(scores, out=scores)
-                mixed = scores @ v
-                mixed /= scores.sum(axis=-1, keepdims=True)  # softmax's division, on fewer numbers
-                context[start:end] = mixed.transpose(1, 0, 2).reshape(n, dim)
-            attn = context @ layer.out_w
-            attn += layer.out_b
-            attn += x
-            x = _layer_norm(attn, layer.ln1_w, layer.ln1_b, self._eps)
-            out = np.empty_like(x)
+                _attend(qkv[start:end], context[start:end], heads)
+            # The rest of the layer works row by row: done in blocks, each block's numbers
+            # stay in the processor's cache from one step to the next.
             for row in range(0, total, _ROW_BLOCK):
                 rows = min(_ROW_BLOCK, total - row)
+                attn = attn_buf[:rows]
+                np.matmul(context[row : row + rows], layer.out_w, out=attn)
+                attn += layer.out_b
+                attn += x[row : row + rows]
+                _layer_norm(attn, layer.ln1_w, layer.ln1_b, self._eps)
                 hidden = hidden_buf[:rows]
-                np.matmul(x[row : row + rows], layer.up_w, out=hidden)
+                np.matmul(attn, layer.up_w, out=hidden)
                 hidden += layer.up_b
                 _gelu(hidden, (scratch[0][:rows], scratch[1][:rows], scratch[2][:rows]))
-                np.matmul(hidden, layer.down_w, out=out[row : row + rows])
-            out += layer.down_b
-            out += x
-            x = _layer_norm(out, layer.ln2_w, layer.ln2_b, self._eps)
+                out = following[row : row + rows]
+                np.matmul(hidden, layer.down_w, out=out)
+                out += layer.down_b
+                out += attn
+                _layer_norm(out, layer.ln2_w, layer.ln2_b, self._eps)
+            x, following = following, x
         summed = np.add.reduceat(x, offsets[:-1], axis=0)
         pooled: FloatArray = np.divide(
             summed, np.asarray(lengths, dtype=np.float32)[:, None], dtype=np.float32
         )
         return pooled
+
+    def _embedded(self, windows: Sequence[Sequence[int]], lengths: list[int], total: int) -> FloatArray:
+        """The embedding layer: each token's word, position and type vectors, summed and
+        normalised, the windows' rows one after the other."""
+        import numpy as np  # lazy: optional extra (numpy), absent on keyword-only installs
+
+        ids = np.fromiter((i for w in windows for i in w), dtype=np.int64, count=total)
+        positions = np.concatenate([self._arange[:n] for n in lengths])
+        x = self._word[ids]
+        x += self._position[positions]
+        x += self._type0
+        return _layer_norm(x, self._ln_w, self._ln_b, self._eps)
 
     def _windows(self, texts: Sequence[str]) -> list[list[list[int]]]:
         """Each text's token windows, [CLS] and [SEP] included."""
@@ -583,13 +797,19 @@ class Embedder:
         flat: list[tuple[int, list[int]]] = [
             (index, window) for index, windows in enumerate(self._windows(texts)) for window in windows
         ]
-        # Long windows first, so the batches that take longest start first.
-        flat.sort(key=lambda item: -len(item[1]))
         workers = max(1, min(self._workers, len(flat)))
-        size = max(1, min(int(batch_size), -(-len(flat) // workers)))
-        batches = [flat[start : start + size] for start in range(0, len(flat), size)]
+        batches = _balanced_batches(flat, workers, max(1, int(batch_size)))
+
+        session = self._onnx_session(len(flat))
 
         def run(group: list[tuple[int, list[int]]]) -> FloatArray:
+            if session is not None:  # window by window: no padding, no mask
+                return np.concatenate(
+                    [
+                        session.run(None, {"x": self._embedded([window], [len(window)], len(window))})[0]
+                        for _, window in group
+                    ]
+                )
             return self._encode([window for _, window in group])
 
         self._single_threaded_blas()
@@ -611,6 +831,23 @@ class Embedder:
         result[:] = sums
         return result
 
+    def _onnx_session(self, windows: int) -> Any:
+        """The onnxruntime session once bulk calls have had _ONNX_AFTER_WINDOWS windows, else
+        None (also when it is not installed, switched off, or failed: numpy does the work
+        then, with the same vectors). A query never makes it, nor waits for it."""
+        if self._onnx_tried or windows < 2:
+            return self._onnx
+        with self._onnx_lock:
+            self._bulk_windows += windows
+            if self._bulk_windows >= _ONNX_AFTER_WINDOWS and not self._onnx_tried:
+                if onnx_runtime_available():
+                    try:
+                        self._onnx = _onnx_session(self)
+                    except Exception:  # a broken or too old onnxruntime: numpy will do
+                        self._onnx = None
+                self._onnx_tried = True
+        return self._onnx
+
     def _single_threaded_blas(self) -> None:
         """Hold BLAS to one thread, for the whole process (see the class's docstring)."""
         if self._blas is not None:
@@ -620,6 +857,34 @@ class Embedder:
         """The vector of one text, shape (dim,)."""
         vector: FloatArray = self.embed([text])[0]
         return vector
+
+
+def _window_cost(length: int) -> int:
+    """Relative cost of a window of `length` tokens: the dense layers cost the same for
+    every token (~21 MFLOP for this model), attention grows with the window's length
+    (~9 kFLOP a token per token of the window)."""
+    return length * (2300 + length)
+
+
+def _balanced_batches(
+    flat: list[tuple[int, list[int]]], workers: int, most: int
+) -> list[list[tuple[int, list[int]]]]:
+    """The windows in batches of at most `most`, their count a multiple of `workers` where
+    the windows allow, and each batch about as costly as the others: the threads finish
+    together instead of one waiting for the batch of all the long windows. Longest first,
+    each window to the cheapest batch with room (windows of equal length stay in order)."""
+    count = max(1, -(-len(flat) // most))
+    count = min(len(flat), -(-count // workers) * workers)
+    room = -(-len(flat) // count)
+    batches: list[list[tuple[int, list[int]]]] = [[] for _ in range(count)]
+    costs = [0] * count
+    for item in sorted(flat, key=lambda item: -len(item[1])):
+        slot = min((i for i in range(count) if len(batches[i]) < room), key=costs.__getitem__)
+        batches[slot].append(item)
+        costs[slot] += _window_cost(len(item[1]))
+    # The costliest batches first, so no thread is left with a long one at the end.
+    order = sorted(range(count), key=lambda i: -costs[i])
+    return [batches[i] for i in order if batches[i]]
 
 
 def _cpu_count() -> int:

@@ -112,7 +112,7 @@ def test_the_extra_is_installed_in_the_test_environment() -> None:
 def test_importing_the_module_loads_no_numerics() -> None:
     code = (
         "import sys, anamnesis.search.embed as e\n"
-        "heavy = [m for m in ('numpy', 'tokenizers', 'huggingface_hub', 'threadpoolctl') if m in sys.modules]\n"
+        "heavy = [m for m in ('numpy', 'tokenizers', 'huggingface_hub', 'threadpoolctl', 'onnxruntime') if m in sys.modules]\n"
         "print(heavy, e.missing_dependencies())\n"
         "assert not heavy, heavy\n"
     )
@@ -193,6 +193,129 @@ def test_batches_match_one_by_one(embedder: Embedder, reference: dict[str, Any])
     # Order of the inputs does not matter.
     backwards = embedder.embed(texts[::-1])[::-1]
     assert np.allclose(together, backwards, atol=1e-5)
+
+
+def _attention_float64(qkv: Any, heads: int) -> Any:
+    """Textbook self-attention in float64: the softmax with its row maximum subtracted."""
+    import numpy as np
+
+    n, dim = qkv.shape[0], qkv.shape[1] // 3
+    part = qkv.astype(np.float64).reshape(n, 3, heads, dim // heads)
+    q, k, v = (part[:, i].transpose(1, 0, 2) for i in range(3))
+    scores = q @ k.transpose(0, 2, 1)
+    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    scores /= scores.sum(axis=-1, keepdims=True)
+    return (scores @ v).transpose(1, 0, 2).reshape(n, dim)
+
+
+@pytest.mark.parametrize("scale", [1.0, 25.0, -25.0])
+def test_attention_is_exact_when_scores_overflow_or_vanish(scale: float) -> None:
+    """The softmax skips subtracting the row maximum only when that cannot matter: scores
+    whose exponentials overflow float32 (or all vanish) take the careful way, same result."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    heads, size, n = 4, 8, 30
+    qkv = rng.standard_normal((n, 3 * heads * size)).astype(np.float32)
+    # Keys all alike, so with a large query scale a row's scores are all far above (or,
+    # negated, all far below) what float32's exp can hold.
+    qkv[:, heads * size : 2 * heads * size] = np.abs(qkv[0, heads * size : 2 * heads * size]) + 1
+    qkv[:, : heads * size] = np.abs(qkv[:, : heads * size]) * scale
+    q = qkv[:, : heads * size].reshape(n, heads, size)
+    k = qkv[:, heads * size : 2 * heads * size].reshape(n, heads, size)
+    extreme = np.abs(np.einsum("ihs,jhs->hij", q, k)).min()
+    assert (extreme > 100) == (scale != 1.0)  # e**100 is past float32, e**-100 below it
+    out = np.empty((n, heads * size), dtype=np.float32)
+    with np.errstate(all="raise"):  # not even a warning escapes
+        embed._attend(qkv, out, heads)
+    assert np.all(np.isfinite(out))
+    # float32 rounding of scores in the hundreds moves the weights by ~1e-5 of themselves
+    assert np.abs(out - _attention_float64(qkv, heads)).max() < 1e-4
+
+
+def test_batches_share_the_work_evenly_between_threads() -> None:
+    """Notes of mixed lengths: each thread's batches cost about the same, so neither waits."""
+    import random
+
+    rng = random.Random(3)
+    flat = [(i, [0] * rng.choice([20, 60, 120, 256])) for i in range(32)]
+    batches = embed._balanced_batches(flat, 2, 16)
+    assert len(batches) == 2 and all(len(b) <= 16 for b in batches)
+    assert sorted(i for b in batches for i, _ in b) == list(range(32))
+    costs = [sum(embed._window_cost(len(w)) for _, w in b) for b in batches]
+    assert max(costs) < 1.1 * min(costs), costs
+    # more windows than two batches hold: a multiple of the threads, longest-cost first
+    many = embed._balanced_batches(flat * 3, 2, 16)
+    assert len(many) % 2 == 0 and all(len(b) <= 16 for b in many)
+    costs = [sum(embed._window_cost(len(w)) for _, w in b) for b in many]
+    assert costs == sorted(costs, reverse=True) and max(costs) < 1.1 * min(costs), costs
+    assert [len(b) for b in embed._balanced_batches(flat[:1], 2, 16)] == [1]
+
+
+def _bulk_texts(reference: dict[str, Any]) -> list[str]:
+    """The reference texts, repeated past the windows after which bulk calls go to onnxruntime."""
+    texts = [item["text"] for item in reference["items"]]
+    return texts * (-(-embed._ONNX_AFTER_WINDOWS // len(texts)) + 1)
+
+
+@pytest.mark.parametrize("chunks", [1, 4])
+def test_onnxruntime_gives_the_reference_vectors(
+    model_dir: Path, reference: dict[str, Any], chunks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bulk embedding through onnxruntime (the graph written by embed.py itself) gives the
+    same vectors as numpy and the reference, to the same tolerance."""
+    import numpy as np
+
+    monkeypatch.delenv(embed.RUNTIME_ENV, raising=False)
+    assert embed.onnx_runtime_available(), "onnxruntime belongs in the test environment (pyproject's test extra)"
+    model = load_embedder(model_dir, max_chunks=chunks)
+    items = reference["items"]
+    key = "vector" if chunks == 1 else "chunked_vector"
+    expected = np.asarray([item.get(key, item["vector"]) for item in items], dtype=np.float32)
+    numpy_vectors = model.embed([item["text"] for item in items])  # a short call: numpy
+    assert model._onnx is None
+    texts = _bulk_texts(reference)
+    vectors = model.embed(texts)
+    assert model._onnx is not None  # the session was made: this call ran through it
+    bulk = model.embed([item["text"] for item in items] * 2)[: len(items)]
+    for got in (vectors[: len(items)], bulk):
+        assert np.abs(got - expected).max() < 1e-5
+        assert np.abs(got - numpy_vectors).max() < 1e-5
+    # A query stays on numpy's path (no per-call session overhead): same vector still.
+    assert np.abs(model.embed_query(items[0]["text"]) - expected[0]).max() < 1e-5
+
+
+def test_onnxruntime_can_be_switched_off_and_queries_never_start_it(
+    model_dir: Path, reference: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(embed.RUNTIME_ENV, "numpy")
+    assert not embed.onnx_runtime_available()
+    off = load_embedder(model_dir)
+    off.embed(_bulk_texts(reference))
+    assert off._onnx is None and off._onnx_tried
+    monkeypatch.delenv(embed.RUNTIME_ENV)
+    queries = load_embedder(model_dir)
+    for _ in range(embed._ONNX_AFTER_WINDOWS + 1):
+        queries.embed_query("where is the deploy runbook")
+    assert queries._onnx is None and not queries._onnx_tried
+
+
+def test_a_failing_onnxruntime_leaves_the_work_to_numpy(
+    model_dir: Path, reference: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    def broken(embedder: Embedder) -> Any:
+        raise RuntimeError("onnxruntime cannot load this graph")
+
+    monkeypatch.delenv(embed.RUNTIME_ENV, raising=False)
+    monkeypatch.setattr(embed, "_onnx_session", broken)
+    model = load_embedder(model_dir)
+    texts = _bulk_texts(reference)
+    vectors = model.embed(texts)
+    assert model._onnx is None and model._onnx_tried
+    expected = np.asarray([item["vector"] for item in reference["items"]], dtype=np.float32)
+    assert np.abs(vectors[: len(expected)] - expected).max() < 1e-5
 
 
 def test_concurrent_calls_agree_and_blas_runs_one_thread(embedder: Embedder) -> None:
