@@ -2,7 +2,9 @@
 
 Queries are natural language by default: an agent asks "how do we rotate the
 staging certificates?", a person types `pg pool size`, a note holds
-`docker run --rm -it`. So no word is required; stop words are dropped; words
+`docker run --rm -it`. So no word is required; stop words are set apart as
+`function_terms` (ranking uses them only to find notes that share no content
+word with the query: see `anamnesis.search.ranking`); words
 with punctuation (`parse_config`, `a.b.c`, `src/app/main.py`, `--no-deps`)
 are phrases of their parts, so they match exactly that sequence; a command
 line is also kept whole as one phrase, to reward the note that holds it.
@@ -99,6 +101,7 @@ class Query:
     excluded: list[Term] = field(default_factory=list)
     dash_excluded: list[Term] = field(default_factory=list)  # from `-word`: dropped if they leave nothing
     command: Term | None = None  # the longest run of command-line tokens, as one phrase
+    function_terms: list[Term] = field(default_factory=list)  # its stop words ("how", "where", "up")
 
     @property
     def empty(self) -> bool:
@@ -111,6 +114,15 @@ class Query:
         joined = " OR ".join(dict.fromkeys(t.fts() for t in self.terms))
         expr = f"({joined})" if len(self.terms) > 1 else joined
         for term in self.excluded:
+            expr = f"{expr} NOT {term.fts()}"
+        return expr
+
+    def match_function_only(self, words: list[Term]) -> str | None:
+        """An FTS5 expression for notes holding one of `words` but none of the terms, minus exclusions."""
+        if not words or not self.terms:
+            return None
+        expr = "(" + " OR ".join(dict.fromkeys(t.fts() for t in words)) + ")"
+        for term in [*self.terms, *self.excluded]:
             expr = f"{expr} NOT {term.fts()}"
         return expr
 
@@ -148,7 +160,13 @@ def without_dash_exclusions(query: Query) -> Query:
     """The query with its `-word` exclusions read as words to find instead (a flag after all)."""
     kept = [t for t in query.excluded if t not in query.dash_excluded]
     terms = query.terms + [t for t in query.dash_excluded if t not in query.terms]
-    return Query(raw=query.raw, terms=terms[:MAX_TERMS], excluded=kept, command=query.command)
+    return Query(
+        raw=query.raw,
+        terms=terms[:MAX_TERMS],
+        excluded=kept,
+        command=query.command,
+        function_terms=[t for t in query.function_terms if t not in terms],
+    )
 
 
 def _parts(token: str) -> list[str]:
@@ -245,6 +263,8 @@ def parse_query(raw: str) -> Query:
         if not quoted and not code and not prefix and len(parts) == 1:
             word = parts[0]
             if word in STOPWORDS or (len(word) < 2 and not word.isdigit()):
+                if len(word) >= 2 and all(t.parts != (word,) for t in query.function_terms):
+                    query.function_terms.append(Term((word,)))
                 continue
         key = (tuple(parts), prefix)
         if key in seen:
@@ -257,6 +277,7 @@ def parse_query(raw: str) -> Query:
             query.terms.append(Term(tuple(parts), prefix=prefix, quoted=quoted, code=code, variants=same))
     if not query.terms and not query.excluded:
         # only stop words ("how to"): search for them rather than for nothing
+        query.function_terms = []
         for text, quoted, _neg in tokens:
             parts = _parts(text)
             if parts and (tuple(parts), False) not in seen:
@@ -265,6 +286,7 @@ def parse_query(raw: str) -> Query:
     if len(best) >= 2:
         query.command = Term(tuple(best), code=True)
     query.terms = query.terms[:MAX_TERMS]
+    query.function_terms = query.function_terms[:MAX_TERMS]
     return query
 
 

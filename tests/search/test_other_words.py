@@ -14,6 +14,7 @@ from typing import Any
 from anamnesis.base.paths import Store
 from anamnesis.search.engine import search
 from anamnesis.search.index import open_index
+from anamnesis.search.query import parse_query
 from anamnesis.search.ranking import KeywordRanker
 from anamnesis.store.operations import create_note
 
@@ -35,6 +36,63 @@ def fill(store: Store) -> None:
     ]
     for i, body in enumerate(bodies):
         create_note(store, type="semantic", title=f"Fact {i}", body=body)
+
+
+def test_the_parser_sets_function_words_apart() -> None:
+    query = parse_query("where does the tool look for its settings?")
+    assert [t.text for t in query.terms] == ["tool", "look", "settings"]
+    assert [t.text for t in query.function_terms] == ["where", "does", "the", "for", "its"]
+    only = parse_query("how to")
+    assert [t.text for t in only.terms] == ["how", "to"] and not only.function_terms
+
+
+def test_a_question_sharing_only_function_words_with_its_note_is_found(store: Store) -> None:
+    fill(store)
+    panel = create_note(
+        store, type="semantic", title="Breaker box", body="It hangs behind the shelf, up on the garage wall."
+    )
+    plants = create_note(store, type="semantic", title="House plants", body="Water the ferns in the house weekly.")
+    found = ranked(store, "where is the fuse panel up in our house?")
+    assert found[0] == plants.path  # a content word still comes first
+    assert panel.path in found  # found by "up" alone: better than a short list
+
+
+def test_a_note_holding_the_content_words_ranks_above_notes_with_only_function_words(store: Store) -> None:
+    fill(store)
+    answer = create_note(store, type="semantic", title="Breaker box", body="The breaker box is in the garage.")
+    chatty = create_note(
+        store, type="semantic", title="Attic", body="Where is it? Up there, where it always was, up in the attic."
+    )
+    found = ranked(store, "where is the breaker box up in the garage")
+    assert found[0] == answer.path
+    assert chatty.path in found[1:]  # it holds "where" and "up" twice, and still comes after
+
+
+def test_function_words_never_answer_alone(store: Store) -> None:
+    fill(store)
+    create_note(store, type="semantic", title="Attic", body="Where is it? Up there, where it always was.")
+    # off-topic: no content word of the question is in any note, so nothing, as before
+    assert ranked(store, "where is the capital of France up north?") == []
+    # a query of function words only is still searched for them: there is nothing else to go by
+    assert ranked(store, "where is it") != []
+
+
+def test_a_word_most_notes_hold_does_not_make_every_note_a_candidate(store: Store) -> None:
+    fill(store)
+    zebra = create_note(store, type="semantic", title="Zebra", body="The zebra crossing is by the gate.")
+    # "the" is in most notes: BM25 gives it no weight, and it is not asked for
+    assert ranked(store, "the zebra") == [zebra.path]
+    assert ranked(store, "was the zebra there") == [zebra.path]
+
+
+def test_function_words_respect_filters_and_exclusions(store: Store) -> None:
+    fill(store)
+    create_note(store, type="semantic", title="Panel", body="Up on the wall, behind the shelf.", project="github.com/a/b")
+    shed = create_note(store, type="semantic", title="Shed", body="Up on the roof of the shed.")
+    plants = create_note(store, type="semantic", title="House plants", body="Water the ferns in the house weekly.")
+    assert ranked(store, "fuse panel up in our house", project="github.com/x/y") == []
+    found = ranked(store, "fuse panel up in our house NOT roof")
+    assert found[0] == plants.path and shed.path not in found
 
 
 def test_a_replacement_found_by_fewer_words_ranks_as_high_as_the_note_it_replaced(store: Store) -> None:
