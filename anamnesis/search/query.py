@@ -79,6 +79,7 @@ class Term:
     code: bool = False  # a code word, path, flag or command line: punctuation was inside
     weight: float = 1.0
     variants: tuple[tuple[str, ...], ...] = ()  # other spellings that count as this term
+    joined: bool = False  # words of the query that are also a term one by one ("merge request")
 
     def fts(self) -> str:
         """The term as an FTS5 phrase, or a group of its spellings (safe: quotes doubled)."""
@@ -283,11 +284,33 @@ def parse_query(raw: str) -> Query:
             if parts and (tuple(parts), False) not in seen:
                 seen.add((tuple(parts), False))
                 query.terms.append(Term(tuple(parts), quoted=quoted))
+    _add_spelled_out(query, tokens, seen)
     if len(best) >= 2:
         query.command = Term(tuple(best), code=True)
     query.terms = query.terms[:MAX_TERMS]
     query.function_terms = query.function_terms[:MAX_TERMS]
     return query
+
+
+def _add_spelled_out(
+    query: Query, tokens: list[tuple[str, bool, bool]], seen: set[tuple[tuple[str, ...], bool]]
+) -> None:
+    """Words in a row that are the long form of a short one ("merge request", "load balancer"):
+    one more term, their phrase, that also finds the short form, as `mr` finds "merge request"."""
+    words: list[list[str]] = []
+    for i, (text, quoted, negated) in enumerate(tokens):
+        excluded = negated or text.startswith("-") or (i > 0 and tokens[i - 1][0] == "NOT")
+        words.append([] if quoted or excluded or text == "NOT" else _parts(text))
+    for size in (2, 3):
+        for start in range(len(words) - size + 1):
+            run = words[start : start + size]
+            if any(len(parts) != 1 for parts in run):
+                continue
+            form = tuple(parts[0] for parts in run)
+            variants = SAME_AS.get(" ".join(form))
+            if variants and (form, False) not in seen:
+                seen.add((form, False))
+                query.terms.append(Term(form, variants=variants, joined=True))
 
 
 def split_camel(word: str) -> list[str]:

@@ -120,6 +120,7 @@ class KeywordRanker:
         if query.command is not None:
             command = _rowids(index, query.command.fts())
         keyword_like = _keyword_like(query)
+        single = [found for term, found in zip(query.terms, holders, strict=True) if not term.joined]
         out: dict[int, KeywordScore] = {}
         for rowid, score in ranked:
             out[rowid] = KeywordScore(
@@ -127,7 +128,7 @@ class KeywordRanker:
                 in_title=sum(w for w, found in zip(weights, titled, strict=True) if rowid in found) / whole,
                 bm25=score / best,
                 command=rowid in command,
-                all_terms=keyword_like and all(rowid in found for found in holders),
+                all_terms=keyword_like and all(rowid in found for found in single),
             )
         if function_words and not self.require_all and len(ranked) < pool:
             out.update(self._by_function_words(index, query, filters, pool - len(ranked), total, whole, best))
@@ -196,10 +197,11 @@ class KeywordScore:
 
 def _keyword_like(query: Query) -> bool:
     """A few words typed as keywords (no stop words dropped), not a sentence."""
-    if not 1 < len(query.terms) <= KEYWORD_QUERY_MAX_TERMS:
+    if not 1 < len([t for t in query.terms if not t.joined]) <= KEYWORD_QUERY_MAX_TERMS:
         return False
     words = [w for w in query.raw.split() if w.upper() != "NOT"]
-    return len(words) <= KEYWORD_QUERY_MAX_TERMS and len(parse_query(query.raw).terms) == len(words)
+    single = [t for t in parse_query(query.raw).terms if not t.joined]
+    return len(words) <= KEYWORD_QUERY_MAX_TERMS and len(single) == len(words)
 
 
 class SemanticRanker:

@@ -95,6 +95,17 @@ def test_function_words_respect_filters_and_exclusions(store: Store) -> None:
     assert found[0] == plants.path and shed.path not in found
 
 
+def test_a_spelled_out_long_form_finds_the_short_one(store: Store) -> None:
+    fill(store)
+    rule = create_note(store, type="procedural", title="Reviews", body="Every MR needs two approvals.")
+    query = parse_query("who approves a merge request")
+    assert ("merge request" in [t.text for t in query.terms]) and query.terms[-1].joined
+    assert ranked(store, "who approves a merge request")[0] == rule.path
+    # the words are still searched one by one, and a short keyword query still wants them all
+    both = create_note(store, type="semantic", title="Merge queue", body="A merge of one request at a time.")
+    assert ranked(store, "merge request")[0] == both.path
+
+
 def test_a_replacement_found_by_fewer_words_ranks_as_high_as_the_note_it_replaced(store: Store) -> None:
     old = create_note(
         store,
