@@ -39,6 +39,7 @@ ALL_TERMS_BONUS = 1.0  # a short keyword query: notes with every word come first
 KEYWORD_QUERY_MAX_TERMS = 4
 FUNCTION_WEIGHT = 0.3  # a function word ("where", "up") against a content word as rare (0.2-0.7 did alike)
 FUNCTION_MAX_SHARE = 0.5  # a function word in more of the notes than this tells them apart no more
+FUNCTION_WORDS = 4  # only the rarest few are asked for (3-32 did alike on our sets)
 HYBRID_WEIGHT = 0.6  # share of the semantic score in the fusion (0.5-0.7 did alike on our sets)
 
 
@@ -144,9 +145,11 @@ class KeywordRanker:
         word as rare (`whole` is the content words' weight), and only for notes no content word
         found, so they never reorder those. A word in more than FUNCTION_MAX_SHARE of the notes is
         not asked for: it tells notes apart no more (BM25 gives it no weight either), and "the"
-        would make every note a candidate.
+        would make every note a candidate. Only the FUNCTION_WORDS rarest are asked for (they carry
+        the weight), so a long chatty question costs a few small lookups, not one per word.
         """
-        words = [t for t in query.function_terms if index.count_matching(t.fts()) <= FUNCTION_MAX_SHARE * total]
+        counted = sorted((index.count_matching(t.fts()), i, t) for i, t in enumerate(query.function_terms))
+        words = [t for found, _i, t in counted if found <= FUNCTION_MAX_SHARE * total][:FUNCTION_WORDS]
         match = query.match_function_only(words)
         if match is None:
             return {}
