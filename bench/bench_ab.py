@@ -5,6 +5,7 @@ mv /tmp/before/hooks /tmp/before/anamnesis/hooks              # where an install
 python bench/bench_ab.py --before /tmp/before                 # 50,000 notes, 40 runs each
 python bench/bench_ab.py --before /tmp/before --notes 10000 --watch
 python bench/bench_ab.py --before /tmp/before --notes 10000 --startup   # --help and the hooks
+python bench/bench_ab.py --before /tmp/before --notes 10000 --query "where is it kept up after the deploy"
 
 With `--startup`, each round times, side by side, `--help`, the SessionStart
 and UserPromptSubmit hooks exactly as `init` registers them (`python -P -m
@@ -60,6 +61,9 @@ def main() -> None:
     parser.add_argument("--watch", action="store_true", help="with `anamnesis watch` running on each store")
     parser.add_argument("--keep", type=Path, help="build the stores here and reuse them on later runs")
     parser.add_argument("--startup", action="store_true", help="time --help and the hooks, not only search")
+    parser.add_argument(
+        "--query", action="append", help="search for this instead of bench_speed's queries (repeatable)"
+    )
     args = parser.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode is cached, as an installed package has it
     before = args.before.resolve()
@@ -90,6 +94,7 @@ def main() -> None:
         return
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     results: dict[str, Timing] = {name: ([], []) for name in sides}
+    queries = args.query or QUERIES
     watchers = [Watching(homes[name]) for name in sides] if args.watch else []
     here = Path.cwd()
     try:
@@ -103,7 +108,7 @@ def main() -> None:
             order = list(sides) if run % 2 == 0 else list(reversed(sides))
             for name in order:
                 run_timed(
-                    [sys.executable, "-m", "anamnesis", "search", QUERIES[run % len(QUERIES)]],
+                    [sys.executable, "-m", "anamnesis", "search", queries[run % len(queries)]],
                     side_env(sides[name], homes[name], base),
                     # the first round warms caches (and lets a watch vouch): not counted
                     results[name] if run else ([], []),

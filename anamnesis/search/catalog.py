@@ -536,6 +536,11 @@ class Catalog:
         return {r[0] for r in self.conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))}
 
     @reads
+    def count_matching(self, match: str) -> int:
+        """How many notes match an FTS5 expression."""
+        return int(self.conn.execute("SELECT count(*) FROM fts WHERE fts MATCH ?", (match,)).fetchone()[0])
+
+    @reads
     def bm25(
         self, match: str, weights: tuple[float, float, float, float], filters: Filtering, pool: int
     ) -> list[tuple[int, float]]:

@@ -102,30 +102,26 @@ def search(
         if near_project and not project and (hit.project == near_project or hit.project is None):
             value += NEAR_PROJECT_BOOST
         if hit.superseded_by:
-            # what holds now is the replacement: bring it in even when it shares no word with the query
-            for newer_rowid, newer in _replacements(index, hit, hits, filters).items():
-                hits_found[newer_rowid] = newer
+            # what holds now is the replacement: it ranks at least as high as the note it replaced,
+            # whether it shares fewer of the query's words (it is lifted) or none (it is brought in)
+            newer_rowids = index.rowids_with_ids(hit.superseded_by, filters)
+            hits_found.update(index.hits([r for r in newer_rowids if r not in hits and r not in hits_found]))
+            for newer_rowid in newer_rowids:
                 adjusted[newer_rowid] = max(adjusted.get(newer_rowid, 0.0), value)
             value *= SUPERSEDED_FACTOR
         value += RECENCY_SHARE * recency(hit.updated, now)
-        hit.score = value
         adjusted[rowid] = max(adjusted.get(rowid, 0.0), value)
+    for rowid, hit in hits.items():
+        hit.score = adjusted[rowid]  # a replacement lifted above its own score shows the score it ranks by
     for rowid, hit in hits_found.items():
-        if rowid not in hits:
-            hit.score = adjusted[rowid] + RECENCY_SHARE * recency(hit.updated, now)
-            adjusted[rowid] = hit.score
-            hits[rowid] = hit
+        hit.score = adjusted[rowid] + RECENCY_SHARE * recency(hit.updated, now)
+        adjusted[rowid] = hit.score
+        hits[rowid] = hit
     order = sorted(hits, key=lambda rowid: (-adjusted[rowid], hits[rowid].path))
     ranked = _replacements_first([hits[rowid] for rowid in order])[:limit]
     if snippets:
         _add_snippets(index, query, {rowid: hit for rowid, hit in hits.items() if hit in ranked})
     return ranked
-
-
-def _replacements(index: Catalog, old: Hit, known: dict[int, Hit], filters: Filters) -> dict[int, Hit]:
-    """The notes that supersede `old` and pass the filters, by rowid (those already found left out)."""
-    rowids = [r for r in index.rowids_with_ids(old.superseded_by, filters) if r not in known]
-    return index.hits(rowids)
 
 
 def _replacements_first(hits: list[Hit]) -> list[Hit]:

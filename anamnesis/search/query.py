@@ -2,7 +2,9 @@
 
 Queries are natural language by default: an agent asks "how do we rotate the
 staging certificates?", a person types `pg pool size`, a note holds
-`docker run --rm -it`. So no word is required; stop words are dropped; words
+`docker run --rm -it`. So no word is required; stop words are set apart as
+`function_terms` (ranking uses them only to find notes that share no content
+word with the query: see `anamnesis.search.ranking`); words
 with punctuation (`parse_config`, `a.b.c`, `src/app/main.py`, `--no-deps`)
 are phrases of their parts, so they match exactly that sequence; a command
 line is also kept whole as one phrase, to reward the note that holds it.
@@ -77,6 +79,7 @@ class Term:
     code: bool = False  # a code word, path, flag or command line: punctuation was inside
     weight: float = 1.0
     variants: tuple[tuple[str, ...], ...] = ()  # other spellings that count as this term
+    joined: bool = False  # words of the query that are also a term one by one ("merge request")
 
     def fts(self) -> str:
         """The term as an FTS5 phrase, or a group of its spellings (safe: quotes doubled)."""
@@ -99,6 +102,7 @@ class Query:
     excluded: list[Term] = field(default_factory=list)
     dash_excluded: list[Term] = field(default_factory=list)  # from `-word`: dropped if they leave nothing
     command: Term | None = None  # the longest run of command-line tokens, as one phrase
+    function_terms: list[Term] = field(default_factory=list)  # its stop words ("how", "where", "up")
 
     @property
     def empty(self) -> bool:
@@ -111,6 +115,15 @@ class Query:
         joined = " OR ".join(dict.fromkeys(t.fts() for t in self.terms))
         expr = f"({joined})" if len(self.terms) > 1 else joined
         for term in self.excluded:
+            expr = f"{expr} NOT {term.fts()}"
+        return expr
+
+    def match_function_only(self, words: list[Term]) -> str | None:
+        """An FTS5 expression for notes holding one of `words` but none of the terms, minus exclusions."""
+        if not words or not self.terms:
+            return None
+        expr = "(" + " OR ".join(dict.fromkeys(t.fts() for t in words)) + ")"
+        for term in [*self.terms, *self.excluded]:
             expr = f"{expr} NOT {term.fts()}"
         return expr
 
@@ -148,7 +161,13 @@ def without_dash_exclusions(query: Query) -> Query:
     """The query with its `-word` exclusions read as words to find instead (a flag after all)."""
     kept = [t for t in query.excluded if t not in query.dash_excluded]
     terms = query.terms + [t for t in query.dash_excluded if t not in query.terms]
-    return Query(raw=query.raw, terms=terms[:MAX_TERMS], excluded=kept, command=query.command)
+    return Query(
+        raw=query.raw,
+        terms=terms[:MAX_TERMS],
+        excluded=kept,
+        command=query.command,
+        function_terms=[t for t in query.function_terms if t not in terms],
+    )
 
 
 def _parts(token: str) -> list[str]:
@@ -245,6 +264,8 @@ def parse_query(raw: str) -> Query:
         if not quoted and not code and not prefix and len(parts) == 1:
             word = parts[0]
             if word in STOPWORDS or (len(word) < 2 and not word.isdigit()):
+                if len(word) >= 2 and all(t.parts != (word,) for t in query.function_terms):
+                    query.function_terms.append(Term((word,)))
                 continue
         key = (tuple(parts), prefix)
         if key in seen:
@@ -257,15 +278,39 @@ def parse_query(raw: str) -> Query:
             query.terms.append(Term(tuple(parts), prefix=prefix, quoted=quoted, code=code, variants=same))
     if not query.terms and not query.excluded:
         # only stop words ("how to"): search for them rather than for nothing
+        query.function_terms = []
         for text, quoted, _neg in tokens:
             parts = _parts(text)
             if parts and (tuple(parts), False) not in seen:
                 seen.add((tuple(parts), False))
                 query.terms.append(Term(tuple(parts), quoted=quoted))
+    _add_spelled_out(query, tokens, seen)
     if len(best) >= 2:
         query.command = Term(tuple(best), code=True)
     query.terms = query.terms[:MAX_TERMS]
+    query.function_terms = query.function_terms[:MAX_TERMS]
     return query
+
+
+def _add_spelled_out(
+    query: Query, tokens: list[tuple[str, bool, bool]], seen: set[tuple[tuple[str, ...], bool]]
+) -> None:
+    """Words in a row that are the long form of a short one ("merge request", "load balancer"):
+    one more term, their phrase, that also finds the short form, as `mr` finds "merge request"."""
+    words: list[list[str]] = []
+    for i, (text, quoted, negated) in enumerate(tokens):
+        excluded = negated or text.startswith("-") or (i > 0 and tokens[i - 1][0] == "NOT")
+        words.append([] if quoted or excluded or text == "NOT" else _parts(text))
+    for size in (2, 3):
+        for start in range(len(words) - size + 1):
+            run = words[start : start + size]
+            if any(len(parts) != 1 for parts in run):
+                continue
+            form = tuple(parts[0] for parts in run)
+            variants = SAME_AS.get(" ".join(form))
+            if variants and (form, False) not in seen:
+                seen.add((form, False))
+                query.terms.append(Term(form, variants=variants, joined=True))
 
 
 def split_camel(word: str) -> list[str]:

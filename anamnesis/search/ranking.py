@@ -37,6 +37,9 @@ TITLE_SHARE = 0.35  # share of the query's terms in the title or tags
 COMMAND_BONUS = 1.0  # the query's command line, whole, in the note: almost surely the one asked for
 ALL_TERMS_BONUS = 1.0  # a short keyword query: notes with every word come first
 KEYWORD_QUERY_MAX_TERMS = 4
+FUNCTION_WEIGHT = 0.3  # a function word ("where", "up") against a content word as rare (0.2-0.7 did alike)
+FUNCTION_MAX_SHARE = 0.5  # a function word in more of the notes than this tells them apart no more
+FUNCTION_WORDS = 4  # only the rarest few are asked for (3-32 did alike on our sets)
 HYBRID_WEIGHT = 0.6  # share of the semantic score in the fusion (0.5-0.7 did alike on our sets)
 
 
@@ -93,14 +96,16 @@ class KeywordRanker:
     def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]:
         return {rowid: part.total for rowid, part in self.scores(index, query, filters, pool).items()}
 
-    def scores(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, KeywordScore]:
+    def scores(
+        self, index: Catalog, query: Query, filters: Filters, pool: int, *, function_words: bool = True
+    ) -> dict[int, KeywordScore]:
         """The parts of each candidate's score (the hybrid ranker weighs them its own way)."""
         match = query.match_all() if self.require_all else query.match_any()
         if match is None:
             return {}
         ranked = self.bm25(index, match, filters, pool)
         if not ranked:
-            return {}
+            return {}  # function words never answer a query alone: its content words found nothing
         best = max(score for _rowid, score in ranked) or 1.0
         total = max(1, index.count_notes())
         weights: list[float] = []
@@ -116,6 +121,7 @@ class KeywordRanker:
         if query.command is not None:
             command = _rowids(index, query.command.fts())
         keyword_like = _keyword_like(query)
+        single = [found for term, found in zip(query.terms, holders, strict=True) if not term.joined]
         out: dict[int, KeywordScore] = {}
         for rowid, score in ranked:
             out[rowid] = KeywordScore(
@@ -123,7 +129,44 @@ class KeywordRanker:
                 in_title=sum(w for w, found in zip(weights, titled, strict=True) if rowid in found) / whole,
                 bm25=score / best,
                 command=rowid in command,
-                all_terms=keyword_like and all(rowid in found for found in holders),
+                all_terms=keyword_like and all(rowid in found for found in single),
+            )
+        if function_words and not self.require_all and len(ranked) < pool:
+            out.update(self._by_function_words(index, query, filters, pool - len(ranked), total, whole, best))
+        return out
+
+    def _by_function_words(
+        self, index: Catalog, query: Query, filters: Filters, room: int, total: int, whole: float, best: float
+    ) -> dict[int, KeywordScore]:
+        """Up to `room` notes that share none of the query's content words but some of its function words.
+
+        A question put in other words may share only "where", "once" or "up" with its note; with
+        too few candidates, those are better than none. Each counts FUNCTION_WEIGHT of a content
+        word as rare (`whole` is the content words' weight), and only for notes no content word
+        found, so they never reorder those. A word in more than FUNCTION_MAX_SHARE of the notes is
+        not asked for: it tells notes apart no more (BM25 gives it no weight either), and "the"
+        would make every note a candidate. Only the FUNCTION_WORDS rarest are asked for (they carry
+        the weight), so a long chatty question costs a few small lookups, not one per word.
+        """
+        counted = sorted((index.count_matching(t.fts()), i, t) for i, t in enumerate(query.function_terms))
+        words = [t for found, _i, t in counted if found <= FUNCTION_MAX_SHARE * total][:FUNCTION_WORDS]
+        match = query.match_function_only(words)
+        if match is None:
+            return {}
+        ranked = self.bm25(index, match, filters, room)
+        if not ranked:
+            return {}
+        weights = [(_idf(total, len(found)) * FUNCTION_WEIGHT, found) for found in (_rowids(index, t.fts()) for t in words)]
+        out: dict[int, KeywordScore] = {}
+        for rowid, score in ranked:
+            held = sum(weight for weight, found in weights if rowid in found) / whole
+            out[rowid] = KeywordScore(
+                coverage=0.0,
+                in_title=0.0,
+                bm25=0.0,
+                command=False,
+                all_terms=False,
+                function=COVERAGE * held + BM25_SHARE * FUNCTION_WEIGHT * score / best,
             )
         return out
 
@@ -137,10 +180,11 @@ class KeywordScore:
     bm25: float  # relative to the best candidate
     command: bool  # holds the query's command line whole
     all_terms: bool  # a short keyword query, every word present
+    function: float = 0.0  # found by the query's function words alone: their (much smaller) credit
 
     @property
     def total(self) -> float:
-        value = COVERAGE * self.coverage + BM25_SHARE * self.bm25 + TITLE_SHARE * self.in_title
+        value = COVERAGE * self.coverage + BM25_SHARE * self.bm25 + TITLE_SHARE * self.in_title + self.function
         if self.command:
             value += COMMAND_BONUS
         if self.all_terms:
@@ -156,10 +200,11 @@ class KeywordScore:
 
 def _keyword_like(query: Query) -> bool:
     """A few words typed as keywords (no stop words dropped), not a sentence."""
-    if not 1 < len(query.terms) <= KEYWORD_QUERY_MAX_TERMS:
+    if not 1 < len([t for t in query.terms if not t.joined]) <= KEYWORD_QUERY_MAX_TERMS:
         return False
     words = [w for w in query.raw.split() if w.upper() != "NOT"]
-    return len(words) <= KEYWORD_QUERY_MAX_TERMS and len(parse_query(query.raw).terms) == len(words)
+    single = [t for t in parse_query(query.raw).terms if not t.joined]
+    return len(words) <= KEYWORD_QUERY_MAX_TERMS and len(single) == len(words)
 
 
 class SemanticRanker:
@@ -197,7 +242,7 @@ class HybridRanker:
         self.similarities: dict[int, float] = {}
 
     def rank(self, index: Catalog, query: Query, filters: Filters, pool: int) -> dict[int, float]:
-        parts = self.keyword.scores(index, query, filters, pool)
+        parts = self.keyword.scores(index, query, filters, pool, function_words=False)
         lexical = {rowid: part.absolute for rowid, part in parts.items()}
         cosines = self.semantic.engine.similarity(index, query.raw, filters, pool, also=set(lexical))
         if self.keyword.require_all or query.excluded:
