@@ -261,7 +261,7 @@ def bench_semantic(home: Path, repo: Path, model_dir: Path, runs: int) -> None:
     from anamnesis.agents.claude import hook_command, python_path
     from anamnesis.base.paths import open_store
     from anamnesis.search.ranking import Filters
-    from anamnesis.search.semantic import ask_server, engine_for
+    from anamnesis.search.semantic import SERVE_MARKER, ask_server, engine_for, server_answering
     from anamnesis.search.semantic import disable_semantic as disable
     from anamnesis.search.semantic import enable_semantic as enable
     from anamnesis.search.semantic_server import QueryServer
@@ -299,6 +299,12 @@ def bench_semantic(home: Path, repo: Path, model_dir: Path, runs: int) -> None:
                     time.sleep(0.1)
             try:
                 for label, (args, _, job_env) in jobs.items():
+                    if state == "on, no server":
+                        # a hook starts a detached server when none answers (the first prompt of a
+                        # session); this state times the hooks that pay for the model themselves
+                        (store.state_dir / SERVE_MARKER).touch()
+                        if server_answering(store):
+                            raise SystemExit("a query server answers during a round that must have none")
                     if label == "search":
                         run_args, stdin = [*args, SEARCHES[n % len(SEARCHES)], "--limit", "10"], ""
                     elif label == "SessionStart":

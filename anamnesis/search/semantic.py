@@ -423,6 +423,7 @@ def start_background_update(store: Store) -> bool:
 
 SERVE_IDLE = 1800  # seconds: a query server a hook started stays for a session's quiet half hour
 SERVE_STARTING = 30.0  # seconds: a server another hook just started is still loading its model
+SERVE_MARKER = "semantic-serve.started"  # in state/: when a hook last started one
 
 
 def start_query_server(store: Store) -> bool:
@@ -434,7 +435,7 @@ def start_query_server(store: Store) -> bool:
     start at most one server that stays: the second finds the socket taken and exits."""
     if not settings_of(store)["enabled"] or server_answering(store) or unavailable_reason(store) is not None:
         return False
-    marker = store.state_dir / "semantic-serve.started"
+    marker = store.state_dir / SERVE_MARKER
     try:
         if time.time() - marker.stat().st_mtime < SERVE_STARTING:
             return False
