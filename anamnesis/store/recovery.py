@@ -216,7 +216,7 @@ class FileState:
     `disk` is (kind, blob id) of what is there now (None: nothing, or a
     folder); `state` is one of:
 
-    - "new": as in target (git wrote it, or the move is done);
+    - "new": as in target (git wrote it, or removed it, or the move is done);
     - "old": as in orig (git had not got there);
     - "missing": not there, though orig has it (git had removed it to write
       it again, or someone deleted it);
@@ -268,6 +268,8 @@ def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileSt
             f.state = "new"
         elif f.disk is not None and f.was is not None and f.disk == (_kind(f.was[0]), f.was[1]):
             f.state = "old"
+        elif f.disk is None and f.want is None:
+            f.state = "new"  # removed, as target has it: git removes first, so a kill can come right after
         elif f.disk is None:
             f.state = "missing" if f.was is not None else "old"
         elif f.path in maybe_cut and _is_beginning(repo / f.path, blobs.get(maybe_cut[f.path], b"")):

@@ -15,8 +15,8 @@ from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.notes import has_conflict_markers, parse_note
 from anamnesis.base.paths import Store
 from anamnesis.search.index import open_index
-from anamnesis.store.operations import create_note, delete_note
-from anamnesis.store.recovery import start_checkout
+from anamnesis.store.operations import create_note, delete_note, move_note
+from anamnesis.store.recovery import checkout_started, start_checkout
 
 
 def test_deleting_a_note_that_was_never_committed(store: Store) -> None:
@@ -87,6 +87,31 @@ def _whole(machine: Machine, path: str, title: str) -> str:
 def _index_rows(machine: Machine) -> set[str]:
     with open_index(machine.store) as index:
         return {row[0] for row in index.conn.execute("SELECT path FROM notes")}
+
+
+def test_a_checkout_killed_after_it_removed_a_moved_note_counts_as_begun_and_is_finished(fleet: Fleet) -> None:
+    # git's checkout removes what the target lacks first, then writes the rest: killed in between,
+    # a note another machine moved is at neither path. That checkout had begun (it changed the
+    # tree), so the sync that ran it finishes it, instead of forgetting it and leaving the note
+    # gone from the working tree for the next commit to record as a deletion.
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    old = create_note(a.store, type="semantic", title="Moved note", body="kept through the move\n").path
+    a.sync()
+    b.sync()
+    new = move_note(b.store, old, "global/facts/moved-elsewhere.md").note.path
+    assert b.sync().exit_code == 0
+    orig = a.git("rev-parse", "HEAD")
+    a.git("fetch", "-q", str(hub), "main")
+    target = a.git("rev-parse", "FETCH_HEAD")
+    start_checkout(a.store, orig, target)
+    (a.memory / old).unlink()  # what git had done when the kill came; `new` not written yet
+    assert checkout_started(a.store)
+    result = a.sync()
+    assert result.exit_code == 0, result.to_dict()
+    assert not (a.memory / old).exists() and "kept through the move" in a.read(new)
+    assert set(a.files()) == set(b.files())
 
 
 def test_a_note_a_killed_checkout_emptied_is_finished_never_merged_as_an_edit(fleet: Fleet) -> None:
