@@ -102,15 +102,15 @@ def missing_dependencies() -> list[str]:
     """Names of the semantic extra's packages that are not installed ([] when all are).
 
     Looks them up without importing them."""
-    missing = []
-    for dist, module in _DEPENDENCIES:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            missing.append(dist)
-    return missing
+    return [dist for dist, module in _DEPENDENCIES if not _installed(module)]
+
+
+def _installed(module: str) -> bool:
+    """Whether `module` can be imported, found without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _require_dependencies(*, download: bool = False) -> None:
@@ -488,12 +488,7 @@ _ATTR_FLOAT, _ATTR_INT, _ATTR_INTS = 1, 2, 7  # AttributeProto types
 
 def onnx_runtime_available() -> bool:
     """True when onnxruntime is installed and not switched off by ANAMNESIS_EMBED_RUNTIME."""
-    if os.environ.get(RUNTIME_ENV, "").strip().lower() == "numpy":
-        return False
-    try:
-        return importlib.util.find_spec("onnxruntime") is not None
-    except (ImportError, ValueError):
-        return False
+    return os.environ.get(RUNTIME_ENV, "").strip().lower() != "numpy" and _installed("onnxruntime")
 
 
 # A few protobuf writers: the ONNX model is a protobuf message, and these few fields are
