@@ -35,12 +35,20 @@ def _faced_packages(package_dir: Path = PACKAGE) -> dict[str, dict[str, tuple[st
         name = init.parent.name
         if name in OPEN_PACKAGES:
             continue
-        text = init.read_text(encoding="utf-8")
-        if "lazy_face(__name__)" in text:
-            faced[name] = offered_names(init)
+        lazy = lazy_face_names(init)
+        if lazy is not None:
+            faced[name] = lazy
         else:
-            faced[name] = {bound: (f"anamnesis.{name}", bound) for bound in _bound_names(ast.parse(text))}
+            tree = ast.parse(init.read_text(encoding="utf-8"))
+            faced[name] = {bound: (f"anamnesis.{name}", bound) for bound in _bound_names(tree)}
     return faced
+
+
+def lazy_face_names(init: Path) -> dict[str, tuple[str, str]] | None:
+    """What a package's `__init__` offers through `lazy_face`, or None when it is no lazy face."""
+    if not init.is_file() or "lazy_face(__name__)" not in init.read_text(encoding="utf-8"):
+        return None
+    return offered_names(init)
 
 
 def _bound_names(tree: ast.Module) -> set[str]:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_env
+from test_faces import lazy_face_names
 
-from anamnesis.base.face import offered_names
 from anamnesis.base.paths import open_store
 from anamnesis.store.operations import create_note, init_store
 
@@ -72,10 +72,7 @@ def _top_level_modules(tree: ast.Module) -> set[str]:
 
 def _face(package: str) -> dict[str, tuple[str, str]]:
     """What a package's lazy face offers (base/face.py); {} for a package without one."""
-    init = ROOT / Path(*package.split(".")) / "__init__.py"
-    if not init.is_file() or "lazy_face(__name__)" not in init.read_text(encoding="utf-8"):
-        return {}
-    return offered_names(init)
+    return lazy_face_names(ROOT / Path(*package.split(".")) / "__init__.py") or {}
 
 
 def _modules(node: ast.Import | ast.ImportFrom) -> list[str]:
