@@ -36,21 +36,30 @@ WORDS_FIRST = 0.35
 RARITY_FLOOR = 0.5
 OTHER_PROJECT_COVERAGE = 0.6  # another project's note must hold this share of them, more than
 OTHER_PROJECT_MARGIN = 0.15  # this project's best holds, and outscore it by this much
-# With semantic search on, meaning decides: a note this close to the prompt bears on it whatever
-# words it shares (off-topic prompts and small talk stay below it: their closest note in our sets
-# sat at a cosine of 0.16 in the median, 0.24-0.29 at the 90th percentile)...
-MEANING_ENOUGH = 0.30
-# ...and a note that holds the prompt's words must not be far from it in meaning either.
-MEANING_FLOOR = 0.18
+# With semantic search on, meaning decides, helped by the words a note shares with the prompt: a
+# note is shown when its cosine to the prompt plus WORDS_HELP times the share of the prompt's
+# (rarity-weighted) words it holds reaches EVIDENCE_ENOUGH. Off-topic prompts and small talk stay
+# below it: their closest note sat at a cosine of 0.16 in the median, 0.24-0.29 at the 90th
+# percentile, and shares none of their words. A paraphrase shares few words, so its cosine must
+# carry it (0.31 alone); a question that holds half of its words needs 0.21. Below MEANING_FLOOR
+# shared words alone never show a note: it is about something else that uses the same words.
+# (Thresholds and weight sat on a plateau on all three of our sets: docs/search.md.)
+EVIDENCE_ENOUGH = 0.31
+WORDS_HELP = 0.2
+MEANING_FLOOR = 0.12
 # Words too common in prompts to say what a prompt is about (on top of the index's stop words).
 PROMPT_NOISE = frozenset(
     (
         "about again all also any anything around ask back bit but can't change check code could did "
         "didn't does doesn't done don't each else even every file files fine first fix get getting give "
         "going good got help here i'd i'll i'm it's just know last like look looks make many maybe more "
-        "most much need new next now okay old one only other out over please really right run same "
+        "most much need new next now okay old one only other out over please really right run said same say "
         "see should show some something still sure take tell than thanks thing things think this those "
         "try two very want way well what's why work works would yes yet"
+        # greetings and sign-offs, and the words of sums: a prompt made of these is small talk
+        # or arithmetic, whatever note happens to say "this morning" or "three times"
+        " afternoon bye cheers divided evening goodbye hello hey minus morning multiplied night"
+        " plus power squared thank times"
     ).split()
 )
 MAX_QUERY_CHARS = 1500
@@ -77,16 +86,22 @@ def recall_settings(settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def prompt_terms(text: str) -> list[str]:
-    """The distinct words of a prompt that say what it is about."""
-    words = WORD_RE.findall(text.lower())
-    keep = [w for w in words if len(w) >= 3 and w not in STOPWORDS and w not in PROMPT_NOISE]
-    return list(dict.fromkeys(keep))[:MAX_QUERY_WORDS]
+def prompt_words(text: str) -> list[str]:
+    """The distinct words of a prompt that say what it is about, spelt as typed.
+
+    The keyword search is given these: its camelCase and dotted-name handling needs the case
+    (`kgo.CooperativeSticky` finds `CooperativeStickyBalancer`; lowercased it found nothing)."""
+    kept: dict[str, str] = {}
+    for word in WORD_RE.findall(text):
+        low = word.lower()
+        if len(low) >= 3 and low not in STOPWORDS and low not in PROMPT_NOISE:
+            kept.setdefault(low, word)
+    return list(kept.values())[:MAX_QUERY_WORDS]
 
 
 def specific_terms(text: str) -> set[str]:
     """The prompt's words that name one thing: code words (`parse_config`, `acme.io/pool`,
-    `useFlag`, `GOTOOLCHAIN`) and words with digits (`raidz2`), as `prompt_terms` spells them."""
+    `useFlag`, `GOTOOLCHAIN`) and words with digits (`raidz2`), lowercased."""
     words = WORD_RE.findall(text)
     return {
         word.lower()
@@ -178,7 +193,8 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     text = strip_injected(prompt).strip()
     if not text or text.startswith("/"):
         return "", []
-    terms = prompt_terms(text[:MAX_QUERY_CHARS])
+    words = prompt_words(text[:MAX_QUERY_CHARS])
+    terms = [word.lower() for word in words]
     if not terms:
         return "", []
     specific = specific_terms(text[:MAX_QUERY_CHARS])
@@ -189,7 +205,7 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
         by_meaning = ranker.name == "hybrid"
         hits = search(
             index,
-            text[:MAX_QUERY_CHARS] if by_meaning else " ".join(terms),
+            text[:MAX_QUERY_CHARS] if by_meaning else " ".join(words),
             near_project=near,
             limit=min(40, knobs["max_notes"] + len(seen) + 5),
             snippets=False,
@@ -220,13 +236,12 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
             and not held(found, f"{hit.title}\n{' '.join(hit.tags)}")
         ):
             share = 0.0  # one everyday word, and only in passing: a coincidence, not an answer
-        by_words = bool(found) and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)
         if by_meaning:
             meaning = hit.similarity if hit.similarity is not None else 0.0
-            if not (meaning >= MEANING_ENOUGH or (by_words and meaning >= MEANING_FLOOR)):
+            if meaning < MEANING_FLOOR or meaning + WORDS_HELP * share < EVIDENCE_ENOUGH:
                 continue
             share = max(share, meaning)
-        elif not by_words:
+        elif not (found and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
             continue
         elsewhere = near is not None and hit.project is not None and hit.project != near
         qualified.append((hit, body, share, elsewhere))

@@ -355,3 +355,36 @@ def test_recall_weighs_a_prompts_rare_words_over_words_every_note_holds(store: S
     )
     _text, shown = build_recall(store, "how do we grant kafka acls to a new service?", session_id="r1")
     assert shown == [acls.path]
+
+
+def test_recall_keeps_quiet_on_small_talk_and_sums_even_when_a_title_holds_the_word(store: Store) -> None:
+    """'good morning!' is a greeting and '17 times 23' a sum, whichever note's title says 'this
+    morning' or 'times': the word in a title must not make small talk an answer."""
+    create_note(
+        store,
+        type="episodic",
+        title="Why the api pods restarted this morning",
+        body="OOMKilled after the memory limit was lowered.",
+        project=PROJECT,
+    )
+    create_note(store, type="preference", title="Times in UTC", body="Write every timestamp in UTC.")
+    create_note(store, type="semantic", title="UPS power-off order", body="NAS first, then the switch.")
+    for prompt in ("good morning!", "what is 17 times 23", "what's 2 to the power of 10", "hello, thank you"):
+        assert build_recall(store, prompt, session_id="t1") == ("", []), prompt
+    # the same words still count inside a prompt that is about something
+    _text, shown = build_recall(store, "why did the api pods restart this morning?", session_id="t2")
+    assert len(shown) == 1
+
+
+def test_recall_finds_a_code_word_spelt_in_camel_case_and_dotted(store: Store) -> None:
+    """The prompt's words reach the search as typed: `kgo.CooperativeSticky` finds the note that
+    calls `kgo.CooperativeStickyBalancer()` (lowercased first, it found nothing)."""
+    kafka = create_note(
+        store,
+        type="semantic",
+        title="Kafka client switched to franz-go",
+        body="- `kgo.Balancers(kgo.CooperativeStickyBalancer())`: incremental rebalances on deploy",
+        project=PROJECT,
+    )
+    create_note(store, type="semantic", title="Sticky sessions", body="The load balancer pins a cookie.", project=PROJECT)
+    assert build_recall(store, "kgo.CooperativeSticky", session_id="k1")[1] == [kafka.path]
