@@ -89,6 +89,41 @@ OFF_TOPIC = (
     "spell 'necessary' backwards",
 )
 
+# Coding questions about nobody's project in particular (no note of any set is about them): a memory of
+# one's own code should mostly stay quiet on these too. Reported apart: some brush a note's topic.
+OFF_TOPIC_CODE = (
+    "how do I reverse a string in JavaScript",
+    "what's the difference between a list and a tuple in Python",
+    "explain big O notation with an example",
+    "write a function that checks whether a number is prime",
+    "what does the yield keyword do",
+    "how do I center a div with CSS",
+    "what is a closure",
+    "explain recursion to a beginner",
+    "how do I read a CSV file with pandas",
+    "what's the difference between let and const",
+    "how do I undo my last git commit",
+    "write a regex that matches an email address",
+    "what is the difference between TCP and UDP",
+    "how does a hash map work under the hood",
+    "implement binary search in Go",
+    "what's a monad, in plain words",
+    "how do I sort a dictionary by value in Python",
+    "convert this JSON to YAML for me",
+    "what is dependency injection",
+    "how do promises differ from callbacks in JavaScript",
+    "explain the CAP theorem",
+    "what's the time complexity of quicksort",
+    "how do I make an HTTP request in Rust",
+    "generate a random password of 16 characters",
+    "what does SOLID stand for",
+    "how do I write a unit test for a React component",
+    "explain what a race condition is",
+    "what is the difference between an abstract class and an interface in Java",
+    "how do I parse command line arguments in C",
+    "write fizzbuzz in Haskell",
+)
+
 
 @dataclass
 class Shown:
@@ -165,13 +200,12 @@ def measure(box: Sandbox, rset: RecallSet, hook: Any, folders: Path) -> tuple[li
         ids = shown_paths(output, rset)
         on_topic.append(Shown(query.q, query.kind, bool(set(ids) & set(query.relevant)), ids, seconds))
     off: list[Shown] = []
-    for prompt in OFF_TOPIC:
-        output, seconds = hook(prompt, checkout_for(folders, next(iter(rset.notes.values())).project))
-        off.append(
-            Shown(
-                prompt, "off-topic", False, shown_paths(output, rset) or ([output] if output else []), seconds
+    for kind, prompts in (("off-topic", OFF_TOPIC), ("off-topic code", OFF_TOPIC_CODE)):
+        for prompt in prompts:
+            output, seconds = hook(prompt, checkout_for(folders, next(iter(rset.notes.values())).project))
+            off.append(
+                Shown(prompt, kind, False, shown_paths(output, rset) or ([output] if output else []), seconds)
             )
-        )
     return on_topic, off
 
 
@@ -181,7 +215,9 @@ def table(name: str, mode: str, on_topic: list[Shown], off: list[Shown]) -> dict
         chosen = [s for s in on_topic if kind == "all" or s.kind == kind]
         if chosen:
             rows[kind] = {"n": len(chosen), "injected": sum(s.gold for s in chosen) / len(chosen)}
-    rows["off-topic silent"] = {"n": len(off), "share": sum(not s.paths for s in off) / len(off)}
+    for kind in ("off-topic", "off-topic code"):
+        quiet = [not s.paths for s in off if s.kind == kind]
+        rows[f"{kind} silent"] = {"n": len(quiet), "share": sum(quiet) / len(quiet)}
     seconds = [s.seconds for s in on_topic + off]
     rows["hook ms p50"] = statistics.median(seconds) * 1000
     rows["hook ms p95"] = sorted(seconds)[int(len(seconds) * 0.95) - 1] * 1000
@@ -189,7 +225,9 @@ def table(name: str, mode: str, on_topic: list[Shown], off: list[Shown]) -> dict
     for kind, row in rows.items():
         if isinstance(row, dict) and "injected" in row:
             print(f"  {kind:<12} n={row['n']:>4}  gold injected {row['injected']:.2f}")
-    print(f"  off-topic silent {rows['off-topic silent']['share']:.2f} of {len(off)}")
+    for kind in ("off-topic", "off-topic code"):
+        row = rows[f"{kind} silent"]
+        print(f"  {kind + ' silent':<20} {row['share']:.2f} of {row['n']}")
     print(f"  hook p50 {rows['hook ms p50']:.0f} ms, p95 {rows['hook ms p95']:.0f} ms")
     return rows
 
@@ -223,7 +261,7 @@ def main() -> None:
                             )
                     for shown in off:
                         if shown.paths:
-                            print(f"    spoke on off-topic: {shown.prompt}")
+                            print(f"    spoke on {shown.kind}: {shown.prompt}")
                 shutil.rmtree(Path(tmp) / "checkouts", ignore_errors=True)
     if args.json:
         print(json.dumps(report, indent=2))
