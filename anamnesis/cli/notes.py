@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -209,9 +210,11 @@ def search(
       anamnesis search 'redis NOT cluster' --json
       anamnesis search "connection pool" --all      only notes with every word
     """
-    from anamnesis.search import (
-        open_index,  # lazy: --help loads every command module
-        start_background_update,  # lazy: --help loads every command module
+    from anamnesis.search import (  # lazy: --help loads every command module
+        SEARCH_SERVE_IDLE,
+        open_index,
+        start_background_update,
+        start_query_server,
     )
     from anamnesis.search import search as run_search  # lazy: --help loads every command module
     from anamnesis.store import detect_project  # lazy: --help loads every command module
@@ -245,6 +248,11 @@ def search(
         print_json([{"snippet": "", "score": round(h.score, 4), "problems": [], **h.to_dict()} for h in hits])
     else:
         _hits_table(hits, with_snippet=True)
+    if not require_all:
+        # with semantic search on and no query server (watch, a session's hook), this search
+        # loaded the model itself: keep it loaded for the searches that follow, detached
+        with contextlib.suppress(Exception):
+            start_query_server(store, idle=SEARCH_SERVE_IDLE)
 
 
 def show(

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from anamnesis.search.query import STOPWORDS as STOPWORDS
     from anamnesis.search.ranking import KeywordRanker as KeywordRanker
     from anamnesis.search.refresh import PeriodicRefresh as PeriodicRefresh
+    from anamnesis.search.semantic import SEARCH_SERVE_IDLE as SEARCH_SERVE_IDLE
     from anamnesis.search.semantic import SemanticError as SemanticError
     from anamnesis.search.semantic import disable_semantic as disable_semantic
     from anamnesis.search.semantic import enable_semantic as enable_semantic

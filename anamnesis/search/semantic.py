@@ -422,16 +422,18 @@ def start_background_update(store: Store) -> bool:
 
 
 SERVE_IDLE = 1800  # seconds: a query server a hook started stays for a session's quiet half hour
+SEARCH_SERVE_IDLE = 600  # seconds: one a `search` started stays for the searches that follow it
 SERVE_STARTING = 30.0  # seconds: a server another hook just started is still loading its model
-SERVE_MARKER = "semantic-serve.started"  # in state/: when a hook last started one
+SERVE_MARKER = "semantic-serve.started"  # in state/: when a hook or a search last started one
 
 
-def start_query_server(store: Store) -> bool:
-    """Start a detached `anamnesis semantic serve --idle` when semantic search is on and no query
-    server answers, so that the prompts of the session starting are ranked by a process that
-    has the model loaded instead of each hook loading it (watch does this where it runs).
+def start_query_server(store: Store, idle: float = SERVE_IDLE) -> bool:
+    """Start a detached `anamnesis semantic serve --idle IDLE` when semantic search is on and no
+    query server answers, so that the prompts of the session starting (or the searches after
+    this one) are ranked by a process that has the model loaded instead of each loading it
+    (watch does this where it runs).
 
-    Cheap when off (one settings read), never waits; True if one started. Two hooks racing
+    Cheap when off (one settings read), never waits; True if one started. Two callers racing
     start at most one server that stays: the second finds the socket taken and exits."""
     if not settings_of(store)["enabled"] or server_answering(store) or unavailable_reason(store) is not None:
         return False
@@ -446,7 +448,7 @@ def start_query_server(store: Store) -> bool:
 
     try:
         atomic_write_text(marker, f"{time.time()}\n")
-        spawn_detached(store, ["-m", "anamnesis", "semantic", "serve", "--idle", str(SERVE_IDLE)], "semantic.log")
+        spawn_detached(store, ["-m", "anamnesis", "semantic", "serve", "--idle", str(int(idle))], "semantic.log")
     except OSError:
         return False
     return True

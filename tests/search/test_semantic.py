@@ -117,7 +117,10 @@ def test_cli_enable_status_search_reindex_disable(run_cli: RunCli, home: Path, m
     info = json.loads(run_cli("semantic", "status", "--json").stdout)
     assert (info["embedded"], info["pending"]) == (len(NOTES), 0)
     assert json.loads(run_cli("status", "--json").stdout)["semantic"]["active"] is True
-    found = json.loads(run_cli("search", PARAPHRASE, "--json").stdout)
+    try:
+        found = json.loads(run_cli("search", PARAPHRASE, "--json").stdout)
+    finally:
+        _stop_servers(home)  # the search started one for the searches after it (a test of its own)
     assert found[0]["title"] == "On-call rota"
     # notes written as files, then reindex: every vector is current when it returns
     extra = home / "memory" / "global" / "facts" / "hand-written.md"
@@ -433,8 +436,8 @@ def test_semantic_serve_answers_until_idle_and_refuses_when_off(
     assert not socket_path(store).exists()
 
 
-def _servers_of(store: Store) -> list[int]:
-    """Pids of `anamnesis semantic serve` processes working in this store's home (spawn's cwd)."""
+def _servers_of(home: Path) -> list[int]:
+    """Pids of `anamnesis semantic serve` processes working in this store home (spawn's cwd)."""
     import os
 
     found = []
@@ -443,22 +446,42 @@ def _servers_of(store: Store) -> list[int]:
             continue
         try:
             words = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"semantic" in words and b"serve" in words and Path(os.readlink(entry / "cwd")) == store.home:
+            if b"semantic" in words and b"serve" in words and Path(os.readlink(entry / "cwd")) == home:
                 found.append(int(entry.name))
         except OSError:
             continue
     return found
 
 
+def _stop_servers(home: Path) -> None:
+    """End the query servers this test started: a server exits when its socket is gone."""
+    import os
+    import signal
+
+    from anamnesis.base.paths import open_store
+    from anamnesis.search.semantic import socket_path
+
+    path = socket_path(open_store(home))
+    deadline = time.monotonic() + 30
+    while _servers_of(home) and time.monotonic() < deadline:
+        path.unlink(missing_ok=True)  # again and again: one still loading makes its socket later
+        time.sleep(0.2)
+    for pid in _servers_of(home):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _servers_of(home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _servers_of(home)
+
+
 def test_session_start_keeps_the_model_loaded_for_the_sessions_prompts(store: Store, model_dir: Path) -> None:
     """A session starting with semantic search on and no query server starts one (detached, idle
     timeout), so its prompts do not each load the model; a second session finds it and starts none."""
     import os
-    import signal
     import subprocess
     import sys
 
-    from anamnesis.search.semantic import server_answering, socket_path
+    from anamnesis.search.semantic import server_answering
 
     _fill(store)
     enable(store, model_dir)
@@ -479,18 +502,12 @@ def test_session_start_keeps_the_model_loaded_for_the_sessions_prompts(store: St
         while not server_answering(store) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert server_answering(store)
-        assert len(_servers_of(store)) == 1
+        assert len(_servers_of(store.home)) == 1
         session_start()
         time.sleep(1.0)
-        assert len(_servers_of(store)) == 1  # the running one answers: no second server
+        assert len(_servers_of(store.home)) == 1  # the running one answers: no second server
     finally:
-        socket_path(store).unlink(missing_ok=True)  # the server exits when its socket is gone
-        deadline = time.monotonic() + 30
-        while _servers_of(store) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for pid in _servers_of(store):
-            os.kill(pid, signal.SIGKILL)
-    assert not _servers_of(store)
+        _stop_servers(store.home)
 
 
 def test_session_start_starts_no_server_while_semantic_search_is_off(store: Store) -> None:
@@ -506,4 +523,40 @@ def test_session_start_starts_no_server_while_semantic_search_is_off(store: Stor
     )
     assert proc.returncode == 0
     time.sleep(1.0)
-    assert not _servers_of(store) and not (store.state_dir / "semantic-serve.started").exists()
+    assert not _servers_of(store.home) and not (store.state_dir / "semantic-serve.started").exists()
+
+
+def test_a_search_that_loaded_the_model_leaves_a_query_server_for_the_next(
+    run_cli: RunCli, store: Store, model_dir: Path
+) -> None:
+    """`anamnesis search` with semantic search on and no server answering loads the model itself,
+    then starts one detached server (idle timeout) so the searches after it do not; `--all`
+    (no ranking by meaning) and keyword-only search start none."""
+    from anamnesis.search.semantic import SEARCH_SERVE_IDLE, server_answering
+
+    paths = _fill(store)
+    try:
+        assert json.loads(run_cli("search", "certbot", "--all", "--json").stdout)
+        time.sleep(1.0)
+        assert not _servers_of(store.home)  # semantic search is still off
+        enable(store, model_dir)
+        update_vectors(store)
+        assert json.loads(run_cli("search", "certbot", "--all", "--json").stdout)
+        time.sleep(1.0)
+        assert not _servers_of(store.home)  # --all ranks by words alone: no model was loaded
+        found = json.loads(run_cli("search", PARAPHRASE, "--json").stdout)
+        assert found[0]["path"] == paths["On-call rota"]
+        deadline = time.monotonic() + 90
+        while not server_answering(store) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server_answering(store)
+        [pid] = _servers_of(store.home)
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert words[words.index(b"--idle") + 1] == str(SEARCH_SERVE_IDLE).encode()
+        # the next search is answered by it (same result), and starts no second one
+        again = json.loads(run_cli("search", PARAPHRASE, "--json").stdout)
+        assert [hit["path"] for hit in again] == [hit["path"] for hit in found]
+        time.sleep(1.0)
+        assert _servers_of(store.home) == [pid]
+    finally:
+        _stop_servers(store.home)
