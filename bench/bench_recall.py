@@ -348,8 +348,9 @@ def in_process(box: Sandbox) -> Iterator[SearchFn]:
 
     runner = CliRunner()
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    env = box.env()  # before the clear: it is this environment with the sandbox's paths
     os.environ.clear()
-    os.environ.update(box.env())
+    os.environ.update(env)
     os.chdir(box.tmp)
 
     def run(q: str, project: str | None) -> list[dict[str, Any]]:
