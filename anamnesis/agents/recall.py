@@ -236,13 +236,13 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
             and not held(found, f"{hit.title}\n{' '.join(hit.tags)}")
         ):
             share = 0.0  # one everyday word, and only in passing: a coincidence, not an answer
-        if by_meaning:
-            meaning = hit.similarity if hit.similarity is not None else 0.0
+        if by_meaning and hit.similarity is not None:
+            meaning = hit.similarity
             if meaning < MEANING_FLOOR or meaning + WORDS_HELP * share < EVIDENCE_ENOUGH:
                 continue
             share = max(share, meaning)
         elif not (found and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
-            continue
+            continue  # by words alone: keyword search, or a note not embedded yet (written moments ago)
         elsewhere = near is not None and hit.project is not None and hit.project != near
         qualified.append((hit, body, share, elsewhere))
     local = [(hit.score, share) for hit, _body, share, elsewhere in qualified if not elsewhere]

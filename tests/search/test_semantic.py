@@ -560,3 +560,26 @@ def test_a_search_that_loaded_the_model_leaves_a_query_server_for_the_next(
         assert _servers_of(store.home) == [pid]
     finally:
         _stop_servers(store.home)
+
+
+def test_prompt_recall_shows_a_note_not_embedded_yet_by_its_words(store: Store, model_dir: Path) -> None:
+    """A note written moments ago (last session's capture, say) has no vector until the background
+    update embeds it; with semantic search on, the prompt hook still shows it on the keyword gate."""
+    from anamnesis.agents.recall import build_recall
+
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    fresh = create_note(
+        store,
+        type="procedural",
+        title="Rotating the Grafana admin password",
+        body="Run scripts/grafana-rotate.sh, then update the vault entry grafana/admin.",
+    )
+    engine = engine_for(store)
+    assert engine is not None
+    with open_index(store) as index:
+        index.refresh()
+        assert len(pending(index, engine.fingerprint)) == 1  # the new note has no vector yet
+    _text, shown = build_recall(store, "how do I rotate the grafana admin password?", session_id="p1")
+    assert shown[:1] == [fresh.path]
