@@ -90,7 +90,7 @@ def counting(what: str, quiet: bool = False) -> Iterator[Callable[[int, int], No
     # lazy: rich stays off --help and off piped search output
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 
-    with Progress(
+    bar = Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
@@ -99,9 +99,39 @@ def counting(what: str, quiet: bool = False) -> Iterator[Callable[[int, int], No
         console=console(stderr=True),
         disable=quiet,
         transient=True,
-    ) as bar:
+    )
+    with signals_to_this_thread():  # the bar's refresh thread must not take Ctrl-C (see there)
+        bar.start()
+    try:
         task = bar.add_task(what, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
+    finally:
+        bar.stop()
+
+
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+@contextmanager
+def signals_to_this_thread() -> Iterator[None]:
+    """Threads started inside this block never receive Ctrl-C, SIGTERM or SIGHUP: they go to the
+    thread that opened it (the main thread), where Python raises them.
+
+    The kernel hands a process's signal to any thread that does not block it. Taken by a helper
+    thread (rich's refresh thread), it does not interrupt what the main thread waits in (reading a
+    slow mount, a FIFO, a hung pipe), and the command ignores Ctrl-C until that wait ends, which
+    may be never. New threads inherit the signal mask of the thread that starts them."""
+    import signal  # lazy: only the commands that start threads
+
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX: nothing to steer
+        yield
+        return
+    wanted = {getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def run_editor(path: Path, unchanged: str = "nothing was saved") -> None:

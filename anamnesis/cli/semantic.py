@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from anamnesis.base.text import plural
-from anamnesis.cli._common import console, counting, get_store, print_json
+from anamnesis.cli._common import console, counting, get_store, print_json, signals_to_this_thread
 
 if TYPE_CHECKING:
     pass
@@ -70,18 +70,23 @@ def enable(
     if model_dir is not None:
         folder = enable_semantic(store, model_dir)
     else:
-        with Progress(
+        bar = Progress(
             "[progress.description]{task.description}",
             DownloadColumn(),
             TransferSpeedColumn(),
             console=console(stderr=True),
             disable=json_out,
             transient=True,
-        ) as bar:
+        )
+        with signals_to_this_thread():  # Ctrl-C stops the download, not the bar's refresh thread
+            bar.start()
+        try:
             task = bar.add_task("downloading the model", total=None)
             folder = enable_semantic(
                 store, None, progress=lambda done, total: bar.update(task, completed=done, total=total or None)
             )
+        finally:
+            bar.stop()
     embedded = 0
     if background:
         start_background_update(store)
@@ -100,8 +105,8 @@ def enable(
 
     if not server_answering(store):
         out.print(
-            "  tip: hooks and searches load the model on every run unless `anamnesis watch` runs"
-            " (`anamnesis schedule install --watch`) or `anamnesis semantic serve` does"
+            "  tip: the first prompt of a session and the first of a run of searches load the model;"
+            " `anamnesis watch` (`anamnesis schedule install --watch`) keeps it loaded for all of them"
         )
 
 

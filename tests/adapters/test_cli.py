@@ -357,3 +357,34 @@ def test_the_in_process_runner_gives_what_a_real_process_gives(run_cli: RunCli, 
         ("status", "--json"),
     ):
         same(*args)
+
+
+def _blocked_signals(tid: int) -> set[int]:
+    """The signals a thread of this process blocks (its SigBlk mask in /proc)."""
+    for line in Path(f"/proc/self/task/{tid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            mask = int(line.split()[1], 16)
+            return {number for number in range(1, 65) if mask >> (number - 1) & 1}
+    raise AssertionError(f"no SigBlk line for thread {tid}")
+
+
+def test_a_progress_bars_thread_leaves_ctrl_c_to_the_main_thread() -> None:
+    """The kernel gives a process's SIGINT to any thread not blocking it; taken by the bar's refresh
+    thread, it would not interrupt a main thread waiting on a FIFO or a hung mount (an import
+    ignored Ctrl-C that way). The bar's thread blocks the stop signals; the main thread does not."""
+    import signal
+    import threading
+
+    from anamnesis.cli._common import counting
+
+    main = threading.get_native_id()
+    stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    before = set(Path("/proc/self/task").iterdir())
+    with counting("testing") as progress:
+        progress(1, 2)
+        helpers = [int(t.name) for t in set(Path("/proc/self/task").iterdir()) - before]
+        assert helpers, "the bar started no thread: nothing to check"
+        for tid in helpers:
+            assert stops <= _blocked_signals(tid), tid
+        assert not stops & _blocked_signals(main)
+    assert not stops & _blocked_signals(main)

@@ -160,6 +160,18 @@ def test_importing_this_stores_own_notes_says_so(store: Store, run_cli: RunCli) 
         assert "move an anamnesis-memory 0.1.3 store aside" not in proc.stderr
 
 
+def _proc_text(pid: int, name: str) -> str:
+    """What /proc says of a process (for the task folder: each thread's wchan), for a failure message."""
+    base = Path(f"/proc/{pid}")
+    try:
+        if name == "task":
+            return " ".join(f"{t.name}:{(t / 'wchan').read_text()}" for t in sorted((base / "task").iterdir()))
+        text = (base / name).read_text()
+        return " ".join(line for line in text.splitlines() if line.startswith(("State", "Threads"))) or text
+    except OSError as exc:
+        return f"unreadable: {exc}"
+
+
 def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
     store: Store, home: Path, tmp_path: Path
 ) -> None:
@@ -180,7 +192,13 @@ def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
         waiting = wchan.read_text()
     assert "partner" in waiting or "fifo" in waiting, f"the import never blocked on the pipe (wchan {waiting!r})"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=180)  # seen once to take over 60 s with the whole suite running
+    except subprocess.TimeoutExpired:
+        stuck = {name: _proc_text(proc.pid, name) for name in ("wchan", "status", "task")}
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the import did not end after Ctrl-C: {stuck}; stderr {err!r}") from None
     assert proc.returncode == 130, (out, err)
     assert err.strip().splitlines()[-1] == "anamnesis: error: interrupted: nothing was imported (every note is as it was)"
     assert head(store) == before and not imported(store)
