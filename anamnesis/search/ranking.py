@@ -41,6 +41,11 @@ FUNCTION_WEIGHT = 0.3  # a function word ("where", "up") against a content word 
 FUNCTION_MAX_SHARE = 0.5  # a function word in more of the notes than this tells them apart no more
 FUNCTION_WORDS = 4  # only the rarest few are asked for (3-32 did alike on our sets)
 HYBRID_WEIGHT = 0.6  # share of the semantic score in the fusion (0.5-0.7 did alike on our sets)
+# Meaning weighs its full share only when the closest note is this close to the query, and less in
+# proportion below: a code word such as `selfHeal` means nothing to the model, every note sits far
+# from it (0.17 at best), and counting the least far as full meaning put notes without the word above
+# the one that holds it (rank 9 of 10). Real matches sit at 0.3-0.75; 0.25 kept every set's recall.
+MEANING_CONFIDENT = 0.25
 
 
 @dataclass(frozen=True)
@@ -228,7 +233,9 @@ class HybridRanker:
     score is absolute (the share of the query a note covers, with its title
     and BM25 credit, capped at 1), so a stray match on one word of a question
     stays low; the cosine is taken relative to the best one, so the closest
-    note in meaning counts fully. Min-max over both (the textbook fusion)
+    note in meaning counts fully, unless even that one is far from the query
+    (below MEANING_CONFIDENT): then meaning's share shrinks in proportion and
+    words decide. Min-max over both (the textbook fusion)
     lifted keyword noise to 1 and buried paraphrases on our benchmark sets.
     A note with no vector yet keeps its keyword score.
     """
@@ -254,11 +261,12 @@ class HybridRanker:
             return {}
         top_cosine = max((cosines[rowid] for rowid in union if rowid in cosines), default=0.0)
         fused: dict[int, float] = {}
+        weight = self.weight * min(1.0, top_cosine / MEANING_CONFIDENT)
         for rowid in union:
             keyword = lexical.get(rowid, 0.0)
             if rowid in cosines and top_cosine > 0:
                 meaning = max(0.0, cosines[rowid]) / top_cosine
-                fused[rowid] = self.weight * meaning + (1 - self.weight) * keyword
+                fused[rowid] = weight * meaning + (1 - weight) * keyword
             else:  # no vector yet: keyword ranking alone
                 fused[rowid] = keyword
         return fused

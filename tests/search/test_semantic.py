@@ -67,6 +67,33 @@ def test_hybrid_finds_a_paraphrase_that_keyword_search_misses(store: Store, mode
     assert exact[0] == paths["Database backups"]  # meaning does not push out an exact code word
 
 
+def test_a_code_word_the_model_reads_as_noise_still_finds_its_note_first(store: Store, model_dir: Path) -> None:
+    """`selfHeal` is no word the model knows: every note sits far from it, the ones about recovering
+    from failures a little less far. Counting the least far as full meaning put those above the one
+    note that holds the word; meaning is scaled to the closest note only when that is a real match."""
+    _fill(store)
+    for title, body in (
+        ("Crashed workers recover on their own", "The supervisor restarts a worker that dies; no one is paged."),
+        ("Liveness probes restart stuck pods", "A pod that stops answering /healthz is restarted by the kubelet."),
+        ("Automatic failover of the primary", "Patroni promotes a replica when the primary is lost."),
+    ):
+        create_note(store, type="semantic", title=title, body=body)
+    argo = create_note(
+        store,
+        type="procedural",
+        title="Deploying ledger: GitOps through Argo CD",
+        body="Merge to main, Argo CD syncs the ledger Application within three minutes; the"
+        " Application sets syncPolicy.automated with prune and selfHeal, and image tags are"
+        " bumped by the release pipeline in the deploy repository.",
+    )
+    enable(store, model_dir)
+    update_vectors(store)
+    with open_index(store) as index:
+        hits = search(index, "selfHeal")
+    assert hits[0].path == argo.path
+    assert max(h.similarity or 0.0 for h in hits) < 0.3  # no note is close in meaning
+
+
 def test_only_changed_notes_are_embedded_again_and_a_new_model_re_embeds(
     store: Store,
     model_dir: Path,
