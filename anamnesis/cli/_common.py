@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress
 
     from anamnesis.base.paths import Store
 
@@ -100,11 +101,19 @@ def counting(what: str, quiet: bool = False) -> Iterator[Callable[[int, int], No
         disable=quiet,
         transient=True,
     )
-    with signals_to_this_thread():  # the bar's refresh thread must not take Ctrl-C (see there)
-        bar.start()
-    try:
+    with shown(bar):
         task = bar.add_task(what, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@contextmanager
+def shown(bar: Progress) -> Iterator[Progress]:
+    """`bar` on screen for the block; its refresh thread leaves Ctrl-C to this one (see
+    `signals_to_this_thread`), which `with Progress(...)` does not."""
+    with signals_to_this_thread():
+        bar.start()
+    try:
+        yield bar
     finally:
         bar.stop()
 

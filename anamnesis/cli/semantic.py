@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from anamnesis.base.text import plural
-from anamnesis.cli._common import console, counting, get_store, print_json, signals_to_this_thread
+from anamnesis.cli._common import console, counting, get_store, print_json, shown
 
 if TYPE_CHECKING:
     pass
@@ -78,15 +78,11 @@ def enable(
             disable=json_out,
             transient=True,
         )
-        with signals_to_this_thread():  # Ctrl-C stops the download, not the bar's refresh thread
-            bar.start()
-        try:
+        with shown(bar):  # so that Ctrl-C stops the download (see `shown`)
             task = bar.add_task("downloading the model", total=None)
             folder = enable_semantic(
                 store, None, progress=lambda done, total: bar.update(task, completed=done, total=total or None)
             )
-        finally:
-            bar.stop()
     embedded = 0
     if background:
         start_background_update(store)
