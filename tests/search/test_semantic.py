@@ -489,16 +489,26 @@ def _stop_servers(home: Path) -> None:
     from anamnesis.search.semantic import socket_path
 
     path = socket_path(open_store(home))
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # a loaded machine can take that long to load the model
     while _servers_of(home) and time.monotonic() < deadline:
         path.unlink(missing_ok=True)  # again and again: one still loading makes its socket later
         time.sleep(0.2)
     for pid in _servers_of(home):
         os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # SIGKILL waits for a process in uninterruptible I/O
     while _servers_of(home) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _servers_of(home)
+    left = {pid: _state_of(pid) for pid in _servers_of(home)}
+    assert not left, f"query servers still running after SIGKILL: {left}"
+
+
+def _state_of(pid: int) -> str:
+    try:
+        return next(
+            line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("State")
+        )
+    except (OSError, StopIteration):
+        return "gone"
 
 
 def test_session_start_keeps_the_model_loaded_for_the_sessions_prompts(store: Store, model_dir: Path) -> None:
