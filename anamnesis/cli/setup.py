@@ -227,7 +227,8 @@ def uninstall(
 
     The MCP server, Claude Code's hooks and permission, the memory block in
     AGENTS.md / GEMINI.md: each file goes back to what it was. The sync timer
-    or watch service (systemd user units, LaunchAgents) is stopped and deleted.
+    or watch service (systemd user units, LaunchAgents) is stopped and deleted,
+    and a running semantic query server of the store is stopped.
 
     Your notes are kept: ~/.anamnesis/memory is never deleted (nor the rest of
     ~/.anamnesis: this machine's settings, index and logs); `rm -rf ~/.anamnesis`
@@ -241,6 +242,7 @@ def uninstall(
     from anamnesis.agents import AGENTS, chosen, plan_removal, remove_agents, titled  # lazy: as above
     from anamnesis.app import current_installation  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.search import server_answering, stop_query_server  # lazy: as above
     from anamnesis.sync import schedule_files  # lazy: --help loads every command module
 
     if everything and agent:
@@ -252,6 +254,8 @@ def uninstall(
     if print_only:
         plans = plan_removal(store, agents)
         extra = [] if agent else [f"remove {path}" for path in schedule_files(store)]
+        if not agent and server_answering(store):
+            extra.append("stop the semantic query server of this store")
         extra += program.planned() if program else []
         if json_out:
             print_json({"planned": titled(plans) + extra, "kept": kept})
@@ -262,6 +266,8 @@ def uninstall(
     done = remove_agents(store, agents, named=bool(agent))
     if not agent:
         done.extend(_uninstall_schedule(store))
+        if stop_query_server(store):  # started by a session's hook or a search; nothing would ask it now
+            done.append("stopped the semantic query server of this store")
     if json_out:
         # the program goes last: the code running now is part of it
         done.extend(_remove_program(program) if program else [])

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from anamnesis.search.semantic import socket_path as socket_path
     from anamnesis.search.semantic import start_background_update as start_background_update
     from anamnesis.search.semantic import start_query_server as start_query_server
+    from anamnesis.search.semantic import stop_query_server as stop_query_server
     from anamnesis.search.semantic import unavailable_reason as unavailable_reason
     from anamnesis.search.semantic import update_vectors as update_vectors
     from anamnesis.search.semantic_server import QueryServer as QueryServer

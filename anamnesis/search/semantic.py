@@ -24,6 +24,7 @@ answers (none running, another model, too slow).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -524,6 +525,16 @@ def semantic_status(store: Store) -> dict[str, Any]:
             query_server=server_answering(store),
         )
     return info
+
+
+def stop_query_server(store: Store) -> bool:
+    """Make this store's query server exit (it does within a second of its socket going away);
+    True if one answered. What `uninstall` does: with the hooks gone, nothing would ask it."""
+    if not server_answering(store):
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        socket_path(store).unlink()
+    return True
 
 
 def server_answering(store: Store) -> bool:

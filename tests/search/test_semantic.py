@@ -620,3 +620,41 @@ def test_prompt_recall_shows_a_note_not_embedded_yet_by_its_words(store: Store, 
         assert len(pending(index, engine.fingerprint)) == 1  # the new note has no vector yet
     _text, shown = build_recall(store, "how do I rotate the grafana admin password?", session_id="p1")
     assert shown[:1] == [fresh.path]
+
+
+def test_uninstall_stops_the_query_server(store: Store, model_dir: Path, run_cli: RunCli) -> None:
+    """With the hooks gone nothing would ask a running query server again: uninstall stops it
+    (--print says it would), instead of leaving it to its idle timeout."""
+    import os
+    import subprocess
+    import sys
+
+    from anamnesis.search.semantic import server_answering
+
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    server = subprocess.Popen(
+        [sys.executable, "-P", "-m", "anamnesis", "semantic", "serve", "--idle", "300"],
+        env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
+        cwd=store.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not server_answering(store) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server_answering(store)
+        planned = run_cli("uninstall", "--print")
+        assert planned.returncode == 0 and "stop the semantic query server" in planned.stdout
+        assert server_answering(store) and server.poll() is None  # --print changed nothing
+        done = run_cli("uninstall", "--json")
+        assert done.returncode == 0, done.stderr
+        assert "stopped the semantic query server of this store" in json.loads(done.stdout)["done"]
+        assert server.wait(timeout=30) == 0
+        assert not server_answering(store)
+        again = run_cli("uninstall", "--json")  # nothing left to stop
+        assert not any("query server" in line for line in json.loads(again.stdout)["done"])
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
