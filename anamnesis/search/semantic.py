@@ -495,9 +495,11 @@ def enable_semantic(store: Store, model_dir: Path | None, progress: Callable[[in
 
 
 def disable_semantic(store: Store) -> None:
-    """Turn semantic search off here; vectors stay in index.db for a later enable with the same model."""
+    """Turn semantic search off here; vectors stay in index.db for a later enable with the same
+    model. A running query server is stopped: nothing asks it while semantic search is off."""
     update_section(store, SETTINGS_KEY, enabled=False)
     _ENGINES.clear()
+    stop_query_server(store)
 
 
 def semantic_status(store: Store) -> dict[str, Any]:

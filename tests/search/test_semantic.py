@@ -8,8 +8,13 @@ machine. Nothing here reaches the model hub.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -622,18 +627,11 @@ def test_prompt_recall_shows_a_note_not_embedded_yet_by_its_words(store: Store, 
     assert shown[:1] == [fresh.path]
 
 
-def test_uninstall_stops_the_query_server(store: Store, model_dir: Path, run_cli: RunCli) -> None:
-    """With the hooks gone nothing would ask a running query server again: uninstall stops it
-    (--print says it would), instead of leaving it to its idle timeout."""
-    import os
-    import subprocess
-    import sys
-
+@contextmanager
+def _serving(store: Store) -> Iterator[subprocess.Popen[bytes]]:
+    """`anamnesis semantic serve` for this store, answering; killed afterwards if still running."""
     from anamnesis.search.semantic import server_answering
 
-    _fill(store)
-    enable(store, model_dir)
-    update_vectors(store)
     server = subprocess.Popen(
         [sys.executable, "-P", "-m", "anamnesis", "semantic", "serve", "--idle", "300"],
         env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
@@ -644,6 +642,22 @@ def test_uninstall_stops_the_query_server(store: Store, model_dir: Path, run_cli
         while not server_answering(store) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert server_answering(store)
+        yield server
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def test_uninstall_stops_the_query_server(store: Store, model_dir: Path, run_cli: RunCli) -> None:
+    """With the hooks gone nothing would ask a running query server again: uninstall stops it
+    (--print says it would), instead of leaving it to its idle timeout."""
+    from anamnesis.search.semantic import server_answering
+
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    with _serving(store) as server:
         planned = run_cli("uninstall", "--print")
         assert planned.returncode == 0 and "stop the semantic query server" in planned.stdout
         assert server_answering(store) and server.poll() is None  # --print changed nothing
@@ -654,7 +668,16 @@ def test_uninstall_stops_the_query_server(store: Store, model_dir: Path, run_cli
         assert not server_answering(store)
         again = run_cli("uninstall", "--json")  # nothing left to stop
         assert not any("query server" in line for line in json.loads(again.stdout)["done"])
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+
+
+def test_semantic_disable_stops_the_query_server(store: Store, model_dir: Path, run_cli: RunCli) -> None:
+    """Nothing asks a query server while semantic search is off: `semantic disable` stops it."""
+    from anamnesis.search.semantic import server_answering
+
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    with _serving(store) as server:
+        assert run_cli("semantic", "disable").returncode == 0
+        assert server.wait(timeout=30) == 0
+        assert not server_answering(store)
