@@ -36,7 +36,10 @@ def register(app: typer.Typer) -> None:
 
 def init(
     local_only: bool = typer.Option(
-        False, "--local-only", help="Only create the store on this machine: no peers, no agents, no schedule."
+        False,
+        "--local-only",
+        help="Only create the store on this machine: no peers, no agents, no schedule (--semantic still turns"
+        " on search by meaning).",
     ),
     print_only: bool = typer.Option(False, "--print", help="Show what would be done and write nothing."),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
@@ -198,7 +201,7 @@ def init(
     # -- end of the discovery step --
     if sync_step is not None:  # sync step
         steps.extend(sync_step.steps())
-    if not local_only:  # semantic step: offered with what it costs
+    if not local_only or semantic:  # semantic step: offered with what it costs; --local-only only when asked for
         steps.append(("turn on search by meaning", lambda: _semantic_step(store, semantic, model_dir, asking)))
     for number, (_what, step) in enumerate(steps):
         try:

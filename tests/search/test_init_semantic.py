@@ -33,6 +33,20 @@ def test_init_turns_semantic_search_on_with_a_model_folder(fleet: Fleet, model_d
     assert "search by meaning" not in again.stdout, again.stdout
 
 
+def test_init_local_only_turns_semantic_search_on_when_asked(fleet: Fleet, model_dir: Path) -> None:
+    """--local-only leaves out peers, agents and the schedule, not what was asked for by name:
+    with --semantic it turned nothing on and said nothing."""
+    a = fleet.machine("a")
+    proc = a.cli("init", "--local-only", "--semantic", "--model-dir", str(model_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "search by meaning on" in proc.stdout, proc.stdout
+    assert _semantic(a)["enabled"] is True
+    b = fleet.machine("b")
+    quiet = b.cli("init", "--local-only")  # not asked for: not offered either
+    assert quiet.returncode == 0 and "search by meaning" not in quiet.stdout, quiet.stdout
+    assert _semantic(b)["enabled"] is False
+
+
 def test_init_outside_a_terminal_says_what_semantic_search_costs_and_changes_nothing(fleet: Fleet) -> None:
     a = fleet.machine("a")
     for i in range(3):
