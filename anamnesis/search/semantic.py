@@ -491,6 +491,7 @@ def enable_semantic(store: Store, model_dir: Path | None, progress: Callable[[in
     settings[SETTINGS_KEY] = {"enabled": True, "model_dir": str(folder)}
     save_settings(store, settings)
     _ENGINES.clear()
+    stop_query_server(store)  # it may run another model; the next hook, search or watch starts one with this
     return folder
 
 

@@ -681,3 +681,26 @@ def test_semantic_disable_stops_the_query_server(store: Store, model_dir: Path, 
         assert run_cli("semantic", "disable").returncode == 0
         assert server.wait(timeout=30) == 0
         assert not server_answering(store)
+
+
+def test_enabling_another_model_stops_the_query_server_running_the_old_one(
+    store: Store, model_dir: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
+    """A server keeps the model it loaded: after `semantic enable` with another one it would answer
+    every question with "this server runs model X", and each hook would load the model itself
+    while it stood in the way of a new server. Enabling stops it."""
+    from anamnesis.search.semantic import server_answering
+
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    other = tmp_path / "other-model"
+    shutil.copytree(model_dir, other)
+    weights = other / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # another model, as far as fingerprints go
+    weights.write_bytes(bytes(data))
+    with _serving(store) as server:
+        assert run_cli("semantic", "enable", "--model-dir", str(other), "--background").returncode == 0
+        assert server.wait(timeout=30) == 0
+        assert not server_answering(store)
