@@ -531,8 +531,10 @@ def semantic_status(store: Store) -> dict[str, Any]:
 
 
 def stop_query_server(store: Store) -> bool:
-    """Make this store's query server exit (it does within a second of its socket going away);
-    True if one answered. What `uninstall` does: with the hooks gone, nothing would ask it."""
+    """Make this store's query server stop, by removing its socket (`QueryServer.running`):
+    `semantic serve` exits within a second, watch starts a new one if semantic search is
+    still on. True if one answered. For uninstall, and for enable and disable, after which
+    a running server has the wrong model or none to serve."""
     if not server_answering(store):
         return False
     with contextlib.suppress(FileNotFoundError):

@@ -93,7 +93,15 @@ class QueryServer:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        """Answering: its thread alive and the socket file still its own. Removing the file (the
+        store gone, `stop_query_server`) or another server's replacing it ends its use: watch
+        then starts a new one when semantic search is still on, `semantic serve` exits."""
+        if self._thread is None or not self._thread.is_alive():
+            return False
+        try:
+            return self.path.stat().st_ino == self._inode
+        except OSError:
+            return False
 
     def start(self) -> bool:
         """Listen, and load the model and vectors in the background; False (nothing started)
@@ -213,14 +221,14 @@ class QueryServer:
 
 def serve(store: Store, stop: threading.Event, idle: float | None = None) -> bool:
     """Answer questions until `stop` is set, nobody asked for `idle` seconds, or the socket
-    file is removed; False when no server could start (semantic search off, or one already
-    answers)."""
+    file is removed or replaced (see `QueryServer.running`); False when no server could start
+    (semantic search off, or one already answers)."""
     server = QueryServer(store)
     if not server.start():
         return False
     try:
         last, seen = time.monotonic(), 0
-        while not stop.wait(1.0) and server.running and server.path.exists():  # gone: the store was removed
+        while not stop.wait(1.0) and server.running:
             if server.answered != seen:
                 last, seen = time.monotonic(), server.answered
             elif idle is not None and time.monotonic() - last >= idle:

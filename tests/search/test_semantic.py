@@ -359,11 +359,46 @@ def test_watch_answers_semantic_queries_while_semantic_search_is_on(store: Store
         assert socket_path(store).exists()
         served = _ask_in_a_fresh_process(store, QUESTIONS[:1])
         assert served["numpy loaded"] is False
-        disable(store)  # turned off while watch runs: it stops answering
+        disable(store)  # turned off while watch runs: its server stops, and no new one starts
         deadline = time.monotonic() + 30
-        while socket_path(store).exists() and time.monotonic() < deadline:
+        while _watch_serves(store) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not socket_path(store).exists()
+        assert _watch_serves(store) is False
+        time.sleep(1.0)  # a few more beats: still none
+        assert not socket_path(store).exists() and _watch_serves(store) is False
+    finally:
+        watcher.stop()
+
+
+def _watch_serves(store: Store) -> bool | None:
+    """Whether watch's last heartbeat says it answers semantic queries."""
+    from anamnesis.sync.watch import read_heartbeat
+
+    beat = read_heartbeat(store)
+    return None if beat is None else bool(beat.get("semantic_queries"))
+
+
+def test_watch_starts_a_new_query_server_when_its_socket_is_taken_away(store: Store, model_dir: Path) -> None:
+    """Removing the socket is how `stop_query_server` (enable, uninstall) stops a server; watch's
+    own then counts as stopped, and with semantic search still on watch starts a fresh one
+    (it kept answering on a socket nobody could reach, and never started another)."""
+    from anamnesis.search.semantic import server_answering, socket_path, stop_query_server
+    from anamnesis.sync.watch import Watcher, WatchOptions
+
+    _semantic_store(store, model_dir)
+    watcher = Watcher(
+        store, sync=lambda reason: None, options=WatchOptions(discovery=False, initial_sync=False, beat=0.2)
+    )
+    watcher.start()
+    try:
+        assert server_answering(store)
+        assert stop_query_server(store) and not socket_path(store).exists()
+        deadline = time.monotonic() + 30
+        while not server_answering(store) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server_answering(store)  # nothing but watch could have started one here
+        served = _ask_in_a_fresh_process(store, QUESTIONS[:1])
+        assert served["numpy loaded"] is False  # answered by watch's new server
     finally:
         watcher.stop()
 
@@ -495,8 +530,15 @@ def _stop_servers(home: Path) -> None:
 
     path = socket_path(open_store(home))
     deadline = time.monotonic() + 90  # a loaded machine can take that long to load the model
-    while _servers_of(home) and time.monotonic() < deadline:
-        path.unlink(missing_ok=True)  # again and again: one still loading makes its socket later
+    quiet_since: float | None = None  # none seen since: done once that lasts two seconds
+    while time.monotonic() < deadline:
+        if _servers_of(home):
+            path.unlink(missing_ok=True)  # again and again: one still loading makes its socket later
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= 2.0:  # one was seen to appear after a first look found none
+            break
         time.sleep(0.2)
     for pid in _servers_of(home):
         os.kill(pid, signal.SIGKILL)
