@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 from anamnesis.agents import find_old_hooks, queued_notes
 from anamnesis.base.errors import AnamnesisError, ExitCode
-from anamnesis.base.fsutil import LOW_SPACE, free_bytes, human_bytes, is_out_of_space, write_problem
+from anamnesis.base.fsutil import (
+    LOW_SPACE,
+    folders_under,
+    free_bytes,
+    human_bytes,
+    is_out_of_space,
+    unwritable_folders,
+    unwritable_text,
+    write_problem,
+)
 from anamnesis.base.git import git_processes_in, lock_files
 from anamnesis.base.notes import ProblemKind, first_fix
 from anamnesis.base.paths import Store
@@ -146,15 +155,17 @@ def run_checks(store: Store) -> list[Finding]:
 
 
 def _writable_findings(store: Store) -> list[Finding]:
-    """A read-only memory/ (or home, git folder, state folder), and a disk about to be full."""
+    """Folders of the store that cannot be written (memory/ or any folder in it, git's included,
+    the home, the state folder), in one finding with one fix; and a disk about to be full."""
     findings: list[Finding] = []
-    for folder in (store.memory, store.memory / ".git", store.home, store.state_dir):
-        if not folder.is_dir():
-            continue
-        problem = write_problem(folder)
-        if problem:
-            findings.append(Finding(str(folder), problem.text, f"{problem.fix}; notes cannot be saved or synced"))
-            break  # the first is the cause; the folders inside it say the same
+    problems = [(f, p) for f in (store.home, store.state_dir) if f.is_dir() and (p := write_problem(f))]
+    if store.memory.is_dir():
+        problems += [(f, p) for f in (store.memory,) if (p := write_problem(f))]
+        problems += unwritable_folders(f for f in folders_under(store.memory) if f != store.memory)
+    if problems:
+        what, fix = unwritable_text(problems, store.home)
+        folder = problems[0][0]
+        findings.append(Finding(str(folder), what.removeprefix(f"{folder} "), f"{fix}; notes cannot be saved or synced"))
     free = free_bytes(store.home)
     if free is not None and free < LOW_SPACE:
         findings.append(

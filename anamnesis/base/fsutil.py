@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -154,16 +155,62 @@ def write_problem(folder: Path) -> WriteProblem | None:
     return None
 
 
-def write_fix(folder: Path, kind: WriteKind) -> str:
-    """What to do about a folder that cannot be written for reason `kind`."""
+def write_fix(folder: Path, kind: WriteKind, *, recursive: bool = False) -> str:
+    """What to do about a folder that cannot be written for reason `kind` (`recursive`: about
+    folders below it too, so one command fixes them all, not one a run)."""
     if kind == "read-only":
         return f"remount the disk of {folder} read-write (or point ANAMNESIS_HOME elsewhere)"
     if kind == "full":
         return "free some space"
-    try:
-        owner = folder.stat().st_uid
-    except OSError:
-        owner = os.geteuid()
-    if owner != os.geteuid():
+    if _owner(folder) != os.geteuid():
         return f'it belongs to another user (a command run with sudo?): `sudo chown -R "$USER" {folder}`'
-    return f"chmod u+w {folder}"
+    return f"chmod -R u+w {folder}" if recursive else f"chmod u+w {folder}"
+
+
+def unwritable_folders(folders: Iterable[Path]) -> list[tuple[Path, WriteProblem]]:
+    """The folders among `folders` that nothing can be written in, each with why.
+
+    Access bits sort them first, so a long list costs a stat each; only a folder they refuse is
+    written to, to be sure (root, whom they would not refuse, can write anyway, except on a
+    read-only mount, which refuses everyone)."""
+    found: list[tuple[Path, WriteProblem]] = []
+    for folder in folders:
+        if not folder.is_dir() or os.access(folder, os.W_OK | os.X_OK):
+            continue
+        problem = write_problem(folder)
+        if problem is not None:
+            found.append((folder, problem))
+    return found
+
+
+def folders_under(root: Path, *, skip: Collection[str] = ()) -> Iterator[Path]:
+    """`root` and every folder below it, but not those named in `skip` (nor what is inside them)."""
+    for folder, dirs, _files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in skip]
+        yield Path(folder)
+
+
+def unwritable_text(problems: Sequence[tuple[Path, WriteProblem]], within: Path) -> tuple[str, str]:
+    """(what is wrong, the one fix) for folders that cannot be written, the first named: several
+    under `within` get a fix for all of them at once."""
+    folder, problem = problems[0]
+    more = len(problems) - 1
+    below = all(f.is_relative_to(folder) for f, _p in problems)
+    where = "below it" if below else f"in {within}"
+    what = f"{folder} {problem}" + (f" (and {more} more folder{'s' if more > 1 else ''} {where})" if more else "")
+    if not more:
+        return what, problem.fix
+    common = Path(os.path.commonpath([str(f) for f, _p in problems]))
+    common = common if common.is_relative_to(within) else within
+    if all(p.kind == problem.kind for _f, p in problems) and problem.kind != "denied":
+        return what, write_fix(common, problem.kind)
+    if any(_owner(f) != os.geteuid() for f, _p in problems):
+        return what, f'they belong to another user (a command run with sudo?): `sudo chown -R "$USER" {common}`'
+    return what, write_fix(common, "denied", recursive=True)
+
+
+def _owner(path: Path) -> int:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return os.geteuid()

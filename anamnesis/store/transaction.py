@@ -21,7 +21,13 @@ import sqlite3
 from pathlib import Path
 
 from anamnesis.base.errors import AnamnesisError, GitError
-from anamnesis.base.fsutil import atomic_write_bytes, is_out_of_space, no_space_error
+from anamnesis.base.fsutil import (
+    atomic_write_bytes,
+    is_out_of_space,
+    no_space_error,
+    write_fix,
+    write_problem,
+)
 from anamnesis.base.paths import Store
 from anamnesis.base.text import plural
 from anamnesis.search import index_error, open_index
@@ -280,5 +286,13 @@ def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: st
     if isinstance(exc, OSError):
         if exc.errno == errno.EROFS:
             return AnamnesisError(f"{store.memory} is on a read-only file system ({stage} {relpath}); {kept}")
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            folder = Path(exc.filename).parent if exc.filename else store.memory / relpath
+            while not folder.is_dir() and folder != store.home:
+                folder = folder.parent
+            fix = problem.fix if (problem := write_problem(folder)) else write_fix(folder, "denied")
+            return AnamnesisError(
+                f"{stage} {relpath} failed: {folder} cannot be written ({exc.strerror}); {kept} — fix: {fix}"
+            )
         return AnamnesisError(f"{stage} {relpath} failed: {exc.strerror or exc}; {kept}")
     return AnamnesisError(f"{stage} failed: {type(exc).__name__}: {exc}; {kept}")

@@ -47,9 +47,13 @@ from anamnesis.base import refs
 from anamnesis.base.errors import AnamnesisError, ExitCode, GitError, LocalFault
 from anamnesis.base.fsutil import (
     NO_SPACE_WORDS,
+    WriteProblem,
     atomic_write_bytes,
+    folders_under,
     is_out_of_space,
     no_space_error,
+    unwritable_folders,
+    unwritable_text,
     write_fix,
     write_problem,
 )
@@ -143,6 +147,8 @@ _LOCAL_WRITE_WORDS = (
     "index-pack failed",
     *NO_SPACE_WORDS,
 )
+# What a checkout's git says when the file system, not an edit in the way, stopped it.
+_REFUSED_WORDS = ("Permission denied", "Read-only file system", "Operation not permitted")
 # What was kept when a sync stopped for a fault of this machine, by the step it was in.
 _KEPT = {
     "starting": "nothing was changed",
@@ -375,13 +381,14 @@ class _Sync:
         """
         kept = _KEPT[self.stage]
         wrote_here = any(words in said for words in _LOCAL_WRITE_WORDS)
-        problems = [(f, p) for f in (self.repo / ".git" / "objects", self.repo / ".git") if (p := write_problem(f))]
-        for folder, problem in problems:
-            if problem.kind != "full":
-                return LocalFault(
-                    f"this machine cannot write its own store: {folder} {problem} ({doing}); {kept}"
-                    f" — fix: {problem.fix}, then run `anamnesis sync`"
-                )
+        git_dir = self.repo / ".git"
+        problems = [(f, p) for f in (git_dir / "objects", git_dir) if (p := write_problem(f))]
+        # where a fetch records what it brought (a folder a `sudo` run left to root, say)
+        problems += unwritable_folders(
+            folder for top in (git_dir / "refs", git_dir / "logs") for folder in folders_under(top)
+        )
+        if any(problem.kind != "full" for _folder, problem in problems):
+            return self._cannot_write([fp for fp in problems if fp[1].kind != "full"], doing)
         if problems or (wrote_here and is_out_of_space(GitError(said), self.store.home)):
             return no_space_error(self.store.home, doing, _said_line(said) or "a write failed", kept)
         if wrote_here:
@@ -390,6 +397,17 @@ class _Sync:
                 f" — fix: check the owner and permissions of {self.repo / '.git'}, then run `anamnesis sync`"
             )
         return None
+
+    def _cannot_write(self, problems: list[tuple[Path, WriteProblem]], doing: str) -> LocalFault:
+        """The error for folders of the store that cannot be written; with one fix for every such
+        folder in it, not only those this step needed, so one command puts it all right."""
+        named = {folder for folder, _problem in problems}
+        problems = problems + [fp for fp in unwritable_folders(folders_under(self.repo)) if fp[0] not in named]
+        what, fix = unwritable_text(problems, self.repo)
+        return LocalFault(
+            f"this machine cannot write its own store: {what} ({doing}); {_KEPT[self.stage]}"
+            f" — fix: {fix}, then run `anamnesis sync`"
+        )
 
     # -- step 4: integrate --------------------------------------------------------------
 
@@ -456,7 +474,11 @@ class _Sync:
         """
         if old == new:
             return True
-        moved = set(changed_paths(self.repo, old, new)) & set(self.held) if self.held else set()
+        changed = changed_paths(self.repo, old, new)
+        blocked = unwritable_folders(_folders_written(self.repo, changed))
+        if blocked:  # found before a file is touched: main stays where it was, nothing to undo
+            raise self._cannot_write(blocked, "bringing in the changes")
+        moved = set(changed) & set(self.held) if self.held else set()
         if moved:
             set_aside(self.store, old, sorted(moved))  # a held-back edit of a note that changes here
         start_checkout(self.store, old, new)
@@ -467,6 +489,14 @@ class _Sync:
             return self.head() == new
         clear_marker(self.store, CHECKOUT_MARKER)
         put_back(self.store)
+        said = proc.stderr if proc.returncode != 0 else ""
+        refused = next((line.strip() for line in said.splitlines() if any(w in line for w in _REFUSED_WORDS)), "")
+        if refused:  # not an edit in the way (retrying would not help): say what git could not write
+            raise LocalFault(
+                f"this machine cannot write its own store (bringing in the changes: {refused}); "
+                f"{_KEPT[self.stage]} — fix: check the owner and permissions of the folders in {self.repo}, "
+                "then run `anamnesis sync`"
+            )
         return proc.returncode == 0
 
     def integrate_all(self, sources: list[tuple[str, str, PeerReport | IncomingReport]]) -> None:
@@ -607,6 +637,18 @@ class _Sync:
     def _incoming(self) -> list[tuple[str, str]]:
         out = git_out(self.repo, "for-each-ref", "--format=%(refname) %(objectname)", refs.INCOMING)
         return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+
+
+def _folders_written(repo: Path, paths: Iterable[str]) -> list[Path]:
+    """The folders a checkout writes in to change `paths`: each one's folder, or the nearest
+    folder above it that exists (where git makes the missing ones)."""
+    folders: set[Path] = set()
+    for path in paths:
+        folder = (repo / path).parent
+        while not folder.is_dir() and folder != repo:
+            folder = folder.parent
+        folders.add(folder)
+    return sorted(folders)
 
 
 def _said_line(said: str) -> str:

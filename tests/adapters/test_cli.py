@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import RunCli
+from conftest import RunCli, cli_env
+from mounts import without_root_powers
 
 from anamnesis.base.paths import Store
 
@@ -388,3 +389,22 @@ def test_a_progress_bars_thread_leaves_ctrl_c_to_the_main_thread() -> None:
             assert stops <= _blocked_signals(tid), tid
         assert not stops & _blocked_signals(main)
     assert not stops & _blocked_signals(main)
+
+
+def test_a_note_folder_that_cannot_be_written_is_named_with_its_fix(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    assert run_cli("new", "First", "-G", "--body", "words").returncode == 0
+    facts = home / "memory" / "global" / "facts"
+    before = sorted(p.name for p in facts.iterdir())
+    facts.chmod(0o555)
+    try:
+        ran = subprocess.run(
+            without_root_powers([sys.executable, "-m", "anamnesis", "new", "Second", "-G", "--body", "more"]),
+            capture_output=True, text=True, env=cli_env(home), timeout=60,
+        )
+    finally:
+        facts.chmod(0o755)
+    assert ran.returncode != 0 and ran.stderr.count("\n") == 1, (ran.returncode, ran.stderr)
+    assert f"{facts} cannot be written" in ran.stderr and f"chmod u+w {facts}" in ran.stderr, ran.stderr
+    assert "nothing was written" in ran.stderr
+    assert sorted(p.name for p in facts.iterdir()) == before

@@ -6,13 +6,15 @@ import datetime as dt
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RunCli
+from conftest import RunCli, cli_env
+from mounts import without_root_powers
 
 
 def git(repo: Path, *args: str) -> str:
@@ -118,6 +120,32 @@ def test_a_read_only_memory_folder_is_reported(run_cli: RunCli, home: Path) -> N
         assert "read-only" in findings[0]["problem"] and "remount" in findings[0]["fix"]
         refused = run_cli("new", "After", "-G", "--body", "words")
         assert refused.returncode != 0 and refused.stderr.count("\n") == 1
+    assert doctor(run_cli) == (0, [])
+
+
+def test_folders_inside_memory_that_cannot_be_written_are_reported_with_one_fix(
+    run_cli: RunCli, home: Path
+) -> None:
+    init(run_cli)
+    assert run_cli("new", "A fact", "-G", "--body", "words").returncode == 0
+    memory = home / "memory"
+    facts = memory / "global" / "facts"
+    refs = memory / ".git" / "refs" / "heads"
+    for folder in (facts, refs):
+        folder.chmod(0o555)
+    try:
+        ran = subprocess.run(
+            without_root_powers([sys.executable, "-m", "anamnesis", "doctor", "--json"]),
+            capture_output=True, text=True, env=cli_env(home), timeout=60,
+        )
+    finally:
+        for folder in (facts, refs):
+            folder.chmod(0o755)
+    assert ran.returncode == 1, (ran.stdout, ran.stderr)
+    findings = json.loads(ran.stdout)["findings"]
+    assert len(findings) == 1, findings  # one finding for both folders, one fix for both
+    assert findings[0]["where"] in (str(facts), str(refs)) and "1 more folder" in findings[0]["problem"]
+    assert f"chmod -R u+w {memory}" in findings[0]["fix"], findings[0]
     assert doctor(run_cli) == (0, [])
 
 

@@ -14,6 +14,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,6 +285,95 @@ def test_store_files_owned_by_another_user_are_our_fault_with_the_chown_fix(flee
     assert ("chown" if owner >= 0 else "chmod u+w") in proc.stderr, proc.stderr
     blames_no_peer(a)
     assert a.cli("sync").returncode == 0
+
+
+def _owned_by_another_user(folder: Path) -> Callable[[], None]:
+    """Make `folder` (and what is in it) not ours, as a command run with sudo leaves it; returns the undo."""
+    if os.geteuid() == 0:
+        owner = os.stat(folder).st_uid
+        subprocess.run(["chown", "-R", "54321:54321", str(folder)], check=True)
+        return lambda: subprocess.run(["chown", "-R", f"{owner}:{owner}", str(folder)], check=True) and None
+    folder.chmod(0o555)
+    return lambda: folder.chmod(0o755)
+
+
+def test_a_store_made_read_only_gets_one_fix_for_all_of_it(fleet: Fleet) -> None:
+    a = behind_a_hub(fleet)
+    create_note(a.store, type="semantic", title="Committed before", body="y\n")
+    assert a.cli("sync").returncode == 0
+    create_note(fleet.machines["b"].store, type="semantic", title="Later from b", body="z\n")
+    fleet.machines["b"].sync()
+    subprocess.run(["chmod", "-R", "a-w", str(a.memory)], check=True)
+    try:
+        proc = subprocess.run(
+            without_root_powers([*ANAMNESIS, "sync"]), capture_output=True, text=True, env=a.env(), timeout=120
+        )
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(a.memory)], check=True)  # the fix the error gives
+    assert proc.returncode == ExitCode.LOCAL_FAULT, (proc.returncode, proc.stdout, proc.stderr)
+    assert f"chmod -R u+w {a.memory}," in proc.stderr, proc.stderr  # the whole store at once
+    assert "more folders" in proc.stderr and "desktop:" not in proc.stderr, proc.stderr
+    blames_no_peer(a)
+    ran = subprocess.run(
+        without_root_powers([*ANAMNESIS, "sync"]), capture_output=True, text=True, env=a.env(), timeout=120
+    )
+    assert ran.returncode == 0, (ran.stdout, ran.stderr)
+    assert "Later from b" in a.cli("list").stdout
+
+
+def test_a_refs_folder_owned_by_another_user_is_our_fault_not_the_peers(fleet: Fleet) -> None:
+    a = behind_a_hub(fleet)
+    assert a.cli("sync").returncode == 0  # the peer's refs folders now exist
+    hub_b = fleet.machines["b"]
+    create_note(hub_b.store, type="semantic", title="Second from b", body="z\n")
+    hub_b.sync()
+    peers_refs = a.memory / ".git" / "refs" / "anamnesis"
+    assert peers_refs.is_dir()
+    undo = _owned_by_another_user(peers_refs)
+    try:
+        proc = subprocess.run(
+            without_root_powers([*ANAMNESIS, "sync"]), capture_output=True, text=True, env=a.env(), timeout=120
+        )
+    finally:
+        undo()
+    assert proc.returncode == ExitCode.LOCAL_FAULT, (proc.returncode, proc.stdout, proc.stderr)
+    line = proc.stderr.strip()
+    assert line.count("\n") == 0 and "this machine cannot write its own store" in line, line
+    assert str(peers_refs) in line and "desktop:" not in line and "unreachable" not in proc.stdout, line
+    blames_no_peer(a)
+    assert a.cli("sync").returncode == 0
+    assert "Second from b" in a.cli("list").stdout
+
+
+def test_a_notes_folder_owned_by_another_user_is_our_fault_and_loses_nothing(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    b = fleet.machine("b", {"hub": str(hub)})
+    first = create_note(b.store, type="semantic", title="Shared fact", body="one\n")
+    b.sync()
+    a = fleet.machine("a", {"desktop": str(hub)})
+    assert a.cli("sync").returncode == 0
+    folder = (a.memory / first.path).parent
+    b.write(first.path, b.read(first.path) + "two\n")
+    create_note(b.store, type="semantic", title="Another fact", body="three\n")
+    b.sync()
+    mine = create_note(a.store, type="semantic", title="Written on a", body="mine\n")
+    undo = _owned_by_another_user(folder)
+    try:
+        proc = subprocess.run(
+            without_root_powers([*ANAMNESIS, "sync"]), capture_output=True, text=True, env=a.env(), timeout=120
+        )
+    finally:
+        undo()
+    assert proc.returncode == ExitCode.LOCAL_FAULT, (proc.returncode, proc.stdout, proc.stderr)
+    line = proc.stderr.strip()
+    assert line.count("\n") == 0 and "this machine cannot write its own store" in line, line
+    assert str(folder) in line and "kept changing" not in line, line
+    blames_no_peer(a)
+    assert a.git("status", "--porcelain") == ""  # nothing half-written left behind
+    assert (a.memory / mine.path).read_text().endswith("mine\n")
+    assert a.cli("sync").returncode == 0
+    assert a.read(first.path).endswith("two\n") and "Another fact" in a.cli("list").stdout
+    assert "Written on a" in b.cli("list").stdout or b.cli("sync").returncode == 0
 
 
 @pytest.mark.e2e
