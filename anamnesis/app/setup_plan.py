@@ -58,10 +58,12 @@ def first_sync(store: Store, join: JoinPlan | None) -> list[str]:
     from anamnesis.sync import join as join_peer  # lazy: as the line above: only when init syncs
 
     if join is not None:
+        before = next((peer.url for peer in list_peers(store) if peer.name == join.name), join.url)
         with stop_on_signals("init"):
             result = join_peer(store, join.url, join.name)
+        moved = f" (it was {before}, no longer synced)" if before != join.url else ""
         return [
-            f"joined {join.url} as peer {join.name!r}: received {plural(result.received, 'commit')}, "
+            f"joined {join.url} as peer {join.name!r}{moved}: received {plural(result.received, 'commit')}, "
             f"{plural(len(result.changed), 'note')}; {result.outcome}"
         ]
     if not list_peers(store):

@@ -202,12 +202,17 @@ def init(
     if sync_step is not None:  # sync step
         steps.extend(sync_step.steps())
     if not local_only or semantic:  # semantic step: offered with what it costs; --local-only only when asked for
-        steps.append(("turn on search by meaning", lambda: _semantic_step(store, semantic, model_dir, asking)))
+        from anamnesis.search import missing_dependencies  # lazy: --help loads every command module
+
+        offered = semantic or (semantic is None and not missing_dependencies())
+        steps.append(
+            ("turn on search by meaning" if offered else "", lambda: _semantic_step(store, semantic, model_dir, asking))
+        )
     for number, (_what, step) in enumerate(steps):
         try:
             done.extend(step())
         except (AnamnesisError, OSError, KeyboardInterrupt) as exc:
-            _report_unfinished(done, [what for what, _step in steps[number:]], exc, json_out)
+            _report_unfinished(done, [what for what, _step in steps[number:] if what], exc, json_out)
             raise
     done.extend(warnings)
     _report_init(done or [f"store at {store.home} is ready; nothing to change"], json_out, planned=False)

@@ -635,13 +635,15 @@ class InitSyncStep:
             self.planned.append(f"install a timer that runs `anamnesis sync` every {every}")
 
     def steps(self) -> list[tuple[str, Callable[[], list[str]]]]:
-        """(what it does, do it) in order: init runs them, and names those not reached when one fails."""
+        """(what it does, do it) in order: init runs them, and names those not reached when one fails
+        (a step with no name is not worth naming)."""
         first = (
             f"join {self.join.url} as peer {self.join.name!r} and sync"
             if self.join
             else "sync with the peers, if any"
         )
-        return [(first, self.first_sync), ("the sync timer", self.timer)]
+        # with --no-schedule the last step only says what the first machine does next: nothing to name
+        return [(first, self.first_sync), ("the sync timer" if self.schedule is not False else "", self.timer)]
 
     def first_sync(self) -> list[str]:
         """Join --peer, or sync with the peers there are; the lines for init's report."""

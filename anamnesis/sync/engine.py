@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from anamnesis.base import refs
 from anamnesis.base.errors import AnamnesisError, ExitCode, GitError, LocalFault
@@ -94,6 +94,8 @@ from anamnesis.sync.peers import (
     get_peer,
     list_peers,
     name_from_url,
+    normalize_url,
+    probe,
     remove_peer,
 )
 from anamnesis.sync.stamping import stamp_edits
@@ -921,6 +923,12 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
         previous: str | None = get_peer(store, name).url
     except PeerNotFound:
         previous = None
+    if previous is not None and previous != normalize_url(url):
+        # Re-pointing a peer sets aside what sync knew of the old URL: only for a URL that answers,
+        # so a typo leaves the peer that works as it was.
+        failure = probe(url, repo=store.memory)
+        if failure is not None:
+            _cannot_join(url, failure, f"the peer was not changed: {name!r} still syncs with {previous}")
     peer, changed = add_peer(store, name, url)
     adopted: list[str] = []
     adopted_from: str | None = None
@@ -945,12 +953,8 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
                         remove_peer(store, peer.name)
                     else:
                         add_peer(store, peer.name, previous)
-                why = _why(exc)
-                said = why.text if isinstance(why, Failure) else why
-                failed = AnamnesisError(f"cannot reach {url}: {said} (the peer was not saved)")
-                if isinstance(why, Failure):  # as sync would exit: 14 a setting that never works, 11 an outage
-                    failed.exit_code = EXIT_MISCONFIGURED if why.kind == "misconfigured" else EXIT_UNREACHABLE
-                raise failed from exc
+                kept = "the peer was not saved" if previous is None else f"{name!r} still syncs with {previous}"
+                _cannot_join(url, _why(exc), kept, cause=exc)
             head = job.head()
             if tip and not job.is_ancestor(tip, head) and not _has_own_files(store, head):
                 received = job.count(tip, f"^{head}")
@@ -973,6 +977,15 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
         result.conflict_notes = [found[p] for p in sorted(found)]
         result.conflicts = sorted(found)
     return result
+
+
+def _cannot_join(url: str, why: Failure | str, kept: str, cause: BaseException | None = None) -> NoReturn:
+    """Stop a join whose peer did not answer, with sync's exit code for the kind of failure."""
+    said = why.text if isinstance(why, Failure) else why
+    failed = AnamnesisError(f"cannot join {url}: {said} ({kept})")
+    if isinstance(why, Failure):  # as sync would exit: 14 a setting that never works, 11 an outage
+        failed.exit_code = EXIT_MISCONFIGURED if why.kind == "misconfigured" else EXIT_UNREACHABLE
+    raise failed from cause
 
 
 def _has_own_files(store: Store, head: str) -> bool:

@@ -65,16 +65,19 @@ def test_a_failed_init_peer_says_what_it_did_and_a_second_run_finishes_it(fleet:
     b = Machine("b", tmp_path / "b")
     typo = str(fleet.root / "hubb.git")
     proc = b.cli("init", "--peer", typo, "--no-schedule", "--no-claude")
-    assert proc.returncode != 0 and "cannot reach" in proc.stderr
+    assert proc.returncode != 0 and "cannot join" in proc.stderr
     done, not_done = proc.stdout.split("Not done")
     assert "created git repo" in done, proc.stdout
-    assert f"join {typo} as peer" in not_done and "the sync timer" in not_done, proc.stdout
+    assert f"join {typo} as peer" in not_done, proc.stdout
+    assert "the sync timer" not in not_done, proc.stdout  # --no-schedule: no timer was to be installed
+    unasked = b.cli("init", "--peer", typo, "--no-schedule", "--no-claude", "--no-semantic")
+    assert "Not done" in unasked.stdout and "search by meaning" not in unasked.stdout, unasked.stdout
     assert f"run `anamnesis init --peer {typo} --no-schedule --no-claude` again" in " ".join(not_done.split())
     # The same as JSON: one document on stdout, the error on stderr.
     proc = b.cli("init", "--peer", typo, "--no-schedule", "--no-claude", "--json")
     report = json.loads(proc.stdout)
     assert proc.returncode == report["exit_code"] != 0
-    assert report["not_done"][0].startswith(f"join {typo}") and "cannot reach" in report["error"]
+    assert report["not_done"][0].startswith(f"join {typo}") and "cannot join" in report["error"]
     # Fixed (the right URL), the second run finishes what the first one began.
     proc = b.cli("init", "--peer", str(hub), "--no-schedule", "--no-claude")
     assert proc.returncode == 0, proc.stderr

@@ -200,6 +200,27 @@ def test_a_disk_that_is_not_mounted_is_an_outage(fleet: Fleet) -> None:
     assert a.sync().exit_code == ExitCode.OK
 
 
+def test_init_repointing_a_peer_to_a_mistyped_path_leaves_the_peer_as_it_was(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": str(hub)})
+    assert a.cli("sync").returncode == 0
+    before = state_of(a)["hub"]
+    refs_before = a.git("for-each-ref", "refs/anamnesis")
+    typo = str(hub.with_name("hbu.git"))
+    proc = a.cli("init", "--peer", typo, "--peer-name", "hub", "--no-schedule", "--no-claude", "--no-semantic")
+    assert proc.returncode == ExitCode.PEER_MISCONFIGURED, proc.stdout + proc.stderr
+    assert f"'hub' still syncs with {hub}" in proc.stderr, proc.stderr
+    assert state_of(a)["hub"] == before  # its URL, when it last synced, its refs: all as they were
+    assert a.git("for-each-ref", "refs/anamnesis") == refs_before
+    # A URL that answers re-points it, and init says what it pointed at before.
+    moved = hub.with_name("moved.git")
+    subprocess.run(["git", "clone", "-q", "--bare", str(hub), str(moved)], check=True)
+    proc = a.cli("init", "--peer", str(moved), "--peer-name", "hub", "--no-schedule", "--no-claude", "--no-semantic")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"was {hub}" in " ".join(proc.stdout.split()), proc.stdout
+    assert state_of(a)["hub"]["url"] == str(moved)
+
+
 # -- peers add ------------------------------------------------------------------------------------
 
 
