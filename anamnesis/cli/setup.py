@@ -236,7 +236,8 @@ def uninstall(
     The MCP server, Claude Code's hooks and permission, the memory block in
     AGENTS.md / GEMINI.md: each file goes back to what it was. The sync timer
     or watch service (systemd user units, LaunchAgents) is stopped and deleted,
-    and a running semantic query server of the store is stopped.
+    and so are an `anamnesis watch` started by hand and a running semantic
+    query server of the store.
 
     Your notes are kept: ~/.anamnesis/memory is never deleted (nor the rest of
     ~/.anamnesis: this machine's settings, index and logs); `rm -rf ~/.anamnesis`
@@ -251,7 +252,7 @@ def uninstall(
     from anamnesis.app import current_installation  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.search import server_answering, stop_query_server  # lazy: as above
-    from anamnesis.sync import schedule_files  # lazy: --help loads every command module
+    from anamnesis.sync import schedule_files, stop_watch, watch_pid  # lazy: as above
 
     if everything and agent:
         raise UsageError("--everything removes what init added to every agent: leave out --agent")
@@ -262,6 +263,8 @@ def uninstall(
     if print_only:
         plans = plan_removal(store, agents)
         extra = [] if agent else [f"remove {path}" for path in schedule_files(store)]
+        if not agent and (pid := watch_pid(store)):
+            extra.append(f"stop `anamnesis watch` (pid {pid}), which syncs this store")
         if not agent and server_answering(store):
             extra.append("stop the semantic query server of this store")
         extra += program.planned() if program else []
@@ -274,6 +277,13 @@ def uninstall(
     done = remove_agents(store, agents, named=bool(agent))
     if not agent:
         done.extend(_uninstall_schedule(store))
+        watch = stop_watch(store)  # one started by hand: the timer is gone, so is syncing by itself
+        if watch is not None:
+            pid, gone = watch
+            done.append(
+                f"stopped `anamnesis watch` (pid {pid})" if gone else f"`anamnesis watch` (pid {pid}) did not stop: "
+                f"end it with `kill {pid}`"
+            )
         if stop_query_server(store):  # started by a session's hook or a search; nothing would ask it now
             done.append("stopped the semantic query server of this store")
     if json_out:

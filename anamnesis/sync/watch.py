@@ -28,6 +28,7 @@ import fcntl
 import json
 import logging
 import os
+import signal
 import threading
 import time
 import warnings
@@ -773,6 +774,35 @@ def watch_running(store: Store) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def watch_pid(store: Store) -> int | None:
+    """The pid of the `anamnesis watch` holding this store's watch lock (it writes it there), or None."""
+    if not watch_running(store):
+        return None
+    try:
+        pid = int((store.state_dir / LOCK_NAME).read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+    return pid if pid > 0 and pid != os.getpid() else None
+
+
+def stop_watch(store: Store, wait: float = 30.0) -> tuple[int, bool] | None:
+    """Stop the `anamnesis watch` of this store, by hand or by a service: (its pid, whether it
+    is gone), or None when none runs. SIGTERM lets it finish the sync it is in (`wait` seconds)."""
+    pid = watch_pid(store)
+    if pid is None:
+        return None
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid, False  # another user's: not ours to stop
+    deadline = time.monotonic() + wait
+    while watch_running(store) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return pid, not watch_running(store)
 
 
 def watch_summary(store: Store) -> dict[str, object]:

@@ -341,3 +341,34 @@ def test_watch_command_syncs_and_stops_on_sigterm(store: Store, tmp_path: Path) 
     beat = read_heartbeat(store)
     assert beat is not None and beat["stopped"] is True
     assert beat["options"]["discovery"] is False and beat["announcing"] is False
+
+
+@pytest.mark.e2e
+def test_uninstall_stops_a_watch_started_by_hand(store: Store, tmp_path: Path, run_cli: RunCli) -> None:
+    from anamnesis.base.settings import load_settings, save_settings
+
+    settings = load_settings(store)
+    settings["discovery"] = False  # no announcing on this network
+    save_settings(store, settings)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "anamnesis", "watch", "--debounce", "0.3", "--interval", "600"],
+        cwd=ROOT,
+        env=cli_env(store.home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: (read_heartbeat(store) or {}).get("last_result") == "ok", 20, "the start-up sync")
+        planned = run_cli("uninstall", "--print")
+        assert f"stop `anamnesis watch` (pid {proc.pid})" in planned.stdout, planned.stdout
+        assert proc.poll() is None  # --print changes nothing
+        done = run_cli("uninstall")
+        assert done.returncode == 0, done.stderr
+        assert f"stopped `anamnesis watch` (pid {proc.pid})" in done.stdout, done.stdout
+        assert proc.wait(timeout=5) == 0  # gone by the time uninstall returned, and cleanly
+        again = run_cli("uninstall", "--print")
+        assert "anamnesis watch" not in again.stdout, again.stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
