@@ -623,7 +623,8 @@ def project(
     """Print the project key notes are filed under (the same on every machine).
 
     From a `.anamnesis-project` file in the project, else the git remote URL,
-    else the folder name.
+    else (outside any project) the folder name, which only session notes
+    captured there use: `new` and the agent's `remember` file notes as global.
 
     Examples:
       anamnesis project                             github.com/acme/api
@@ -631,14 +632,21 @@ def project(
       echo acme/api > .anamnesis-project            pin the key (commit this file)
     """
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.store import project_key  # lazy: --help loads every command module
+    from anamnesis.store import detect_project, project_key  # lazy: --help loads every command module
 
     if not path.exists():
         raise UsageError(f"no such folder: {path}")
     if not path.is_dir():
         path = path.parent  # a file: the project of the folder it is in
     key = project_key(path)
+    found = detect_project(path) is not None
     if json_out:
-        print_json({"project": key, "path": str(path.resolve())})
-    else:
-        print(key)
+        print_json({"project": key, "path": str(path.resolve()), "in_a_project": found})
+        return
+    print(key)
+    if not found:  # the folder's name stands in: say where each kind of note goes from here
+        print(
+            f"(no git repo or .anamnesis-project here: `anamnesis new` and the agent's `remember` file notes "
+            f"as global; session notes captured here go under {key!r}, this folder's name)",
+            file=sys.stderr,
+        )

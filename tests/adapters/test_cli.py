@@ -300,6 +300,15 @@ def test_project_command(run_cli: RunCli, tmp_path: Path) -> None:
     assert run_cli("project", str(repo / "README.md")).stdout.strip() == "github.com/acme/api"
     missing = run_cli("project", str(tmp_path / "no-such-folder"))
     assert missing.returncode == 2 and "no such folder" in missing.stderr and missing.stdout == ""
+    # Outside any project the folder's name stands in, and it says where notes written from there go.
+    plain = tmp_path / "Plain"
+    plain.mkdir()
+    outside = run_cli("project", str(plain))
+    assert outside.returncode == 0 and outside.stdout.strip() == "plain"
+    assert "file notes as global" in outside.stderr and "'plain'" in outside.stderr, outside.stderr
+    assert json.loads(run_cli("project", str(plain), "--json").stdout)["in_a_project"] is False
+    assert json.loads(run_cli("project", str(repo), "--json").stdout)["in_a_project"] is True
+    assert run_cli("project", cwd=repo).stderr == ""
 
 
 def test_here_outside_any_project_is_an_error_not_every_note(run_cli: RunCli, tmp_path: Path) -> None:
