@@ -13,7 +13,7 @@ from typing import TypedDict, cast
 
 from anamnesis.base.paths import Store
 from anamnesis.base.text import plural
-from anamnesis.sync.peers import DAY, ago, stale_peers
+from anamnesis.sync.peers import DAY, ago, list_peers, stale_peers
 
 LOG_NAME = "sync.log"
 MAX_BYTES = 512 * 1024
@@ -107,8 +107,24 @@ def last_sync_summary(store: Store) -> Summary:
     entries = recent(store, limit=200)
     last = entries[-1] if entries else None
     last_ok = next((e for e in reversed(entries) if e.get("exit_code") == 0), None)
-    last_error = next((e for e in reversed(entries) if e.get("error") or e.get("unreachable")), None)
+    try:
+        peers: set[str] | None = {peer.name for peer in list_peers(store)}
+    except Exception:  # a broken settings.json is reported elsewhere; status must still show the rest
+        peers = None
+    last_error = None
+    for entry in reversed(entries):
+        if entry.get("error"):
+            last_error = entry
+            break
+        missed = [u for u in entry.get("unreachable") or [] if peers is None or _peer_of(u) in peers]
+        if missed:  # a peer since removed (`peers rm`) is no error to show any more
+            last_error = cast(LogEntry, {**entry, "unreachable": missed})
+            break
     return {"last_sync": last, "last_ok": last_ok, "last_error": last_error}
+
+
+def _peer_of(unreachable: object) -> object:
+    return unreachable.get("peer") if isinstance(unreachable, dict) else None
 
 
 def describe_sync(entry: LogEntry) -> str:

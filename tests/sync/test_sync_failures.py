@@ -221,6 +221,19 @@ def test_init_repointing_a_peer_to_a_mistyped_path_leaves_the_peer_as_it_was(fle
     assert state_of(a)["hub"]["url"] == str(moved)
 
 
+def test_status_forgets_the_last_error_of_a_peer_once_it_is_removed(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": str(hub)})
+    (fleet.root / "usb").mkdir()
+    assert a.cli("peers", "add", "usb", str(fleet.root / "usb" / "memory.git")).returncode == 0
+    assert a.cli("sync").returncode == ExitCode.UNREACHABLE
+    status = json.loads(a.cli("status", "--json").stdout)
+    assert "usb:" in status.get("last_error", ""), status
+    assert a.cli("peers", "rm", "usb").returncode == 0
+    status = json.loads(a.cli("status", "--json").stdout)
+    assert "last_error" not in status, status  # the sync that failed for it is history, not a problem
+
+
 # -- peers add ------------------------------------------------------------------------------------
 
 
