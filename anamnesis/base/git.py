@@ -653,7 +653,7 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
         return Failure(alive, f"{target} stopped answering in the middle")
     resolve = line_with("Could not resolve hostname")
     if resolve:
-        return Failure(resolve, "check the name in the URL (`anamnesis peers list`); for Tailscale: "
+        return Failure(resolve, "check the host name in the URL (`ssh HOST true` must reach it); for Tailscale: "
                                 "is `tailscale status` up, with MagicDNS on?")
     connect = line_with("ssh: connect to host")
     if connect:
