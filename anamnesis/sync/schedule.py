@@ -17,7 +17,9 @@ counts as success only `errors.TIMER_SUCCESS`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -275,9 +277,12 @@ def install_schedule(
     store.require()
     rendered = schedule_plan(store, every, kind, watch=watch)
     outcome = Outcome()
+    made = _made_dirs(store)
     for path, text in rendered.files.items():
+        made += [str(folder) for folder in (path.parent, *path.parent.parents) if not folder.exists()]
         atomic_write_text(path, text)
         outcome.written.append(str(path))
+    _save_made_dirs(store, made)
     if activate:
         problem = _run(rendered.activate, ignore_first_failure=rendered.kind == "launchd")
         if problem is None:
@@ -310,7 +315,39 @@ def remove_schedule(store: Store, *, activate: bool = True, kind: str | None = N
     _remove_files(schedule_plan(store, DEFAULT_EVERY, kind, watch=True), activate, outcome)
     if not outcome.removed:
         outcome.notes.append("no schedule was installed for this store")
+    _remove_made_dirs(store)
     return outcome
+
+
+_MADE_DIRS = "schedule-dirs.json"  # the folders installing the schedule created, for its removal
+
+
+def _made_dirs(store: Store) -> list[str]:
+    try:
+        data = json.loads((store.state_dir / _MADE_DIRS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [str(folder) for folder in data] if isinstance(data, list) else []
+
+
+def _save_made_dirs(store: Store, made: list[str]) -> None:
+    if made:
+        atomic_write_text(store.state_dir / _MADE_DIRS, json.dumps(sorted(set(made))))
+
+
+def _remove_made_dirs(store: Store) -> None:
+    """Remove the folders installing the schedule created, once empty (systemctl leaves the
+    `*.wants` folder it made for the timer, empty, in the first of them); never a folder
+    that holds anything, nor one that was there before."""
+    made = [Path(folder) for folder in _made_dirs(store)]
+    for folder in sorted(made, key=lambda f: len(f.parts), reverse=True):  # deepest first
+        for wants in folder.glob("*.wants") if folder.is_dir() else ():
+            with contextlib.suppress(OSError):
+                wants.rmdir()
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    if not any(folder.exists() for folder in made):
+        (store.state_dir / _MADE_DIRS).unlink(missing_ok=True)
 
 
 def schedule_files(store: Store, kind: str | None = None) -> list[Path]:

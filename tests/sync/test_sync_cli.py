@@ -312,6 +312,13 @@ def test_schedule_install_status_remove(fleet: Fleet) -> None:
     proc = a.cli("schedule", "remove", "--no-enable", "--json")
     assert sorted(json.loads(proc.stdout)["removed"]) == sorted(written)
     assert json.loads(a.cli("schedule", "status", "--json").stdout)["installed"] is False
+    assert not config.exists()  # the folders installing made (empty now) went with the files
+    # A folder that was there before installing stays, and so does one holding something else.
+    (config / "systemd" / "user").mkdir(parents=True)
+    (config / "other.conf").write_text("mine\n")
+    assert a.cli("schedule", "install", "--no-enable").returncode == 0
+    assert a.cli("schedule", "remove", "--no-enable").returncode == 0
+    assert (config / "systemd" / "user").is_dir() and (config / "other.conf").read_text() == "mine\n"
 
 
 @pytest.mark.e2e
