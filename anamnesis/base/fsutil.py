@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from anamnesis.base.errors import DiskFull
+from anamnesis.base.text import plural
 
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 NO_SPACE_WORDS = ("No space left on device", "Disk quota exceeded", "database or disk is full")
@@ -197,7 +198,7 @@ def unwritable_text(problems: Sequence[tuple[Path, WriteProblem]], within: Path)
     more = len(problems) - 1
     below = all(f.is_relative_to(folder) for f, _p in problems)
     where = "below it" if below else f"in {within}"
-    what = f"{folder} {problem}" + (f" (and {more} more folder{'s' if more > 1 else ''} {where})" if more else "")
+    what = f"{folder} {problem}" + (f" (and {plural(more, 'more folder')} {where})" if more else "")
     if not more:
         return what, problem.fix
     common = Path(os.path.commonpath([str(f) for f, _p in problems]))
