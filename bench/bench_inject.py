@@ -11,9 +11,10 @@ UserPromptSubmit hook exactly as Claude Code runs it (`python -P -m anamnesis.ho
 user-prompt-submit`, the event JSON on stdin), in a fresh session, from a git checkout whose
 remote is the gold note's project (a plain folder for a global note). A prompt counts when the
 hook's output names one of its relevant notes. The off-topic prompts below (small talk,
-arithmetic, general knowledge, other people's code questions) must print nothing. The hook's
-wall time is measured with semantic search off and on, alternating prompt by prompt, so a
-drifting host does not decide which is faster.
+arithmetic, general knowledge, other people's code questions) must print nothing, each sent
+from a checkout of every project of the set. The hook's wall time is measured with semantic
+search off and on, alternating prompt by prompt, so a drifting host does not decide which is
+faster.
 """
 
 from __future__ import annotations
@@ -199,13 +200,16 @@ def measure(box: Sandbox, rset: RecallSet, hook: Any, folders: Path) -> tuple[li
         output, seconds = hook(query.q, checkout_for(folders, project))
         ids = shown_paths(output, rset)
         on_topic.append(Shown(query.q, query.kind, bool(set(ids) & set(query.relevant)), ids, seconds))
+    # Every off-topic prompt is sent from a checkout of every project of the set: a person asks
+    # about anything from whichever project they are in, and some projects hold more notes.
+    projects = sorted({note.project for note in rset.notes.values() if note.project})
     off: list[Shown] = []
     for kind, prompts in (("off-topic", OFF_TOPIC), ("off-topic code", OFF_TOPIC_CODE)):
         for prompt in prompts:
-            output, seconds = hook(prompt, checkout_for(folders, next(iter(rset.notes.values())).project))
-            off.append(
-                Shown(prompt, kind, False, shown_paths(output, rset) or ([output] if output else []), seconds)
-            )
+            for project in projects:
+                output, seconds = hook(prompt, checkout_for(folders, project))
+                shown = shown_paths(output, rset) or ([output] if output else [])
+                off.append(Shown(f"{prompt} (from {project})", kind, False, shown, seconds))
     return on_topic, off
 
 

@@ -203,6 +203,42 @@ def test_prompt_recall_uses_meaning_and_stays_silent_off_topic(store: Store, mod
         assert build_recall(store, prompt, session_id="m2") == ("", []), prompt
 
 
+def test_prompt_recall_needs_less_for_a_note_of_the_project_the_prompt_is_typed_in(
+    store: Store, model_dir: Path, tmp_path: Path
+) -> None:
+    """A paraphrase whose note sits between the two gates (cosine 0.285, no shared word) is shown
+    from a checkout of the note's project, and not from anywhere else."""
+    import subprocess
+
+    from anamnesis.agents.recall import EVIDENCE_ENOUGH, HERE_EASIER, build_recall
+
+    project = "github.com/acme/events"
+    retention = create_note(
+        store,
+        type="semantic",
+        title="Event retention",
+        body="Raw events are kept 90 days in the events table; older partitions move to cold object"
+        " storage and are dropped after a year.",
+        project=project,
+    )
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    prompt = "how long do we hold onto customers' telemetry"
+    with open_index(store) as index:
+        (hit,) = [h for h in search(index, prompt, limit=3, snippets=False) if h.path == retention.path]
+    assert hit.similarity is not None and EVIDENCE_ENOUGH - HERE_EASIER <= hit.similarity < EVIDENCE_ENOUGH
+    checkouts = {}
+    for key in (project, "github.com/acme/web"):
+        folder = tmp_path / key.replace("/", "_")
+        subprocess.run(["git", "init", "-q", str(folder)], check=True)
+        subprocess.run(["git", "-C", str(folder), "remote", "add", "origin", f"https://{key}.git"], check=True)
+        checkouts[key] = str(folder)
+    assert build_recall(store, prompt, session_id="h1", cwd=checkouts[project])[1] == [retention.path]
+    assert build_recall(store, prompt, session_id="h2", cwd=checkouts["github.com/acme/web"]) == ("", [])
+    assert build_recall(store, prompt, session_id="h3", cwd=str(tmp_path)) == ("", [])
+
+
 # --- the query server -------------------------------------------------------------------
 
 ASK_IN_A_FRESH_PROCESS = """
