@@ -503,6 +503,9 @@ _ASSIGN = _Lazy(
     r"(?P<more>(?:[ \t]+[A-Za-z][A-Za-z0-9_\-]{0,20}){0,2})"
     r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|->)[ \t]+|>)" + _VALUE
 )
+# A name given a value, where a value was looked for: the value is that name's; the name is
+# an environment variable's (DB_PASSWORD, PGPASSWORD), so base64 padding is never taken for one.
+_NESTED_ASSIGN = _Lazy(r"[A-Z_][A-Z0-9_]{1,60}[ \t]*(?P<sep>:=|=)[ \t]*(?!=)" + _VALUE)
 # After a command-line flag (`--password VALUE`, `--token=VALUE`).
 _FLAG_ASSIGN = _Lazy(r"(?P<more>)(?P<sep>=|[ \t]+)" + _VALUE)
 # A value run on to the next white space or quote, brackets and all.
@@ -637,6 +640,13 @@ def _assignments(text: str) -> str:
             continue
         group = next(g for g in _VALUE_GROUPS if match.group(g) is not None)
         value_start, value_end = match.span(group)
+        match_end = match.end()
+        if group == "value":  # "my password: DB_PASSWORD='…'": the value is the next name's
+            nested = _NESTED_ASSIGN.match(text, value_start)
+            if nested:
+                group = next(g for g in _VALUE_GROUPS if nested.group(g) is not None)
+                value_start, value_end = nested.span(group)
+                match_end = nested.end()
         if group == "value":  # sentence punctuation after a bare value is not part of it
             while value_end > value_start and text[value_end - 1] in ",.;:":
                 value_end -= 1
@@ -658,7 +668,7 @@ def _assignments(text: str) -> str:
             if raw and looks_random(raw.group(0), min_len=16):
                 value_end = raw.end()
         spans.append((value_start, value_end))
-        done = max(match.end(), value_end)
+        done = max(match_end, value_end)
     return _replace_spans(text, spans, MASK)
 
 

@@ -283,3 +283,19 @@ def test_a_title_with_a_redacted_part_stays_readable(text: str, kept: str) -> No
 def test_a_value_that_only_starts_like_a_variable_is_still_a_secret() -> None:
     assert redact("export DB_PASSWORD=$DB_PASS") == "export DB_PASSWORD=$DB_PASS"
     assert "x9(-a%k2" not in redact("SECRET_KEY = '$x9(-a%k2m=q7&w@4!hz0l_u+8c^r)d#3y5n*j6p1g-t'")
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("my password: DB_PASSWORD='Zq8wLmn3pX7k'", "Zq8wLmn3pX7k"),
+        ('the password: SMTP_PASS="Zq8wLmn3pX7k"', "Zq8wLmn3pX7k"),
+        ('token -> GH_TOKEN="Zq8wLmn3pX7k"', "Zq8wLmn3pX7k"),
+        ("The staging DB password: DB_PASSWORD='correct horse battery staple'", "horse battery"),
+        ("password = PGPASSWORD=Zq8wLmn3pX7k psql -h db", "Zq8wLmn3pX7k"),
+    ],
+)
+def test_a_secret_word_followed_by_a_named_assignment_masks_that_names_value(text: str, secret: str) -> None:
+    """The value after "password:" can be another assignment: its value is the secret, not its name."""
+    masked = redact(text)
+    assert secret not in masked and "[REDACTED]" in masked, masked
