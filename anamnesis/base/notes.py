@@ -105,6 +105,16 @@ class Problem(str):
         return PROBLEM_FIXES.get(self.kind, "")
 
 
+# What makes a note's front matter unfit to save as it is: the fields read from it would be
+# made up (a title from the file name, no tags, no dates) and the broken lines pushed into the body.
+UNSAVABLE = (ProblemKind.FRONT_MATTER, ProblemKind.FIELD, ProblemKind.UNKNOWN_TYPE)
+
+
+def front_matter_problem(note: Note) -> Problem | None:
+    """The first thing wrong with `note`'s front matter that saving it would paper over, or None."""
+    return next((p for p in note.problems if p.kind in UNSAVABLE), None)
+
+
 def first_fix(problems: Iterable[Problem]) -> str:
     """The fix to show for a file with these problems: that of the kind that comes first."""
     order = list(ProblemKind)

@@ -183,7 +183,7 @@ def load_note(store: Store, relpath: str) -> Note:
         raise OutsideStore(f"{relpath} is a symlink; notes must be plain files")
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # NotADirectory: a path through a note (`x.md/y`)
         raise NoteNotFound(f"no note at {relpath}") from None
     except IsADirectoryError:
         raise NoteNotFound(f"{relpath} is a folder, not a note") from None

@@ -20,7 +20,7 @@ from anamnesis.web.html import html
 from anamnesis.web.security import Guard, allowed_hosts, csrf_for, is_loopback
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-MAX_BODY = 4_000_000
+MAX_BODY = 4_000_000  # a form with a whole note in it, URL-encoded (context.FORM_FIELD_MAX), and room to spare
 
 
 def _status_for(exc: AnamnesisError) -> int:

@@ -15,7 +15,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from anamnesis.base.errors import AnamnesisError, NoteChanged, NoteNotFound, UsageError
 from anamnesis.base.lock import store_lock
-from anamnesis.base.notes import has_conflict_markers, now_iso, parse_note, split_front_matter
+from anamnesis.base.notes import (
+    front_matter_problem,
+    has_conflict_markers,
+    now_iso,
+    parse_note,
+    split_front_matter,
+)
 from anamnesis.base.settings import machine_id
 from anamnesis.store import (
     KEEP_PREFIX,
@@ -192,6 +198,9 @@ def resolve_note(web: Web, relpath: str, action: str, base: str, edited: str | N
         if has_conflict_markers(chosen):
             raise UsageError("the text still has conflict markers; remove them or keep a side")
         note = parse_note(chosen, relpath)
+        broken = front_matter_problem(note)
+        if broken is not None:  # saved, the fields would be made up and the broken lines moved into the body
+            raise UsageError(f"the front matter is not right: {broken}; fix it, or keep a side")
         note.machine = machine_id(web.store)
         note.updated = now_iso()
         save_note(

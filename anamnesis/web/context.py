@@ -153,10 +153,15 @@ def web_of(request: Request) -> Web:
     return web
 
 
+# A form field may hold a whole note: URL-encoded, each byte of it can take three (a line of CJK,
+# three bytes a character in UTF-8, takes nine a character), so the note size limit times three.
+FORM_FIELD_MAX = 3 * 1_000_000 + 64_000
+
+
 async def checked_form(request: Request) -> FormData:
     """The posted form, after checking its CSRF token (field `_csrf` or header X-CSRF-Token)."""
     web = web_of(request)
-    form = await request.form()
+    form = await request.form(max_part_size=FORM_FIELD_MAX)
     given = str(form.get("_csrf") or request.headers.get("x-csrf-token") or "")
     if not given or not hmac.compare_digest(given.encode(), web.csrf.encode()):
         raise CsrfError(

@@ -14,10 +14,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from anamnesis.base.errors import AnamnesisError, DiskFull, NoteChanged, NoteNotFound, UsageError
-from anamnesis.base.notes import NOTE_TYPES, Note, normalize_tags, now_iso
+from anamnesis.base.notes import NOTE_TYPES, Note, front_matter_problem, normalize_tags, now_iso, parse_note
 from anamnesis.base.text import plural
 from anamnesis.store import (
     check_commit,
+    check_project_key,
     check_writable,
     create_note,
     delete_note,
@@ -27,6 +28,8 @@ from anamnesis.store import (
     move_note,
     note_history,
     restore_version,
+    safe_path,
+    save_edited_text,
     save_note,
     working_text,
 )
@@ -179,9 +182,10 @@ async def new_post(request: Request) -> Response:
     at = str(form.get("at") or "").strip()
 
     def create() -> Note:
+        key = check_project_key(project) if project else None  # the rule the CLI and MCP apply: a key, no path
         with web.write_lock:  # `at`: where a relative link expects the note
             return create_note(
-                web.store, type=kind, title=title, body=text, project=project, tags=tags, source="web", path=at or None
+                web.store, type=kind, title=title, body=text, project=key, tags=tags, source="web", path=at or None
             )
 
     try:
@@ -218,11 +222,55 @@ def _read(web: Web, relpath: str) -> tuple[Note, str]:
     return note, working_text(web.store, relpath)
 
 
+def _raw_form(web: Web, *, action: str, text: str, base: str, cancel: str) -> Markup:
+    """The whole file in one box: for a note whose front matter is broken, which the fields of the
+    usual form would paper over (a title made from the file name, the broken lines in the body)."""
+    return html(
+        """<form class="editor" method="post" action="{action}">{csrf}
+<input type="hidden" name="base" value="{base}"><input type="hidden" name="mode" value="raw">
+<label class="write"><span>The whole file <small class="muted">(front matter between the
+<code>---</code> lines, then the body)</small></span>
+<textarea name="raw" rows="24" spellcheck="false">{text}</textarea></label>
+<div class="actions"><button class="btn" type="submit">Save</button>
+<a class="btn ghost" href="{cancel}">Cancel</a><span class="muted hint">Ctrl+S saves</span></div>
+</form>""",
+        action=action,
+        csrf=csrf_field(web.csrf),
+        base=base,
+        text=text,
+        cancel=cancel,
+    )
+
+
+def _broken_note_page(request: Request, web: Web, relpath: str, text: str, base: str, problem: str,
+                      status: int = 200) -> HTMLResponse:
+    form = _raw_form(web, action=note_url(relpath, "edit"), text=text, base=base, cancel=note_url(relpath))
+    body = html(
+        '<header class="page-head"><div class="crumbs"><code class="path">{p}</code></div><h1>Edit note</h1></header>{form}',
+        p=relpath,
+        form=form,
+    )
+    return web.render(
+        request,
+        title="Edit",
+        body=body,
+        active="browse",
+        status=status,
+        flash=html('<span class="error">{m}</span>', m=problem),
+    )
+
+
 def edit_page(request: Request) -> HTMLResponse:
     """The edit form, carrying a fingerprint of the text it shows."""
     web = web_of(request)
     relpath = request.path_params["path"]
     note, text = _read(web, relpath)
+    broken = front_matter_problem(note)
+    if broken is not None:
+        return _broken_note_page(
+            request, web, relpath, text, text_sha(text),
+            f"This note's front matter is not right ({broken}): its whole text is below. Fix it there and save.",
+        )
     form = _form(
         web,
         action=note_url(relpath, "edit"),
@@ -250,6 +298,8 @@ async def edit_post(request: Request) -> Response:
     web = web_of(request)
     relpath = request.path_params["path"]
     form = await checked_form(request)
+    if form.get("mode") == "raw":
+        return await _save_raw(request, web, relpath, str(form.get("raw") or ""), str(form.get("base") or ""))
     title = str(form.get("title") or "")
     kind = str(form.get("type") or "semantic")
     tags_text = str(form.get("tags") or "")
@@ -328,6 +378,35 @@ async def edit_post(request: Request) -> Response:
             active="browse",
             status=409 if stale else _status(exc),
             flash=html('<span class="error">{m}</span>', m=message),
+        )
+    return RedirectResponse(note_url(relpath) + f"?msg={outcome}", status_code=303)
+
+
+async def _save_raw(request: Request, web: Web, relpath: str, raw: str, base: str) -> Response:
+    """Save the whole text typed in the raw form, once its front matter is right; else show it again."""
+    raw = raw.replace("\r\n", "\n")
+
+    def save() -> str:
+        with web.write_lock:
+            _note, current = _read(web, relpath)
+            if text_sha(current) != base:
+                raise NoteChanged(f"{relpath} {STALE}")
+            broken = front_matter_problem(parse_note(raw.removeprefix("\ufeff"), relpath))
+            if broken is not None:
+                raise UsageError(f"the front matter is still not right: {broken}; nothing was written")
+            if raw == current:
+                return "unchanged"
+            save_edited_text(web.store, relpath, raw.encode("utf-8"), expected=safe_path(web.store, relpath).read_bytes())
+            return "saved"
+
+    try:
+        outcome = await run_in_threadpool(save)
+    except AnamnesisError as exc:
+        stale = isinstance(exc, (NoteChanged, NoteNotFound))
+        current = await run_in_threadpool(working_text, web.store, relpath)
+        return await run_in_threadpool(
+            _broken_note_page, request, web, relpath, raw, text_sha(current) if stale else base,
+            f"{exc} (your text is still in the box)", 409 if stale else _status(exc),
         )
     return RedirectResponse(note_url(relpath) + f"?msg={outcome}", status_code=303)
 

@@ -180,3 +180,80 @@ def test_sync_and_reindex_buttons_report_in_json(served: tuple[Dashboard, Store,
     assert synced["result"]["outcome"] == "synced" and synced["result"]["exit_code"] == 0
     assert "global/facts/by-hand.md" in synced["result"]["committed"]
     assert git_out(store.memory, "status", "--porcelain") == ""
+
+
+def test_a_new_note_with_a_path_for_a_project_is_refused_as_the_cli_refuses_it(
+    served: tuple[Dashboard, Store, Seeded],
+) -> None:
+    running, store, _seeded = served
+    before = sorted(p.relative_to(store.memory).as_posix() for p in store.memory.rglob("*.md"))
+    with client(running) as http:
+        for key in ("../../etc", "/home/user/secret", ".git"):
+            form = {"title": "Sneaky", "type": "semantic", "body": "x", "project": key, "_csrf": csrf_for(running.token)}
+            refused = http.post("/new", data=form, follow_redirects=False)
+            assert refused.status_code == 400 and "is refused" in refused.text, (key, refused.text[:300])
+            assert "Create note" in refused.text  # the form comes back, the text with it
+    assert sorted(p.relative_to(store.memory).as_posix() for p in store.memory.rglob("*.md")) == before
+
+
+def test_an_edited_resolution_with_broken_front_matter_is_refused_and_kept(
+    served: tuple[Dashboard, Store, Seeded],
+) -> None:
+    running, store, seeded = served
+    conflicted = make_conflict(store, seeded.deploy)
+    with client(running) as http:
+        base = base_of(http.get("/conflicts/" + seeded.deploy).text)
+        merged = conflicted.replace(CONFLICTED_BODY, "Intro line.\n\nUse port 6432.\n\nOutro line.\n")
+        broken = merged.replace("title: Deploy target", "title: Deploy target\ntags: [deploy")
+        form = {"action": "edit", "base": base, "text": broken, "_csrf": csrf_for(running.token)}
+        refused = http.post("/conflicts/" + seeded.deploy, data=form, follow_redirects=False)
+    assert refused.status_code == 400 and "front matter" in refused.text and "tags: [deploy" in refused.text
+    assert (store.memory / seeded.deploy).read_text() == conflicted  # nothing written
+
+
+def test_a_note_whose_front_matter_is_broken_is_edited_as_its_whole_text(
+    served: tuple[Dashboard, Store, Seeded],
+) -> None:
+    running, store, seeded = served
+    path = store.memory / seeded.british
+    good = path.read_text()
+    broken = good.replace("tags:\n- style\n", "tags: [style, misc\n")
+    assert broken != good
+    path.write_text(broken)
+    run_git(store.memory, "commit", "-q", "-am", "broken by hand")
+    with client(running) as http:
+        page = http.get(f"/edit/{seeded.british}").text
+        assert 'name="raw"' in page and "front matter is not right" in page and 'name="title"' not in page
+        base = base_of(page)
+        form = {"mode": "raw", "base": base, "raw": broken, "_csrf": csrf_for(running.token)}
+        still = http.post(f"/edit/{seeded.british}", data=form, follow_redirects=False)
+        assert still.status_code == 400 and "still not right" in still.text and "[style, misc" in still.text
+        assert path.read_text() == broken
+        form["raw"] = broken.replace("tags: [style, misc\n", "tags: [style, misc]\n")
+        saved = http.post(f"/edit/{seeded.british}", data=form, follow_redirects=False)
+    assert saved.status_code == 303, saved.text[:500]
+    text = path.read_text()
+    assert "tags: [style, misc]" in text and text.count("\n---\n") == 1 and "title: Answer in British English" in text
+    assert "edit " + seeded.british in git_out(store.memory, "log", "-1", "--format=%s")
+    with client(running) as http:  # a path through a note is no note: not found, not a server error
+        assert http.get(f"/note/{seeded.british}/edit").status_code == 404
+
+
+def test_a_long_note_in_a_script_of_many_bytes_a_character_is_saved_from_the_editor(
+    served: tuple[Dashboard, Store, Seeded],
+) -> None:
+    """300,000 CJK characters: 900 KB as UTF-8, under the note limit, but 2.7 MB once URL-encoded."""
+    running, store, seeded = served
+    body = ("記憶は機械を越えて続く。" * 25_000)[:300_000]
+    update_note(store, seeded.lint, body=body)
+    with client(running) as http:
+        page = http.get(f"/edit/{seeded.lint}").text
+        form = {
+            "title": "Lint before pushing", "type": "procedural", "tags": "ci database",
+            "body": body + "\n最後の行。", "base": base_of(page), "_csrf": csrf_for(running.token),
+        }
+        saved = http.post(f"/edit/{seeded.lint}", data=form, follow_redirects=False)
+        preview = http.post("/api/preview", data={"body": body, "_csrf": csrf_for(running.token)})
+    assert saved.status_code == 303, saved.text[:300]
+    assert (store.memory / seeded.lint).read_text().rstrip().endswith("最後の行。")
+    assert preview.status_code == 200 and "記憶" in preview.json()["html"]
