@@ -135,6 +135,11 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
     out.print(f"{mark} [bold]{result.outcome}[/bold] [dim]({result.seconds:.2f} s)[/dim]")
     for line in result.repaired:
         out.print(f"  [dim]repaired:[/dim] {line}")
+    for path in result.left_out:
+        out.print(
+            f"  [yellow]left out:[/yellow] {escape(path)} is a symbolic link: notes are plain files inside "
+            "memory/, so it stays here and is not synced"
+        )
     for item in result.imported:  # the mirrored sources (`anamnesis import ... --mirror`)
         out.print(
             f"  imported from {item['source']} ({escape(item['from'])}): {item['created']} new,"

@@ -221,6 +221,7 @@ class SyncResult:
     conflict_notes: list[ConflictedNote] = field(default_factory=list)
     recorded: list[str] = field(default_factory=list)
     held_back: list[HeldNote] = field(default_factory=list)  # half-resolved notes left uncommitted
+    left_out: list[str] = field(default_factory=list)  # symbolic links in memory/: never committed
     peers: list[PeerReport] = field(default_factory=list)
     incoming: list[IncomingReport] = field(default_factory=list)  # what machines that push here sent
     repaired: list[str] = field(default_factory=list)
@@ -278,6 +279,7 @@ class SyncResult:
                 {**c.to_dict(), "recorded_here": c.path in self.recorded} for c in self.conflict_notes
             ],
             "held_back": [h.to_dict() for h in self.held_back],
+            "left_out": self.left_out,
             "peers": [p.to_dict() for p in self.peers],
             "incoming": [i.to_dict() for i in self.incoming],
             "repaired": self.repaired,
@@ -336,6 +338,10 @@ class _Sync:
             return []
         stamp_edits(self.repo, self.machine)  # hand edits say when and where they were made
         run_git(self.repo, "add", "-A")
+        links = self._staged_links()
+        if links:  # a symlink is no note (it may point anywhere): kept here, never carried to peers
+            run_git(self.repo, "--literal-pathspecs", "reset", "-q", "--", *links)
+            self.result.left_out.extend(p for p in links if p not in self.result.left_out)
         out = run_git_bytes(self.repo, "diff", "--cached", "--name-only", "-z", "--no-renames").stdout
         paths = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
         held = half_resolved(self.store, paths)
@@ -353,6 +359,13 @@ class _Sync:
             self.unrecorded -= set(blocks)
         run_git(self.repo, "commit", "-q", "--no-verify", "-m", message)
         return paths
+
+    def _staged_links(self) -> list[str]:
+        """The paths `git add` staged as symbolic links (mode 120000)."""
+        out = run_git_bytes(self.repo, "diff", "--cached", "--raw", "-z", "--no-renames").stdout
+        fields = out.decode("utf-8", "surrogateescape").split("\0")
+        # --raw -z: ":old-mode new-mode old-sha new-sha status" then the path, each ended by NUL
+        return [path for meta, path in zip(fields[::2], fields[1::2], strict=False) if meta.split(" ")[1:2] == ["120000"]]
 
     # -- step 3: fetch ----------------------------------------------------------------
 

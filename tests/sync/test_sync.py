@@ -506,3 +506,25 @@ def test_settings_and_peers_never_enter_memory(fleet: Fleet) -> None:
     a.sync()
     tracked = a.git("ls-files")
     assert "settings.json" not in tracked and "peers.json" not in tracked and "sync.log" not in tracked
+
+
+def test_a_symbolic_link_in_memory_is_never_committed_nor_carried_to_a_peer(fleet: Fleet, tmp_path: Path) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": str(hub)})
+    outside = tmp_path / "outside.md"
+    outside.write_text("---\ntitle: Private\n---\nnot for the peers\n")
+    (a.memory / "global" / "facts").mkdir(parents=True, exist_ok=True)
+    (a.memory / "global" / "facts" / "linked.md").symlink_to(outside)
+    (a.memory / "projects").mkdir(exist_ok=True)
+    (a.memory / "projects" / "elsewhere").symlink_to(tmp_path)
+    create_note(a.store, type="semantic", title="A real note", body="synced\n")
+    proc = a.cli("sync")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "left out: global/facts/linked.md is a symbolic link" in " ".join(proc.stdout.split()), proc.stdout
+    tracked = a.git("ls-files")
+    assert "linked.md" not in tracked and "projects/elsewhere" not in tracked
+    on_hub = subprocess.run(["git", "-C", str(hub), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True)
+    assert "a-real-note" in on_hub.stdout and "linked.md" not in on_hub.stdout and "elsewhere" not in on_hub.stdout
+    again = json.loads(a.cli("sync", "--json").stdout)
+    assert sorted(again["left_out"]) == ["global/facts/linked.md", "projects/elsewhere"]
+    assert (a.memory / "global" / "facts" / "linked.md").is_symlink()  # left where it is
