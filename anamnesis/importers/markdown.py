@@ -43,7 +43,10 @@ def plan(path: Path | None, *, project: str | None = None, tags: list[str] | Non
     result = Plan(NAME, shown(root))
     source = shown(root.resolve())
     legacy = root.resolve().name or "notes"  # the key older versions gave the folder: its name alone
-    for file in _files(root):
+    files, links = _files(root)
+    for link in links:
+        result.skipped.append(Skip(shown(link), "a symbolic link: not followed (it may point outside the folder)"))
+    for file in files:
         rel = file.relative_to(root).as_posix()
         origin = shown(file)
         if not file.name.lower().endswith(".md"):
@@ -63,15 +66,20 @@ def plan(path: Path | None, *, project: str | None = None, tags: list[str] | Non
     return result
 
 
-def _files(root: Path) -> list[Path]:
+def _files(root: Path) -> tuple[list[Path], list[Path]]:
+    """The files under `root` (hidden ones aside), and the symbolic links met there, not followed."""
     out: list[Path] = []
+    links: list[Path] = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        visible = sorted(d for d in dirs if not d.startswith("."))
+        links += [Path(folder) / d for d in visible if (Path(folder) / d).is_symlink()]
+        dirs[:] = [d for d in visible if not (Path(folder) / d).is_symlink()]
         for name in sorted(files):
             full = Path(folder) / name
-            if not name.startswith(".") and not full.is_symlink():
-                out.append(full)
-    return out
+            if name.startswith("."):
+                continue
+            (links if full.is_symlink() else out).append(full)
+    return out, links
 
 
 def _item(text: str, rel: str, origin: str, result: Plan) -> Item | None:

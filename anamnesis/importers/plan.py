@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from anamnesis.base.notes import (
 )
 from anamnesis.base.paths import Store
 from anamnesis.store import (
+    MAX_NOTE_BYTES,
     Side,
     check_writable,
     merge_lines,
@@ -58,6 +60,9 @@ from anamnesis.store import (
     write_units,
 )
 
+# A source file larger than this cannot become a note (its body alone would pass the limit):
+# skipped on its size, before it is read and redacted.
+MAX_SOURCE_BYTES = MAX_NOTE_BYTES + 64_000
 KEY_FIELD = "import_key"
 DIGEST_FIELD = "import_hash"
 SOURCE_PREFIX = "import:"
@@ -455,8 +460,18 @@ def shown(path: Path) -> str:
 
 
 def read_text(path: Path, plan: Plan, origin: str) -> str | None:
-    """A source file's text, or None with the reason in `plan.skipped` (unreadable, not UTF-8, binary)."""
+    """A source file's text, or None with the reason in `plan.skipped` (unreadable, not UTF-8, binary,
+    not a regular file, far too big to be a note: those two found before a byte is read)."""
     try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the import for ever
+            plan.skipped.append(Skip(origin, "not a regular file (a FIFO, a socket or a device)"))
+            return None
+        if info.st_size > MAX_SOURCE_BYTES:
+            plan.skipped.append(
+                Skip(origin, f"{info.st_size} bytes: too big for a note (the limit is {MAX_NOTE_BYTES} bytes)")
+            )
+            return None
         data = path.read_bytes()
     except OSError as exc:
         plan.skipped.append(Skip(origin, f"cannot be read: {exc.strerror or exc}"))

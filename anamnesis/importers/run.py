@@ -141,6 +141,8 @@ def _fingerprint(store: Store, source: str, folder: str) -> str:
     if target.is_dir():
         for file in sorted(target.rglob("*.md")):
             try:
+                if not file.is_file():  # a FIFO would block every sync: it is no note anyway
+                    continue
                 parts.append(f"{file.relative_to(target)}\0{digest(file.read_bytes())}")
             except OSError:
                 parts.append(f"{file}\0unreadable")

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from anamnesis.store.merge import merge_texts as merge_texts
     from anamnesis.store.merge import parse_blocks as parse_blocks
     from anamnesis.store.merge import stray_lines as stray_lines
+    from anamnesis.store.operations import MAX_NOTE_BYTES as MAX_NOTE_BYTES
     from anamnesis.store.operations import check_home as check_home
     from anamnesis.store.operations import check_writable as check_writable
     from anamnesis.store.operations import create_note as create_note

@@ -264,3 +264,27 @@ def test_sync_reports_what_the_mirror_imported(store: Store, run_cli: RunCli, tm
     assert "imported from claude-auto-memory" in text.stdout and "1 new, 0 updated notes" in text.stdout
     quiet = run_cli("sync", "--json")  # nothing changed in the source: nothing imported, nothing said
     assert json.loads(quiet.stdout)["imported"] == []
+
+
+def test_a_fifo_a_huge_file_and_symbolic_links_are_skipped_with_their_reason(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    write(vault / "ok.md", "A plain note.\n")
+    os.mkfifo(vault / "pipe.md")  # read, it would block the import for ever
+    with open(vault / "huge.md", "wb") as handle:  # 400 MB long, and not a byte of it on disk
+        handle.truncate(400_000_000)
+    outside = tmp_path / "outside"
+    write(outside / "secret.md", "Not part of the vault.\n")
+    (vault / "link.md").symlink_to(outside / "secret.md")
+    (vault / "linked-folder").symlink_to(outside)
+    started = time.monotonic()
+    proc = run_cli("import", "markdown", str(vault), "--json", timeout=30, real_process=True)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 20  # the FIFO was not opened, the huge file not read
+    report = json.loads(proc.stdout)
+    skipped = {Path(s["origin"]).name: s["reason"] for s in report["skipped"]}
+    assert "not a regular file" in skipped["pipe.md"], skipped
+    assert "too big for a note" in skipped["huge.md"], skipped
+    assert "symbolic link" in skipped["link.md"] and "symbolic link" in skipped["linked-folder"], skipped
+    assert [n.title for n in imported(store).values()] == ["ok"]
