@@ -76,6 +76,16 @@ _OPEN = re.compile(
     r"\bnot yet\b|\bfollow[- ]?ups?\b|\bleft to do\b|\byet to be\b|\bopen questions?\b|\bpending tasks?\b)",
     re.I,
 )
+# A sentence turning away from something decided or planned: what follows the cue is dropped
+# ("instead of Redis"); with nothing after it ("abandoning it"), the latest decision is.
+_REVERSAL = re.compile(
+    r"\b(?:instead of|rather than|no longer|abandon(?:ed|ing|s)?|scrap(?:ped|ping|s)?|revert(?:ed|ing|s)?|"
+    r"back(?:ed|ing)? out(?: of)?|drop(?:ped|ping|s)? (?:the|that|this)|chang(?:ed|e|ing) (?:my|our) minds?|"
+    r"actually,? no|scratch that|never ?mind|not (?:going|gonna) (?:to )?use|forget about)\b",
+    re.I,
+)
+_CLAUSE_END = re.compile(r"[,;:.!?()]|\s(?:and|but|so|because|since)\s")
+REJECTED_WORDS = 4  # content words after a reversal cue that name what was turned away from
 _OPEN_HEADING = re.compile(
     r"\b(?:pending tasks?|next steps?|todos?|to do|open items?|open questions?|remaining|follow[- ]?ups?|"
     r"left to do|still to do|not done|unfinished|known issues?)\b",
@@ -88,6 +98,7 @@ _HEADING = re.compile(
     r"^\s*(?:#{1,6}\s+(?P<md>.+?)\s*#*|\*\*(?P<bold>[^*]{2,80})\*\*:?|(?P<colon>[^.!?]{2,80}):)\s*$"
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*\"'(])")
+_WORDS_IN_ORDER = re.compile(r"[a-z0-9]{3,}")
 # Commands whose non-zero exit is an answer ("no match", "differs"), not a failure.
 _PROBES = {
     "grep",
@@ -267,6 +278,44 @@ def _distinct_decisions(decided: Sequence[str]) -> list[str]:
     return [line for line, _words in reversed(kept)]
 
 
+def _reversals(said: Iterable[tuple[int, str]]) -> list[tuple[int, set[str], set[str]]]:
+    """(when, the words turned away from, the sentence's words) for each sentence that reverses
+    something; the words are empty when the sentence names nothing ("abandoning it")."""
+    found: list[tuple[int, set[str], set[str]]] = []
+    for seq, text in said:
+        for line in _without_code(text).splitlines():
+            for sentence in _SENTENCE_END.split(line.strip()):
+                cue = _REVERSAL.search(sentence)
+                if cue is None:
+                    continue
+                rest = sentence[cue.end() :]
+                clause = _CLAUSE_END.split(rest, maxsplit=1)[0]
+                before = _content(sentence[: cue.start()])
+                named = [w for raw in _WORDS_IN_ORDER.findall(clause.lower()) for w in _content(raw) if w not in before]
+                found.append((seq, set(named[:REJECTED_WORDS]), _content(sentence)))
+    return found
+
+
+def _turned_away(
+    decided: Sequence[tuple[int, str]], opened: Sequence[tuple[int, str]], reversals: Sequence[tuple[int, set[str], set[str]]]
+) -> tuple[set[str], set[str]]:
+    """The decisions and open items (by line) that a later sentence turned away from: a decision
+    made before it that holds a word it rejects (or, when it names nothing, the latest decision
+    before it), and an open item stated before it that holds one of those words."""
+    dropped: set[str] = set()
+    stale: set[str] = set()
+    for when, rejected, words in reversals:
+        earlier = [(seq, line) for seq, line in decided if seq < when and line not in dropped]
+        if rejected:
+            hit = [line for _seq, line in earlier if rejected & _content(line)]
+        else:
+            hit = [earlier[-1][1]] if earlier else []
+            rejected = set().union(*(_content(_DECISION.sub(" ", line)) - words for line in hit))
+        dropped.update(hit)
+        stale.update(line for seq, line in opened if seq < when and rejected & _content(line))
+    return dropped, stale
+
+
 def requests(prompts: Sequence[str], prompt_seqs: Sequence[int]) -> list[tuple[int, str, set[str]]]:
     """(when, sentence, its words) for each sentence of a prompt that asks for a change ("make the
     notify step retry twice"); long prompts are not judged."""
@@ -336,7 +385,7 @@ def digest(
     unfinished steps, then requests left undone, then what the texts left open.
     """
     seqs = list(text_seqs) if text_seqs is not None and len(text_seqs) == len(texts) else list(range(len(texts)))
-    decided: list[str] = []
+    decided_when: list[tuple[int, str]] = []
     stated_open: dict[str, tuple[int, str]] = {}  # key -> (when last said, line)
     for seq, text in zip(seqs, texts, strict=True):
         if not statements(text):
@@ -346,7 +395,13 @@ def digest(
                 stated_open.pop(_key(line), None)
                 stated_open[_key(line)] = (seq, line)
             else:
-                decided.append(line)
+                decided_when.append((seq, line))
+    # What the session turned away from later (the assistant's words or the user's) is not how
+    # things stand at its end: neither that decision nor the open items of the plan it dropped.
+    said = [*zip(seqs, texts, strict=True), *(zip(prompt_seqs, prompts, strict=True) if len(prompt_seqs) == len(prompts) else ())]
+    dropped, stale = _turned_away(decided_when, list(stated_open.values()), _reversals(said))
+    decided = [line for _seq, line in decided_when if line not in dropped]
+    stated_open = {key: (seq, line) for key, (seq, line) in stated_open.items() if line not in stale}
     asked = requests(prompts, prompt_seqs) if len(prompt_seqs) == len(prompts) else []
     acted: dict[str, int] = {}
     if (stated_open or asked) and actions:

@@ -412,3 +412,35 @@ def test_the_first_prompt_is_done_by_any_change_after_it(tmp_path: Path) -> None
     open_items = _section(body, "## Open items")
     assert "flaky CI" not in open_items  # the session worked on it: an edit after it went through
     assert "Asked, not done: Also make the nightly export email the finance team" in open_items
+
+
+def test_a_decision_the_session_turned_away_from_is_not_kept_nor_its_plans_open_items() -> None:
+    texts = [
+        "Decided to use Redis for the rate-limit cache.\n\n- [ ] Add a Redis service to docker-compose.yml\n"
+        "- [ ] Set REDIS_URL in the staging config\n- [ ] Document the limits in the README",
+        "Going with functools.lru_cache in the process instead of Redis; nothing to deploy.",
+    ]
+    prompts = ["add a cache for the rate limiter", "Actually no, let's not use Redis: an in-process LRU cache is enough"]
+    done = [(5, "Edit app/rate_limiter.py: add a functools.lru_cache cache to the rate limiter")]
+    found = digest(texts, text_seqs=[1, 4], prompts=prompts, prompt_seqs=[0, 3], actions=done)
+    assert found.decisions == ["Going with functools.lru_cache in the process instead of Redis; nothing to deploy."]
+    assert found.open_items == ["Document the limits in the README"]  # the plan's Redis steps went with it
+
+
+def test_a_decision_abandoned_without_naming_it_gives_way_to_the_next() -> None:
+    texts = [
+        "Decided to store naive local datetimes in the orders table.\n\n"
+        "- [ ] Convert the naive datetimes in the invoices table too",
+        "That breaks on the autumn clock change, so abandoning it. Decided to store all dates as UTC-aware values.",
+    ]
+    found = digest(texts)
+    assert found.decisions == ["Decided to store all dates as UTC-aware values."]
+    assert found.open_items == []
+
+
+def test_two_decisions_on_different_things_both_stand() -> None:
+    texts = [
+        "Decided to use asyncpg for the pool.",
+        "Going with a bounded queue for the workers instead of an unbounded list.",
+    ]
+    assert digest(texts).decisions == texts
