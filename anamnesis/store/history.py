@@ -245,6 +245,9 @@ def entry_title(version: Version, note_title: str, conflict: str = "") -> str:
     head, sep, rest = version.message.partition(":")
     text = rest.strip() if sep and head.strip() == version.machine else version.message
     named = f"“{note_title}”" if note_title else version.path
+    if version.old_path and version.old_path != version.path and version.old_path in text:
+        # a move: the title would stand on both sides ("move “X” to “X”"); say where from and to
+        return text + (f" — conflict, {conflict}" if conflict else "")
     for path in {version.path, version.old_path} - {""}:
         text = text.replace(path, named)
     if conflict:

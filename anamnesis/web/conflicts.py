@@ -115,7 +115,8 @@ def resolve_page(
     """Each machine's version of one conflicted note, with the ways out (`edited`: the user's text, kept on an error)."""
     web = web_of(request)
     relpath = request.path_params["path"]
-    safe_path(web.store, relpath)
+    if not safe_path(web.store, relpath).is_file():
+        raise NoteNotFound(f"no note at {relpath}")
     text = working_text(web.store, relpath)
     flash = html('<span class="error">{e}</span>', e=error) if error else ""
     if not has_conflict_markers(text):

@@ -509,10 +509,19 @@ def browse(request: Request) -> HTMLResponse:
         projects=_facet("Projects", projects),
         types=_facet("Types", types),
         tags=_facet("Tags", tag_items),
-        list=note_list(hits, empty="No notes match these filters.", replacements=replacements),
+        list=note_list(hits, empty=_empty_browse(total, page, pages, bool(filters)), replacements=replacements),
         nav=nav,
     )
     return web.render(request, title="Browse", body=body, active="browse")
+
+
+def _empty_browse(total: int, page: int, pages: int, filtered: bool) -> str:
+    """Why a browse page lists nothing: a page past the last one, no note matching, or no note at all."""
+    if total and page > pages:
+        return f"There is no page {page}: the last one is page {pages}."
+    if filtered:
+        return "No notes match these filters."
+    return "No notes yet: write one with New note, or `anamnesis new`."
 
 
 def _options(values: Iterable[tuple[str, str]], selected: str | None) -> Markup:

@@ -257,3 +257,13 @@ def test_a_long_note_in_a_script_of_many_bytes_a_character_is_saved_from_the_edi
     assert saved.status_code == 303, saved.text[:300]
     assert (store.memory / seeded.lint).read_text().rstrip().endswith("最後の行。")
     assert preview.status_code == 200 and "記憶" in preview.json()["html"]
+
+
+def test_a_conflicts_page_of_no_note_is_not_found_and_a_page_past_the_end_says_so(
+    served: tuple[Dashboard, Store, Seeded],
+) -> None:
+    running, _store, _seeded = served
+    with client(running) as http:
+        assert http.get("/conflicts/projects/nope.md").status_code == 404
+        past = http.get("/browse?page=999")
+    assert past.status_code == 200 and "There is no page 999" in past.text, past.text[-800:]

@@ -257,6 +257,42 @@ def test_every_page_fits_a_phone(chrome: Any, fleet: tuple[Fleet, Dashboard], sh
         assert page.locator("#map-legend").is_hidden()  # a phone starts with the legend folded away
 
 
+def test_link_suggestions_stay_on_a_phones_screen(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
+    _made, running = fleet
+    with session(chrome, running, PHONE_VIEW) as watched:
+        page = watched.page
+        watched.open("/new")
+        body = page.locator("textarea[name=body]")
+        body.click()
+        body.press_sequentially("Some words first, then a link: [[f", delay=20)
+        suggest = page.locator("#wikilink-suggest")
+        suggest.locator("li").first.wait_for()
+        box = suggest.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE_VIEW["width"], box
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE_VIEW["width"]
+
+
+def test_button_and_type_chip_text_is_readable_in_both_themes(chrome: Any, fleet: tuple[Fleet, Dashboard]) -> None:
+    """WCAG AA: 4.5:1 for text this small, in the light and the dark theme."""
+    made, running = fleet
+    ratio = """e => {
+      const rgb = s => s.match(/[\\d.]+/g).slice(0, 3).map(Number);
+      const lum = c => { const v = c / 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+      const L = s => { const [r, g, b] = rgb(s); return 0.2126 * lum(r) + 0.7152 * lum(g) + 0.0722 * lum(b); };
+      let el = e, bg = getComputedStyle(el).backgroundColor;
+      while (bg === "rgba(0, 0, 0, 0)" && el.parentElement) { el = el.parentElement; bg = getComputedStyle(el).backgroundColor; }
+      const [a, b] = [L(getComputedStyle(e).color), L(bg)].sort((x, y) => y - x);
+      return (a + 0.05) / (b + 0.05);
+    }"""
+    for scheme in ("light", "dark"):
+        with session(chrome, running, scheme=scheme) as watched:
+            page = watched.page
+            watched.open("/note/" + made.notes.pool)
+            for selector in ("a.btn:not(.ghost), button.btn:not(.ghost)", ".chip[class*=type-]"):
+                for element in page.locator(selector).all()[:6]:
+                    assert element.evaluate(ratio) >= 4.5, (scheme, selector, element.inner_text())
+
+
 # -- redirect after POST, 404 ---------------------------------------------------------------
 
 

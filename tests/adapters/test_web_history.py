@@ -45,6 +45,18 @@ def test_history_follows_renames(store: Store) -> None:
     assert "line two" in history.version_text(store, versions[1])
 
 
+def test_a_move_in_the_history_says_where_from_and_to(store: Store) -> None:
+    from anamnesis.store.operations import move_note
+
+    note = create_note(store, type="semantic", title="Moved note", body="line one\n")
+    new_path = note.path.replace("global/facts/", "global/facts/old/")
+    move_note(store, note.path, new_path)
+    latest = history.note_history(store, new_path)[0]
+    assert history.entry_title(latest, "Moved note") == f"move {note.path} to {new_path}"
+    first = history.note_history(store, new_path)[-1]
+    assert "“Moved note”" in history.entry_title(first, "Moved note")  # other entries still name the title
+
+
 def test_history_of_a_file_name_git_would_quote(store: Store) -> None:
     # Notes made by hand in an editor have names like these; git's line output quotes them
     # ("caf\303\251..."), which made every version's path wrong and the history page a 404.

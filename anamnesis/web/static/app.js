@@ -93,10 +93,14 @@ function setUpWikilinks(textarea) {
     const point = caretPoint(textarea);
     const box = textarea.getBoundingClientRect();
     const formBox = form.getBoundingClientRect();
-    const left = Math.min(box.left - formBox.left + point.left, Math.max(0, formBox.width - 260));
-    list.style.left = Math.max(0, left) + "px";
     list.style.top = (box.top - formBox.top + Math.min(point.top, textarea.clientHeight) + 4) + "px";
+    list.style.left = "0px";
     list.hidden = false;
+    // Placed once shown, by its real width: its right edge stays inside the form and the window
+    // (on a phone the list is most of the screen wide, and the page must never scroll sideways).
+    const room = Math.min(formBox.width, document.documentElement.clientWidth - formBox.left);
+    const left = Math.min(box.left - formBox.left + point.left, room - list.offsetWidth);
+    list.style.left = Math.max(0, left) + "px";
     textarea.setAttribute("aria-activedescendant", "wikilink-option-" + active);
   };
   const choose = (i) => {
