@@ -390,11 +390,11 @@ def plan_uninstall(store: Store) -> list[FileChange]:
 def _removal(
     path: Path, text: str | None, new: dict[str, Any], what: list[str], created: list[str], mode: int
 ) -> FileChange:
-    after = (
-        (backup_holding(path, lambda text: loads_json(text) == new) or edited_json(text, new))
-        if what
-        else (text or "")
-    )
+    after = text or ""
+    if what:
+        # an empty file was read as {} at init: it is given back empty, byte for byte
+        held = backup_holding(path, lambda old: (loads_json(old) if old.strip() else {}) == new)
+        after = held if held is not None else edited_json(text, new)
     change = FileChange(path, text, after, mode, what)
     change.remove = bool(what) and not new and FILE_CREATED in created
     return change

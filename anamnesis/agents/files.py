@@ -13,7 +13,9 @@ can remove them again once they are empty.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import glob
 import json
 import os
@@ -217,15 +219,68 @@ def backup_holding(path: Path, matches: Callable[[str], bool]) -> str | None:
     return None
 
 
+def _refusal(change: FileChange) -> str | None:
+    """Why `change` cannot be written, found before any file is touched: a folder that cannot be
+    written, or a file the system will not let anyone replace (immutable, `chattr +i`)."""
+    target = change.path.resolve() if change.path.is_symlink() else change.path
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} cannot be written"
+    if target.exists():
+        try:
+            os.close(os.open(target, os.O_WRONLY))  # opens without changing a byte
+        except PermissionError as exc:
+            if exc.errno == errno.EPERM:  # not the mode bits (the file is replaced, not written in)
+                return f"{target} cannot be changed by anyone ({exc.strerror}; immutable? see `lsattr`)"
+        except OSError:
+            pass  # a directory in its place and the like were refused when the change was planned
+    return None
+
+
 def apply(changes: list[FileChange]) -> list[str]:
-    """Write the changed files (backup first, atomically, keeping modes); returns what was done."""
+    """Write the changed files (backup first, atomically, keeping modes); returns what was done.
+
+    All or nothing: every file is checked first, and a write that fails anyway puts back the
+    files already written (and drops the backups made), so an agent is never left half set up."""
+    todo = [change for change in changes if change.changed]
+    for change in todo:
+        why = _refusal(change)
+        if why is not None:
+            raise AgentConfigError(f"cannot change {change.path}: {why}; nothing was changed")
+    written: list[tuple[FileChange, list[Path]]] = []
+    try:
+        return _write_all(todo, written)
+    except OSError as exc:
+        for change, made in reversed(written):
+            _put_back(change, made)
+        failed = todo[len(written)].path if len(written) < len(todo) else exc.filename
+        raise AgentConfigError(
+            f"cannot write {failed}: {exc.strerror or exc}; every file is as it was, nothing was changed"
+        ) from exc
+
+
+def _put_back(change: FileChange, made: list[Path]) -> None:
+    """Undo one file `_write_all` wrote: its old text (or no file), and the backup it made."""
+    target = change.path.resolve() if change.path.is_symlink() else change.path
+    with contextlib.suppress(OSError):
+        if change.before is None:
+            target.unlink(missing_ok=True)
+        else:
+            atomic_write_text(target, change.before, mode=change.mode)
+        for path in made:
+            path.unlink(missing_ok=True)
+
+
+def _write_all(changes: list[FileChange], written: list[tuple[FileChange, list[Path]]]) -> list[str]:
     done: list[str] = []
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for change in changes:
-        if not change.changed:
-            continue
+        made: list[Path] = []
         if change.remove:
             change.path.unlink(missing_ok=True)
+            written.append((change, made))
             done.append(f"removed {change.path} (init had created it; nothing else was in it)")
             continue
         older = backups_of(change.path)
@@ -236,15 +291,19 @@ def apply(changes: list[FileChange]) -> list[str]:
                 number += 1
                 backup = change.path.with_name(f"{change.path.name}.anamnesis-backup-{stamp}-{number}")
             atomic_write_text(backup, change.before, mode=change.mode)
+            made.append(backup)
             done.append(f"backed up {change.path} to {backup.name}")
             older = [backup, *older]
         # A linked file (dotfiles) is edited where the link points, not replaced by a copy.
         target = change.path.resolve() if change.path.is_symlink() else change.path
         change.made_dirs = [str(p) for p in (target.parent, *target.parent.parents) if not p.exists()]
         atomic_write_text(target, change.after, mode=change.mode)
+        written.append((change, made))
         done.extend(f"{change.path}: {what}" for what in change.what)
-        for stale in older[1:]:  # one backup per file: the newest
-            stale.unlink(missing_ok=True)
+    for change in changes:  # one backup per file, the newest: only once every file is written
+        if not change.remove:
+            for stale in backups_of(change.path)[1:]:
+                stale.unlink(missing_ok=True)
     return done
 
 

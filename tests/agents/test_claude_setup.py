@@ -505,3 +505,55 @@ def test_init_rewrites_registrations_of_the_old_form(user_home: Path, run_cli: R
     assert (
         "anamnesis.hooks" not in settings.read_text() and "anamnesis" not in _load(claude_json)["mcpServers"]
     )
+
+
+def test_a_config_folder_that_cannot_be_written_changes_no_file(user_home: Path, home: Path) -> None:
+    """~/.claude read-only: init stops (exit 15) naming it, and ~/.claude.json is not touched either."""
+    from conftest import cli_env
+    from mounts import without_root_powers
+
+    settings = user_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": "opus"}\n')
+    claude_json = user_home / ".claude.json"
+    claude_json.write_text('{"numStartups": 3}\n')
+    settings.parent.chmod(0o555)
+    try:
+        ran = subprocess.run(
+            without_root_powers([sys.executable, "-m", "anamnesis", "init", "--agent", "claude", "--no-schedule", "--no-semantic"]),
+            capture_output=True, text=True, timeout=60, env=cli_env(home, **_env(user_home)),
+        )
+    finally:
+        settings.parent.chmod(0o755)
+    assert ran.returncode == 15, (ran.returncode, ran.stdout, ran.stderr)
+    assert f"{settings.parent} cannot be written" in ran.stderr and "nothing was changed" in ran.stderr
+    assert claude_json.read_text() == '{"numStartups": 3}\n' and settings.read_text() == '{"model": "opus"}\n'
+    assert sorted(p.name for p in user_home.iterdir()) == [".claude", ".claude.json"]  # no backup left
+
+
+def test_a_write_that_fails_half_way_puts_back_the_files_already_written(tmp_path: Path) -> None:
+    from anamnesis.agents.files import AgentConfigError, FileChange, apply, backups_of
+
+    first = tmp_path / "first.json"
+    first.write_text('{"a": 1}\n')
+    blocker = tmp_path / "blocker"  # a file where the second change needs a folder: passes the checks
+    blocker.write_text("")
+    blocker.chmod(0o755)
+    changes = [
+        FileChange(first, '{"a": 1}\n', '{"a": 1, "b": 2}\n', 0o644, what=["added b"]),
+        FileChange(blocker / "sub" / "second.json", None, "{}\n", 0o644, what=["created"]),
+    ]
+    with pytest.raises(AgentConfigError, match="nothing was changed"):
+        apply(changes)
+    assert first.read_text() == '{"a": 1}\n' and backups_of(first) == []
+
+
+def test_an_empty_settings_file_is_given_back_empty(user_home: Path, run_cli: RunCli) -> None:
+    settings = user_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_bytes(b"")
+    assert run_cli("init", "--agent", "claude", "--no-schedule", "--no-semantic", env=_env(user_home)).returncode == 0
+    assert settings.read_bytes() != b""
+    proc = run_cli("uninstall", "--agent", "claude", env=_env(user_home))
+    assert proc.returncode == 0, proc.stderr
+    assert settings.read_bytes() == b""
