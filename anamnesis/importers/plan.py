@@ -46,6 +46,7 @@ from anamnesis.base.notes import (
     split_front_matter,
 )
 from anamnesis.base.paths import Store
+from anamnesis.base.text import plural
 from anamnesis.store import (
     MAX_NOTE_BYTES,
     Side,
@@ -440,14 +441,31 @@ def apply(
                     report.steps.append(Step(action, built.path, item))
             if progress is not None:
                 progress(done, total)
+        # Notes an import killed before its commit had written (their files are here, as the source
+        # has them): committed now, not called unchanged and left for the next sync to find.
+        waiting = [] if dry_run else _uncommitted(store, [s.path for s in report.steps if s.action == "unchanged"])
+        for path in waiting:
+            changes[path] = (store.memory / path).read_bytes()
         if changes and not dry_run:
             new, updated = report.count("create"), report.count("update") + report.count("conflict")
             message = f"{machine}: import {plan.source}: {new} new, {updated} updated notes from {plan.label}"
+            if waiting:
+                message += f" ({plural(len(waiting), 'note')} an interrupted import had written, committed)"
             if kept:
                 message += "\n\n" + "\n".join(f"{KEPT_EDIT}{path}" for path in kept)
             write_units(store, changes, message, f"import {plan.source}")
             report.commit = repo.head(store.memory)
     return report
+
+
+def _uncommitted(store: Store, paths: list[str]) -> list[str]:
+    """Those of `paths` git has never seen (written, then the import was killed before its commit).
+    A note changed since its commit is left alone: that may be a person's edit, sync's to commit."""
+    if not paths:
+        return []
+    out = run_git_bytes(store.memory, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames").stdout
+    new = {entry[3:] for entry in out.decode("utf-8", "surrogateescape").split("\0") if entry.startswith("?? ")}
+    return sorted(p for p in paths if p in new)
 
 
 def shown(path: Path) -> str:

@@ -288,3 +288,28 @@ def test_a_fifo_a_huge_file_and_symbolic_links_are_skipped_with_their_reason(
     assert "too big for a note" in skipped["huge.md"], skipped
     assert "symbolic link" in skipped["link.md"] and "symbolic link" in skipped["linked-folder"], skipped
     assert [n.title for n in imported(store).values()] == ["ok"]
+
+
+def test_notes_a_killed_import_had_written_are_committed_by_the_next_run(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    for n in range(3):
+        write(vault / f"note-{n}.md", f"Note number {n}.\n")
+    assert run_cli("import", "markdown", str(vault)).returncode == 0
+    first = head(store)
+    # As a SIGKILL between writing the files and committing them leaves it: one more note on
+    # disk, indexed, never committed.
+    write(vault / "note-3.md", "Note number 3.\n")
+    subprocess.run(["git", "-C", str(store.memory), "reset", "-q", "--soft", first], check=True)
+    assert run_cli("import", "markdown", str(vault)).returncode == 0
+    subprocess.run(["git", "-C", str(store.memory), "reset", "-q", "--mixed", first], check=True)
+    assert subprocess.run(
+        ["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout.startswith("??")  # the new note's file is here, untracked
+    report = run_json(run_cli, "markdown", str(vault))
+    assert report["unchanged"] == 4 and report["commit"], report
+    status = subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""
+    message = subprocess.run(["git", "-C", str(store.memory), "log", "-1", "--format=%s"], capture_output=True, text=True)
+    assert "1 note an interrupted import had written, committed" in message.stdout
