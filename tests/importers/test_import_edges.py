@@ -176,38 +176,54 @@ def _proc_text(pid: int, name: str) -> str:
 def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
     store: Store, home: Path, tmp_path: Path
 ) -> None:
+    from anamnesis.base.lock import store_lock
+
     vault = tmp_path / "vault"
     for number in range(20):
         write(vault / f"a{number:02}.md", f"# Note {number}\ntext {number}\n")
-    os.mkfifo(vault / "zz-pipe.md")  # reading it blocks until a writer comes: the import waits there
     before = head(store)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "anamnesis", "import", "markdown", str(vault)],
-        env=cli_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        # as from a terminal: a suite started in the background (`cmd &`) ignores SIGINT, and its
-        # children inherit that, so the import would rightly ignore this Ctrl-C too
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    deadline = time.monotonic() + 180  # a loaded machine can take a while to start the import
-    wchan = Path(f"/proc/{proc.pid}/wchan")
-    waiting = ""
-    while time.monotonic() < deadline and "partner" not in waiting and "fifo" not in waiting:
-        time.sleep(0.05)
-        waiting = wchan.read_text()
-    assert "partner" in waiting or "fifo" in waiting, f"the import never blocked on the pipe (wchan {waiting!r})"
-    proc.send_signal(signal.SIGINT)
-    try:
-        out, err = proc.communicate(timeout=180)  # seen once to take over 60 s with the whole suite running
-    except subprocess.TimeoutExpired:
-        stuck = {name: _proc_text(proc.pid, name) for name in ("wchan", "status", "task")}
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"the import did not end after Ctrl-C: {stuck}; stderr {err!r}") from None
+    lock = str(store.lock_path)
+    with store_lock(store, "the test holds the store"):  # the import plans, then waits here to write
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "anamnesis", "import", "markdown", str(vault)],
+            env=cli_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # as from a terminal: a suite started in the background (`cmd &`) ignores SIGINT, and its
+            # children inherit that, so the import would rightly ignore this Ctrl-C too
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        deadline = time.monotonic() + 180  # a loaded machine can take a while to start the import
+        waiting = False
+        while time.monotonic() < deadline and not waiting and proc.poll() is None:
+            time.sleep(0.05)
+            waiting = lock in _open_files(proc.pid)
+        assert waiting, f"the import never waited for the store (it ended with {proc.poll()})"
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=180)  # seen once to take over 60 s with the whole suite running
+        except subprocess.TimeoutExpired:
+            stuck = {name: _proc_text(proc.pid, name) for name in ("wchan", "status", "task")}
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"the import did not end after Ctrl-C: {stuck}; stderr {err!r}") from None
     assert proc.returncode == 130, (out, err)
     assert err.strip().splitlines()[-1] == "anamnesis: error: interrupted: nothing was imported (every note is as it was)"
     assert head(store) == before and not imported(store)
     status = subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True)
     assert status.stdout == ""
+
+
+def _open_files(pid: int) -> set[str]:
+    """The files process `pid` has open (what /proc says they are)."""
+    found: set[str] = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                found.add(os.readlink(fd))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return found
 
 
 @pytest.mark.e2e
