@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from anamnesis.base.errors import NoteNotFound, UsageError
 from anamnesis.base.fsutil import atomic_write_text
-from anamnesis.base.notes import parse_note
+from anamnesis.base.notes import ARCHIVE_DIR, parse_note
 from anamnesis.search import open_index, parse_when
 from anamnesis.store import (
     TITLE_STOPWORDS,
@@ -63,7 +63,6 @@ Outcome = Literal["applied", "already", "stale", "skipped"]
 _ACTIONS: dict[str, Action] = {"merge": "merge", "supersede": "supersede", "archive": "archive"}
 _KINDS: dict[str, Kind] = {"duplicate": "duplicate", "replaced": "replaced", "stale-session": "stale-session"}
 PLAN_VERSION = 1
-ARCHIVE_DIR = ".archive"
 DUPLICATE = 0.5  # body words shared (Jaccard) from which two notes are near-duplicates
 SAME_LINES = 0.6  # or: the share of the shorter note's lines the other holds too (at least 2)
 SAME_SUBJECT = 0.6  # title words shared from which a later note may replace an older one

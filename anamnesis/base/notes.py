@@ -318,6 +318,7 @@ def normalize_tags(value: Any) -> list[str]:
 # hold no notes. Aliases (memory/aliases/*.alias) are not .md files, so not notes either.
 NOTE_SUFFIXES = (".md", ".MD", ".Md", ".mD")
 HIDDEN_PREFIX = "."
+ARCHIVE_DIR = ".archive"  # tidy's archive: notes set aside, at their own path below it
 
 
 def is_note_path(relpath: str) -> bool:

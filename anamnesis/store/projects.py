@@ -25,7 +25,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from anamnesis.base.errors import NoteNotFound, UsageError
-from anamnesis.base.notes import PROJECTS_DIR, parse_note, project_folder, render_note, split_front_matter
+from anamnesis.base.notes import (
+    ARCHIVE_DIR,
+    PROJECTS_DIR,
+    is_note_path,
+    parse_note,
+    project_folder,
+    render_note,
+    split_front_matter,
+)
 from anamnesis.base.text import plural
 from anamnesis.search import open_index
 from anamnesis.store.links import LinkResolver, NoteKey, link_needle, rewrite_links
@@ -111,15 +119,24 @@ def _alias_text(alias: str, target: str) -> bytes:
 def set_alias(store: Store, alias: str, target: str) -> str:
     """Make the key `alias` find the notes of project `target`; one commit. The alias file's path.
 
-    Refused: an alias of itself, or one that would make a loop. A key that
-    still has notes of its own can be aliased too (its notes stay where they
-    are and stay findable by `-p`), but new sessions file under `target`.
+    Refused: an alias of itself, one that would make a loop, and a key that
+    still has notes of its own: its checkouts would find `target`'s notes
+    instead and never theirs (`project merge` puts both together).
     """
     alias, target = check_project_key(alias).lower(), check_project_key(target)
     if alias == target.lower():
         raise UsageError(f"{alias} cannot be an alias of itself")
     with write_lock(store, "project alias"):
         machine = require_writable(store)
+        with open_index(store) as index:
+            index.refresh()
+            own = sum(1 for _p, _i, _t, project in index.keys_with_project() if (project or "").lower() == alias)
+        if own:
+            raise UsageError(
+                f"project {alias} has {plural(own, 'note')} of its own: as an alias of {target} its checkouts"
+                f" would see {target}'s notes and never these; to put them together, run"
+                f" `anamnesis project merge {alias} {target}`; nothing was written"
+            )
         if resolve_alias(target, store.memory).lower() == alias:
             raise UsageError(
                 f"{target} is already an alias of {alias}: that would make a loop; nothing was written"
@@ -200,6 +217,15 @@ def _with_project(text: str, relpath: str, new: str) -> str:
     return render_note(note)
 
 
+def _archived(store: Store, prefix: str) -> list[str]:
+    """The archived notes (tidy's memory/.archive/) whose path was under `prefix`."""
+    folder = store.memory / ARCHIVE_DIR / prefix
+    try:
+        return sorted(relpath_of(store, p) for p in folder.rglob("*") if p.is_file() and is_note_path(p.name))
+    except OSError:
+        return []
+
+
 def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> Renamed:
     """Move every note of project `old` to project `new` (one commit) and alias `old` to `new`.
 
@@ -230,6 +256,12 @@ def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> 
             )
         if not theirs and merge:
             raise UsageError(f"project {new} has no notes: use `anamnesis project rename {old} {new}`")
+        aliased = read_alias(alias_file(store.memory, new.lower()))
+        if aliased is not None and aliased[1].lower() != old.lower():
+            raise UsageError(
+                f"{new} is an alias of {aliased[1]} (its checkouts find {aliased[1]}'s notes): {old} would take"
+                f" it over; choose another key, or first `anamnesis project unalias {new}`; nothing was changed"
+            )
         old_prefix = f"{PROJECTS_DIR}/{project_folder(old)}/"
         new_prefix = f"{PROJECTS_DIR}/{project_folder(new)}/"
         taken = {path for path, *_ in rows}
@@ -270,6 +302,18 @@ def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> 
                 changes[moves[path]] = data
             else:
                 changes[path] = data
+        archived = _archived(store, old_prefix) if old_prefix != new_prefix else []
+        for path in archived:  # set aside by tidy: moved with the project, so a restore lands in it
+            full = safe_path(store, path)
+            target = f"{ARCHIVE_DIR}/{new_prefix}{path[len(ARCHIVE_DIR) + 1 + len(old_prefix):]}"
+            if full.is_symlink() or target in changes or safe_path(store, target).exists():
+                continue
+            try:
+                original = full.read_bytes().decode("utf-8", errors="surrogateescape")
+            except OSError:
+                continue
+            changes[path] = None
+            changes[target] = _with_project(original, path, new).encode("utf-8", "surrogateescape")
         alias_path = alias_file(store.memory, old.lower())
         alias_rel = relpath_of(store, alias_path)
         changes[alias_rel] = _alias_text(old.lower(), new)

@@ -182,3 +182,39 @@ def test_merge_joins_two_projects_and_rename_refuses_an_existing_key(fleet: Flee
     unaliased = a.cli("project", "unalias", "api-old")
     assert unaliased.returncode == 0 and a.git("status", "--porcelain") == ""
     assert a.cli("project", "unalias", "api-old").returncode != 0
+
+
+def test_an_alias_never_hides_a_projects_own_notes(fleet: Fleet) -> None:
+    a = fleet.machine("a")
+    create_note(a.store, type="semantic", title="Web fact", body="web", project="github.com/acme/web")
+    create_note(a.store, type="semantic", title="Front fact", body="front", project="github.com/acme/frontend")
+    create_note(a.store, type="semantic", title="Infra fact", body="infra", project="infra")
+    head = a.git("rev-parse", "HEAD")
+    # A key with notes of its own cannot become an alias: its checkouts would lose them.
+    refused = a.cli("project", "alias", "github.com/acme/web", "github.com/acme/frontend")
+    assert refused.returncode == 2 and "project merge github.com/acme/web" in refused.stderr, refused.stderr
+    assert a.git("rev-parse", "HEAD") == head
+    # Renamed, web becomes an alias of its new key; another project cannot then take that key over.
+    assert a.cli("project", "rename", "github.com/acme/web", "github.com/acme/site").returncode == 0
+    taken = a.cli("project", "rename", "infra", "github.com/acme/web")
+    assert taken.returncode == 2 and "is an alias of github.com/acme/site" in taken.stderr, taken.stderr
+    aliases = {p["project"]: p["aliases"] for p in json.loads(a.cli("project", "list", "--json").stdout)}
+    assert aliases["github.com/acme/site"] == ["github.com/acme/web"]
+    # Renaming back onto the key's own alias is fine: the alias goes, the notes come back.
+    assert a.cli("project", "rename", "github.com/acme/site", "github.com/acme/web").returncode == 0
+    assert [n["title"] for n in json.loads(a.cli("list", "-p", "github.com/acme/web", "--json").stdout)] == ["Web fact"]
+
+
+def test_archived_notes_move_with_their_project(fleet: Fleet) -> None:
+    a = fleet.machine("a")
+    create_note(a.store, type="semantic", title="Worker fact", body="w", project="gitlab.com/beta/worker")
+    archived = a.memory / ".archive" / "projects" / "gitlab.com-beta-worker" / "sessions" / "old-session.md"
+    archived.parent.mkdir(parents=True)
+    archived.write_text("---\ntitle: Old session\ntype: episodic\nproject: gitlab.com/beta/worker\n---\nDone.\n")
+    a.git("add", "-A")
+    a.git("commit", "-q", "-m", "tidy: archive")
+    assert a.cli("project", "rename", "gitlab.com/beta/worker", "infra").returncode == 0
+    moved = a.memory / ".archive" / "projects" / "infra" / "sessions" / "old-session.md"
+    assert not archived.exists() and moved.exists()
+    assert parse_note(moved.read_text(), "projects/infra/sessions/old-session.md").project == "infra"
+    assert a.git("status", "--porcelain") == ""
