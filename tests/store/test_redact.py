@@ -299,3 +299,15 @@ def test_a_secret_word_followed_by_a_named_assignment_masks_that_names_value(tex
     """The value after "password:" can be another assignment: its value is the secret, not its name."""
     masked = redact(text)
     assert secret not in masked and "[REDACTED]" in masked, masked
+
+
+def test_an_aws_secret_key_beside_its_access_key_id_is_masked_slashes_and_all() -> None:
+    """Its slashes cut it into pieces too short to look random on their own."""
+    for text in (
+        "AKIAIOSFODNN7EXAMPLE secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "id,secret\nAKIA4Q7XJ2M9ZP3LKQWE,Zq8wLmn3/pX7kR2s/Tb9vYc4Nd1Hf6Jg0Ke5Wa3U",
+    ):
+        masked = redact(text)
+        assert "[REDACTED:aws-secret-key]" in masked and "/K7MDENG/" not in masked and "/pX7kR2s/" not in masked
+    path = "src/components/SomethingVeryLongNamedHere/index.tsx"  # a path near a key id stays a path
+    assert path in redact(f"see {path} and AKIA4Q7XJ2M9ZP3LKQWE")
