@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from anamnesis.store.operations import require_writable as require_writable
     from anamnesis.store.operations import resolve_ref as resolve_ref
     from anamnesis.store.operations import resolve_supersedes as resolve_supersedes
+    from anamnesis.store.operations import retype as retype
     from anamnesis.store.operations import save_edited_text as save_edited_text
     from anamnesis.store.operations import save_note as save_note
     from anamnesis.store.operations import update_note as update_note

@@ -29,6 +29,7 @@ from anamnesis.base.errors import (
 from anamnesis.base.fsutil import is_out_of_space, no_space_error
 from anamnesis.base.lock import store_lock
 from anamnesis.base.notes import (
+    GLOBAL_TYPES,
     Note,
     check_type,
     has_conflict_markers,
@@ -417,12 +418,24 @@ def update_note(
         if tags is not None:
             note.tags = normalize_tags(tags)
         if type is not None:
-            note.type = type
+            retype(note, type)
         note.updated = now_iso()
         note.machine = machine
         return save_note(
             store, note, message=f"{note.machine}: update {note.path}", expected_text=expected_text
         )
+
+
+def retype(note: Note, kind: str) -> None:
+    """Give `note` the type `kind`, unless that would make a project's note a rule for every
+    project: a preference is global (SessionStart shows it in every project as one to follow)."""
+    kind = check_type(kind)
+    if kind != note.type and kind in GLOBAL_TYPES and note.project:
+        raise UsageError(
+            f"{note.path} belongs to project {note.project}, and a {kind} holds in every project: write the"
+            f" rule as a new note of type {kind} (it is filed as global); nothing was changed"
+        )
+    note.type = kind
 
 
 def delete_note(store: Store, ref: str, *, commit: bool = True) -> Note:

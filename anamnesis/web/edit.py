@@ -28,6 +28,7 @@ from anamnesis.store import (
     move_note,
     note_history,
     restore_version,
+    retype,
     safe_path,
     save_edited_text,
     save_note,
@@ -324,7 +325,7 @@ async def edit_post(request: Request) -> Response:
             note.title = title.strip()
             note.body = text
             note.tags = normalize_tags(tags_text)
-            note.type = kind
+            retype(note, kind)
             note.updated = now_iso()
             note.machine = machine
             save_note(web.store, note, message=f"{machine}: edit {relpath}", expected_text=current)

@@ -193,6 +193,20 @@ def test_bad_input_comes_back_as_tool_errors(store: Store, project_dir: Path, tm
     assert (store.memory / "global" / "inside.md").read_text() == "# Inside\n\ntext\n"
 
 
+def test_a_projects_note_cannot_be_turned_into_a_preference_for_every_project(
+    store: Store, project_dir: Path
+) -> None:
+    async def script(session: ClientSession, call: Call) -> None:
+        made = _data(await call("write", {"title": "Pool size is 20", "body": "pool_size = 20"}))
+        refused = _error(await call("update", {"ref": made["id"], "type": "preference"}))
+        assert "holds in every project" in refused and "\n" not in refused.strip(), refused
+        assert _data(await call("update", {"ref": made["id"], "type": "procedural"}))  # another project type is fine
+
+    _drive(store, project_dir, script)
+    (note,) = [p for p in store.memory.rglob("*.md") if "pool-size" in p.name]
+    assert "type: procedural" in note.read_text() and "project: github.com/acme/api" in note.read_text()
+
+
 def test_hand_edits_are_seen(store: Store, project_dir: Path) -> None:
     async def script(session: ClientSession, call: Call) -> None:
         note = store.memory / "global" / "facts" / "hand-written.md"
