@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from anamnesis.base.errors import NoteNotFound, UsageError
 from anamnesis.base.fsutil import atomic_write_text
-from anamnesis.base.notes import ARCHIVE_DIR, parse_note
+from anamnesis.base.notes import ARCHIVE_DIR, is_note_id, parse_note
 from anamnesis.search import open_index, parse_when
 from anamnesis.store import (
     TITLE_STOPWORDS,
@@ -599,17 +599,22 @@ def list_archived(store: Store) -> list[str]:
     return sorted(relpath_of(store, p) for p in folder.rglob("*.md")) if folder.is_dir() else []
 
 
+def _names(ref: str, archived: str) -> bool:
+    """Whether `ref` names the archived note at `archived`: its path (archived or old), its file
+    name, or its id (the end of the file name); a fragment of a name is no name."""
+    name = archived.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0]
+    whole = (archived, archived.removeprefix(f"{ARCHIVE_DIR}/"), name, stem)
+    return ref in whole or (is_note_id(ref) and stem.endswith(f"-{ref}"))
+
+
 def restore_archived(store: Store, ref: str) -> str:
     """Move an archived note back where it was (one commit); its path now. `ref`: its archived path,
     its old path, or its id."""
     ref = ref.strip().removeprefix("memory/")
     with write_lock(store, "tidy restore"):
         machine = require_writable(store)
-        matches = [
-            p
-            for p in list_archived(store)
-            if ref in (p, p.removeprefix(f"{ARCHIVE_DIR}/")) or ref in p.rsplit("/", 1)[-1]
-        ]
+        matches = [p for p in list_archived(store) if _names(ref, p)]
         if not matches:
             raise NoteNotFound(f"no archived note matches {ref!r} (see `anamnesis tidy --archived`)")
         if len(matches) > 1:

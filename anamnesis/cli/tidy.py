@@ -85,8 +85,9 @@ def tidy(
     why = model_unready(store) if model else None
     if why is not None:
         raise UsageError(f"--model: {why}")
-    if sum(map(bool, (json_out, print_only, apply is not None, archived, restore is not None))) > 1:
-        raise UsageError("give one of --json, --print, --apply, --archived, --restore")
+    # --json is how, not what: it goes with --archived (and is the plan's format otherwise)
+    if sum(map(bool, (json_out and not archived, print_only, apply is not None, archived, restore is not None))) > 1:
+        raise UsageError("give one of --json, --print, --apply, --archived, --restore (--json also goes with --archived)")
     if archived:
         listed = list_archived(store)
         print_json(listed) if json_out else print("\n".join(listed) or "no archived notes")

@@ -149,6 +149,9 @@ def test_proposals_with_evidence_then_apply_twice_and_restore(
     assert _plan(run_cli)["proposals"] == []  # nothing left to propose
 
     assert run_cli("tidy", "--archived").stdout.strip() == f".archive/{notes['session'].path}"
+    assert json.loads(run_cli("tidy", "--archived", "--json").stdout) == [f".archive/{notes['session'].path}"]
+    fragment = notes["session"].path.rsplit("/", 1)[-1][:6]  # a piece of the file name names nothing
+    assert "no archived note" in run_cli("tidy", "--restore", fragment).stderr
     restored = run_cli("tidy", "--restore", notes["session"].id)
     assert restored.returncode == 0, restored.stderr
     assert (store.memory / notes["session"].path).exists()
