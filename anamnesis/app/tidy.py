@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from anamnesis.base.errors import NoteNotFound, UsageError
 from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.git import run_git
 from anamnesis.base.notes import ARCHIVE_DIR, is_note_id, parse_note
 from anamnesis.search import open_index, parse_when
 from anamnesis.store import (
@@ -230,10 +231,34 @@ def _load(store: Store) -> list[_Row]:
     return out
 
 
+def _names_in(title_words: frozenset[str]) -> set[str]:
+    """The title's words that name one thing among its kind: letters and digits together
+    (v1, v2, py311, ipv6, s3), not a value (30, 60), which a newer note may well change."""
+    return {w for w in title_words if any(c.isdigit() for c in w) and any(c.isalpha() for c in w)}
+
+
+def _named_apart(a: _Row, b: _Row) -> bool:
+    """Whether each title names a thing the other does not (v1 against v2): not one subject."""
+    mine, theirs = _names_in(a.title_words), _names_in(b.title_words)
+    return bool(mine - theirs) and bool(theirs - mine)
+
+
 def _newer(a: _Row, b: _Row) -> tuple[_Row, _Row]:
     """(newer, older) of two notes: by creation, then update, then path (the same answer everywhere)."""
     ka, kb = (a.created or a.updated, a.updated, a.path), (b.created or b.updated, b.updated, b.path)
     return (a, b) if ka > kb else (b, a)
+
+
+def _added_first(store: Store, one: str, other: str) -> bool:
+    """Whether the commit that added `one` came before the one that added `other` (same-second
+    notes: their dates cannot tell)."""
+    commits = [
+        run_git(store.memory, "log", "--diff-filter=A", "--format=%H", "-1", "--", path, check=False).stdout.strip()
+        for path in (one, other)
+    ]
+    if not all(commits) or commits[0] == commits[1]:
+        return False
+    return run_git(store.memory, "merge-base", "--is-ancestor", *commits, check=False).returncode == 0
 
 
 def _shared_and_differing(keep: str, other: str) -> tuple[list[str], list[str]]:
@@ -318,9 +343,13 @@ def plan_tidy(
         a, b = rows[i], rows[j]
         if links.find(a.id) == links.find(b.id):
             continue  # already linked, directly or through others
+        if _named_apart(a, b):
+            continue  # "API v1 …" and "API v2 …": two things, however alike the rest reads
         body_sim = jaccard(words(a.body), words(b.body))
         title_sim = jaccard(a.title_words, b.title_words)
         newer, older = _newer(a, b)
+        if (a.created or a.updated) == (b.created or b.updated) and _added_first(store, newer.path, older.path):
+            newer, older = older, newer  # written in the same second: the one git got later is newer
         shared, only = _shared_and_differing(newer.body, older.body)
         fewest = min(len(_lines(a.body)), len(_lines(b.body)))
         same_lines = len(shared) / fewest if fewest and len(shared) >= 2 else 0.0
@@ -516,10 +545,18 @@ def apply_proposal(store: Store, proposal: Proposal, *, model: bool = False) -> 
     keep = load_note(store, keep_path)
     if proposal.other.id in keep.supersedes:
         return Applied(key, "already", f"{keep_path} already supersedes {proposal.other.id}")
+    other = load_note(store, other_path)
+    if (keep.project, keep.type) != (other.project, other.type):  # a plan is a file: it may say anything
+        return Applied(
+            key,
+            "skipped",
+            f"{keep_path} and {other_path} are not of one project and type"
+            f" ({keep.project or 'global'} {keep.type}, {other.project or 'global'} {other.type}):"
+            " tidy only joins notes of the same project and type",
+        )
     body = None
     by_model = ""
     if proposal.action == "merge":
-        other = load_note(store, other_path)
         _shared, only = _shared_and_differing(keep.body, other.body)
         body = keep.body
         if only:
@@ -560,6 +597,9 @@ def _archive(store: Store, proposal: Proposal) -> Applied:
             return Applied(
                 key, "stale", f"the note it lives on in ({proposal.keep.id}) is no longer in the memory"
             )
+        kind = load_note(store, path).type
+        if kind != "episodic":  # a plan is a file: it may say anything
+            return Applied(key, "skipped", f"{path} is a {kind} note: tidy archives only session notes")
         target = f"{ARCHIVE_DIR}/{path}"
         if safe_path(store, target).exists():
             raise UsageError(f"{target} exists already; nothing was archived")

@@ -85,9 +85,12 @@ def tidy(
     why = model_unready(store) if model else None
     if why is not None:
         raise UsageError(f"--model: {why}")
-    # --json is how, not what: it goes with --archived (and is the plan's format otherwise)
-    if sum(map(bool, (json_out and not archived, print_only, apply is not None, archived, restore is not None))) > 1:
-        raise UsageError("give one of --json, --print, --apply, --archived, --restore (--json also goes with --archived)")
+    # --json is how, not what: it goes with --archived and --apply (and is the plan's format otherwise)
+    plain_json = json_out and not archived and apply is None
+    if sum(map(bool, (plain_json, print_only, apply is not None, archived, restore is not None))) > 1:
+        raise UsageError(
+            "give one of --json, --print, --apply, --archived, --restore (--json also goes with --archived, --apply)"
+        )
     if archived:
         listed = list_archived(store)
         print_json(listed) if json_out else print("\n".join(listed) or "no archived notes")
@@ -104,7 +107,10 @@ def tidy(
             except OSError as exc:
                 raise UsageError(f"cannot read the plan {apply}: {exc.strerror or exc}") from None
         results = apply_plan(store, read_plan(text), model=model)
-        _report(results)
+        if json_out:
+            print_json({"applied": [result.to_dict() for result in results]})
+        else:
+            _report(results)
         return
     key = _project_option(project, here)
     plan = plan_tidy(store, project=key, stale_after=stale_after, meaning=False if words_only else None)

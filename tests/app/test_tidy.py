@@ -185,6 +185,34 @@ def test_bad_plans_and_flags_are_one_line_errors(store: Store, run_cli: RunCli, 
     assert _head(store) == head
 
 
+def test_a_hand_edited_plan_cannot_archive_a_fact_or_join_two_projects(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    notes = _seed(store)
+    web = _note(store, "semantic", "Worker pool size is 30", "workers = 30\n", "github.com/acme/web", days_old=1)
+    repo.commit_all(store, "test: a note of another project")
+    head = _head(store)
+
+    def ref(note: Note) -> dict[str, str]:
+        return {"id": note.id, "path": note.path, "title": note.title, "created": note.created, "updated": note.updated}
+
+    plan = {
+        "version": 1,
+        "proposals": [
+            {"action": "archive", "kind": "stale-session", "keep": ref(notes["fact"]), "other": ref(notes["decoy"])},
+            {"action": "supersede", "kind": "replaced", "keep": ref(web), "other": ref(notes["pool20"])},
+        ],
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    proc = run_cli("tidy", "--apply", str(path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    outcomes = [a["outcome"] for a in json.loads(proc.stdout)["applied"]]
+    assert outcomes == ["skipped", "skipped"], proc.stdout
+    assert "archives only session notes" in proc.stdout and "same project and type" in proc.stdout
+    assert _head(store) == head and (store.memory / notes["decoy"].path).exists()
+
+
 def test_in_a_terminal_it_asks_about_each_proposal(store: Store) -> None:
     notes = _seed(store)
     head = _head(store)
@@ -350,3 +378,32 @@ def test_a_model_written_merge_is_redacted_both_ways_and_keeps_every_line(
         assert line in merged, line
     log = subprocess.run(["git", "-C", str(store.memory), "log", "-p"], capture_output=True, text=True).stdout
     assert answered not in log
+
+
+def test_notes_that_name_different_things_are_not_proposed_whatever_their_words(
+    store: Store, run_cli: RunCli
+) -> None:
+    v1 = _put(store, "semantic", "API v1 request timeout is 30 seconds", "The v1 gateway cuts requests at 30 s.\n", 30)
+    v2 = _put(store, "semantic", "API v2 request timeout is 60 seconds", "The v2 gateway cuts requests at 60 s.\n", 5)
+    old = _put(store, "semantic", "Cache TTL is 60 seconds for users", "ttl = 60\n", 30)
+    new = _put(store, "semantic", "Cache TTL is 300 seconds for users", "ttl = 300\n", 5)
+    repo.commit_all(store, "test: notes")
+    pairs = [{p["keep"]["id"], p["other"]["id"]} for p in _plan(run_cli)["proposals"]]
+    assert {v1.id, v2.id} not in pairs  # v1 and v2: two APIs
+    assert {old.id, new.id} in pairs  # 60 and 300: one TTL, changed
+
+
+def test_of_two_notes_written_in_the_same_second_the_one_committed_later_is_the_newer(
+    store: Store, run_cli: RunCli
+) -> None:
+    stamp = "2026-11-20T10:00:00Z"
+    folder = store.memory / "projects" / "github.com-acme-api" / "facts"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, ttl in (("zz-cache-ttl-60-aaaaaaaaaa.md", 60), ("aa-cache-ttl-300-bbbbbbbbbb.md", 300)):
+        (folder / name).write_text(
+            f"---\nid: {name[-13:-3]}\ntitle: Cache TTL is {ttl} seconds for users\ntype: semantic\n"
+            f"project: {API}\ncreated: '{stamp}'\nupdated: '{stamp}'\n---\nttl = {ttl}\n"
+        )
+        repo.commit_all(store, f"test: ttl {ttl}")
+    (proposal,) = [p for p in _plan(run_cli)["proposals"] if "Cache TTL" in p["keep"]["title"]]
+    assert proposal["keep"]["title"] == "Cache TTL is 300 seconds for users", proposal
