@@ -151,6 +151,10 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
                 supersedes=replaced,
             )
         )
+        if added and updated and updated[:10] > (created or "")[:10]:  # changed again on a later day
+            entries.append(
+                Entry("note", updated, machine or "", key, title or "", path, change="updated", type=kind or "")
+            )
     by_day: dict[str, list[Entry]] = {}
     for entry in entries:
         by_day.setdefault(entry.when[:10] or "undated", []).append(entry)

@@ -158,3 +158,18 @@ def test_the_timeline_page_in_chromium(fleet: Fleet, chrome: Any) -> None:
         watched.page.click("text=Raise the pool size")
         watched.page.wait_for_url("**/note/**")
         assert "Switched to 40 connections" in watched.page.inner_text("main")
+
+
+def test_a_note_added_earlier_in_the_span_and_changed_today_shows_on_both_days(fleet: Fleet) -> None:
+    from anamnesis.agents.timeline import build_timeline
+    from anamnesis.store.operations import load_note
+
+    desk = fleet.machine("desk")
+    note = _fact(desk, 5, "How to release the API")
+    changed = load_note(desk.store, note.path)
+    changed.body += "\nTag, then promote.\n"
+    changed.updated = _ago(0, 9)
+    save_note(desk.store, changed)
+    days = {day: [(e.change, e.title) for e in entries] for day, entries in build_timeline(desk.store).days}
+    assert ("added", "How to release the API") in days[_ago(5)[:10]]
+    assert ("updated", "How to release the API") in days[_ago(0)[:10]], days
