@@ -20,17 +20,18 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, ToolAnnotations
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, ToolAnnotations
 from pydantic import ConfigDict, Field, ValidationError, with_config
 from typing_extensions import TypedDict  # below 3.12 pydantic reads nested TypedDicts only from here
 
 from anamnesis import __version__
-from anamnesis.base.errors import AnamnesisError, UsageError
+from anamnesis.base.errors import AnamnesisError, NoteNotFound, UsageError
 from anamnesis.base.notes import GLOBAL_TYPES, TAG_INPUT_PATTERN, NoteType, normalize_tags
 from anamnesis.base.paths import Store, open_store
 from anamnesis.mcp.upkeep import UpkeepTools
@@ -248,6 +249,20 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(_for_agents(str(exc))) from None
     except (OSError, ValueError) as exc:
         raise ToolError(f"{type(exc).__name__}: {exc}") from None
+
+
+@contextmanager
+def _resource_errors() -> Iterator[None]:
+    """A resource read's failure as one line: a note that is not there is "not found" (invalid
+    params), anything else the store refuses says why; the SDK wraps any other exception in
+    "Error creating resource from template" and prints its traceback instead."""
+    try:
+        with _serial:
+            yield
+    except NoteNotFound as exc:
+        raise ResourceNotFoundError(_for_agents(str(exc))) from None
+    except (AnamnesisError, OSError, ValueError) as exc:
+        raise ResourceError(_for_agents(str(exc))) from None
 
 
 def _for_agents(message: str) -> str:
@@ -576,7 +591,7 @@ class MemoryTools:
         """A note's file as it is on disk, front matter and all."""
         from anamnesis.store import read_note  # lazy: the first read loads the core, not MCP start
 
-        with _tool_errors():
+        with _resource_errors():
             self.store.require()
             note = read_note(self.store, note_id)
             return (self.store.memory / note.path).read_text(encoding="utf-8")
@@ -590,8 +605,13 @@ class MemoryTools:
             text, _paths = build_context(self.store, self.cwd)
             return text or "The memory holds nothing about this project yet."
 
-    def recall_prompt(self, topic: str) -> str:
-        """A message that puts what the memory holds about `topic` in front of the model."""
+    def recall_prompt(self, topic: str = "") -> str:
+        """A message that puts what the memory holds about `topic` in front of the model.
+
+        `topic` has a default so that leaving it out reaches this check, an invalid-params error
+        an agent can act on; the SDK's own check answers a missing argument with error code 0."""
+        if not topic.strip():
+            raise MCPError(code=INVALID_PARAMS, message="recall needs a topic: what to bring back from memory")
         found = self.search(topic[:MAX_QUERY], limit=5)
         if not found["results"]:
             return f"My memory (Anamnesis) holds no note about: {topic}. Say so if it matters."

@@ -351,6 +351,15 @@ def test_resources_and_prompts_have_something_behind_them(store: Store, project_
         assert "Orders use pg_bouncer" in recalled.messages[0].content.text  # type: ignore[union-attr]
         remember = await session.get_prompt("remember", {})
         assert "write tool" in remember.messages[0].content.text  # type: ignore[union-attr]
+        # What a caller gets wrong comes back as an error it can act on, one line, a JSON-RPC code.
+        from mcp.shared.exceptions import MCPError
+
+        with pytest.raises(MCPError) as missing:
+            await session.read_resource("anamnesis://note/zzzz")
+        assert missing.value.code == -32602 and "no note matches 'zzzz'" in missing.value.message
+        with pytest.raises(MCPError) as no_topic:
+            await session.get_prompt("recall", {})
+        assert no_topic.value.code == -32602 and "needs a topic" in no_topic.value.message
 
     _drive(store, project_dir, script)
 
