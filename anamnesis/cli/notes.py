@@ -37,9 +37,14 @@ def _project_option(project: str | None, here: bool, global_: bool = False, opti
     if global_:
         return None
     if project:
-        from anamnesis.store import check_project_key  # lazy: --help loads every command module
+        from anamnesis.store import check_project_key, resolve_alias  # lazy: --help loads every command module
 
-        return check_project_key(project)  # the rule MCP applies too: a key, never a path
+        key = check_project_key(project)  # the rule MCP applies too: a key, never a path
+        target = resolve_alias(key.lower())  # an alias (a renamed project's old key) finds the new one
+        if target.lower() == key.lower():
+            return key
+        print(f"({key} is an alias of {target}: its notes are filed there)", file=sys.stderr)
+        return target
     if here:
         from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
         from anamnesis.store import detect_project  # lazy: --help loads every command module

@@ -176,7 +176,8 @@ def test_merge_joins_two_projects_and_rename_refuses_an_existing_key(fleet: Flee
     assert merged.returncode == 0, merged.stderr
     listed = json.loads(a.cli("list", "-p", OLD, "--json").stdout)
     assert sorted(n["title"] for n in listed) == ["Old fact", "Release"]
-    assert json.loads(a.cli("list", "-p", "api-old", "--json").stdout) == []
+    by_alias = json.loads(a.cli("list", "-p", "api-old", "--json").stdout)  # the old key is an alias now
+    assert sorted(n["title"] for n in by_alias) == ["Old fact", "Release"]
     projects = {p["project"]: p for p in json.loads(a.cli("project", "list", "--json").stdout)}
     assert "api-old" not in projects and projects[OLD]["aliases"] == ["api-old"]
     unaliased = a.cli("project", "unalias", "api-old")
@@ -200,6 +201,9 @@ def test_an_alias_never_hides_a_projects_own_notes(fleet: Fleet) -> None:
     assert taken.returncode == 2 and "is an alias of github.com/acme/site" in taken.stderr, taken.stderr
     aliases = {p["project"]: p["aliases"] for p in json.loads(a.cli("project", "list", "--json").stdout)}
     assert aliases["github.com/acme/site"] == ["github.com/acme/web"]
+    by_old_key = a.cli("list", "-p", "github.com/acme/web", "--json")  # the old key finds the notes
+    assert [n["title"] for n in json.loads(by_old_key.stdout)] == ["Web fact"]
+    assert "is an alias of github.com/acme/site" in by_old_key.stderr
     # Renaming back onto the key's own alias is fine: the alias goes, the notes come back.
     assert a.cli("project", "rename", "github.com/acme/site", "github.com/acme/web").returncode == 0
     assert [n["title"] for n in json.loads(a.cli("list", "-p", "github.com/acme/web", "--json").stdout)] == ["Web fact"]
