@@ -355,15 +355,10 @@ def test_a_store_made_read_only_gets_one_fix_for_all_of_it(fleet: Fleet) -> None
     assert "Later from b" in a.cli("list").stdout
 
 
-def test_a_refs_folder_owned_by_another_user_is_our_fault_not_the_peers(fleet: Fleet) -> None:
-    a = behind_a_hub(fleet)
-    assert a.cli("sync").returncode == 0  # the peer's refs folders now exist
-    hub_b = fleet.machines["b"]
-    create_note(hub_b.store, type="semantic", title="Second from b", body="z\n")
-    hub_b.sync()
-    peers_refs = a.memory / ".git" / "refs" / "anamnesis"
-    assert peers_refs.is_dir()
-    undo = _owned_by_another_user(peers_refs)
+def _sync_with_a_folder_not_ours(a: Machine, folder: Path) -> tuple[subprocess.CompletedProcess[str], str]:
+    """`anamnesis sync` on `a` (with root's powers dropped) while `folder` belongs to another user:
+    it must stop with one line saying this machine cannot write its store."""
+    undo = _owned_by_another_user(folder)
     try:
         proc = subprocess.run(
             without_root_powers([*ANAMNESIS, "sync"]), capture_output=True, text=True, env=a.env(), timeout=120
@@ -373,6 +368,18 @@ def test_a_refs_folder_owned_by_another_user_is_our_fault_not_the_peers(fleet: F
     assert proc.returncode == ExitCode.LOCAL_FAULT, (proc.returncode, proc.stdout, proc.stderr)
     line = proc.stderr.strip()
     assert line.count("\n") == 0 and "this machine cannot write its own store" in line, line
+    return proc, line
+
+
+def test_a_refs_folder_owned_by_another_user_is_our_fault_not_the_peers(fleet: Fleet) -> None:
+    a = behind_a_hub(fleet)
+    assert a.cli("sync").returncode == 0  # the peer's refs folders now exist
+    hub_b = fleet.machines["b"]
+    create_note(hub_b.store, type="semantic", title="Second from b", body="z\n")
+    hub_b.sync()
+    peers_refs = a.memory / ".git" / "refs" / "anamnesis"
+    assert peers_refs.is_dir()
+    proc, line = _sync_with_a_folder_not_ours(a, peers_refs)
     assert str(peers_refs) in line and "desktop:" not in line and "unreachable" not in proc.stdout, line
     blames_no_peer(a)
     assert a.cli("sync").returncode == 0
@@ -391,16 +398,7 @@ def test_a_notes_folder_owned_by_another_user_is_our_fault_and_loses_nothing(fle
     create_note(b.store, type="semantic", title="Another fact", body="three\n")
     b.sync()
     mine = create_note(a.store, type="semantic", title="Written on a", body="mine\n")
-    undo = _owned_by_another_user(folder)
-    try:
-        proc = subprocess.run(
-            without_root_powers([*ANAMNESIS, "sync"]), capture_output=True, text=True, env=a.env(), timeout=120
-        )
-    finally:
-        undo()
-    assert proc.returncode == ExitCode.LOCAL_FAULT, (proc.returncode, proc.stdout, proc.stderr)
-    line = proc.stderr.strip()
-    assert line.count("\n") == 0 and "this machine cannot write its own store" in line, line
+    _proc, line = _sync_with_a_folder_not_ours(a, folder)
     assert str(folder) in line and "kept changing" not in line, line
     blames_no_peer(a)
     assert a.git("status", "--porcelain") == ""  # nothing half-written left behind
