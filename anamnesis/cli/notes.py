@@ -37,7 +37,7 @@ def _project_option(project: str | None, here: bool, global_: bool = False, opti
     if global_:
         return None
     if project:
-        from anamnesis.store import check_project_key, resolve_alias  # lazy: --help loads every command module
+        from anamnesis.store import check_project_key, resolve_alias  # lazy: as above
 
         key = check_project_key(project)  # the rule MCP applies too: a key, never a path
         target = resolve_alias(key.lower())  # an alias (a renamed project's old key) finds the new one
@@ -49,10 +49,10 @@ def _project_option(project: str | None, here: bool, global_: bool = False, opti
         from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
         from anamnesis.store import detect_project  # lazy: --help loads every command module
 
-        key = detect_project(Path.cwd())
-        if key is None and not optional:  # as a filter, None would match every note
+        here_key = detect_project(Path.cwd())
+        if here_key is None and not optional:  # as a filter, None would match every note
             raise UsageError("--here: this folder is in no project (no git repo or .anamnesis-project); use -p KEY")
-        return key
+        return here_key
     return None
 
 
