@@ -221,10 +221,56 @@ def _region_pieces(lines: list[str], blocks: dict[str, Block]) -> list[_Piece]:
     return pieces
 
 
+def _kept_base(side: list[str], base: list[str]) -> tuple[list[str], bool] | None:
+    """(the lines `side` added, whether after the base) when `side` kept the base region whole
+    and only added lines before or after it; else None."""
+    if len(side) <= len(base):
+        return None
+    if side[: len(base)] == base:
+        return side[len(base) :], True
+    if side[len(side) - len(base) :] == base:
+        return side[: len(side) - len(base)], False
+    return None
+
+
+def _beside_a_block(
+    regions: list[list[str]], first: str, second: str, blocks: dict[str, Block], eol: str
+) -> tuple[str, bool] | None:
+    """A region whose base holds a conflict block, where a side kept that base as it was and only
+    wrote lines before or after it: those lines are that side's, set beside what the other side
+    made of the base, never copied into the block's versions (each merge would copy them again,
+    and the note would double). None when no side did that."""
+    one, base, two = regions
+    if not any(line.startswith(_TOKEN) for line in base):
+        return None
+    kept_one, kept_two = _kept_base(one, base), _kept_base(two, base)
+
+    def text(lines: list[str]) -> str:
+        return "".join(_untokenized(line, blocks) for line in lines)
+
+    if kept_one is not None and kept_two is not None:
+        (added_one, after_one), (added_two, after_two) = kept_one, kept_two
+        if after_one == after_two:  # both wrote on the same side of it: only those lines can clash
+            inner, recorded = _settle([added_one, [], added_two], first, second, blocks, eol)
+            return (text(base) + inner, recorded) if after_one else (inner + text(base), recorded)
+        later, earlier = (added_one, added_two) if after_one else (added_two, added_one)
+        return text(earlier + base + later), False
+    if kept_one is not None:
+        added, at_end = kept_one
+        return text(two + added if at_end else added + two), False
+    if kept_two is not None:
+        added, at_end = kept_two
+        return text(one + added if at_end else added + one), False
+    return None
+
+
 def _settle(
     regions: list[list[str]], first: str, second: str, blocks: dict[str, Block], eol: str
 ) -> tuple[str, bool]:
     """The text for a region both sides changed, and whether it holds a new conflict."""
+    beside = _beside_a_block(regions, first, second, blocks, eol)
+    if beside is not None:
+        return beside
     one, base, two = (_region_pieces(r, blocks) for r in regions)
     v1, v2 = versions(one, first), versions(two, second)
     # Plain text where the base had a block is a resolution: a decision, kept even if it equals a version.

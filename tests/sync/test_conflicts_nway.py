@@ -8,6 +8,7 @@ must find any marker line, and `resolve` (--keep, --ours, --theirs, --both,
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -80,6 +81,54 @@ def test_a_conflict_replayed_onto_another_conflict_is_one_block_with_every_versi
     assert [(c["path"], c["blocks"]) for c in listed] == [(path, [["m0", "m1", "m2"]])]
     with open_index(machines[2].store) as index:
         assert [h.path for h in index.conflicted()] == [path]
+
+
+def test_lines_written_after_a_conflict_block_stay_once_and_the_note_never_doubles(fleet: Fleet) -> None:
+    """Two machines keep appending to a note in conflict, syncing in turn: each line is in the note
+    once, in its own machine's version or after the block, never copied into the other versions
+    (each merge used to copy them again: the note doubled every round, to 16 MB in a minute)."""
+    hub = fleet.hub()
+    x = fleet.machine("x", {"hub": str(hub)})
+    y = fleet.machine("y", {"hub": str(hub)})
+    note = create_note(x.store, type="semantic", title="Shared note", body="start\n")
+    x.sync()
+    y.sync()
+    sizes = []
+    for i in range(1, 7):
+        x.write(note.path, x.read(note.path) + f"X line {i}\n")
+        y.write(note.path, y.read(note.path) + f"Y line {i}\n")
+        y.cli("sync")
+        x.cli("sync")
+        sizes.append(len(x.read(note.path).splitlines()))
+    for m in (y, x, y):
+        m.cli("sync")
+    text = x.read(note.path)
+    assert text == y.read(note.path)
+    assert_well_formed(text)
+    body = split_front_matter(text)[1]
+    for who in "XY":
+        for i in range(1, 7):
+            assert body.count(f"{who} line {i}\n") == 1, (who, i, body)
+    assert max(b - a for a, b in itertools.pairwise(sizes)) < 10, sizes  # linear, not doubling
+    for block in blocks_of(text):
+        assert len({s.label for s in block.sections}) == len(block.sections), block  # one section a machine
+
+
+def test_a_half_resolved_note_held_back_gets_the_other_machines_lines_after_it(fleet: Fleet) -> None:
+    """A person removed the opening marker only (held back, not committed); meanwhile another
+    machine appended a line after the block: the held text comes back as it was, that line after it."""
+    machines, _note_id, path = three_way(fleet)
+    m0, m1, _m2 = machines
+    half = m0.read(path).replace("<<<<<<< m0\n", "", 1)
+    m0.write(path, half)
+    assert m0.cli("sync").returncode == 10  # held back
+    m1.write(path, m1.read(path).replace(">>>>>>> m2\n", ">>>>>>> m2\nwritten on m1 right after it\n"))
+    assert m1.cli("sync").returncode == 0
+    m0.cli("sync")
+    text = m0.read(path)
+    assert text.count("written on m1 right after it\n") == 1 and "(not committed)" not in text, text
+    assert ">>>>>>> m2\nwritten on m1 right after it\nbottom\n" in text, text
+    assert "<<<<<<< m0" not in text and "middle from m0\n" in text  # the person's edit stands
 
 
 def test_resolve_handles_an_nway_block_in_every_form(fleet: Fleet) -> None:
