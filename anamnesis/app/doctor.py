@@ -22,7 +22,7 @@ from anamnesis.base.fsutil import (
     write_problem,
 )
 from anamnesis.base.git import git_processes_in, lock_files
-from anamnesis.base.notes import ProblemKind, first_fix
+from anamnesis.base.notes import ProblemKind, first_fix, is_note_path
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural
@@ -139,6 +139,14 @@ def run_checks(store: Store) -> list[Finding]:
             if other != relpath:
                 findings.append(
                     Finding(relpath, f"differs from {other} only by case; they collide on macOS and Windows", "rename one")
+                )
+            if os.path.islink(full) and not is_note_path(relpath):  # a note's link: the index names it
+                findings.append(
+                    Finding(
+                        relpath,
+                        "a symbolic link: sync leaves it out (notes are plain files inside memory/)",
+                        f"put the files themselves there, or remove the link: rm {full}",
+                    )
                 )
             if not os.access(full, os.R_OK):
                 findings.append(Finding(relpath, "is not readable by you", f"chmod u+r {full}"))

@@ -236,8 +236,8 @@ def uninstall(
     The MCP server, Claude Code's hooks and permission, the memory block in
     AGENTS.md / GEMINI.md: each file goes back to what it was. The sync timer
     or watch service (systemd user units, LaunchAgents) is stopped and deleted,
-    and so are an `anamnesis watch` started by hand and a running semantic
-    query server of the store.
+    and so are an `anamnesis watch` started by hand, a running dashboard
+    (`anamnesis web`) and semantic query server of the store.
 
     Your notes are kept: ~/.anamnesis/memory is never deleted (nor the rest of
     ~/.anamnesis: this machine's settings, index and logs); `rm -rf ~/.anamnesis`
@@ -251,12 +251,14 @@ def uninstall(
     from anamnesis.agents import AGENTS, chosen, plan_removal, remove_agents, titled  # lazy: as above
     from anamnesis.app import current_installation  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.running import DASHBOARDS, held_in, holder, stop_holder  # lazy: as above
     from anamnesis.search import server_answering, stop_query_server  # lazy: as above
     from anamnesis.sync import schedule_files, stop_watch, watch_pid  # lazy: as above
 
     if everything and agent:
         raise UsageError("--everything removes what init added to every agent: leave out --agent")
     store = get_store(require=False)
+    dashboards = store.state_dir / DASHBOARDS  # each running `anamnesis web` holds a file there
     agents = chosen(agent) if agent else list(AGENTS.values())
     program = current_installation() if everything else None
     kept = _kept(store)
@@ -265,6 +267,8 @@ def uninstall(
         extra = [] if agent else [f"remove {path}" for path in schedule_files(store)]
         if not agent and (pid := watch_pid(store)):
             extra.append(f"stop `anamnesis watch` (pid {pid}), which syncs this store")
+        if not agent:
+            extra += [f"stop the dashboard (`anamnesis web`, pid {holder(p)})" for p in held_in(dashboards)]
         if not agent and server_answering(store):
             extra.append("stop the semantic query server of this store")
         extra += program.planned() if program else []
@@ -277,13 +281,12 @@ def uninstall(
     done = remove_agents(store, agents, named=bool(agent))
     if not agent:
         done.extend(_uninstall_schedule(store))
-        watch = stop_watch(store)  # one started by hand: the timer is gone, so is syncing by itself
-        if watch is not None:
-            pid, gone = watch
-            done.append(
-                f"stopped `anamnesis watch` (pid {pid})" if gone else f"`anamnesis watch` (pid {pid}) did not stop: "
-                f"end it with `kill {pid}`"
-            )
+        stopped = [("anamnesis watch", stop_watch(store))]  # one started by hand: no more syncing by itself
+        stopped += [("anamnesis web", stop_holder(path, wait=10)) for path in held_in(dashboards)]
+        for what, outcome in stopped:
+            if outcome is not None:
+                pid, gone = outcome
+                done.append(f"stopped `{what}` (pid {pid})" if gone else f"`{what}` (pid {pid}) did not stop: `kill {pid}`")
         if stop_query_server(store):  # started by a session's hook or a search; nothing would ask it now
             done.append("stopped the semantic query server of this store")
     if json_out:

@@ -24,11 +24,9 @@ runs, under the same store lock.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
-import signal
 import threading
 import time
 import warnings
@@ -39,6 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.paths import Store
+from anamnesis.base.running import AlreadyHeld, hold, holder, is_held, stop_holder
 from anamnesis.base.text import plural
 from anamnesis.search import mark_behind
 
@@ -281,19 +280,12 @@ class Watcher:
             self.stop()
 
     def _take_lock(self) -> None:
-        path = self.store.state_dir / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
-            os.close(fd)
+            self._lock_fd = hold(self.store.state_dir / LOCK_NAME)
+        except AlreadyHeld as held:
             raise WatchRunning(
-                f"`anamnesis watch` already runs for {self.store.home} (pid {holder})"
+                f"`anamnesis watch` already runs for {self.store.home} (pid {held.pid or '?'})"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._lock_fd = fd
 
     # -- requests ---------------------------------------------------------------------
 
@@ -762,47 +754,18 @@ def _pid_alive(pid: int) -> bool:
 
 def watch_running(store: Store) -> bool:
     """Whether a live `anamnesis watch` holds this store's watch lock."""
-    path = store.state_dir / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return is_held(store.state_dir / LOCK_NAME)
 
 
 def watch_pid(store: Store) -> int | None:
     """The pid of the `anamnesis watch` holding this store's watch lock (it writes it there), or None."""
-    if not watch_running(store):
-        return None
-    try:
-        pid = int((store.state_dir / LOCK_NAME).read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        return None
-    return pid if pid > 0 and pid != os.getpid() else None
+    return holder(store.state_dir / LOCK_NAME)
 
 
 def stop_watch(store: Store, wait: float = 30.0) -> tuple[int, bool] | None:
     """Stop the `anamnesis watch` of this store, by hand or by a service: (its pid, whether it
     is gone), or None when none runs. SIGTERM lets it finish the sync it is in (`wait` seconds)."""
-    pid = watch_pid(store)
-    if pid is None:
-        return None
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid, False  # another user's: not ours to stop
-    deadline = time.monotonic() + wait
-    while watch_running(store) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return pid, not watch_running(store)
+    return stop_holder(store.state_dir / LOCK_NAME, wait)
 
 
 def watch_summary(store: Store) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from anamnesis.base.paths import Store
+from anamnesis.base.running import DASHBOARDS, hold
 from anamnesis.search import open_index
 from anamnesis.web.app import create_app
 from anamnesis.web.security import is_loopback
@@ -76,12 +78,17 @@ def serve(
         timeout_graceful_shutdown=2,
     )
     server = uvicorn.Server(config)
+    # known to `uninstall` while it runs: a file of its own, locked, named after its pid
+    marker = store.state_dir / DASHBOARDS / f"{os.getpid()}.lock"
+    held = hold(marker)
     if on_ready is not None:
         on_ready(bound.url(token))
     try:
         server.run(sockets=[bound.sock])
     finally:
         bound.sock.close()
+        marker.unlink(missing_ok=True)
+        os.close(held)
 
 
 def exposure_warning(host: str) -> str | None:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from conftest import RunCli
 from web_support import Dashboard, Seeded, dashboard, seed_store
 
 from anamnesis.base.git import git_out, run_git
@@ -271,3 +272,17 @@ def test_a_conflicts_page_of_no_note_is_not_found_and_a_page_past_the_end_says_s
         assert http.get("/conflicts/projects/nope.md").status_code == 404
         past = http.get("/browse?page=999")
     assert past.status_code == 200 and "There is no page 999" in past.text, past.text[-800:]
+
+
+def test_uninstall_stops_a_running_dashboard(store: Store, run_cli: RunCli) -> None:
+    with dashboard(store.home) as running:
+        planned = run_cli("uninstall", "--print")
+        assert f"stop the dashboard (`anamnesis web`, pid {running.proc.pid})" in planned.stdout, planned.stdout
+        assert running.proc.poll() is None  # --print changes nothing
+        done = run_cli("uninstall")
+        assert done.returncode == 0, done.stderr
+        assert f"stopped `anamnesis web` (pid {running.proc.pid})" in done.stdout, done.stdout
+        assert running.proc.wait(timeout=10) is not None  # gone by the time uninstall returned
+    from anamnesis.base.running import held_in
+
+    assert held_in(store.state_dir / "dashboards") == []  # and the file it held is tidied away

@@ -177,3 +177,16 @@ def test_a_temporary_file_left_by_a_killed_write_is_reported(run_cli: RunCli, ho
     code, findings = doctor(run_cli)
     assert code == 1 and [f["where"] for f in findings] == [str(old.relative_to(home / "memory"))]
     assert findings[0]["fix"] == f"delete it: rm {old}"
+
+
+def test_a_symbolic_link_to_a_folder_in_memory_is_listed(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
+    init(run_cli)
+    outside = tmp_path / "outdir"
+    outside.mkdir()
+    (outside / "x.md").write_text("# Outside\n")
+    link = home / "memory" / "global" / "linkdir"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside)
+    code, findings = doctor(run_cli)
+    assert code == 1 and [f["where"] for f in findings] == ["global/linkdir"], findings
+    assert "symbolic link" in findings[0]["problem"] and "sync leaves it out" in findings[0]["problem"]
