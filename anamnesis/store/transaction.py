@@ -23,8 +23,11 @@ from pathlib import Path
 from anamnesis.base.errors import AnamnesisError, GitError
 from anamnesis.base.fsutil import (
     atomic_write_bytes,
+    folders_under,
     is_out_of_space,
     no_space_error,
+    unwritable_folders,
+    unwritable_text,
     write_fix,
     write_problem,
 )
@@ -274,6 +277,12 @@ def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: st
     # mebibyte left, a failed write of git, SQLite or the file system is taken for want of space.
     if is_out_of_space(exc, store.home if isinstance(exc, (GitError, sqlite3.Error, OSError)) else None):
         return no_space_error(store.home, stage, exc, kept)
+    if isinstance(exc, GitError):
+        git_dir = store.memory / ".git"
+        blocked = unwritable_folders(folders_under(git_dir))
+        if blocked:  # git's own words ("insufficient permission for adding an object") name no fix
+            what, fix = unwritable_text(blocked, git_dir)
+            return AnamnesisError(f"{stage} {relpath} failed: {what}; {kept} — fix: {fix}")
     if isinstance(exc, AnamnesisError):
         exc.args = (f"{exc}; {kept}",)
         return exc

@@ -417,3 +417,19 @@ def test_a_note_folder_that_cannot_be_written_is_named_with_its_fix(run_cli: Run
     assert f"{facts} cannot be written" in ran.stderr and f"chmod u+w {facts}" in ran.stderr, ran.stderr
     assert "nothing was written" in ran.stderr
     assert sorted(p.name for p in facts.iterdir()) == before
+
+
+def test_a_git_folder_that_cannot_be_written_is_named_with_its_fix_by_new(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    objects = home / "memory" / ".git" / "objects"
+    objects.chmod(0o555)
+    try:
+        ran = subprocess.run(
+            without_root_powers([sys.executable, "-m", "anamnesis", "new", "A note", "-G", "--body", "words"]),
+            capture_output=True, text=True, env=cli_env(home), timeout=60,
+        )
+    finally:
+        objects.chmod(0o755)
+    assert ran.returncode != 0 and ran.stderr.count("\n") == 1, (ran.returncode, ran.stderr)
+    assert f"{objects} cannot be written" in ran.stderr and f"chmod u+w {objects}" in ran.stderr, ran.stderr
+    assert "nothing was written" in ran.stderr
