@@ -62,10 +62,16 @@ def first_sync(store: Store, join: JoinPlan | None) -> list[str]:
         with stop_on_signals("init"):
             result = join_peer(store, join.url, join.name)
         moved = f" (it was {before}, no longer synced)" if before != join.url else ""
-        return [
+        lines = [
             f"joined {join.url} as peer {join.name!r}{moved}: received {plural(result.received, 'commit')}, "
             f"{plural(len(result.changed), 'note')}; {result.outcome}"
         ]
+        if result.conflicts:  # the memory joined holds notes in conflict: say which, and what to do
+            shown = ", ".join(result.conflicts[:3]) + (", …" if len(result.conflicts) > 3 else "")
+            lines.append(
+                f"{plural(len(result.conflicts), 'note')} in conflict ({shown}): see `anamnesis conflicts`"
+            )
+        return lines
     if not list_peers(store):
         return []
     with stop_on_signals("init"):

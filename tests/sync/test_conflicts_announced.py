@@ -64,6 +64,9 @@ def test_every_machine_whose_sync_brings_in_a_conflict_says_so(fleet: Fleet) -> 
     # A machine joining now (`init --peer`) is told too.
     joined = fleet.machine("tablet")
     assert join(joined.store, fleet.url(desktop), "desktop").conflicts == [path]
+    phone = Machine("phone", fleet.root / "phone")  # and `init --peer` names the note and what to do
+    init = phone.cli("init", "--peer", fleet.url(desktop), "--no-schedule", "--no-claude", "--no-semantic")
+    assert f"1 note in conflict ({path}): see `anamnesis conflicts`" in " ".join(init.stdout.split()), init.stdout
     # server, as its timer runs it: the journal gets the line, and the exit code is 10.
     timer = subprocess.run(command(), env=server.env(), capture_output=True, text=True, timeout=120)
     assert timer.returncode == 10, timer.stdout + timer.stderr
