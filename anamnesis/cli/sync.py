@@ -192,6 +192,13 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
             f"{escape(held.where)}; your edit stays in the file, not committed, until no marker line is "
             "left outside a whole block (finish it, or `anamnesis resolve NOTE --edit`)", highlight=False,
         )
+    older = [path for path in result.unresolved if path not in result.conflicts]
+    if older and not quiet:  # not news (said by the sync that brought them): a reminder, exit 0
+        out.print(
+            f"  [yellow]still in conflict[/yellow]: {plural(len(older), 'note')} from before"
+            f" ({escape(', '.join(older[:3]))}{', …' if len(older) > 3 else ''}) — see `anamnesis conflicts`",
+            highlight=False,
+        )
 
 
 def _print_incoming(result: SyncResult, quiet: bool) -> None:

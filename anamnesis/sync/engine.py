@@ -222,6 +222,7 @@ class SyncResult:
     recorded: list[str] = field(default_factory=list)
     held_back: list[HeldNote] = field(default_factory=list)  # half-resolved notes left uncommitted
     left_out: list[str] = field(default_factory=list)  # symbolic links in memory/: never committed
+    unresolved: list[str] = field(default_factory=list)  # every note in conflict after it, old ones too
     peers: list[PeerReport] = field(default_factory=list)
     incoming: list[IncomingReport] = field(default_factory=list)  # what machines that push here sent
     repaired: list[str] = field(default_factory=list)
@@ -280,6 +281,7 @@ class SyncResult:
             ],
             "held_back": [h.to_dict() for h in self.held_back],
             "left_out": self.left_out,
+            "unresolved": self.unresolved,
             "peers": [p.to_dict() for p in self.peers],
             "incoming": [i.to_dict() for i in self.incoming],
             "repaired": self.repaired,
@@ -812,6 +814,7 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
         if todo is not None:
             todo += _untracked_rows(store, index.paths())
         changed = index.refresh(todo).changed if todo is None or todo else 0
+        result.unresolved = sorted(hit.path for hit in index.conflicted())
     result.index_seconds = time.perf_counter() - started
     if changed:
         start_background_update(store)  # vectors of what came in, without holding up the sync

@@ -77,7 +77,11 @@ def test_every_machine_whose_sync_brings_in_a_conflict_says_so(fleet: Fleet) -> 
     for m in (desktop, laptop, server):
         again = m.cli("sync", "--json")
         assert again.returncode == 0 and json.loads(again.stdout)["conflicts"] == [], again.stdout
+        assert json.loads(again.stdout)["unresolved"] == [path]  # still there, not news
         assert recent(m.store)[-1]["conflicts"] == []
+    plain = desktop.cli("sync")  # a reminder, not a failure: exit 0
+    assert plain.returncode == 0 and f"still in conflict: 1 note from before ({path})" in " ".join(plain.stdout.split())
+    assert "still in conflict" not in desktop.cli("sync", "--quiet").stdout  # the timer is told only news
 
 
 def test_a_hub_fleet_announces_it_on_the_machines_that_only_receive_it(fleet: Fleet) -> None:
