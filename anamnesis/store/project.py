@@ -38,6 +38,8 @@ def check_project_key(key: str) -> str:
     `..` or `.git` part between slashes. A key names a project the same way
     on every machine (`github.com/acme/api`); a path would be stored under a
     mangled folder name (`/abs/path` as `projects/abs-path`, `.git` as `projects/git`).
+    A key that starts with a host (`GitHub.com/Acme/API`) is lower-cased, as the key made from a
+    checkout's remote is, so both name one project.
     """
     if not isinstance(key, str):
         raise UsageError("a project key must be text")
@@ -57,6 +59,8 @@ def check_project_key(key: str) -> str:
         why = "it has an empty, '.', '..' or '.git' part"
     if why:
         raise UsageError(f"project key {key!r} is refused: {why}; use a key like github.com/acme/api")
+    if "." in key.split("/", 1)[0] and "/" in key:
+        return key.lower()  # a host and a path, like a remote's: spelt as `normalize_remote` spells one
     return key
 
 

@@ -43,6 +43,12 @@ def test_keys_that_name_a_project(key: str) -> None:
     assert check_project_key(key) == key.strip()
 
 
+def test_a_key_with_a_host_is_spelt_as_a_remote_makes_it_and_others_keep_their_case() -> None:
+    assert check_project_key("GitHub.com/Acme/API") == "github.com/acme/api"  # as from git@github.com:Acme/API.git
+    assert check_project_key("Acme/API") == "Acme/API"  # no host: a name someone chose, kept as written
+    assert check_project_key("My.Project") == "My.Project"  # one word: no host
+
+
 @pytest.mark.parametrize("key", BAD)
 def test_paths_and_odd_keys_are_refused(key: str) -> None:
     with pytest.raises(UsageError, match="project key"):
