@@ -400,36 +400,32 @@ def test_a_progress_bars_thread_leaves_ctrl_c_to_the_main_thread() -> None:
     assert not stops & _blocked_signals(main)
 
 
-def test_a_note_folder_that_cannot_be_written_is_named_with_its_fix(run_cli: RunCli, home: Path) -> None:
-    init(run_cli)
-    assert run_cli("new", "First", "-G", "--body", "words").returncode == 0
-    facts = home / "memory" / "global" / "facts"
-    before = sorted(p.name for p in facts.iterdir())
-    facts.chmod(0o555)
+def _new_into_a_read_only(folder: Path, home: Path) -> None:
+    """`anamnesis new` (root's powers dropped) while `folder` of the store cannot be written: one
+    line naming the folder and the fix, and nothing written."""
+    folder.chmod(0o555)
     try:
         ran = subprocess.run(
             without_root_powers([sys.executable, "-m", "anamnesis", "new", "Second", "-G", "--body", "more"]),
             capture_output=True, text=True, env=cli_env(home), timeout=60,
         )
     finally:
-        facts.chmod(0o755)
+        folder.chmod(0o755)
     assert ran.returncode != 0 and ran.stderr.count("\n") == 1, (ran.returncode, ran.stderr)
-    assert f"{facts} cannot be written" in ran.stderr and f"chmod u+w {facts}" in ran.stderr, ran.stderr
+    assert f"{folder} cannot be written" in ran.stderr and f"chmod u+w {folder}" in ran.stderr, ran.stderr
     assert "nothing was written" in ran.stderr
+
+
+def test_a_note_folder_that_cannot_be_written_is_named_with_its_fix(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    assert run_cli("new", "First", "-G", "--body", "words").returncode == 0
+    facts = home / "memory" / "global" / "facts"
+    before = sorted(p.name for p in facts.iterdir())
+    _new_into_a_read_only(facts, home)
     assert sorted(p.name for p in facts.iterdir()) == before
 
 
 def test_a_git_folder_that_cannot_be_written_is_named_with_its_fix_by_new(run_cli: RunCli, home: Path) -> None:
     init(run_cli)
-    objects = home / "memory" / ".git" / "objects"
-    objects.chmod(0o555)
-    try:
-        ran = subprocess.run(
-            without_root_powers([sys.executable, "-m", "anamnesis", "new", "A note", "-G", "--body", "words"]),
-            capture_output=True, text=True, env=cli_env(home), timeout=60,
-        )
-    finally:
-        objects.chmod(0o755)
-    assert ran.returncode != 0 and ran.stderr.count("\n") == 1, (ran.returncode, ran.stderr)
-    assert f"{objects} cannot be written" in ran.stderr and f"chmod u+w {objects}" in ran.stderr, ran.stderr
-    assert "nothing was written" in ran.stderr
+    _new_into_a_read_only(home / "memory" / ".git" / "objects", home)
+    assert run_cli("list", "--json").stdout.strip() == "[]"
