@@ -64,6 +64,7 @@ Outcome = Literal["applied", "already", "stale", "skipped"]
 _ACTIONS: dict[str, Action] = {"merge": "merge", "supersede": "supersede", "archive": "archive"}
 _KINDS: dict[str, Kind] = {"duplicate": "duplicate", "replaced": "replaced", "stale-session": "stale-session"}
 PLAN_VERSION = 1
+KEPT_PLANS = 10  # plans an agent proposed kept in state/tidy/, the latest ones
 DUPLICATE = 0.5  # body words shared (Jaccard) from which two notes are near-duplicates
 SAME_LINES = 0.6  # or: the share of the shorter note's lines the other holds too (at least 2)
 SAME_SUBJECT = 0.6  # title words shared from which a later note may replace an older one
@@ -630,6 +631,8 @@ def save_proposed(store: Store, plan: Plan) -> Path:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
     path = folder / f"proposed-{stamp}.json"
     atomic_write_text(path, json.dumps(plan.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    for old in sorted(folder.glob("proposed-*.json"))[:-KEPT_PLANS]:  # an agent may ask often: keep the latest
+        old.unlink(missing_ok=True)
     return path
 
 

@@ -33,8 +33,11 @@ def timeline(
       anamnesis timeline --since 2026-11-01 --json
     """
     from anamnesis.agents import build_timeline, render_markdown, render_text  # lazy: keeps --help fast
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.cli.notes import _project_option  # lazy: --help loads every command module
 
+    if md and json_out:
+        raise UsageError("give one of --md and --json")
     key = _project_option(project, here)
     result = build_timeline(get_store(), since=since, project=key)
     if json_out:

@@ -125,6 +125,8 @@ def test_two_weeks_on_two_machines_read_the_same_everywhere(fleet: Fleet) -> Non
     assert md.startswith("# Timeline since") and "## Still open" in md and "- [ ] Watch the error rate" in md
     bad = desk.cli("timeline", "--since", "last tuesday")
     assert bad.returncode == 2 and "cannot read date" in bad.stderr and bad.stdout == ""
+    both = desk.cli("timeline", "--md", "--json")
+    assert both.returncode == 2 and "one of --md and --json" in both.stderr and both.stdout == ""
 
 
 def test_the_mcp_tool_returns_what_the_cli_does(fleet: Fleet, tmp_path: Path) -> None:

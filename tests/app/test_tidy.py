@@ -266,6 +266,9 @@ def test_the_mcp_tool_proposes_and_changes_nothing(store: Store, tmp_path: Path,
         assert (await call("tidy", {"project": "/abs"})).is_error
         applied = run_cli("tidy", "--apply", got["plan_file"])
         assert applied.returncode == 0 and "1 applied" in applied.stdout
+        for _ in range(12):  # an agent asking again and again keeps only the latest plans
+            await call("tidy", {})
+        assert len(list((store.state_dir / "tidy").glob("proposed-*.json"))) == 10
 
     assert _head(store) == head
     _drive(store, tmp_path, script)
