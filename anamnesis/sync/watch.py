@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from anamnesis.base.errors import AnamnesisError, ExitCode
+from anamnesis.base.notes import is_note_path
 from anamnesis.base.paths import Store
 from anamnesis.base.running import AlreadyHeld, hold, holder, is_held, stop_holder
 from anamnesis.base.text import plural
@@ -347,7 +348,10 @@ class Watcher:
         return None
 
     def _take_changes(self) -> str:
-        paths = sorted(self._changed, key=lambda p: (p.startswith(".git/"), p))  # notes first
+        # the notes, not an editor's temporary files (`sed -i` writes `sedH1Oghd` beside the note)
+        paths = sorted(p for p in self._changed if is_note_path(p)) or sorted(
+            p for p in self._changed if p.startswith(".git/")  # what another machine pushed here
+        )
         self._changed.clear()
         self._first_event = self._last_event = None
         if not paths:
