@@ -180,9 +180,8 @@ class _Handler:
             if not path.startswith(self.root + os.sep):
                 continue
             rel = path[len(self.root) + 1 :]
-            if is_relevant(rel):
+            if is_relevant(rel):  # both ends of a move: `sed -i` renames its temporary file over the note
                 self.changed(rel)
-                return
 
 
 class Watcher:

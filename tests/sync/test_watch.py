@@ -188,6 +188,17 @@ def test_an_editor_save_is_one_sync_and_its_swap_files_none(store: Store, start_
     counter.expect(2)
 
 
+def test_a_sed_in_place_edit_is_logged_as_the_note_not_seds_temporary_file(store: Store, start_watch: Any) -> None:
+    note = write(store, "global/facts/sedded.md", note_text("Sedded", "first"))
+    _, counter = start_watch()
+    counter.expect(1)
+    temporary = note.parent / "sedH1Oghd"  # `sed -i` writes the new text beside the note, then renames it over
+    temporary.write_text(note_text("Sedded", "second"), encoding="utf-8")
+    os.rename(temporary, note)
+    counter.expect(2)
+    assert counter.reasons[1] == "changed: global/facts/sedded.md", counter.reasons
+
+
 def test_a_burst_of_200_writes_is_one_sync(store: Store, start_watch: Any) -> None:
     _, counter = start_watch()
     for i in range(200):
