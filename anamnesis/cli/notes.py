@@ -217,6 +217,7 @@ def search(
     """
     from anamnesis.search import (  # lazy: --help loads every command module
         SEARCH_SERVE_IDLE,
+        catch_up,
         open_index,
         start_background_update,
         start_query_server,
@@ -249,6 +250,9 @@ def search(
         )
         if refreshed.changed:
             start_background_update(store)
+        else:
+            with contextlib.suppress(Exception):  # notes that waited for the model (it was away)
+                catch_up(store)
     if json_out:  # the same keys on every result, so scripts need no guards
         print_json([{"snippet": "", "score": round(h.score, 4), "problems": [], **h.to_dict()} for h in hits])
     else:

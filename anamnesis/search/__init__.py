@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from anamnesis.search.refresh import PeriodicRefresh as PeriodicRefresh
     from anamnesis.search.semantic import SEARCH_SERVE_IDLE as SEARCH_SERVE_IDLE
     from anamnesis.search.semantic import SemanticError as SemanticError
+    from anamnesis.search.semantic import catch_up as catch_up
     from anamnesis.search.semantic import disable_semantic as disable_semantic
     from anamnesis.search.semantic import enable_semantic as enable_semantic
     from anamnesis.search.semantic import engine_for as engine_for

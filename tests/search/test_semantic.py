@@ -782,3 +782,27 @@ def test_enabling_another_model_stops_the_query_server_running_the_old_one(
         assert run_cli("semantic", "enable", "--model-dir", str(other), "--background").returncode == 0
         assert server.wait(timeout=30) == 0
         assert not server_answering(store)
+
+
+def test_a_note_written_while_the_model_was_away_is_embedded_at_the_next_search(
+    run_cli: RunCli, home: Path, model_dir: Path, tmp_path: Path
+) -> None:
+    model, away = tmp_path / "model", tmp_path / "away"
+    shutil.copytree(model_dir, model)
+    run_cli("init", "--local-only")
+    assert run_cli("semantic", "enable", "--model-dir", str(model)).returncode == 0
+    model.rename(away)  # the folder moved: nothing can be embedded
+    assert run_cli("new", "Office printer", "--body", "The printer on floor 2 jams often.").returncode == 0
+    away.rename(model)
+    time.sleep(1)
+    assert json.loads(run_cli("semantic", "status", "--json").stdout)["pending"] == 1  # nothing retried by itself
+    try:
+        assert run_cli("search", "paper stuck in the copier").returncode == 0
+        deadline = time.monotonic() + 90
+        info = json.loads(run_cli("semantic", "status", "--json").stdout)
+        while info["pending"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+            info = json.loads(run_cli("semantic", "status", "--json").stdout)
+        assert info["pending"] == 0, info
+    finally:
+        _stop_servers(home)
