@@ -60,10 +60,7 @@ class Stopped(AnamnesisError):
 
 
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """An environment where git never waits for a human and speaks English, and where a git that
-    only reads (`status`, run by watch outside the store lock) takes no optional lock: it would
-    otherwise write .git/index.lock to refresh the index, and a writer's `git add` at that
-    moment fails on it ("index.lock: File exists")."""
+    """An environment where git never waits for a human and speaks English."""
     env = dict(os.environ)
     env.update(
         {
@@ -71,7 +68,6 @@ def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
             "LC_ALL": "C",
             "GIT_EDITOR": "true",
             "GIT_MERGE_AUTOEDIT": "no",
-            "GIT_OPTIONAL_LOCKS": "0",
         }
     )
     if extra:

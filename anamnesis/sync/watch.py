@@ -700,8 +700,11 @@ def _snapshot(store: Store) -> _Snapshot | None:
     try:
         refs = run_git(repo, "for-each-ref", "--format=%(refname) %(objectname)", check=False, timeout=30)
         branch = run_git(repo, "symbolic-ref", "-q", "HEAD", check=False, timeout=30)
+        # Outside the store lock, so it must not write: a status free to refresh the index takes
+        # .git/index.lock, and a writer's `git add` at that moment fails ("index.lock: File exists").
         status = run_git(
-            repo, "status", "--porcelain=v1", "-z", "--untracked-files=all", check=False, timeout=30
+            repo, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all",
+            check=False, timeout=30,
         )
     except AnamnesisError:
         return None

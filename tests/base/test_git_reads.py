@@ -1,48 +1,36 @@
-"""Our git reads never write: a `git status` that watch runs outside the store lock must not
-take .git/index.lock, or a writer's `git add` at that moment fails ("index.lock: File exists")."""
+"""watch reads memory/ with `git status` outside the store lock: that read must not write.
+A status free to refresh a stale index takes .git/index.lock, and a writer's `git add` at
+that moment fails ("index.lock: File exists")."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
-from pathlib import Path
 
-from anamnesis.base.git import run_git
-
-
-def _repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
-    (repo / "note.md").write_text("one\n")
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
-    subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", "one"], check=True, env=env)
-    return repo
+from anamnesis.base.paths import Store
+from anamnesis.store.operations import create_note
+from anamnesis.sync.watch import _snapshot
 
 
-def _stale(repo: Path) -> int:
-    """Make the index's stat data of note.md stale (same content, a new mtime): a plain `git status`
-    then refreshes the index and writes it. The index's mtime before."""
-    time.sleep(0.01)
+def _stale(store: Store) -> int:
+    """A committed note whose stat data in git's index is stale (same text, a new mtime): a
+    plain `git status` refreshes the index and writes it. The index's mtime before."""
+    note = create_note(store, type="semantic", title="A note", body="one\n")
     later = time.time() + 5
-    os.utime(repo / "note.md", (later, later))
-    return (repo / ".git" / "index").stat().st_mtime_ns
+    os.utime(store.memory / note.path, (later, later))
+    return (store.memory / ".git" / "index").stat().st_mtime_ns
 
 
-def test_our_git_status_leaves_the_index_alone(tmp_path: Path) -> None:
-    repo = _repo(tmp_path)
-    before = _stale(repo)
-    assert run_git(repo, "status", "--porcelain").stdout == ""
-    assert (repo / ".git" / "index").stat().st_mtime_ns == before  # no index.lock taken, nothing written
+def test_watchs_snapshot_leaves_the_index_alone(store: Store) -> None:
+    before = _stale(store)
+    snapshot = _snapshot(store)
+    assert snapshot is not None and snapshot.dirty == ()
+    assert (store.memory / ".git" / "index").stat().st_mtime_ns == before  # no index.lock taken, nothing written
 
 
-def test_a_plain_git_status_would_have_written_it(tmp_path: Path) -> None:
-    """The control: without our environment, git refreshes the index (so the test above can fail)."""
-    repo = _repo(tmp_path)
-    before = _stale(repo)
-    env = {k: v for k, v in os.environ.items() if k != "GIT_OPTIONAL_LOCKS"}
-    subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], check=True, capture_output=True, env=env)
-    assert (repo / ".git" / "index").stat().st_mtime_ns != before
+def test_a_plain_git_status_would_have_written_it(store: Store) -> None:
+    """The control: a plain status refreshes the index (so the test above can fail)."""
+    before = _stale(store)
+    subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], check=True, capture_output=True)
+    assert (store.memory / ".git" / "index").stat().st_mtime_ns != before
