@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from anamnesis.agents import jsonedit
 from anamnesis.agents.jsonedit import JSON, Dialect
 from anamnesis.base.errors import AnamnesisError, ExitCode
-from anamnesis.base.fsutil import atomic_write_text
+from anamnesis.base.fsutil import atomic_write_text, nearest_folder
 
 if TYPE_CHECKING:
     from anamnesis.base.paths import Store
@@ -85,6 +85,11 @@ class FileChange:
     def __post_init__(self) -> None:
         if self.before is None:
             self.created.insert(0, FILE_CREATED)
+
+    @property
+    def target(self) -> Path:
+        """The file written: a linked file (dotfiles) is edited where the link points, not replaced."""
+        return self.path.resolve() if self.path.is_symlink() else self.path
 
     @property
     def changed(self) -> bool:
@@ -222,10 +227,8 @@ def backup_holding(path: Path, matches: Callable[[str], bool]) -> str | None:
 def _refusal(change: FileChange) -> str | None:
     """Why `change` cannot be written, found before any file is touched: a folder that cannot be
     written, or a file the system will not let anyone replace (immutable, `chattr +i`)."""
-    target = change.path.resolve() if change.path.is_symlink() else change.path
-    folder = target.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    target = change.target
+    folder = nearest_folder(target.parent, Path(target.anchor))
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"{folder} cannot be written"
     if target.exists():
@@ -263,12 +266,11 @@ def apply(changes: list[FileChange]) -> list[str]:
 
 def _put_back(change: FileChange, made: list[Path]) -> None:
     """Undo one file `_write_all` wrote: its old text (or no file), and the backup it made."""
-    target = change.path.resolve() if change.path.is_symlink() else change.path
     with contextlib.suppress(OSError):
         if change.before is None:
-            target.unlink(missing_ok=True)
+            change.target.unlink(missing_ok=True)
         else:
-            atomic_write_text(target, change.before, mode=change.mode)
+            atomic_write_text(change.target, change.before, mode=change.mode)
         for path in made:
             path.unlink(missing_ok=True)
 
@@ -293,9 +295,7 @@ def _write_all(changes: list[FileChange], written: list[tuple[FileChange, list[P
             atomic_write_text(backup, change.before, mode=change.mode)
             made.append(backup)
             done.append(f"backed up {change.path} to {backup.name}")
-            older = [backup, *older]
-        # A linked file (dotfiles) is edited where the link points, not replaced by a copy.
-        target = change.path.resolve() if change.path.is_symlink() else change.path
+        target = change.target
         change.made_dirs = [str(p) for p in (target.parent, *target.parent.parents) if not p.exists()]
         atomic_write_text(target, change.after, mode=change.mode)
         written.append((change, made))

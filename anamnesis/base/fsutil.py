@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -184,11 +184,18 @@ def unwritable_folders(folders: Iterable[Path]) -> list[tuple[Path, WriteProblem
     return found
 
 
-def folders_under(root: Path, *, skip: Collection[str] = ()) -> Iterator[Path]:
-    """`root` and every folder below it, but not those named in `skip` (nor what is inside them)."""
-    for folder, dirs, _files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in skip]
+def folders_under(root: Path) -> Iterator[Path]:
+    """`root` and every folder below it."""
+    for folder, _dirs, _files in os.walk(root):
         yield Path(folder)
+
+
+def nearest_folder(path: Path, top: Path) -> Path:
+    """`path` if it is a folder, else the nearest folder above it, `top` at the highest: where
+    writing `path` (and the folders it needs) happens."""
+    while not path.is_dir() and path != top and path != path.parent:
+        path = path.parent
+    return path
 
 
 def unwritable_text(problems: Sequence[tuple[Path, WriteProblem]], within: Path) -> tuple[str, str]:

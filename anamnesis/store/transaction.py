@@ -25,6 +25,7 @@ from anamnesis.base.fsutil import (
     atomic_write_bytes,
     folders_under,
     is_out_of_space,
+    nearest_folder,
     no_space_error,
     unwritable_folders,
     unwritable_text,
@@ -296,9 +297,7 @@ def _failed(store: Store, stage: str, exc: BaseException, kept: str, relpath: st
         if exc.errno == errno.EROFS:
             return AnamnesisError(f"{store.memory} is on a read-only file system ({stage} {relpath}); {kept}")
         if exc.errno in (errno.EACCES, errno.EPERM):
-            folder = Path(exc.filename).parent if exc.filename else store.memory / relpath
-            while not folder.is_dir() and folder != store.home:
-                folder = folder.parent
+            folder = nearest_folder(Path(exc.filename).parent if exc.filename else store.memory / relpath, store.home)
             fix = problem.fix if (problem := write_problem(folder)) else write_fix(folder, "denied")
             return AnamnesisError(
                 f"{stage} {relpath} failed: {folder} cannot be written ({exc.strerror}); {kept} — fix: {fix}"

@@ -51,6 +51,7 @@ from anamnesis.base.fsutil import (
     atomic_write_bytes,
     folders_under,
     is_out_of_space,
+    nearest_folder,
     no_space_error,
     unwritable_folders,
     unwritable_text,
@@ -659,13 +660,7 @@ class _Sync:
 def _folders_written(repo: Path, paths: Iterable[str]) -> list[Path]:
     """The folders a checkout writes in to change `paths`: each one's folder, or the nearest
     folder above it that exists (where git makes the missing ones)."""
-    folders: set[Path] = set()
-    for path in paths:
-        folder = (repo / path).parent
-        while not folder.is_dir() and folder != repo:
-            folder = folder.parent
-        folders.add(folder)
-    return sorted(folders)
+    return sorted({nearest_folder((repo / path).parent, repo) for path in paths})
 
 
 def _said_line(said: str) -> str:
