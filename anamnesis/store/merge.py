@@ -213,6 +213,11 @@ def _untokenized(line: str, blocks: dict[str, Block]) -> str:
     return line if block is None else _with_newline_text(block.raw)
 
 
+def _detokenized(lines: list[str], blocks: dict[str, Block]) -> str:
+    """`lines` as text, each token line given back the conflict block it stands for."""
+    return "".join(_untokenized(line, blocks) for line in lines)
+
+
 def _region_pieces(lines: list[str], blocks: dict[str, Block]) -> list[_Piece]:
     pieces: list[_Piece] = []
     for line in lines:
@@ -244,23 +249,20 @@ def _beside_a_block(
     if not any(line.startswith(_TOKEN) for line in base):
         return None
     kept_one, kept_two = _kept_base(one, base), _kept_base(two, base)
-
-    def text(lines: list[str]) -> str:
-        return "".join(_untokenized(line, blocks) for line in lines)
-
     if kept_one is not None and kept_two is not None:
         (added_one, after_one), (added_two, after_two) = kept_one, kept_two
         if after_one == after_two:  # both wrote on the same side of it: only those lines can clash
             inner, recorded = _settle([added_one, [], added_two], first, second, blocks, eol)
-            return (text(base) + inner, recorded) if after_one else (inner + text(base), recorded)
+            kept = _detokenized(base, blocks)
+            return (kept + inner if after_one else inner + kept), recorded
         later, earlier = (added_one, added_two) if after_one else (added_two, added_one)
-        return text(earlier + base + later), False
+        return _detokenized(earlier + base + later, blocks), False
     if kept_one is not None:
         added, at_end = kept_one
-        return text(two + added if at_end else added + two), False
+        return _detokenized(two + added if at_end else added + two, blocks), False
     if kept_two is not None:
         added, at_end = kept_two
-        return text(one + added if at_end else added + one), False
+        return _detokenized(one + added if at_end else added + one, blocks), False
     return None
 
 
@@ -279,9 +281,9 @@ def _settle(
     kept = _three_way(versions(base, ""), v1, v2, decided=(settled and plain[0], settled and plain[1]))
     texts = {s.text for s in kept}
     if texts == {s.text for s in v1}:
-        return "".join(_untokenized(line, blocks) for line in regions[0]), False
+        return _detokenized(regions[0], blocks), False
     if texts == {s.text for s in v2}:
-        return "".join(_untokenized(line, blocks) for line in regions[2]), False
+        return _detokenized(regions[2], blocks), False
     if len(kept) == 1:
         return kept[0].text, False
     return render_sections(sorted(kept, key=lambda s: (s.label, s.text)), eol=eol, trim=True), True
