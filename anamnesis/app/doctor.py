@@ -166,9 +166,10 @@ def _writable_findings(store: Store) -> list[Finding]:
     """Folders of the store that cannot be written (memory/ or any folder in it, git's included,
     the home, the state folder), in one finding with one fix; and a disk about to be full."""
     findings: list[Finding] = []
-    problems = [(f, p) for f in (store.home, store.state_dir) if f.is_dir() and (p := write_problem(f))]
+    problems = [
+        (f, p) for f in (store.home, store.state_dir, store.memory) if f.is_dir() and (p := write_problem(f))
+    ]
     if store.memory.is_dir():
-        problems += [(f, p) for f in (store.memory,) if (p := write_problem(f))]
         problems += unwritable_folders(f for f in folders_under(store.memory) if f != store.memory)
     if problems:
         what, fix = unwritable_text(problems, store.home)

@@ -24,7 +24,7 @@ from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import machine_id
 from anamnesis.search import PeriodicRefresh
-from anamnesis.store import LinkGraph, NoteKey
+from anamnesis.store import MAX_NOTE_BYTES, LinkGraph, NoteKey
 from anamnesis.web.html import Markup, page
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def web_of(request: Request) -> Web:
 
 # A form field may hold a whole note: URL-encoded, each byte of it can take three (a line of CJK,
 # three bytes a character in UTF-8, takes nine a character), so the note size limit times three.
-FORM_FIELD_MAX = 3 * 1_000_000 + 64_000
+FORM_FIELD_MAX = 3 * MAX_NOTE_BYTES + 64_000
 
 
 async def checked_form(request: Request) -> FormData:
