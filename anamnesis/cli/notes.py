@@ -252,7 +252,7 @@ def search(
             start_background_update(store)
         else:
             with contextlib.suppress(Exception):  # notes that waited for the model (it was away)
-                catch_up(store)
+                catch_up(store, index)
     if json_out:  # the same keys on every result, so scripts need no guards
         print_json([{"snippet": "", "score": round(h.score, 4), "problems": [], **h.to_dict()} for h in hits])
     else:

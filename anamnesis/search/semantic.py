@@ -422,18 +422,14 @@ def start_background_update(store: Store) -> bool:
     return True
 
 
-def catch_up(store: Store) -> bool:
+def catch_up(store: Store, index: Index) -> bool:
     """Start the background update when notes wait for a vector and none is running: a note
     written while the model could not be loaded (its folder moved, say) is embedded once it can
     be, at the next search, rather than when some other note changes. True if one started."""
     if not settings_of(store)["enabled"] or unavailable_reason(store) is not None or embedding_running(store):
         return False
     engine = engine_for(store)
-    if engine is None:
-        return False
-    with open_index(store) as index:
-        waiting = bool(pending(index, engine.fingerprint))
-    return waiting and start_background_update(store)
+    return engine is not None and bool(pending(index, engine.fingerprint)) and start_background_update(store)
 
 
 SERVE_IDLE = 1800  # seconds: a query server a hook started stays for a session's quiet half hour
