@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import RunCli
@@ -114,12 +115,7 @@ def test_only_changed_notes_are_embedded_again_and_a_new_model_re_embeds(
         index.refresh()
         assert len(pending(index, engine.fingerprint)) == 1
     assert update_vectors(store) == 1
-    other = tmp_path / "other-model"
-    shutil.copytree(model_dir, other)
-    weights = other / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[-1] ^= 1  # another model, as far as fingerprints go
-    weights.write_bytes(bytes(data))
+    other = _another_model(model_dir, tmp_path)
     enable(store, other)
     info = status(store)
     assert info["fingerprint"] != engine.fingerprint and info["pending"] == len(NOTES)
@@ -175,17 +171,35 @@ def test_enable_refuses_a_folder_without_a_model(run_cli: RunCli, tmp_path: Path
     assert json.loads(run_cli("semantic", "status", "--json").stdout)["enabled"] is False
 
 
+def _when_embedded(run_cli: RunCli, within: float = 90) -> dict[str, Any]:
+    """`semantic status --json` once no note waits for a vector (or `within` seconds have passed)."""
+    deadline = time.monotonic() + within
+    info: dict[str, Any] = json.loads(run_cli("semantic", "status", "--json").stdout)
+    while info["pending"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        info = json.loads(run_cli("semantic", "status", "--json").stdout)
+    return info
+
+
+def _another_model(model_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the model with one byte of its weights changed: another model, as far as
+    fingerprints go."""
+    other = tmp_path / "other-model"
+    shutil.copytree(model_dir, other)
+    weights = other / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    return other
+
+
 def test_new_notes_are_embedded_in_the_background(run_cli: RunCli, model_dir: Path) -> None:
     run_cli("init", "--local-only")
     run_cli("semantic", "enable", "--model-dir", str(model_dir))
     started = time.monotonic()
     proc = run_cli("new", "Ephemeral Postgres in CI", "-t", "procedural", "--body", NOTES[0][2])
     assert proc.returncode == 0 and time.monotonic() - started < 5  # `new` does not wait for the model
-    deadline = time.monotonic() + 90
-    info = json.loads(run_cli("semantic", "status", "--json").stdout)
-    while info["pending"] and time.monotonic() < deadline:
-        time.sleep(0.5)
-        info = json.loads(run_cli("semantic", "status", "--json").stdout)
+    info = _when_embedded(run_cli)
     assert (info["embedded"], info["pending"]) == (1, 0)
 
 
@@ -772,12 +786,7 @@ def test_enabling_another_model_stops_the_query_server_running_the_old_one(
     _fill(store)
     enable(store, model_dir)
     update_vectors(store)
-    other = tmp_path / "other-model"
-    shutil.copytree(model_dir, other)
-    weights = other / "model.safetensors"
-    data = bytearray(weights.read_bytes())
-    data[-1] ^= 1  # another model, as far as fingerprints go
-    weights.write_bytes(bytes(data))
+    other = _another_model(model_dir, tmp_path)
     with _serving(store) as server:
         assert run_cli("semantic", "enable", "--model-dir", str(other), "--background").returncode == 0
         assert server.wait(timeout=30) == 0
@@ -798,11 +807,7 @@ def test_a_note_written_while_the_model_was_away_is_embedded_at_the_next_search(
     assert json.loads(run_cli("semantic", "status", "--json").stdout)["pending"] == 1  # nothing retried by itself
     try:
         assert run_cli("search", "paper stuck in the copier").returncode == 0
-        deadline = time.monotonic() + 90
-        info = json.loads(run_cli("semantic", "status", "--json").stdout)
-        while info["pending"] and time.monotonic() < deadline:
-            time.sleep(0.5)
-            info = json.loads(run_cli("semantic", "status", "--json").stdout)
+        info = _when_embedded(run_cli)
         assert info["pending"] == 0, info
     finally:
         _stop_servers(home)
