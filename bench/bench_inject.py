@@ -20,6 +20,7 @@ faster.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -200,16 +201,17 @@ def measure(box: Sandbox, rset: RecallSet, hook: Any, folders: Path) -> tuple[li
         output, seconds = hook(query.q, checkout_for(folders, project))
         ids = shown_paths(output, rset)
         on_topic.append(Shown(query.q, query.kind, bool(set(ids) & set(query.relevant)), ids, seconds))
-    # Every off-topic prompt is sent from a checkout of every project of the set: a person asks
-    # about anything from whichever project they are in, and some projects hold more notes.
-    projects = sorted({note.project for note in rset.notes.values() if note.project})
+    # Every off-topic prompt is sent from a checkout of every project of the set and from a plain
+    # folder the memory holds nothing of: a person asks about anything from wherever they are, and
+    # some projects hold more notes.
+    projects: list[str | None] = sorted({note.project for note in rset.notes.values() if note.project})
     off: list[Shown] = []
     for kind, prompts in (("off-topic", OFF_TOPIC), ("off-topic code", OFF_TOPIC_CODE)):
         for prompt in prompts:
-            for project in projects:
+            for project in [*projects, None]:
                 output, seconds = hook(prompt, checkout_for(folders, project))
                 shown = shown_paths(output, rset) or ([output] if output else [])
-                off.append(Shown(f"{prompt} (from {project})", kind, False, shown, seconds))
+                off.append(Shown(f"{prompt} (from {project or 'a plain folder'})", kind, False, shown, seconds))
     return on_topic, off
 
 
@@ -246,6 +248,14 @@ def main() -> None:
     args = parser.parse_args()
     report: dict[str, Any] = {}
     modes = [("keyword", None)] + ([("semantic", args.model_dir)] if args.model_dir else [])
+    # with --json the tables go to stderr, so stdout is the JSON alone
+    with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):
+        measure_sets(args, modes, report)
+    if args.json:
+        print(json.dumps(report, indent=2))
+
+
+def measure_sets(args: argparse.Namespace, modes: list[tuple[str, str | None]], report: dict[str, Any]) -> None:
     for name in args.set or available_sets():
         rset = load_set(RECALL / name)
         for mode, model_dir in modes:
@@ -267,8 +277,6 @@ def main() -> None:
                         if shown.paths:
                             print(f"    spoke on {shown.kind}: {shown.prompt}")
                 shutil.rmtree(Path(tmp) / "checkouts", ignore_errors=True)
-    if args.json:
-        print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

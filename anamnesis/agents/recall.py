@@ -205,6 +205,10 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     seen = seen_notes(store, session_id) if session_id else set()
     near = _project_of(cwd)
     with open_index(store) as index:
+        if near is not None and not index.list_notes(project=near, limit=1):
+            # a folder the memory holds nothing of: no answer of its own to prefer, so every
+            # project's notes compete on the same terms, as outside any project
+            near = None
         ranker = default_ranker(store)
         by_meaning = ranker.name == "hybrid"
         hits = search(

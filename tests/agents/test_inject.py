@@ -319,6 +319,35 @@ def test_recall_shows_another_projects_note_only_when_clearly_better(store: Stor
     assert elsewhere.path in shown
 
 
+def test_recall_from_a_project_the_memory_holds_nothing_of_weighs_every_project_alike(
+    store: Store, tmp_path: Path
+) -> None:
+    """With no note of its own, a project has no answer to prefer: other projects' notes that bear
+    on the prompt are shown as they would be outside any project, not one at most."""
+    backups = create_note(
+        store,
+        type="procedural",
+        title="ClickHouse backups with clickhouse-backup",
+        body="Nightly clickhouse-backup to the object store, kept 30 days.",
+        project="github.com/acme/ingest",
+    )
+    velero = create_note(
+        store,
+        type="procedural",
+        title="Velero: cluster backups and restores",
+        body="Velero backs up every cluster namespace nightly.",
+        project="github.com/acme/platform",
+    )
+    prompt = "what backups exist for the clusters and for clickhouse"
+    _text, shown = build_recall(store, prompt, session_id="n1", cwd=str(_checkout(tmp_path)))
+    assert set(shown) == {backups.path, velero.path}
+
+    # Once the project holds a note, it is this project's answer that counts again.
+    create_note(store, type="semantic", title="Orders stack", body="Orders runs on Postgres.", project=PROJECT)
+    _text, shown = build_recall(store, prompt, session_id="n2", cwd=str(tmp_path / "orders"))
+    assert len(shown) <= 1
+
+
 def test_recall_answers_a_short_code_word_and_ignores_an_everyday_word_in_passing(store: Store) -> None:
     """A code word names one thing, even alone and only in a note's body; one everyday word of a
     prompt met in passing is a coincidence ('what is 17 times 23' and a note that retries 3 times)."""
