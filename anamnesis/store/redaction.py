@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import math
 import re
 import sys
@@ -119,6 +120,7 @@ _PUBLIC_BEFORE = _Lazy(
 PUBLIC_REACH = 320  # how far back _PUBLIC_BEFORE looks
 _ETH_ADDRESS = _Lazy(r"0x[0-9a-fA-F]{40}")
 _NIX_NAME = _Lazy(r"[0-9a-df-np-sv-z]{32}-[A-Za-z0-9]")  # a Nix store hash (its base32 has no e, o, t, u)
+_AGE_RECIPIENT = _Lazy(r"age1[02-9ac-hj-np-z]{58}")  # an age public key (bech32): shared on purpose
 _DIGEST = _Lazy(r"(?i)(?:sha\d{1,3}|md5)[:\-][A-Za-z0-9+/=]+")
 _PATHISH = _Lazy(r"^(?:\.{0,2}/|~/)|\.[A-Za-z]{1,5}$")
 
@@ -185,7 +187,7 @@ def _exempt(token: str, before: str) -> bool:
     """Look-alikes that must survive: digests, git SHAs, UUIDs, Ethereum addresses, Nix store hashes."""
     if _DIGEST_BEFORE.search(before) or _UUID.fullmatch(token) or _DIGEST.fullmatch(token):
         return True
-    if _ETH_ADDRESS.fullmatch(token) or _NIX_NAME.match(token):
+    if _ETH_ADDRESS.fullmatch(token) or _NIX_NAME.match(token) or _AGE_RECIPIENT.fullmatch(token):
         return True
     return bool(_HEX.fullmatch(token)) and (len(token) <= 12 or len(token) in (40, 64))
 
@@ -209,6 +211,16 @@ def _body_not_wordy(skip: int) -> _Check:
     def check(match: re.Match[str]) -> bool:
         body = match.group(0)[skip:]
         return any(c.isdigit() for c in body) or not _wordy(body)
+
+    return check
+
+
+def _random_body(skip: int) -> _Check:
+    """The part of a match after its first `skip` characters mixes upper case, lower case and digits
+    and looks random (a short prefix such as Vault's `s.` says little on its own)."""
+
+    def check(match: re.Match[str]) -> bool:
+        return looks_random(match.group(0)[skip:], classes=3)
 
     return check
 
@@ -241,9 +253,9 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
     (
         "private-key",
         "begin",
-        r"(?<!-)-{3,}+[ \t]?BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?[ \t]?-{3,}+"
+        r"(?<!-)-{3,}+[ \t]?BEGIN (?:[A-Za-z0-9]+ )*(?:PRIVATE KEY(?: BLOCK)?|SECRET KEY|Static key V\d)[ \t]?-{3,}+"
         rf"(?:{_PEM_SEP}(?:[A-Z][A-Za-z\-]*:[^\n\\]*|[A-Za-z0-9+/=]++))*+"
-        r"(?:(?:[ \t]*(?:\r?\n|(?:\\r)?\\n))*+[ \t]*-{3,}+[ \t]?END [A-Z0-9 ]*-{3,}+)?",
+        r"(?:(?:[ \t]*(?:\r?\n|(?:\\r)?\\n))*+[ \t]*-{3,}+[ \t]?END [A-Za-z0-9 ]*-{3,}+)?",
         None,
     ),
     (
@@ -326,6 +338,7 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
     ("sonar-token", "sq", rf"{_L}sq[upa]_[A-Za-z0-9]{{30,}}+", None),
     ("postman-key", "pmak-", rf"{_L}PMAK-[A-Za-z0-9\-]{{30,}}+", None),
     ("vault-token", "hvs.|hvb.|hvr.", rf"{_L}hv[sbr]\.[A-Za-z0-9_\-]{{20,}}+", None),
+    ("vault-token", "s.|b.|r.", r"(?<![\w.\-/])[sbr]\.[A-Za-z0-9]{24}(?![\w.\-])", _random_body(2)),
     ("doppler-token", "dp.", rf"{_L}dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{{20,}}+", None),
     # AI and data services.
     ("anthropic-key", "sk-ant-", rf"{_L}sk-ant-[A-Za-z0-9_\-]{{16,}}+", None),
@@ -468,7 +481,7 @@ _NOT_A_SECRET = _Lazy(
 # Literals that start the search for a secret-ish name; _NAME_WORD then decides.
 _NAME_ANCHORS = (
     "pass", "pwd", "secret", "token", "key", "cred", "auth", "dsn", "salt", "cookie", "sig", "bearer",
-    "conn", "psk",
+    "conn", "psk", "pw", "pat",
 )  # fmt: skip
 # Secret-ish words in a name, matched where an anchor was found: a name holding one makes its
 # value a secret. "key" counts only after one of _KEY_PREFIXES ("api_key", "accessKey", "SSH_KEY").
@@ -476,8 +489,8 @@ _NAME_WORD = _Lazy(
     r"(?i:pass(?:word|wd|phrase|code)|(?<![a-z])pass(?![a-z])|pwd(?![a-z])|secret|"
     r"token(?!i[sz]|s?[_\-]?(?:count|limit|usage|type|ize)|s\b)|credential|creds(?![a-z])|"
     r"(?<![a-z])auth(?![a-z])|dsn(?![a-z])|salt(?![a-z])|cookie|signature|(?<![a-z])sig(?![a-z])|"
-    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?|(?<![a-z])psk(?![a-z]))"
-    r"|(?<=[a-z])Auth(?![a-z])"
+    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?|(?<![a-z])(?:psk|pw|pat)(?![a-z]))"
+    r"|(?<=[a-z])(?:Auth|Pass|Pw|Pat|Psk|Dsn|Salt|Sig)(?![a-z])"
 )
 _KEY_PREFIXES = (
     "api", "access", "account", "master", "private", "signing", "encryption", "session", "client", "app",
@@ -500,8 +513,9 @@ _VALUE = (
 # (`>` for <password>…</password>), a value.
 _ASSIGN = _Lazy(
     r"(?P<close>\\?[\"'])?"
-    r"(?P<more>(?:[ \t]+[A-Za-z][A-Za-z0-9_\-]{0,20}){0,2})"
-    r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|->)[ \t]+|>)" + _VALUE
+    r"(?P<more>(?:[ \t]+[A-Za-z][A-Za-z0-9_\-]{0,20}){0,5})"
+    r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|->)[ \t]+|>)"
+    r"(?P<tag>![\w!.\-]{0,40}[ \t]+)?+" + _VALUE  # a YAML tag (`password: !unsafe '…'`) is not the value
 )
 # A name given a value, where a value was looked for: the value is that name's; the name is
 # an environment variable's (DB_PASSWORD, PGPASSWORD), so base64 padding is never taken for one.
@@ -606,6 +620,139 @@ def _not_secret_value(value: str, *, bare: bool, name: str, loose: bool, after: 
     return loose and _plain_word(value)
 
 
+# Where else a secret-ish name's value is written, when no `name = value` follows the name.
+# A call or an argument list: set_password("…"), define('DB_PASSWORD', '…'), os.Setenv("API_TOKEN", "…"),
+# HTTPBasicAuth('user', '…'), auth=('user', '…').
+_CALL_VALUE = _Lazy(
+    r"(?P<close>\\?[\"'])?[ \t]*(?:(?::?=|=>)[ \t]*)?"
+    r"(?:(?P<paren>\()[ \t]*(?:(?P<uq>[\"'])[^\"'\n]{0,100}(?P=uq)[ \t]*,[ \t]*)?|(?P<comma>,)[ \t]*)" + _VALUE
+)
+# A name/value pair: the name is itself the value of a `name`/`key` field and the value follows in a
+# `value` field: {"name": "DB_PASSWORD", "value": "…"}, `- name: API_TOKEN` + `value: …` (Kubernetes,
+# ECS), ParameterKey=DbPassword,ParameterValue=…
+_PAIR_BEFORE = _Lazy(r"(?i)(?:name|key)\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?$")
+_PAIR_VALUE = _Lazy(
+    r"\\?[\"']?[ \t]*(?:,[ \t]*|\r?\n[ \t]*(?:-[ \t]+)?)\\?[\"']?[A-Za-z]{0,20}(?i:value)\\?[\"']?[ \t]*[:=][ \t]*" + _VALUE
+)
+# A Terraform variable named like a secret: variable "db_password" { … default = "…" }.
+_TF_BEFORE = _Lazy(r"\bvariable[ \t]+\"$")
+_TF_DEFAULT = _Lazy(r"\"[ \t]*\{[^{}]{0,400}?\bdefault[ \t]*=[ \t]*" + _VALUE)
+# A value after white space only: PASSWORD 'x' (SQL), "log in with password x".
+_SPACED_VALUE = _Lazy(r"[ \t]+" + _VALUE)
+# A YAML block scalar: `password: |` (or `>-`, `!vault |`) and the more indented lines under it.
+_BLOCK_SCALAR = _Lazy(r"\\?[\"']?[ \t]*:[ \t]*(?:![\w!.\-]{0,40}[ \t]+)?[|>][+\-]?[1-9]?[+\-]?[ \t]*(?:#[^\n]*)?(?=\r?\n)")
+MAX_BLOCK_LINES = 50  # lines of a YAML block scalar that are masked
+# Strings joined to a quoted value on the next line: "…" +\n "…", "…" .\n "…", "…\<newline>…".
+_CONTINUED = _Lazy(
+    r"[ \t]*(?:[+.][ \t]*\r?\n[ \t]*|\r?\n[ \t]*[+.][ \t]*)(?P<q>[\"'])(?P<v>[^\"'\n]{1,2000}+)(?P=q)"
+)
+_CFN_TAGS = ("!Ref", "!GetAtt", "!Sub", "!ImportValue", "!FindInMap", "!Join", "!If", "!Select")
+
+
+def _secretish(value: str) -> bool:
+    """A quoted string given to a secret-ish name without `=` (an argument, after a space) is its secret
+    unless it reads as a word, a label or a path: no digit, no symbol, nothing random."""
+    if len(value) < 4 or _plain_word(value) or " " in value.strip() or _reference(value):
+        return False
+    if any(c.isdigit() or not (c.isalnum() or c in "_-./") for c in value):
+        return not (value.startswith(("/", "~/", "./")) and _path_like(value))
+    return looks_random(value, min_len=12)
+
+
+def _password_like(value: str) -> bool:
+    """A bare word that can only be a password: 8+ characters, letters and digits, mixed case or a symbol,
+    not made of words, not a path, URL or digest."""
+    if not 8 <= len(value) <= 200 or "/" in value or ":" in value or value.startswith("-"):
+        return False
+    if "[REDACTED" in value or _reference(value):
+        return False
+    letters = any(c.isalpha() for c in value)
+    digits = any(c.isdigit() for c in value)
+    mixed = any(c.islower() for c in value) and any(c.isupper() for c in value)
+    symbol = any(not (c.isalnum() or c in "_-.") for c in value)
+    if not (letters and digits and (mixed or symbol)):
+        return False
+    return not _wordy(re.sub(r"[^A-Za-z0-9]", "", value)) or looks_random(value, min_len=8)
+
+
+def _value_span(match: re.Match[str]) -> tuple[str, int, int]:
+    group = next(g for g in _VALUE_GROUPS if match.group(g) is not None)
+    start, end = match.span(group)
+    return group, start, end
+
+
+def _block_scalar(text: str, line_start: int, at: int) -> list[tuple[int, int]]:
+    """The content of the lines of a YAML block scalar that starts after `at`, indented more than the
+    line at `line_start` (an encrypted Ansible vault is kept: it is no secret)."""
+    indent = len(text[line_start:at]) - len(text[line_start:at].lstrip(" \t-"))
+    spans: list[tuple[int, int]] = []
+    pos = text.find("\n", at)
+    for _ in range(MAX_BLOCK_LINES):
+        if pos < 0:
+            break
+        start = pos + 1
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line = text[start:end]
+        stripped = line.strip()
+        lead = len(line) - len(line.lstrip(" \t"))
+        if stripped and lead <= indent:
+            break
+        if not spans and stripped.startswith("$ANSIBLE_VAULT"):
+            return []
+        if stripped:
+            spans.append((start + lead, start + len(line.rstrip())))
+        pos = end if end < len(text) else -1
+    return spans
+
+
+def _other_value(text: str, start: int, end: int, name: str) -> tuple[list[tuple[int, int]], int]:
+    """Spans of the value of the name text[start:end] written other than `name = value` (see above),
+    and where the search may go on."""
+    line_start = text.rfind("\n", 0, start) + 1
+    block = _BLOCK_SCALAR.match(text, end)
+    if block:
+        spans = _block_scalar(text, line_start, block.end())
+        return spans, (spans[-1][1] if spans else block.end())
+    for before, pattern in ((_PAIR_BEFORE, _PAIR_VALUE), (_TF_BEFORE, _TF_DEFAULT)):
+        if before.search(text, max(0, start - 40), start):
+            found = pattern.match(text, end)
+            if found:
+                group, vstart, vend = _value_span(found)
+                value = text[vstart:vend]
+                if not _not_secret_value(value, bare=group == "value", name=name, loose=True, after=text[vend : vend + 1]):
+                    return [(vstart, vend)], found.end()
+    call = _CALL_VALUE.match(text, end)
+    if call and (call.group("paren") or call.group("close")):
+        group, vstart, vend = _value_span(call)
+        if group != "value" and _secretish(text[vstart:vend]):
+            return [(vstart, vend), *_continued(text, call.end())], call.end()
+    spaced = _SPACED_VALUE.match(text, end)
+    if spaced and not name.startswith("-"):
+        group, vstart, vend = _value_span(spaced)
+        value = text[vstart:vend]
+        if group == "value":
+            value = value.rstrip(",.;:")
+            vend = vstart + len(value)
+            if _password_like(value) and text[vend : vend + 1] not in ("=", "("):
+                return [(vstart, vend)], vend
+        elif _secretish(value):
+            return [(vstart, vend)], spaced.end()
+    return [], end
+
+
+def _continued(text: str, at: int) -> list[tuple[int, int]]:
+    """Spans of the strings joined to a quoted value that ended at `at` (a secret split over lines)."""
+    spans = []
+    for _ in range(20):
+        more = _CONTINUED.match(text, at)
+        if not more:
+            break
+        spans.append(more.span("v"))
+        at = more.end()
+    return spans
+
+
 def _assignments(text: str) -> str:
     """Mask the value given to every secret-ish name: key=value, key: value, "key": "value",
     --key value, key is value. Anchored on the secret word, so each is looked at once."""
@@ -634,7 +781,16 @@ def _assignments(text: str) -> str:
             if raw and looks_random(raw.group("raw"), min_len=16):
                 spans.append(raw.span("raw"))
                 done = raw.end()
+                continue
+            if not flag:
+                found, reach = _other_value(text, start, end, name)
+                if found:
+                    spans.extend(found)
+                    done = max(done, reach)
             continue
+        tag = (match.groupdict().get("tag") or "").strip()
+        if tag.startswith(_CFN_TAGS):
+            continue  # password: !Ref DbPassword: a reference to a parameter
         sep = match.group("sep")
         if sep == ">" and text[start - 1 : start] != "<":
             continue
@@ -669,6 +825,111 @@ def _assignments(text: str) -> str:
                 value_end = raw.end()
         spans.append((value_start, value_end))
         done = max(match_end, value_end)
+        if not bare:  # "…" + "…" on the next line: one secret split over lines
+            joined = _continued(text, match_end)
+            spans.extend(joined)
+            done = max([done, *(e for _s, e in joined)])
+    return _replace_spans(text, spans, MASK)
+
+
+# Markdown tables: a cell under a header named like a secret (| env | password |), or the cell after
+# one that names a secret (| DB_PASSWORD | … |).
+_TABLE_SEPARATOR = _Lazy(r"[ \t]*\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+[ \t]*(?::?-{3,}:?[ \t]*)?")
+_CELL_NAME = _Lazy(r"[`*\"']{0,2}[A-Za-z][\w.\-]{0,60}[`*\"']{0,2}")
+MAX_TABLE_ROWS = 500
+
+
+def _secret_name(cell: str) -> bool:
+    """Does a table cell (a header, a first column) name a secret: `password`, `API token`, `DB_PASS`?"""
+    cell = cell.strip().strip("`*\"'")
+    if not cell or len(cell) > 60 or len(cell.split()) > 3 or "[REDACTED" in cell:
+        return False
+    name = re.sub(r"[ \t]+", "_", cell)
+    return bool(_name_words(name)) and not _NOT_SECRET_NAME.search(name)
+
+
+def _cell_value(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """The span of a table cell's value, if it can be a secret (not empty, a placeholder, words)."""
+    cell = text[start:end]
+    stripped = cell.strip()
+    start += cell.find(stripped) if stripped else 0
+    while stripped[:1] in ("`", '"', "'") and stripped[-1:] == stripped[:1] and len(stripped) > 2:
+        stripped = stripped[1:-1]
+        start += 1
+    if " " in stripped or len(stripped) <= 3 or _plain_word(stripped) or _reference(stripped):
+        return None
+    if "[REDACTED" in stripped or (_wordy(stripped) and not any(c.isdigit() for c in stripped)):
+        return None
+    return start, start + len(stripped)
+
+
+def _tables(text: str) -> str:
+    spans: list[tuple[int, int]] = []
+    columns: set[int] = set()
+    previous: tuple[int, int] | None = None  # the row before this one, when it is a table row
+    at = 0
+    rows = 0
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        line = text[at:end]
+        if not line.lstrip().startswith("|") or line.count("|") < 2:
+            columns, previous, rows = set(), None, 0
+            at = end + 1
+            continue
+        rows += 1
+        if _TABLE_SEPARATOR.fullmatch(line):
+            if previous is not None:  # the row above is the header
+                header = text[previous[0] : previous[1]].strip().strip("|").split("|")
+                columns = {i for i, cell in enumerate(header) if _secret_name(cell)}
+            at = end + 1
+            continue
+        if rows <= MAX_TABLE_ROWS:
+            cells: list[tuple[int, int]] = []
+            first = at + line.index("|") + 1
+            while (bar := text.find("|", first, end)) >= 0:
+                cells.append((first, bar))
+                first = bar + 1
+            for i, (cell_start, cell_end) in enumerate(cells):
+                named = i > 0 and _secret_name(text[cells[i - 1][0] : cells[i - 1][1]])
+                if (i in columns or named) and (span := _cell_value(text, cell_start, cell_end)):
+                    spans.append(span)
+        previous = (at, end)
+        at = end + 1
+    return _replace_spans(text, spans, MASK)
+
+
+# A Kubernetes Secret: every value of its `data:` (base64) and `stringData:` maps is a secret,
+# whatever its key is called.
+_SECRET_DATA = _Lazy(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*$")
+_SECRET_KIND = _Lazy(r"(?m)^[ \t]*kind:[ \t]*[\"']?Secret[\"']?[ \t]*$")
+_DATA_ENTRY = _Lazy(r"[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*(?P<q>[\"']?)(?P<value>[^\s\"'#][^\n\"']*)")
+MAX_SECRET_ENTRIES = 200
+
+
+def _k8s_secrets(text: str) -> str:
+    spans: list[tuple[int, int]] = []
+    docs = [0, *(m.start() for m in re.finditer(r"\n---", text)), len(text)]  # YAML documents
+    kinds: dict[int, bool] = {}
+    for data in _SECRET_DATA.finditer(text):
+        doc = bisect.bisect_right(docs, data.start()) - 1
+        if doc not in kinds:
+            kinds[doc] = _SECRET_KIND.search(text, docs[doc], docs[min(doc + 1, len(docs) - 1)]) is not None
+        if not kinds[doc]:
+            continue
+        indent = len(data.group("indent"))
+        at = data.end() + 1
+        for _ in range(MAX_SECRET_ENTRIES):
+            entry = _DATA_ENTRY.match(text, at)
+            line_end = text.find("\n", at)
+            line_end = len(text) if line_end < 0 else line_end
+            lead = text[at : line_end]
+            if entry is None or entry.end() > line_end or len(lead) - len(lead.lstrip()) <= indent:
+                break
+            value = entry.group("value").rstrip()
+            if not _reference(value) and "[REDACTED" not in value:
+                spans.append((entry.start("value"), entry.start("value") + len(value)))
+            at = line_end + 1
     return _replace_spans(text, spans, MASK)
 
 
@@ -690,7 +951,8 @@ def _replace_spans(text: str, spans: Iterable[tuple[int, int]], mask: str) -> st
 # "Authorization: Bearer abc", {'Authorization': 'Basic abc'}, "Authorization:token abc".
 _AUTH_HEADER = _Lazy(
     r"(?i)\b((?:proxy-)?authorization\\?['\"]?\s*[:=]\s*\\?['\"]?"
-    r"(?:(?:bearer|basic|token|digest|bot|negotiate|ntlm|apikey|sso-key|dpop|hmac|aws4-hmac-sha256)\s+)?)"
+    r"(?:(?:bearer|basic|token|digest|bot|negotiate|ntlm|apikey|sso-key|dpop|hmac|aws4-hmac-sha256"
+    r"|[a-z][a-z0-9_\-]{1,30}(?=[ \t]+(?:[a-z0-9._~+/=\-]{16,}|\[redacted)))\s+)?)"
     r"(?!(?:bearer|basic|token|digest)\b)([^\s'\"\\`]{6,}+)"
 )
 _BEARER = _Lazy(r"(?i)\b((?:bearer|token)\s+)([A-Za-z0-9._~+/=\-]{16,}+)")
@@ -771,6 +1033,9 @@ _COMMAND_SPECS: list[tuple[tuple[str, ...], str]] = [
     (("nmcli",), r"\bnmcli\b[^\n|;&]{0,200}?[ \t]password[ \t]+"),
     (("wpa_passphrase",), r"\bwpa_passphrase[ \t]+\S+[ \t]+"),
     (("requirepass", "masterauth"), r"(?<![\w\-])(?:requirepass|masterauth)[ \t]+"),
+    (("ssh-keygen",), r"\bssh-keygen\b[^\n|;&]{0,200}?[ \t]-[NP][ \t]*"),
+    (("identified",), r"\b(?i:identified(?:[ \t]+with[ \t]+\w+)?[ \t]+by(?:[ \t]+password)?)[ \t]+"),
+    (("net use", "net  use"), r"\b(?i:net)[ \t]+(?i:use)\b[^\n|;&]{0,200}?[ \t]/(?i:u|user):[^\s/]+[ \t]+(?=[^\s/*])"),
 ]
 # sqlplus scott/tiger@orcl: the password ends at the @ of the connect string.
 _SQLPLUS = _Lazy(
@@ -1009,7 +1274,10 @@ def _context(text: str) -> str:
         text = _fed(text)
     if "send" in present and "expect" in present:
         text = _expect_send(text)
-    return _assignments(text)
+    if "kind" in text and "Secret" in text:
+        text = _k8s_secrets(text)
+    text = _assignments(text)
+    return _tables(text) if "|" in text else text
 
 
 # ---------------------------------------------------------------------------

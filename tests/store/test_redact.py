@@ -311,3 +311,94 @@ def test_an_aws_secret_key_beside_its_access_key_id_is_masked_slashes_and_all() 
         assert "[REDACTED:aws-secret-key]" in masked and "/K7MDENG/" not in masked and "/pX7kR2s/" not in masked
     path = "src/components/SomethingVeryLongNamedHere/index.tsx"  # a path near a key id stays a path
     assert path in redact(f"see {path} and AKIA4Q7XJ2M9ZP3LKQWE")
+
+
+# ---------------------------------------------------------------------------
+# Values written other than `name = value`: each case got through before
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        # a name/value pair, a block's default, a call's argument
+        ('variable "db_password" {\n  type    = string\n  default = "Vq7#mPz2kLw9"\n}', "Vq7#mPz2kLw9"),
+        ("env:\n  - name: DB_PASSWORD\n    value: Vq7#mPz2kLw9", "Vq7#mPz2kLw9"),
+        ('"environment": [{"name": "DB_PASSWORD", "value": "Vq7#mPz2kLw9"}]', "Vq7#mPz2kLw9"),
+        ("define('DB_PASSWORD', 'Vq7#mPz2kLw9');", "Vq7#mPz2kLw9"),
+        ('os.Setenv("DB_PASSWORD", "Vq7#mPz2kLw9")', "Vq7#mPz2kLw9"),
+        ('conn.set_password("Vq7#mPz2kLw9")', "Vq7#mPz2kLw9"),
+        ('ds.setPassword("Vq7#mPz2kLw9");', "Vq7#mPz2kLw9"),
+        ("requests.get(url, auth=('admin', 'Vq7#mPz2kLw9'))", "Vq7#mPz2kLw9"),
+        ("auth = HTTPBasicAuth('admin', 'Vq7#mPz2kLw9')", "Vq7#mPz2kLw9"),
+        # camelCase and short names
+        ('dbPass = "Kq8LmZ3xWp0RtYv7Bn2Cs5Dj"', "Kq8LmZ3xWp0RtYv7Bn2Cs5Dj"),
+        ('db_pw = "Vq7#mPz2kLw9"', "Vq7#mPz2kLw9"),
+        ("PW=Vq7#mPz2kLw9", "Vq7#mPz2kLw9"),
+        ("my PAT is nvlztz6zjxd3qlvnyriix5nilvqa3leqfngs7upsrwdhcbkqf3mp", "nvlztz6zjxd3qlvnyriix5nil"),
+        # after white space only, or after more words
+        ("ALTER USER app WITH PASSWORD 'Vq7#mPz2kLw9';", "Vq7#mPz2kLw9"),
+        ("log in as admin with password Vq7#mPz2kLw9", "Vq7#mPz2kLw9"),
+        ("The password for the staging box is: Vq7#mPz2kLw9", "Vq7#mPz2kLw9"),
+        ("set -gx DB_PASSWORD Vq7#mPz2kLw9", "Vq7#mPz2kLw9"),
+        # YAML block scalars and tags
+        ("password: |\n  Vq7#mPz2kLw9\n", "Vq7#mPz2kLw9"),
+        ("db:\n  password: >-\n    Vq7#mPz2kLw9\n  host: db", "Vq7#mPz2kLw9"),
+        ("password: !unsafe 'Vq7#mPz2kLw9'", "Vq7#mPz2kLw9"),
+        # a secret split over lines
+        ('"private_key": "Kq8LmZ3xWp0Rt"\n  + "Yv7Bn2Cs5Dj"', "Yv7Bn2Cs5Dj"),
+        # markdown tables
+        ("| name | value |\n|---|---|\n| DB_PASSWORD | Vq7#mPz2kLw9 |", "Vq7#mPz2kLw9"),
+        ("| env | password |\n|---|---|\n| prod | Vq7#mPz2kLw9 |\n| staging | Hx4!nRt8Qa |", "Hx4!nRt8Qa"),
+        # a Kubernetes Secret's data, whatever its keys are called
+        (
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n"
+            "  DATABASE_URL: cG9zdGdyZXM6Ly9hcHA6VnE3I21QejJrTHc5QGRiL2FwcA==\n",
+            "cG9zdGdyZXM6Ly9hcHA6VnE3I21QejJrTHc5QGRiL2FwcA",
+        ),
+        # commands
+        ("ssh-keygen -t ed25519 -N 'Vq7#mPz2kLw9' -f ~/.ssh/deploy", "Vq7#mPz2kLw9"),
+        ("CREATE USER 'app'@'%' IDENTIFIED BY 'Vq7#mPz2kLw9';", "Vq7#mPz2kLw9"),
+        ("net use Z: \\\\fs01\\share /user:ACME\\admin Vq7#mPz2kLw9", "Vq7#mPz2kLw9"),
+        # any scheme in an Authorization header; Vault's older tokens; an OpenVPN static key
+        (
+            "curl -H 'Authorization: Splunk 03f91d80-f7be-4c39-a1a9-7c0de4f91904' https://splunk:8088/",
+            "03f91d80-f7be-4c39-a1a9-7c0de4f91904",
+        ),
+        ("vault login s.rX5W25oL7tcLMg9awm8jQtdl", "rX5W25oL7tcLMg9awm8jQtdl"),
+        (
+            "-----BEGIN OpenVPN Static key V1-----\n"
+            + "\n".join(f"{i:x}e1de30ca67dbeb4c29d9936dae96f9{i:x}" for i in range(16))
+            + "\n-----END OpenVPN Static key V1-----",
+            "9e1de30ca67dbeb4c29d9936dae96f99",
+        ),
+    ],
+)
+def test_a_value_written_other_than_name_equals_value_is_redacted(text: str, secret: str) -> None:
+    for redactor in (redact, redact_field):
+        out = redactor(text)
+        assert secret not in out and count_redactions(out) >= 1, out
+        assert redactor(out) == out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "public key: age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p",
+        "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  62313365396662343061393464336163383764373764613633653634306231386433626436623361\n",
+        "DbPassword:\n  password: !Ref DbPassword",
+        "| setting | meaning |\n|---|---|\n| password | the database password |\n| token_ttl | 3600 |",
+        "| env | password |\n|---|---|\n| prod | `$DB_PASSWORD` |\n| dev | none |",
+        "env:\n  - name: DB_PASSWORD\n    valueFrom:\n      secretKeyRef:\n        name: db\n        key: password",
+        'variable "db_password" {\n  type      = string\n  sensitive = true\n}',
+        'get_secret("prod/orders/db")',
+        'os.getenv("API_TOKEN", "")',
+        'label = _("password", "Enter your password")',
+        "update the password policy to require 14 characters",
+        "the token count was 4096 for that prompt",
+        "token VARCHAR2(64) NOT NULL",
+        "kind: ConfigMap\ndata:\n  LOG_LEVEL: debug\n  REGION: eu-west-1",
+        "curl -H 'Authorization: Bearer $TOKEN' https://api.example.com",
+    ],
+)
+def test_names_and_values_that_are_no_secret_survive(text: str) -> None:
+    assert redact(text) == text
