@@ -521,6 +521,7 @@ _ASSIGN = _Lazy(
 # an environment variable's (DB_PASSWORD, PGPASSWORD), so base64 padding is never taken for one.
 _NESTED_ASSIGN = _Lazy(r"[A-Z_][A-Z0-9_]{1,60}[ \t]*(?P<sep>:=|=)[ \t]*(?!=)" + _VALUE)
 # After a command-line flag (`--password VALUE`, `--token=VALUE`).
+_NEXT_ASSIGN = _Lazy(r"[ \t]*:?=(?!=)")
 _FLAG_ASSIGN = _Lazy(r"(?P<more>)(?P<sep>=|[ \t]+)" + _VALUE)
 # A value run on to the next white space or quote, brackets and all.
 _RAW_VALUE = _Lazy(r"[^\s'\"`]{1,2000}+")
@@ -808,6 +809,9 @@ def _assignments(text: str) -> str:
                 value_end -= 1
         value = text[value_start:value_end]
         after = text[value_end : value_end + 1]
+        if group == "value" and _NEXT_ASSIGN.match(text, value_end):
+            done = value_start  # "db-pw: db_pw = '…'": the word is the next name, whose value is looked at next
+            continue
         if "\n" in sep and (value.endswith(":") or after not in ("", "\n", "\r")):
             continue  # the next line is a key of its own (YAML), or code: not this name's value
         sep = sep.strip()

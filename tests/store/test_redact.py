@@ -334,6 +334,7 @@ def test_an_aws_secret_key_beside_its_access_key_id_is_masked_slashes_and_all() 
         ('dbPass = "Kq8LmZ3xWp0RtYv7Bn2Cs5Dj"', "Kq8LmZ3xWp0RtYv7Bn2Cs5Dj"),
         ('db_pw = "Vq7#mPz2kLw9"', "Vq7#mPz2kLw9"),
         ("PW=Vq7#mPz2kLw9", "Vq7#mPz2kLw9"),
+        ('db-pw: db_pw = "Vq7#mPz2kLw9"', "Vq7#mPz2kLw9"),
         ("my PAT is nvlztz6zjxd3qlvnyriix5nilvqa3leqfngs7upsrwdhcbkqf3mp", "nvlztz6zjxd3qlvnyriix5nil"),
         # after white space only, or after more words
         ("ALTER USER app WITH PASSWORD 'Vq7#mPz2kLw9';", "Vq7#mPz2kLw9"),
