@@ -1,4 +1,4 @@
-"""A long-running process of a store (watch, the dashboard) known by a lock file it holds.
+"""A long-running process of a store (watch, the dashboard, the MCP server over HTTP) known by a lock file it holds.
 
 The process takes an exclusive lock on its file for as long as it runs and writes its pid
 in it; the kernel lets go of the lock when the process ends, however it ends, so a file
@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 DASHBOARDS = "dashboards"  # the state folder where each running `anamnesis web` holds a file
+MCP_SERVERS = "mcp-servers"  # and each `anamnesis mcp --http`
 
 
 class AlreadyHeld(Exception):

@@ -13,14 +13,17 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from anamnesis.base.errors import AnamnesisError, NoteChanged, NoteNotFound, OutsideStore, UsageError
+from anamnesis.base.listen import allowed_hosts, is_loopback
 from anamnesis.base.paths import Store
 from anamnesis.web import actions, conflicts, edit, timeline, views
 from anamnesis.web.context import CsrfError, Web, web_of
 from anamnesis.web.html import html
-from anamnesis.web.security import Guard, allowed_hosts, csrf_for, is_loopback
+from anamnesis.web.security import Guard, csrf_for
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-MAX_BODY = 4_000_000  # a form with a whole note in it, URL-encoded (context.FORM_FIELD_MAX), and room to spare
+MAX_BODY = (
+    4_000_000  # a form with a whole note in it, URL-encoded (context.FORM_FIELD_MAX), and room to spare
+)
 
 
 def _status_for(exc: AnamnesisError) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import socket
 from collections.abc import Iterable
 from http.cookies import SimpleCookie
 from typing import Any
@@ -54,35 +53,6 @@ UNAUTHORIZED_PAGE = (
 def csrf_for(token: str) -> str:
     """The CSRF token of a run: derived from the secret token, useless without the cookie."""
     return hmac.new(token.encode(), b"anamnesis-csrf", hashlib.sha256).hexdigest()[:40]
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only (127.0.0.0/8, ::1, localhost)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def allowed_hosts(host: str, port: int) -> set[str]:
-    """Host header values the dashboard answers to when bound to `host`:`port`."""
-    names = {_url_host(host).lower()}
-    if is_loopback(host):
-        names |= {"localhost", "127.0.0.1"} if ":" not in host else {"localhost", "[::1]"}
-    else:
-        hostname = socket.gethostname().lower()
-        names |= {hostname, hostname.split(".")[0], "localhost", "127.0.0.1", "[::1]"}
-        try:
-            names.add(socket.getfqdn().lower())
-        except OSError:
-            pass
-    return {f"{name}:{port}" for name in names}
 
 
 def _host_is_ip_literal(value: str) -> bool:

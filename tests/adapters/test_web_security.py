@@ -18,8 +18,9 @@ from conftest import RunCli
 from web_support import SCRIPT_NOTE_BODY, Dashboard, Seeded, dashboard, seed_store, tags_in
 
 from anamnesis.base.git import git_out
+from anamnesis.base.listen import allowed_hosts, is_loopback
 from anamnesis.base.paths import Store
-from anamnesis.web.security import allowed_hosts, csrf_for, is_loopback
+from anamnesis.web.security import csrf_for
 from anamnesis.web.server import exposure_warning
 
 # One dashboard (the module-scoped `served`) for the whole file: its tests share one xdist worker.
