@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -16,12 +17,42 @@ def register(app: typer.Typer) -> None:
     app.command(rich_help_panel="Claude Code")(capture)
 
 
-def mcp() -> None:
-    """Run the MCP server on stdin/stdout (Claude Code starts this itself after `anamnesis init`)."""
-    # lazy: --help loads every command module; the MCP SDK is for `anamnesis mcp` only
-    from anamnesis.mcp import serve
+def mcp(
+    http: bool = typer.Option(False, "--http", help="Serve over streamable HTTP on loopback instead of stdio."),
+    host: str = typer.Option("127.0.0.1", "--host", help="With --http: a loopback address (127.0.0.1, ::1)."),
+    port: int = typer.Option(8765, "--port", help="With --http: the port; 0 picks a free one."),
+    new_token: bool = typer.Option(False, "--new-token", help="With --http: replace the kept token."),
+) -> None:
+    """Run the MCP server: on stdin/stdout (Claude Code starts this itself after `anamnesis init`),
+    or with --http at http://127.0.0.1:8765/mcp for clients that connect to a URL.
 
-    serve(get_store(require=False))
+    Over HTTP a client must send the token (kept in the store's state folder, the same every
+    run) as `Authorization: Bearer TOKEN`, or add `?token=TOKEN` to the URL. Only loopback
+    addresses are served. Stop it with Ctrl+C.
+
+    Examples:
+      anamnesis mcp --http
+      claude mcp add --transport http anamnesis http://127.0.0.1:8765/mcp --header "Authorization: Bearer TOKEN"
+    """
+    if not http:
+        from anamnesis.mcp import serve  # lazy: --help loads every command module; the SDK is for mcp only
+
+        serve(get_store(require=False))
+        return
+    from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.mcp import serve_http  # lazy: as above
+
+    def ready(url: str, token: str) -> None:
+        print(f"Anamnesis MCP server: {url}", flush=True)
+        print(f"token: {token}  (send `Authorization: Bearer {token}`, or use {url}?token={token})", flush=True)
+        print("Press Ctrl+C to stop.", file=sys.stderr, flush=True)
+
+    try:
+        serve_http(get_store(), host=host, port=port, renew_token=new_token, on_ready=ready)
+    except OSError as exc:
+        raise AnamnesisError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    except KeyboardInterrupt:
+        pass
 
 
 def hook(

@@ -251,7 +251,7 @@ def uninstall(
     from anamnesis.agents import AGENTS, chosen, plan_removal, remove_agents, titled  # lazy: as above
     from anamnesis.app import current_installation  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
-    from anamnesis.base.running import DASHBOARDS, held_in, holder, stop_holder  # lazy: as above
+    from anamnesis.base.running import DASHBOARDS, MCP_SERVERS, held_in, holder, stop_holder  # lazy: as above
     from anamnesis.search import server_answering, stop_query_server  # lazy: as above
     from anamnesis.sync import schedule_files, stop_watch, watch_pid  # lazy: as above
 
@@ -259,6 +259,7 @@ def uninstall(
         raise UsageError("--everything removes what init added to every agent: leave out --agent")
     store = get_store(require=False)
     dashboards = store.state_dir / DASHBOARDS  # each running `anamnesis web` holds a file there
+    mcp_servers = store.state_dir / MCP_SERVERS  # and each `anamnesis mcp --http`
     agents = chosen(agent) if agent else list(AGENTS.values())
     program = current_installation() if everything else None
     kept = _kept(store)
@@ -269,6 +270,7 @@ def uninstall(
             extra.append(f"stop `anamnesis watch` (pid {pid}), which syncs this store")
         if not agent:
             extra += [f"stop the dashboard (`anamnesis web`, pid {holder(p)})" for p in held_in(dashboards)]
+            extra += [f"stop the MCP server (`anamnesis mcp --http`, pid {holder(p)})" for p in held_in(mcp_servers)]
         if not agent and server_answering(store):
             extra.append("stop the semantic query server of this store")
         extra += program.planned() if program else []
@@ -283,6 +285,7 @@ def uninstall(
         done.extend(_uninstall_schedule(store))
         stopped = [("anamnesis watch", stop_watch(store))]  # one started by hand: no more syncing by itself
         stopped += [("anamnesis web", stop_holder(path, wait=10)) for path in held_in(dashboards)]
+        stopped += [("anamnesis mcp --http", stop_holder(path, wait=10)) for path in held_in(mcp_servers)]
         for what, outcome in stopped:
             if outcome is not None:
                 pid, gone = outcome
