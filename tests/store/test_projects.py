@@ -82,9 +82,7 @@ def test_a_repository_moved_and_renamed_keeps_its_notes_on_both_machines(
     assert _here(b, moved, "project").stdout.strip() == NEW
     assert "Deploys use blue green rollout" not in _session_start(b, moved)
     asked = _prompt(b, moved, "how do we do the blue green rollout checklist", "p1")
-    assert (
-        other.path in asked and "Deploys use blue green rollout" not in asked
-    )  # one other project's note at most
+    assert other.path in asked  # a project with no note of its own weighs every project's notes alike
 
     aliased = _here(b, moved, "project", "alias", "--here", OLD)
     assert aliased.returncode == 0, aliased.stderr
