@@ -192,3 +192,39 @@ def test_real_claude_code_connects_and_runs_the_hooks_from_such_a_folder(
     log = (store.log_dir / "hooks.log").read_text() if (store.log_dir / "hooks.log").exists() else ""
     assert "session-start:" in log and "user-prompt-submit:" in log, log
     assert "FAILED" not in log and "unknown hook event" not in log, log
+
+
+@pytest.mark.e2e
+def test_real_claude_code_connects_to_the_server_over_http_with_the_token_and_not_without(
+    store: Store, user_home: Path, tmp_path: Path
+) -> None:
+    """The command docs/claude-code.md gives (`claude mcp add --transport http … --header
+    "Authorization: Bearer TOKEN"`) connects; the same address without the token does not."""
+    from mcp_support import served  # lazy: starts a server; only this test needs it
+
+    claude = claude_bin()
+    drop = ("CLAUDE", "ANTHROPIC", "ANAMNESIS", "XDG_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(HOME=str(user_home), DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [claude, *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+        )
+
+    with served(store.home) as server:
+        header = f"Authorization: Bearer {server.token}"
+        assert (
+            run("mcp", "add", "--transport", "http", "memory", server.url, "--header", header).returncode == 0
+        )
+        assert run("mcp", "add", "--transport", "http", "tokenless", server.url).returncode == 0
+        listed = run("mcp", "list")
+    lines = {line.split(":")[0]: line for line in listed.stdout.splitlines() if ": http" in line}
+    assert "Connected" in lines.get("memory", ""), listed.stdout + listed.stderr
+    assert "Connected" not in lines.get("tokenless", "Connected"), listed.stdout
