@@ -202,6 +202,7 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     if not terms:
         return "", []
     specific = specific_terms(text[:MAX_QUERY_CHARS])
+    code_words = {w.lower() for w in words if re.search(r"[_./\d-]", w) or re.match(r"[a-z]+[A-Z]", w)}
     seen = seen_notes(store, session_id) if session_id else set()
     near = _project_of(cwd)
     with open_index(store) as index:
@@ -247,9 +248,10 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
         here = near is not None and hit.project == near
         if by_meaning and hit.similarity is not None:
             meaning = hit.similarity
-            if meaning < MEANING_FLOOR or meaning + WORDS_HELP * share < EVIDENCE_ENOUGH - HERE_EASIER * here:
+            if meaning >= MEANING_FLOOR and meaning + WORDS_HELP * share >= EVIDENCE_ENOUGH - HERE_EASIER * here:
+                share = max(share, meaning)
+            elif not (set(found) & code_words and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
                 continue
-            share = max(share, meaning)
         elif not (found and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
             continue  # by words alone: keyword search, or a note not embedded yet (written moments ago)
         elsewhere = near is not None and hit.project is not None and hit.project != near

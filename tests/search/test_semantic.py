@@ -73,14 +73,22 @@ def test_hybrid_finds_a_paraphrase_that_keyword_search_misses(store: Store, mode
     assert exact[0] == paths["Database backups"]  # meaning does not push out an exact code word
 
 
-def test_a_code_word_the_model_reads_as_noise_still_finds_its_note_first(store: Store, model_dir: Path) -> None:
+def test_a_code_word_the_model_reads_as_noise_still_finds_its_note_first(
+    store: Store, model_dir: Path
+) -> None:
     """`selfHeal` is no word the model knows: every note sits far from it, the ones about recovering
     from failures a little less far. Counting the least far as full meaning put those above the one
     note that holds the word; meaning is scaled to the closest note only when that is a real match."""
     _fill(store)
     for title, body in (
-        ("Crashed workers recover on their own", "The supervisor restarts a worker that dies; no one is paged."),
-        ("Liveness probes restart stuck pods", "A pod that stops answering /healthz is restarted by the kubelet."),
+        (
+            "Crashed workers recover on their own",
+            "The supervisor restarts a worker that dies; no one is paged.",
+        ),
+        (
+            "Liveness probes restart stuck pods",
+            "A pod that stops answering /healthz is restarted by the kubelet.",
+        ),
         ("Automatic failover of the primary", "Patroni promotes a replica when the primary is lost."),
     ):
         create_note(store, type="semantic", title=title, body=body)
@@ -246,11 +254,56 @@ def test_prompt_recall_needs_less_for_a_note_of_the_project_the_prompt_is_typed_
     for key in (project, "github.com/acme/web"):
         folder = tmp_path / key.replace("/", "_")
         subprocess.run(["git", "init", "-q", str(folder)], check=True)
-        subprocess.run(["git", "-C", str(folder), "remote", "add", "origin", f"https://{key}.git"], check=True)
+        subprocess.run(
+            ["git", "-C", str(folder), "remote", "add", "origin", f"https://{key}.git"], check=True
+        )
         checkouts[key] = str(folder)
     assert build_recall(store, prompt, session_id="h1", cwd=checkouts[project])[1] == [retention.path]
     assert build_recall(store, prompt, session_id="h2", cwd=checkouts["github.com/acme/web"]) == ("", [])
     assert build_recall(store, prompt, session_id="h3", cwd=str(tmp_path)) == ("", [])
+
+
+def test_prompt_recall_shows_the_note_holding_a_code_word_the_model_cannot_place(
+    store: Store, model_dir: Path
+) -> None:
+    """An identifier the model never saw sits far from every note, the one that holds it too; the
+    words it shares still show that note. A brand name in capitals (`JavaScript`) is no such word:
+    a note that merely mentions it is not shown for a general question."""
+    from anamnesis.agents.recall import EVIDENCE_ENOUGH, MEANING_FLOOR, WORDS_HELP, build_recall
+
+    vitest = create_note(
+        store,
+        type="semantic",
+        title="Unit tests moved to Vitest",
+        body="Jest removed. `pnpm test` = `vitest run`, watch = `pnpm test:watch`.\n"
+        "`vitest.config.ts` uses `vite-tsconfig-paths` so aliases come from tsconfig.\n"
+        "env `jsdom` for components, `node` for `lib/**` via `environmentMatchGlobs`.\n"
+        "`jest.fn()` -> `vi.fn()`; `jest.mock` hoisting works the same with `vi.mock`. ~40s for the suite.\n"
+        "Coverage: `pnpm test --coverage` (v8 provider).",
+    )
+    scripts = create_note(
+        store,
+        type="semantic",
+        title="Build scripts",
+        body="Our build scripts are JavaScript run by node 20; the bundler config lives in build/.",
+    )
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    with open_index(store) as index:
+        (hit,) = [
+            h
+            for h in search(index, "environmentMatchGlobs", limit=5, snippets=False)
+            if h.path == vitest.path
+        ]
+    assert hit.similarity is not None
+    assert (
+        hit.similarity < MEANING_FLOOR or hit.similarity + WORDS_HELP < EVIDENCE_ENOUGH
+    )  # meaning alone: silent
+    assert vitest.path in build_recall(store, "environmentMatchGlobs", session_id="c1")[1]
+    assert (
+        scripts.path not in build_recall(store, "how do I reverse a string in JavaScript", session_id="c2")[1]
+    )
 
 
 # --- the query server -------------------------------------------------------------------
@@ -621,12 +674,18 @@ def test_session_start_keeps_the_model_loaded_for_the_sessions_prompts(store: St
     enable(store, model_dir)
     update_vectors(store)
     env = {**os.environ, "ANAMNESIS_HOME": str(store.home)}
-    event = json.dumps({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(store.home)})
+    event = json.dumps(
+        {"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(store.home)}
+    )
 
     def session_start() -> None:
         proc = subprocess.run(
             [sys.executable, "-P", "-m", "anamnesis.hooks", "session-start"],
-            input=event, env=env, capture_output=True, text=True, timeout=60,
+            input=event,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert proc.returncode == 0, proc.stderr
 
@@ -650,10 +709,16 @@ def test_session_start_starts_no_server_while_semantic_search_is_off(store: Stor
     import sys
 
     _fill(store)
-    event = json.dumps({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(store.home)})
+    event = json.dumps(
+        {"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": str(store.home)}
+    )
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "anamnesis.hooks", "session-start"],
-        input=event, env={**os.environ, "ANAMNESIS_HOME": str(store.home)}, capture_output=True, text=True, timeout=60,
+        input=event,
+        env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0
     time.sleep(1.0)
@@ -727,7 +792,9 @@ def _serving(store: Store) -> Iterator[subprocess.Popen[bytes]]:
     server = subprocess.Popen(
         [sys.executable, "-P", "-m", "anamnesis", "semantic", "serve", "--idle", "300"],
         env={**os.environ, "ANAMNESIS_HOME": str(store.home)},
-        cwd=store.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=store.home,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 90
@@ -804,7 +871,9 @@ def test_a_note_written_while_the_model_was_away_is_embedded_at_the_next_search(
     assert run_cli("new", "Office printer", "--body", "The printer on floor 2 jams often.").returncode == 0
     away.rename(model)
     time.sleep(1)
-    assert json.loads(run_cli("semantic", "status", "--json").stdout)["pending"] == 1  # nothing retried by itself
+    assert (
+        json.loads(run_cli("semantic", "status", "--json").stdout)["pending"] == 1
+    )  # nothing retried by itself
     try:
         assert run_cli("search", "paper stuck in the copier").returncode == 0
         info = _when_embedded(run_cli)
