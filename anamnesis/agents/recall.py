@@ -114,6 +114,13 @@ def specific_terms(text: str) -> set[str]:
     }
 
 
+def code_words(words: list[str]) -> set[str]:
+    """The words that are code as typed (`pg_dump`, `acme.io/pool`, `raidz2`, `environmentMatchGlobs`),
+    lowercased: names the model may never have seen, so a note holding one counts on its words.
+    Unlike `specific_terms`, brand names in capitals (`JavaScript`, `JSON`) are not among them."""
+    return {word.lower() for word in words if re.search(r"[_./\d-]", word) or re.match(r"[a-z]+[A-Z]", word)}
+
+
 def held(terms: list[str], text: str) -> list[str]:
     """Which of `terms` occur in `text` (as a word start, so 'policy' finds 'policies'); a term
     written the other usual way counts too ('prod' for 'production')."""
@@ -202,7 +209,7 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     if not terms:
         return "", []
     specific = specific_terms(text[:MAX_QUERY_CHARS])
-    code_words = {w.lower() for w in words if re.search(r"[_./\d-]", w) or re.match(r"[a-z]+[A-Z]", w)}
+    named = code_words(words)
     seen = seen_notes(store, session_id) if session_id else set()
     near = _project_of(cwd)
     with open_index(store) as index:
@@ -250,7 +257,7 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
             meaning = hit.similarity
             if meaning >= MEANING_FLOOR and meaning + WORDS_HELP * share >= EVIDENCE_ENOUGH - HERE_EASIER * here:
                 share = max(share, meaning)
-            elif not (set(found) & code_words and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
+            elif not (set(found) & named and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
                 continue
         elif not (found and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
             continue  # by words alone: keyword search, or a note not embedded yet (written moments ago)
