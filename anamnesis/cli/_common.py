@@ -33,10 +33,11 @@ def print_json(data: Any) -> None:
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console (imported lazily: rich costs start-up time)."""
+    """A rich console (imported lazily: rich costs start-up time). Emoji codes are left as typed:
+    a title, a path or ssh's words can hold `:fire:` or `host:abc:`, which must print as they are."""
     from rich.console import Console  # lazy: rich stays off --help and off piped search output
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
 
 
 def interactive() -> bool:

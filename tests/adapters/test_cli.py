@@ -429,3 +429,15 @@ def test_a_git_folder_that_cannot_be_written_is_named_with_its_fix_by_new(run_cl
     init(run_cli)
     _new_into_a_read_only(home / "memory" / ".git" / "objects", home)
     assert run_cli("list", "--json").stdout.strip() == "[]"
+
+
+def test_text_that_looks_like_an_emoji_code_prints_as_typed(run_cli: RunCli) -> None:
+    # A title (or a path, or ssh's words: `host:abc: Name or service not known`) can hold
+    # `:word:`; it must not come out as an emoji.
+    init(run_cli)
+    title = "Port syntax host:abc: explained :fire:"
+    assert run_cli("new", title, "-t", "semantic", "--body", "x").returncode == 0
+    listed = run_cli("list")
+    assert listed.returncode == 0, listed.stderr
+    assert ":fire:" in listed.stdout and "host:abc:" in listed.stdout, listed.stdout
+    assert "\U0001f525" not in listed.stdout and "\U0001f524" not in listed.stdout
