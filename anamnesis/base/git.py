@@ -527,14 +527,17 @@ that is unknown or changed, a refused key, no git there) until a person acts."""
 class Failure:
     """Why a git talking to another machine failed (the line that says it), what to do, whether
     waiting can fix it (`kind`), whether the peer answered that it holds no repository at that
-    path (`no_repository`: `peers add` refuses such a URL), and the lock file a git left there
-    that made it fail (`lock`). Callers branch on these fields, never on the words."""
+    path (`no_repository`: `peers add` refuses such a URL), whether the URL itself can never
+    name a machine (`bad_url`: a port that is not a number, a host name with characters no host
+    name has; `peers add` refuses it too), and the lock file a git left there that made it fail
+    (`lock`). Callers branch on these fields, never on the words."""
 
     reason: str
     hint: str = ""
     kind: FailureKind = "outage"
     no_repository: bool = False
     lock: str = ""
+    bad_url: bool = False
 
     @property
     def text(self) -> str:
@@ -651,6 +654,17 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
     alive = line_with("not responding")
     if alive and alive.startswith("Timeout"):
         return Failure(alive, f"{target} stopped answering in the middle")
+    bad_host = _bad_host_name(line_with("Bad port '", "hostname contains invalid characters",
+                                        "Could not resolve hostname"))
+    if bad_host:
+        return Failure(
+            bad_host,
+            f"the URL {url or 'given'} names no machine, now or later: a port must be a number from 1 to 65535 "
+            "(`ssh://HOST:PORT/PATH`), a host name only letters, digits, '.', '-' and '_'; "
+            "give the right one with `anamnesis peers add NAME URL`",
+            "misconfigured",
+            bad_url=True,
+        )
     resolve = line_with("Could not resolve hostname")
     if resolve:
         return Failure(resolve, "check the host name in the URL (`ssh HOST true` must reach it); for Tailscale: "
@@ -684,6 +698,23 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
         lock = os.path.normpath(locked.group(1))
         return Failure(f"{name}{lock} exists", "", lock=lock)
     return Failure(_plain_reason(lines))
+
+
+_UNRESOLVABLE = re.compile(r"Could not resolve hostname (?P<host>.*): [^:]*$")
+
+
+def _bad_host_name(line: str) -> str:
+    """`line` when ssh's words say the URL itself is wrong, not the network: a port that is not a
+    number (`Bad port '0'`; git hands a port it cannot read to ssh as part of the host name, so
+    `ssh://desk:22x/m` fails as `Could not resolve hostname desk:22x`), or a host name with a
+    character no host name has (a space, a colon). A plain unknown name stays an outage: that is
+    what a network or Tailscale that is down looks like."""
+    if line.startswith("Bad port '") or "hostname contains invalid characters" in line:
+        return line
+    match = _UNRESOLVABLE.search(line)
+    if match and re.search(r"[^A-Za-z0-9._-]", match.group("host")):
+        return line
+    return ""
 
 
 _REMOVABLE = ("/media/", "/run/media/", "/mnt/", "/Volumes/", "/net/")  # where disks and shares are mounted

@@ -229,14 +229,17 @@ def peers_add(
     ),
     no_check: bool = typer.Option(False, "--no-check", help="Do not try to reach the peer now."),
     force: bool = typer.Option(
-        False, "--force", help="Keep the peer even if it answers that there is no repository at that path."
+        False,
+        "--force",
+        help="Keep the peer even if it answers that there is no repository at that path, or its URL names no machine.",
     ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Add a peer (stored in this machine's settings, never in memory/).
 
     The peer is tried first: one that answers that it holds no repository at
-    that path (a typo) is refused (exit 14) unless --force; one that cannot
+    that path (a typo), or a URL that names no machine (a port that is not a
+    number), is refused (exit 14) unless --force; one that cannot
     be reached now (off, asleep) is kept with a warning.
     """
     from anamnesis.base.git import stop_on_signals  # lazy: --help loads every command module
@@ -257,7 +260,7 @@ def peers_add(
         before = None
     with stop_on_signals("peers add"):
         problem = None if no_check else probe(url, repo=store.memory)
-    if problem is not None and problem.no_repository and not force:
+    if problem is not None and (problem.no_repository or problem.bad_url) and not force:
         raise NoRepository(f"{problem.text}; nothing was saved (`--force` keeps it anyway)")
     peer, changed = add_peer(store, name, url)
     if json_out:

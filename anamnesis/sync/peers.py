@@ -67,7 +67,8 @@ class PeerNotFound(AnamnesisError):
 
 
 class NoRepository(AnamnesisError):
-    """`peers add` reached the peer and it holds no repository at that path (`--force` keeps it)."""
+    """`peers add` reached the peer and it holds no repository at that path, or the URL names no
+    machine (`--force` keeps it)."""
 
     exit_code = ExitCode.PEER_MISCONFIGURED
 

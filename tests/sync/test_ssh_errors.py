@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fleet import ROOT, Fleet, Machine, SshServer, ssh_fleet, sshd  # noqa: F401
+from fleet import ROOT, Fleet, Machine, SshServer, fleet, ssh_fleet, sshd  # noqa: F401
 
 from anamnesis.store.operations import create_note
 
@@ -649,3 +649,36 @@ def test_explain_tells_an_outage_from_a_setting_that_never_works(output: str, ki
     from anamnesis.base.git import explain
 
     assert explain(output, "me@desk:.anamnesis/memory", ssh="ssh").kind == kind
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Bad port '0'\nfatal: Could not read from remote repository.\n",  # ssh://desk:0/m
+        # git hands ssh a port it cannot read as part of the host: ssh://desk:99999/m, ssh://desk:22x/m
+        "ssh: Could not resolve hostname desk:99999: Name or service not known\n",
+        "ssh: Could not resolve hostname desk:abc: Temporary failure in name resolution\n",
+        "hostname contains invalid characters\nfatal: Could not read from remote repository.\n",  # "de sk:m"
+    ],
+)
+def test_a_url_that_names_no_machine_is_misconfigured_not_an_outage(output: str) -> None:
+    from anamnesis.base.git import explain
+
+    failure = explain(output, "ssh://desk:99999/m", ssh="ssh")
+    assert failure.kind == "misconfigured" and failure.bad_url, failure
+    assert "peers add" in failure.hint and "1 to 65535" in failure.hint, failure.hint
+    # A name that does not resolve now is still what a network or Tailscale that is down looks like.
+    down = explain("ssh: Could not resolve hostname desk-2.tail-1.ts.net: Name or service not known\n", "x", ssh="ssh")
+    assert down.kind == "outage" and not down.bad_url
+
+
+def test_peers_add_refuses_a_port_that_is_not_a_number_and_prints_ssh_words_as_they_are(fleet: Fleet) -> None:
+    a = fleet.machine("a")
+    for url in ("ssh://127.0.0.1:99999/srv/memory.git", "ssh://localhost:abc/srv/memory.git"):
+        added = a.cli("peers", "add", "desk", url)
+        assert added.returncode == 14, added.stdout + added.stderr
+        assert "will keep trying" not in added.stdout + added.stderr
+        assert "1 to 65535" in added.stderr and "nothing was saved" in added.stderr, added.stderr
+        assert a.cli("peers", "list", "--json").stdout.strip() == "[]"
+    # The words are shown as ssh wrote them: `localhost:abc:` is no emoji code.
+    assert "localhost:abc: " in " ".join(added.stderr.split()), added.stderr
