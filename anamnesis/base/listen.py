@@ -7,7 +7,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+import signal
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,11 +112,22 @@ def serve_held(
     server = uvicorn.Server(config)
     marker = running_in / f"{os.getpid()}.lock"
     held = hold(marker)
-    if ready is not None:
-        ready()
+    # uvicorn shuts down on SIGTERM (what `uninstall` sends), then raises it again with the handler
+    # it found: let that be Ctrl+C's KeyboardInterrupt, so the clean-up below runs and the process
+    # ends as on Ctrl+C instead of being killed by the signal with its lock file left behind.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
+        if ready is not None:
+            ready()
         server.run(sockets=[bound.sock])
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         bound.sock.close()
         marker.unlink(missing_ok=True)
         os.close(held)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

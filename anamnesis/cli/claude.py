@@ -20,19 +20,23 @@ def register(app: typer.Typer) -> None:
 def mcp(
     http: bool = typer.Option(False, "--http", help="Serve over streamable HTTP on loopback instead of stdio."),
     host: str = typer.Option("127.0.0.1", "--host", help="With --http: a loopback address (127.0.0.1, ::1)."),
-    port: int = typer.Option(8765, "--port", help="With --http: the port; 0 picks a free one."),
+    port: int = typer.Option(8765, "--port", help="With --http: the port (1-65535); 0 picks a free one."),
     new_token: bool = typer.Option(False, "--new-token", help="With --http: replace the kept token."),
 ) -> None:
     """Run the MCP server: on stdin/stdout (Claude Code starts this itself after `anamnesis init`),
     or with --http at http://127.0.0.1:8765/mcp for clients that connect to a URL.
 
-    Over HTTP a client must send the token (kept in the store's state folder, the same every
-    run) as `Authorization: Bearer TOKEN`, or add `?token=TOKEN` to the URL. Only loopback
-    addresses are served. Stop it with Ctrl+C.
+    With --http it prints the URL and the token a client must send, as
+    `Authorization: Bearer TOKEN` or with `?token=TOKEN` added to the URL. The
+    token is kept in the store's state folder (state/mcp-http.token, readable
+    by you only) and is the same every run, so a client is set up once;
+    --new-token replaces it. Only loopback addresses are served. Stop it with
+    Ctrl+C.
 
     Examples:
       anamnesis mcp --http
-      claude mcp add --transport http anamnesis http://127.0.0.1:8765/mcp --header "Authorization: Bearer TOKEN"
+      claude mcp add --transport http anamnesis http://127.0.0.1:8765/mcp \\
+        --header "Authorization: Bearer TOKEN"
     """
     if not http:
         from anamnesis.mcp import serve  # lazy: --help loads every command module; the SDK is for mcp only

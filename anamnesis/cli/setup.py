@@ -237,7 +237,8 @@ def uninstall(
     AGENTS.md / GEMINI.md: each file goes back to what it was. The sync timer
     or watch service (systemd user units, LaunchAgents) is stopped and deleted,
     and so are an `anamnesis watch` started by hand, a running dashboard
-    (`anamnesis web`) and semantic query server of the store.
+    (`anamnesis web`), MCP server over HTTP (`anamnesis mcp --http`) and
+    semantic query server of the store.
 
     Your notes are kept: ~/.anamnesis/memory is never deleted (nor the rest of
     ~/.anamnesis: this machine's settings, index and logs); `rm -rf ~/.anamnesis`

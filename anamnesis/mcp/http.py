@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
+import re
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from anamnesis.base.errors import UsageError
+from anamnesis.base.errors import AnamnesisError, UsageError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.listen import allowed_hosts, bind, is_loopback, new_token, serve_held
 from anamnesis.base.paths import Store
@@ -29,22 +33,42 @@ from anamnesis.mcp.server import build_server
 TOKEN_FILE = "mcp-http.token"  # in the state folder: machine-local, never synced
 PATH = "/mcp"
 UNAUTHORIZED = -32001  # JSON-RPC server error: the request never reached the MCP server
+TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32,256}")  # what new_token makes: 32 URL-safe characters
+
+
+def _kept_token(path: Path) -> str:
+    """The token kept at `path` if it is still a secret: a regular file of this user's (not a
+    symlink to some other file), readable by no one else, holding a token as this program makes
+    them; "" otherwise, and it is replaced."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # missing, a symlink (ELOOP), unreadable
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            return ""
+        text = os.read(fd, 1024).decode("ascii", "replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return text if TOKEN_SHAPE.fullmatch(text) else ""
 
 
 def http_token(store: Store, *, renew: bool = False) -> str:
-    """The token an HTTP client must show: the kept one, or a new one when there is none or
-    `renew` asks for it."""
+    """The token an HTTP client must show: the kept one, or a new one when there is none, the
+    kept one is no longer a secret (see `_kept_token`) or `renew` asks for it."""
     path = store.state_dir / TOKEN_FILE
-    if not renew:
-        try:
-            kept = path.read_text(encoding="ascii").strip()
-        except (FileNotFoundError, UnicodeDecodeError):
-            kept = ""
-        if kept:
-            return kept
+    kept = "" if renew else _kept_token(path)
+    if kept:
+        return kept
     token = new_token()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, token + "\n", mode=0o600)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, token + "\n", mode=0o600)  # replaces a symlink itself, never its target
+    except OSError as exc:
+        raise AnamnesisError(f"cannot keep the MCP server's token in {path}: {exc.strerror or exc}") from exc
     return token
 
 
@@ -80,8 +104,14 @@ class TokenGate:
                 "token needed: send `Authorization: Bearer TOKEN` or add `?token=TOKEN` to the URL "
                 "(`anamnesis mcp --http` prints both)",
             )
-        else:
-            await self.app(scope, receive, send)
+        else:  # the SDK checks Host and Origin again, case-sensitively: pass them on as checked here
+            checked = _lowered(scope["headers"], (b"host", b"origin"))
+            await self.app({**scope, "headers": checked}, receive, send)
+
+
+def _lowered(headers: list[tuple[bytes, bytes]], names: tuple[bytes, ...]) -> list[tuple[bytes, bytes]]:
+    """`headers` with the values of `names` in lower case (host names are case-insensitive)."""
+    return [(name, value.lower() if name.lower() in names else value) for name, value in headers]
 
 
 async def _refuse(send: Send, status: int, message: str) -> None:
@@ -118,8 +148,11 @@ def serve_http(
     on_ready: Callable[[str, str], None] | None = None,
 ) -> None:
     """Serve MCP over HTTP until interrupted; `on_ready(url, token)` once it listens."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be between 0 and 65535 (0 picks a free one), not {port}")
     if not is_loopback(host):
         raise UsageError(f"the MCP server listens on this machine only: {host} is not a loopback address")
+    host = host.strip("[]").lower()  # [::1] as in a URL, LOCALHOST: the names the Host check knows
     token = http_token(store, renew=renew_token)
     bound = bind(host, port)
     serve_held(  # the app's lifespan starts the SDK's session manager

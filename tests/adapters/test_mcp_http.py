@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 import urllib.error
@@ -23,7 +24,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_support import served
 
 from anamnesis.base.paths import Store
-
 
 
 def post(url: str, headers: dict[str, str]) -> tuple[int, str]:
@@ -129,6 +129,85 @@ def test_only_loopback_addresses_are_served(store: Store, run_cli: RunCli) -> No
     message = result.stderr.strip()
     assert "loopback" in message and len(message.splitlines()) == 1, message
     assert not (store.state_dir / "mcp-http.token").exists()  # nothing made for a refused start
+
+
+def test_host_and_origin_are_names_in_any_case_as_the_gate_says(store: Store) -> None:
+    # The gate compares Host and Origin case-insensitively; the SDK behind it compared them exactly
+    # and answered a plain-text 421 to `LOCALHOST`, even when that was the address it printed.
+    with served(store.home) as server:
+        port = server.url.split(":")[2].split("/")[0]
+        good = {"Authorization": f"Bearer {server.token}"}
+        upper = post(server.url, {**good, "Host": f"LOCALHOST:{port}", "Origin": f"http://LOCALHOST:{port}"})
+    with served(store.home, "--host", "LOCALHOST") as spelled:
+        printed = post(spelled.url, {"Authorization": f"Bearer {spelled.token}"})
+    with served(store.home, "--host", "[::1]") as bracketed:  # as in a URL: was "Name or service not known"
+        v6 = post(bracketed.url, {"Authorization": f"Bearer {bracketed.token}"})
+    for what, (status, body) in {"upper": upper, "printed": printed, "[::1]": v6}.items():
+        assert status == 200 and '"serverInfo"' in body, (what, status, body[:300])
+    assert spelled.url.startswith("http://localhost:") and bracketed.url.startswith("http://[::1]:")
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "65536"])
+def test_a_port_out_of_range_is_one_line_of_usage_error(store: Store, run_cli: RunCli, port: str) -> None:
+    result = run_cli("mcp", "--http", "--port", port)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    message = result.stderr.strip()
+    assert "65535" in message and "Traceback" not in message and len(message.splitlines()) == 1, message
+
+
+KEPT_BADLY = {
+    "readable by others": ("mode", 0o644),
+    "too short to be a secret": ("text", "a\n"),
+    "not one token": ("text", "abc def ghi jkl mno pqr stu vwx yz0 123\n"),
+    "binary": ("bytes", b"\xff\xfe\x00" * 20),
+    "a symlink to another file": ("symlink", "precious.txt"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KEPT_BADLY))
+def test_a_kept_token_that_is_not_a_secret_is_replaced_and_nothing_else_is_touched(
+    store: Store, case: str
+) -> None:
+    token_file = store.state_dir / "mcp-http.token"
+    with served(store.home) as first:
+        pass
+    other = store.home.parent / "precious.txt"
+    other.write_text("precious content\n")
+    how, what = KEPT_BADLY[case]
+    if how == "mode":
+        token_file.chmod(what)  # any local user could read it: it is no secret any more
+    elif how == "text":
+        token_file.write_text(str(what))
+    elif how == "bytes":
+        token_file.write_bytes(bytes(what))  # type: ignore[arg-type]
+    else:
+        token_file.unlink()
+        token_file.symlink_to(other)
+    for args in ((), ("--new-token",)):
+        with served(store.home, *args) as again:
+            assert again.token != first.token, again.token
+            assert re.fullmatch(r"[A-Za-z0-9_-]{32,}", again.token), again.token
+            assert post(again.url, {"Authorization": f"Bearer {again.token}"})[0] == 200
+        assert not token_file.is_symlink() and token_file.read_text().strip() == again.token
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert other.read_text() == "precious content\n"  # a symlink's target is never read out nor written
+
+
+def test_a_token_file_that_cannot_be_kept_is_named_in_one_line(store: Store, run_cli: RunCli) -> None:
+    (store.state_dir / "mcp-http.token").mkdir(parents=True)
+    result = run_cli("mcp", "--http", "--port", "0")
+    message = result.stderr.strip()
+    assert result.returncode != 0 and len(message.splitlines()) == 1, message
+    assert "mcp-http.token" in message and "cannot listen" not in message, message
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_ctrl_c_stop_the_server_cleanly(store: Store, sig: signal.Signals) -> None:
+    with served(store.home) as server:
+        server.proc.send_signal(sig)
+        assert server.proc.wait(timeout=15) == 0  # not killed by the signal: its clean-up ran
+        assert "Traceback" not in (server.proc.stderr.read() if server.proc.stderr else "")
+    assert list((store.state_dir / "mcp-servers").iterdir()) == []  # no lock file left behind
 
 
 def test_uninstall_stops_a_running_http_server(store: Store, run_cli: RunCli) -> None:
