@@ -131,6 +131,28 @@ def test_a_half_resolved_note_held_back_gets_the_other_machines_lines_after_it(f
     assert "<<<<<<< m0" not in text and "middle from m0\n" in text  # the person's edit stands
 
 
+def test_a_half_resolved_note_held_back_gets_another_machines_change_to_the_line_after_it(fleet: Fleet) -> None:
+    """As above, but the other machine reworded the line right after the block (and its stamp
+    changed): line by line the two edits do not touch, so the held text comes back as the person
+    left it with that line reworded, not as a new block with the person's edit as one version."""
+    machines, _note_id, path = three_way(fleet)
+    m0, m1, _m2 = machines
+    half = m0.read(path).replace("<<<<<<< m0\n", "", 1)
+    m0.write(path, half)
+    assert m0.cli("sync").returncode == 10  # held back
+    m1.write(path, m1.read(path).replace(">>>>>>> m2\nbottom\n", ">>>>>>> m2\nbottom, reworded on m1\n"))
+    assert m1.cli("sync").returncode == 0
+    assert m0.cli("sync").returncode == 10  # still held back: the person has not finished
+    text = m0.read(path)
+    assert "(not committed)" not in text, text
+    assert text == half.replace(">>>>>>> m2\nbottom\n", ">>>>>>> m2\nbottom, reworded on m1\n").replace(
+        split_front_matter(half)[0], split_front_matter(text)[0]
+    ), text
+    assert text.count("middle from m0\n") == 1 and "<<<<<<< m0" not in text  # the person's edit stands
+    listed = m0.cli("conflicts")
+    assert " ↔  ↔" not in listed.stdout, listed.stdout
+
+
 def test_resolve_handles_an_nway_block_in_every_form(fleet: Fleet) -> None:
     machines, note_id, path = three_way(fleet)
     m0, m1, m2 = machines
