@@ -37,6 +37,7 @@ class ExitCode(IntEnum):
 
 SYNC_EXIT_CODES = (
     ExitCode.OK,
+    ExitCode.FAILED,
     ExitCode.NO_STORE,
     ExitCode.NOT_FOUND,
     ExitCode.BUSY,

@@ -44,6 +44,9 @@ def new_machine_id() -> str:
     return f"{host}-{secrets.token_hex(2)}"
 
 
+_FIX = "fix it by hand (this machine's own settings: its machine id, its peers); nothing was changed"
+
+
 def load_settings(store: Store) -> dict[str, Any]:
     """Settings merged over the defaults; a broken file is an error, not a reset."""
     data: dict[str, Any] = {}
@@ -51,9 +54,9 @@ def load_settings(store: Store) -> dict[str, Any]:
         try:
             data = json.loads(store.settings_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise AnamnesisError(f"cannot read {store.settings_path}: {exc}") from exc
+            raise AnamnesisError(f"cannot read {store.settings_path}: {exc} — {_FIX}") from exc
         if not isinstance(data, dict):
-            raise AnamnesisError(f"{store.settings_path} must hold a JSON object")
+            raise AnamnesisError(f"{store.settings_path} must hold a JSON object — {_FIX}")
     _check_kinds(store, data, DEFAULTS, "")
     merged: dict[str, Any] = json.loads(json.dumps(DEFAULTS))
     for key, value in data.items():

@@ -31,7 +31,8 @@ SYNC_EPILOG = (
     "12 refused: memory/ was left mid-rebase/merge by hand (the message says how to get out); "
     "13 (only with --fail-after) a peer has been unreachable for longer than that; "
     "8 this machine's disk is full; 9 this machine cannot write its own store (read-only, no permission): "
-    "no peer is blamed; 3 no store; 4 no such peer; 5 the store was busy; 6 a local git failed. "
+    "no peer is blamed; 3 no store; 4 no such peer; 5 the store was busy; 6 a local git failed; "
+    "1 this machine's settings.json cannot be read (the message names the line). "
     "14 outranks 13, 13 outranks 10, 10 outranks 11. Stopped by SIGTERM/SIGINT/SIGHUP: 143/130/129, "
     "with the git and ssh processes it started."
 )

@@ -189,7 +189,10 @@ def mirror_all(store: Store) -> list[ImportReport]:
     log = logging.getLogger("anamnesis.importers")
     try:
         table = mirrors(store)
-    except Exception as exc:  # a broken settings.json: sync says so itself
+    except AnamnesisError as exc:  # a broken settings.json: sync says so itself, in one line
+        log.debug("mirroring skipped: %s", exc)
+        return []
+    except Exception as exc:
         log.warning("mirroring skipped: %s", exc)
         return []
     state = _state(store)

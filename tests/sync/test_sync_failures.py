@@ -478,3 +478,16 @@ def test_doctor_suggests_forgetting_a_peer_gone_for_days(fleet: Fleet) -> None:
     assert "peers rm" not in one_day["fix"]
     (days,) = failing_for(5)
     assert "`anamnesis peers rm gone`" in days["fix"] and "5 days" in days["fix"], days
+
+
+def test_a_broken_settings_file_stops_sync_with_one_line_that_says_where_and_what_to_do(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    settings = a.store.settings_path
+    settings.write_text(settings.read_text(encoding="utf-8") + "{ a hand edit gone wrong\n", encoding="utf-8")
+    ran = a.cli("sync")
+    assert ran.returncode == ExitCode.FAILED == 1 and ran.returncode in SYNC_EXIT_CODES
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1, ran.stderr  # not a "mirroring skipped" line before it
+    assert str(settings) in lines[0] and "line " in lines[0] and "fix it by hand" in lines[0], lines[0]
+    assert "unreachable" not in ran.stdout + ran.stderr and "retry" not in ran.stdout + ran.stderr
