@@ -266,6 +266,55 @@ def _beside_a_block(
     return None
 
 
+def _beside_a_shared_block(
+    regions: list[list[str]], first: str, second: str, blocks: dict[str, Block], eol: str
+) -> tuple[str, bool] | None:
+    """A region where both sides start (or end) with the same conflict block, which the base
+    lacks: two machines recorded the same conflict, and one or both then wrote lines after (or
+    before) it. The shared lines stay once, as they are; only what differs beside them is settled
+    (against the base's lines a side left as they were), so those lines are never copied into
+    the block's versions, which would double the note each time the two meet again. None when the
+    sides share no block at their start or end."""
+    one, base, two = regions
+    head = _common_prefix(one, two)
+    tail = _common_suffix(one[head:], two[head:])
+    common = one[:head] + one[len(one) - tail :]
+    if not any(line.startswith(_TOKEN) for line in common):
+        return None
+    rest_one, rest_two = one[head : len(one) - tail], two[head : len(two) - tail]
+    # The base's lines that a side still has next to the shared lines are what it left alone.
+    left = 0
+    if head and not tail:
+        left = max(_common_suffix(base, rest_one), _common_suffix(base, rest_two))
+        rest_base = base[len(base) - left :]
+    elif tail and not head:
+        left = max(_common_prefix(base, rest_one), _common_prefix(base, rest_two))
+        rest_base = base[:left]
+    else:
+        rest_base = []
+    if rest_one in (rest_base, rest_two):
+        middle, recorded = _detokenized(rest_two, blocks), False
+    elif rest_two == rest_base:
+        middle, recorded = _detokenized(rest_one, blocks), False
+    else:
+        middle, recorded = _settle([rest_one, rest_base, rest_two], first, second, blocks, eol)
+    return _detokenized(one[:head], blocks) + middle + _detokenized(one[len(one) - tail :], blocks), recorded
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _common_suffix(a: list[str], b: list[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[len(a) - 1 - n] == b[len(b) - 1 - n]:
+        n += 1
+    return n
+
+
 def _settle(
     regions: list[list[str]], first: str, second: str, blocks: dict[str, Block], eol: str
 ) -> tuple[str, bool]:
@@ -273,6 +322,9 @@ def _settle(
     beside = _beside_a_block(regions, first, second, blocks, eol)
     if beside is not None:
         return beside
+    shared = _beside_a_shared_block(regions, first, second, blocks, eol)
+    if shared is not None:
+        return shared
     one, base, two = (_region_pieces(r, blocks) for r in regions)
     v1, v2 = versions(one, first), versions(two, second)
     # Plain text where the base had a block is a resolution: a decision, kept even if it equals a version.

@@ -350,3 +350,25 @@ def test_tree_merge_keeps_both_when_one_side_made_a_file_a_symlink(tmp_path: Pat
     assert {kept["n.md"], kept[side]} == {"120000", "100644"}  # the link and the edited text, each with its mode
     texts = {_show(repo, built.commit, "n.md"), _show(repo, built.commit, side)}
     assert texts == {"other.md", "text, edited\n"}  # nothing of the edit was dropped
+
+
+def test_one_conflict_recorded_on_two_machines_then_written_beside_merges_without_copies() -> None:
+    # Machines a and b met c's edit of the same line and each recorded the same block; b then
+    # wrote a line right after it (or before it) and a did not. Where the two meet, the block is
+    # the same on both sides: b's line goes beside it once, not into every version of the block
+    # (which then meets a's block again, and the note doubles at each meeting).
+    block = conflicted(BASE, ("a", BASE.replace("middle line", "from a")), ("c", BASE.replace("middle line", "from c")))
+    for wrote in ("after", "before"):
+        if wrote == "after":
+            more = block.replace(">>>>>>> c\n", ">>>>>>> c\nwritten on b after it\n")
+        else:
+            more = block.replace("<<<<<<< a\n", "written on b before it\n<<<<<<< a\n")
+        for one, two in ((Side("b", more), Side("a", block)), (Side("a", block), Side("b", more))):
+            merged = merge_texts("n.md", BASE, one, two)
+            assert merged.text == more and not merged.conflicted, merged.text  # no new conflict
+    # Both wrote after the same block: a block of just those lines beside it.
+    mine = block.replace(">>>>>>> c\n", ">>>>>>> c\nfrom b\n")
+    theirs = block.replace(">>>>>>> c\n", ">>>>>>> c\nfrom d\n")
+    merged = merge_texts("n.md", BASE, Side("b", mine), Side("d", theirs)).text
+    assert merged.count("from a\n") == 1 and merged.count("from c\n") == 1, merged
+    assert ">>>>>>> c\n<<<<<<< b\nfrom b\n=======\nfrom d\n>>>>>>> d\nlast line\n" in merged, merged
