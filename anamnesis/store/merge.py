@@ -301,6 +301,32 @@ def _beside_a_shared_block(
     return _detokenized(one[:head], blocks) + middle + _detokenized(one[len(one) - tail :], blocks), recorded
 
 
+def _written_beside_a_new_block(
+    regions: list[list[str]], first: str, second: str, blocks: dict[str, Block], eol: str
+) -> tuple[str, bool] | None:
+    """A region where one side holds one conflict block the base lacks, with lines it wrote
+    before or after it (none of them the base's), and the other side plain text: the block is
+    settled against the other side on its own, and those lines set beside the result, once.
+    Read as versions, they would go into every version of the block, and be copied again at
+    each later meeting. None when the region is not like that."""
+    _one, base, _two = regions
+    if any(line.startswith(_TOKEN) for line in base):
+        return None
+    for side, other in ((0, 2), (2, 0)):
+        lines = regions[side]
+        tokens = [n for n, line in enumerate(lines) if line.startswith(_TOKEN)]
+        if len(tokens) != 1 or any(line.startswith(_TOKEN) for line in regions[other]):
+            continue
+        at = tokens[0]
+        before, after = lines[:at], lines[at + 1 :]
+        if not (before or after) or _common_prefix(before, base) or _common_suffix(after, base):
+            continue
+        inner = [lines[at : at + 1], base, regions[other]] if side == 0 else [regions[other], base, lines[at : at + 1]]
+        text, recorded = _settle(inner, first, second, blocks, eol)
+        return _detokenized(before, blocks) + text + _detokenized(after, blocks), recorded
+    return None
+
+
 def _common_prefix(a: list[str], b: list[str]) -> int:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
@@ -325,6 +351,9 @@ def _settle(
     shared = _beside_a_shared_block(regions, first, second, blocks, eol)
     if shared is not None:
         return shared
+    written = _written_beside_a_new_block(regions, first, second, blocks, eol)
+    if written is not None:
+        return written
     one, base, two = (_region_pieces(r, blocks) for r in regions)
     v1, v2 = versions(one, first), versions(two, second)
     # Plain text where the base had a block is a resolution: a decision, kept even if it equals a version.

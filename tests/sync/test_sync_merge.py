@@ -372,3 +372,18 @@ def test_one_conflict_recorded_on_two_machines_then_written_beside_merges_withou
     merged = merge_texts("n.md", BASE, Side("b", mine), Side("d", theirs)).text
     assert merged.count("from a\n") == 1 and merged.count("from c\n") == 1, merged
     assert ">>>>>>> c\n<<<<<<< b\nfrom b\n=======\nfrom d\n>>>>>>> d\nlast line\n" in merged, merged
+
+
+def test_lines_written_after_a_block_stay_after_it_when_the_block_meets_a_longer_version() -> None:
+    # b and c each added a line at the end: c recorded the block {b, c}, then wrote another line
+    # after it. b, which never saw the block, wrote a second line of its own. Where they meet
+    # (base: b's first line), b's lines are its version in the block and c's new line stays after
+    # the block, once: not copied into every version, which the next meeting copies again.
+    b1 = BASE + "b 1\n"
+    block = conflicted(BASE, ("b", b1), ("c", BASE + "c 1\n"))
+    c_side = block + "c 2\n"
+    b_side = b1 + "b 2\n"
+    want = BASE + "<<<<<<< b\nb 1\nb 2\n=======\nc 1\n>>>>>>> c\nc 2\n"
+    for one, two in ((Side("c", c_side), Side("b", b_side)), (Side("b", b_side), Side("c", c_side))):
+        merged = merge_texts("n.md", b1, one, two)
+        assert merged.text == want, merged.text
