@@ -114,16 +114,19 @@ def serve_held(
     held = hold(marker)
     # uvicorn shuts down on SIGTERM (what `uninstall` sends), then raises it again with the handler
     # it found: let that be Ctrl+C's KeyboardInterrupt, so the clean-up below runs and the process
-    # ends as on Ctrl+C instead of being killed by the signal with its lock file left behind.
+    # ends as on Ctrl+C instead of being killed by the signal with its lock file left behind. SIGINT
+    # gets the same handler: with Python's own, asyncio.run puts in one that cancels the server's
+    # task, and a Ctrl+C in the moment before uvicorn takes the signals over was swallowed by its
+    # start-up, leaving the server running.
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
         if ready is not None:
             ready()
         server.run(sockets=[bound.sock])
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         bound.sock.close()
         marker.unlink(missing_ok=True)
         os.close(held)
