@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +27,17 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, ToolAnnotations
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Completion,
+    ErrorData,
+    JSONRPCError,
+    PromptReference,
+    ResourceTemplateReference,
+    ToolAnnotations,
+)
 from pydantic import ConfigDict, Field, ValidationError, with_config
 from typing_extensions import TypedDict  # below 3.12 pydantic reads nested TypedDicts only from here
 
@@ -39,6 +50,8 @@ from anamnesis.mcp.upkeep import UpkeepTools
 if TYPE_CHECKING:
     from anamnesis.search import PeriodicRefresh
 
+NOTE_URI = "anamnesis://note/{note_id}"
+MAX_COMPLETIONS = 100  # the most values a completion may carry
 MAX_QUERY = 2000
 MAX_LIMIT = 100
 MAX_TAGS = 20
@@ -622,6 +635,40 @@ class MemoryTools:
         lines += ["", "Use the read tool for a whole note. Prefer newer notes over superseded ones."]
         return "\n".join(lines)
 
+    async def complete(self, ref: Any, argument: Any, _context: Any) -> Completion | None:
+        """What a note id or a recall topic could be, from what has been typed so far.
+
+        A note id: ids that start with it, then the ids of notes with a title word that starts
+        with it. A recall topic: tags that start with it, then such titles. Anything else: no
+        suggestion."""
+        typed = str(argument.value or "")[:MAX_TITLE].strip()
+        starts = re.compile(r"(?<![^\W_])" + re.escape(typed), re.IGNORECASE)  # at the start of a word
+        note_ref = isinstance(ref, ResourceTemplateReference) and ref.uri == NOTE_URI
+        topic_ref = isinstance(ref, PromptReference) and ref.name == "recall"
+        if not (note_ref and argument.name == "note_id") and not (topic_ref and argument.name == "topic"):
+            return None
+        try:
+            with self._fresh_index() as index:
+                if note_ref:
+                    found = index.ids_starting(typed, MAX_COMPLETIONS) + [
+                        note_id
+                        for note_id, title, _path, _project in index.titles_like(typed, MAX_COMPLETIONS)
+                        if starts.search(title)
+                    ]
+                else:
+                    low = typed.lower()
+                    found = [tag for tag, _count in index.tags() if tag.lower().startswith(low)] + [
+                        title
+                        for _id, title, _path, _project in index.titles_like(typed, MAX_COMPLETIONS)
+                        if starts.search(title)
+                    ]
+        except AnamnesisError:
+            return None  # no store yet: nothing to suggest
+        values = list(dict.fromkeys(value for value in found if value))
+        return Completion(
+            values=values[:MAX_COMPLETIONS], total=len(values), has_more=len(values) > MAX_COMPLETIONS
+        )
+
     def tools(self) -> list[Tool]:
         """Every tool, annotated read-only or not, with a closed input schema."""
         tools = (
@@ -639,7 +686,7 @@ class MemoryTools:
     def register(self, server: MCPServer[Any]) -> None:
         """Add the resources and prompts to `server`."""
         server.resource(
-            "anamnesis://note/{note_id}",
+            NOTE_URI,
             name="note",
             description="One note's markdown file, by id (as search and list return it).",
             mime_type="text/markdown",
@@ -658,6 +705,7 @@ class MemoryTools:
             name="remember",
             description="Ask the model to save what this conversation settled as notes.",
         )(remember_prompt)
+        server.completion()(self.complete)  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
 
 
 def remember_prompt() -> str:

@@ -447,6 +447,18 @@ class Catalog:
         ]
 
     @reads
+    def ids_starting(self, typed: str, limit: int = 100) -> list[str]:
+        """Note ids that start with `typed`: a note reference completed as it is typed."""
+        return [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT id FROM notes WHERE id LIKE ? ESCAPE '\\' ORDER BY updated DESC LIMIT ?",
+                (_like(typed) + "%", limit),
+            )
+            if row[0]
+        ]
+
+    @reads
     def note_keys(self) -> list[tuple[str, str, str]]:
         """(path, id, title) of every note: what links are resolved against."""
         return [(p, i or "", t or "") for p, i, t in self.conn.execute("SELECT path, id, title FROM notes")]

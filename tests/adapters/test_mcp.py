@@ -364,6 +364,30 @@ def test_resources_and_prompts_have_something_behind_them(store: Store, project_
     _drive(store, project_dir, script)
 
 
+def test_note_ids_and_recall_topics_are_completed_as_typed(store: Store, project_dir: Path) -> None:
+    """`completion/complete`: a note id from the start of an id or a word of a title; a recall
+    topic from a tag or a title; no suggestion for what the server does not offer."""
+    from mcp_types import PromptReference, ResourceTemplateReference
+
+    note_ref = ResourceTemplateReference(type="ref/resource", uri="anamnesis://note/{note_id}")
+    recall_ref = PromptReference(type="ref/prompt", name="recall")
+
+    async def script(session: ClientSession, call: Call) -> None:
+        argo = _data(await call("write", {"title": "Deploy with Argo", "body": "x", "tags": ["deploy", "argo"]}))
+        pool = _data(await call("write", {"title": "Orders use pg_bouncer", "body": "Pool size 20."}))
+        by_id = await session.complete(note_ref, {"name": "note_id", "value": argo["id"][:4]})
+        assert argo["id"] in by_id.completion.values and pool["id"] not in by_id.completion.values
+        by_title = await session.complete(note_ref, {"name": "note_id", "value": "bouncer"})
+        assert by_title.completion.values == [pool["id"]]
+        topics = await session.complete(recall_ref, {"name": "topic", "value": "de"})
+        assert topics.completion.values == ["deploy", "Deploy with Argo"], topics
+        assert topics.completion.total == 2 and not topics.completion.has_more
+        other = await session.complete(PromptReference(type="ref/prompt", name="remember"), {"name": "x", "value": "d"})
+        assert other.completion.values == []
+
+    _drive(store, project_dir, script)
+
+
 def test_lines_that_are_not_json_rpc_get_an_error_reply(store: Store, project_dir: Path) -> None:
     """JSON-RPC answers text that is not JSON (-32700) and JSON that is no request (-32600); the
     SDK's stdio transport drops both, leaving a client waiting. The server goes on after them."""

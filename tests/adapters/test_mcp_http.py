@@ -230,6 +230,7 @@ CONFORMANCE = (
     "ping",
     "tools-list",
     "tools-call-error",  # an unknown tool is an error result with a message
+    "completion-complete",  # for a prompt it does not have: no suggestion, as the SDK answers
     "resources-list",
     "prompts-list",
     "server-sse-multiple-streams",
