@@ -12,7 +12,7 @@ user-prompt-submit`, the event JSON on stdin), in a fresh session, from a git ch
 remote is the gold note's project (a plain folder for a global note). A prompt counts when the
 hook's output names one of its relevant notes. The off-topic prompts below (small talk,
 arithmetic, general knowledge, other people's code questions) must print nothing, each sent
-from a checkout of every project of the set. The hook's wall time is measured with semantic
+from a checkout of every project of the set and from a plain folder. The hook's wall time is measured with semantic
 search off and on, alternating prompt by prompt, so a drifting host does not decide which is
 faster.
 """
