@@ -487,11 +487,22 @@ class TreeMerger:
         """The tree id of a commit."""
         return git_out(self.repo, "rev-parse", f"{commit}^{{tree}}")
 
-    def merge_base(self, one: str, two: str) -> str | None:
-        """Their best common ancestor (the smallest id when there are several), or None."""
+    def merge_base(self, one: str, two: str, depth: int = 0) -> str | None:
+        """Their best common ancestor, or None. Where history criss-crossed (machines of a mesh
+        that merged each other's merges) there are several: then, as git itself does, one commit
+        that merges them (a virtual base: an object no ref points at). Any one of them alone
+        would make what both sides already share look like a change of one side: a line both
+        had, written into a conflict block again, in every version."""
         proc = run_git(self.repo, "merge-base", "--all", one, two, check=False)
         bases = sorted(proc.stdout.split())
-        return bases[0] if bases else None
+        if len(bases) < 2 or depth >= _VIRTUAL_DEPTH:
+            return bases[0] if bases else None
+        virtual = bases[0]
+        for other in bases[1:]:
+            base = self.merge_base(virtual, other, depth + 1) or EMPTY_TREE
+            tree, _conflicts = self.apply(virtual, base, other)
+            virtual = self.commit_tree(tree, [virtual, other], "anamnesis: virtual merge base")
+        return virtual
 
     def commit_tree(
         self, tree: str, parents: list[str], message: str, author: dict[str, str] | None = None
@@ -565,6 +576,9 @@ def recorded_in(message: str) -> list[str]:
         else:
             inside = False
     return found
+
+
+_VIRTUAL_DEPTH = 4  # criss-crosses within criss-crosses: past this, the smallest id stands in
 
 
 def private_index(state_dir: Path) -> Path:

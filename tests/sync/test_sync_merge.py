@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -387,3 +388,40 @@ def test_lines_written_after_a_block_stay_after_it_when_the_block_meets_a_longer
     for one, two in ((Side("c", c_side), Side("b", b_side)), (Side("b", b_side), Side("c", c_side))):
         merged = merge_texts("n.md", b1, one, two)
         assert merged.text == want, merged.text
+
+
+def _commit_as(repo: Path, author: str, files: dict[str, str], parents: list[str]) -> str:
+    """A commit by `author` (a machine) with `files` over the first parent's tree."""
+    subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-f", "--detach", parents[0]], check=True)
+    for path, text in files.items():
+        (repo / path).write_text(text)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    tree = subprocess.run(["git", "-C", str(repo), "write-tree"], capture_output=True, text=True).stdout.strip()
+    args = ["git", "-C", str(repo), "commit-tree", tree, "-m", f"{author}: sync"]
+    for parent in parents:
+        args += ["-p", parent]
+    env = {**os.environ, "GIT_AUTHOR_NAME": f"anamnesis@{author}", "GIT_AUTHOR_EMAIL": "x@x.invalid"}
+    return subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout.strip()
+
+
+def test_a_criss_cross_merge_takes_what_both_sides_share_as_shared(tmp_path: Path) -> None:
+    # A mesh: b and c each added a line; a merged both (recording the block {b, c}), and so did
+    # b after adding a second line (or c, in the mirror case). The two merges have two best common
+    # ancestors, b's commit and c's. Taking either alone as the base makes the other's line look
+    # new on one side, and the merge copies it into the block again; the merge of both is the base.
+    repo = _repo(tmp_path)
+    start = _commit_as(repo, "a", {"n.md": BASE}, [_commit(repo, {}, "root")])
+    b1 = _commit_as(repo, "b", {"n.md": BASE + "b 1\n"}, [start])
+    c1 = _commit_as(repo, "c", {"n.md": BASE + "c 1\n"}, [start])
+    on_a = conflicted(BASE, ("b", BASE + "b 1\n"), ("c", BASE + "c 1\n"))
+    theirs = _commit_as(repo, "a", {"n.md": on_a}, [b1, c1])
+    for grew, more in (("b", BASE + "b 1\nb 2\n"), ("c", BASE + "c 1\nc 2\n")):
+        again = _commit_as(repo, grew, {"n.md": more}, [b1 if grew == "b" else c1])
+        other = BASE + ("c 1\n" if grew == "b" else "b 1\n")
+        mine = conflicted(BASE, (grew, more), ("c" if grew == "b" else "b", other))
+        ours = _commit_as(repo, grew, {"n.md": mine}, [again, c1 if grew == "b" else b1])
+        merger = TreeMerger(repo, tmp_path / "idx")
+        for one, two in ((ours, theirs), (theirs, ours)):
+            built = merger.merge(one, two, "merge")
+            assert _show(repo, built.commit, "n.md") == mine, (grew, _show(repo, built.commit, "n.md"))
+        merger.close()
