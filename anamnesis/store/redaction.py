@@ -514,7 +514,8 @@ _VALUE = (
 _ASSIGN = _Lazy(
     r"(?P<close>\\?[\"'])?"
     r"(?P<more>(?:[ \t]+[A-Za-z][A-Za-z0-9_\-]{0,20}){0,5})"
-    r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|->)[ \t]+|>)"
+    r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|->)[ \t]+"
+    r"(?:(?:now|actually|still|currently|really|just|also|simply|(?:set|changed) to)[ \t]+)?|>)"
     r"(?P<tag>![\w!.\-]{0,40}[ \t]+)?+" + _VALUE  # a YAML tag (`password: !unsafe '…'`) is not the value
 )
 # A name given a value, where a value was looked for: the value is that name's; the name is
@@ -814,7 +815,7 @@ def _assignments(text: str) -> str:
             continue
         if "\n" in sep and (value.endswith(":") or after not in ("", "\n", "\r")):
             continue  # the next line is a key of its own (YAML), or code: not this name's value
-        sep = sep.strip()
+        sep = sep.split()[0] if sep.strip() else ""  # "is now", "was actually": judged as "is", "was"
         loose = sep in _LOOSE_SEPARATORS or bool(match.group("more"))
         if value.startswith("-") and (flag or loose):
             continue  # the next flag, not a value

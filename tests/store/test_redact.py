@@ -403,3 +403,25 @@ def test_a_value_written_other_than_name_equals_value_is_redacted(text: str, sec
 )
 def test_names_and_values_that_are_no_secret_survive(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "wrong one, the db password is actually Xy7!pQ2rT9-new since tuesday",
+        "the staging password is now S3cretPass!9 after the rotation",
+        "api key was just AKfj38fhW9dk3kdf9, I rotated it",
+    ],
+)
+def test_a_value_said_after_is_now_or_is_actually_is_masked(text: str) -> None:
+    """ "the password is actually X" is "the password is X" with a word between: masked the same way,
+    and an ordinary word there ("the password is now rotated") is left alone like after a bare "is"."""
+    secret = next(w for w in text.replace(",", " ").split() if any(c.isdigit() for c in w) and len(w) >= 8)
+    assert secret not in redact(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["the password is now rotated", "the token is now stored in vault", "the secret is actually fine"]
+)
+def test_an_ordinary_word_after_is_now_survives(text: str) -> None:
+    assert redact(text) == text
