@@ -139,7 +139,10 @@ def render_body(summary: SessionSummary, project: str) -> str:
         out += ["", "## Files touched", ""]
         items = list(summary.files.items())
         for path, actions in items[:MAX_FILES]:
-            out.append(f"- {_code(_relative(path, summary.cwd))} ({', '.join(actions)})")
+            labels = list(actions)
+            if path in summary.renamed_from:
+                labels.append(f"renamed from {_code(_relative(summary.renamed_from[path], summary.cwd))}")
+            out.append(f"- {_code(_relative(path, summary.cwd))} ({', '.join(labels)})")
         if len(items) > MAX_FILES:
             out.append(f"- … and {len(items) - MAX_FILES} more files")
     if summary.commands:
@@ -176,6 +179,7 @@ def render_body(summary: SessionSummary, project: str) -> str:
         prompts=summary.prompts,
         prompt_seqs=summary.prompt_seqs,
         failures=summary.failures,
+        todos_seq=summary.todos_seq,
     )
     for heading, lines in ((DECISIONS, found.decisions), (OPEN_ITEMS, found.open_items)):
         if lines:

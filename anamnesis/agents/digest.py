@@ -13,9 +13,12 @@ over earlier ones.
 The lists say how things stand at the end of the session, not at some point in
 its middle: an open item is dropped once the session later did it (a later
 tool call that worked acted on most of its words, or a later sentence says it
-done); a tool call that failed and was not redone (an Edit refused, an MCP
-call that errored) is an open item; and a request the user typed that nothing
-later carried out is one too.
+done, or a later box ticks it); a command that failed is not open once a later
+run over the same or a wider scope passed; a tool call that failed and was not
+redone (an Edit refused, an MCP call that errored) is an open item; and a
+request the user typed that nothing later carried out is one too, unless the
+session called it off. What the session turned away from (a decision reversed
+or corrected, a plan called off) is dropped with the open items it left.
 
 Every line comes from text redacted whole: the summary's prompts, commands,
 plan and failures are (see `transcript.redact_summary`), and each assistant
@@ -81,10 +84,13 @@ _OPEN = re.compile(
 _REVERSAL = re.compile(
     r"\b(?:instead of|rather than|no longer|abandon(?:ed|ing|s)?|scrap(?:ped|ping|s)?|revert(?:ed|ing|s)?|"
     r"back(?:ed|ing)? out(?: of)?|drop(?:ped|ping|s)? (?:the|that|this)|chang(?:ed|e|ing) (?:my|our) minds?|"
-    r"actually,? no|scratch that|never ?mind|not (?:going|gonna) (?:to )?use|forget about)\b",
+    r"actually,? no|scratch that|never ?mind|nvm|not (?:going|gonna) (?:to )?use|forget about|let'?s not|undo|"
+    r"(?:that|this|it)(?:'s| is| was) (?:wrong|incorrect|not right)|you(?:'re| are) wrong)\b",
     re.I,
 )
-_CLAUSE_END = re.compile(r"[,;:.!?()]|\s(?:and|but|so|because|since)\s")
+# A correction naming the wrong value: "the port is 5433, not 5432".
+_NOT_THAT = re.compile(r"(?:,|\s)\s*not\s+(?!(?:a|an|the|to|be|yet|sure|so|really|just|only|quite|even)\b)([\w.:/-]+)", re.I)
+_CLAUSE_END = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\s(?:and|but|so|because|since)\s")
 REJECTED_WORDS = 4  # content words after a reversal cue that name what was turned away from
 _OPEN_HEADING = re.compile(
     r"\b(?:pending tasks?|next steps?|todos?|to do|open items?|open questions?|remaining|follow[- ]?ups?|"
@@ -223,13 +229,23 @@ def _latest_distinct(lines: Iterable[str], limit: int, taken: set[str]) -> list[
 
 
 def failing_at_end(results: Sequence[tuple[str, bool]], limit: int = MAX_FAILING) -> list[str]:
-    """Commands among the session's last results whose latest run failed (probes like grep aside)."""
-    last: dict[str, tuple[str, bool]] = {}
-    for command, failed in results[-RECENT_RESULTS:]:
+    """Commands among the session's last results whose latest run failed (probes like grep aside)
+    and that no later run that passed covered (`_covers`: `pytest -q tests/x.py` after
+    `pytest tests/x.py::test_y`, `cd web && npm run build | tail` after `npm run build`)."""
+    recent = list(results[-RECENT_RESULTS:])
+    last: dict[str, int] = {}
+    for i, (command, _failed) in enumerate(recent):
         key = " ".join(command.split())
         last.pop(key, None)  # keep the order of last runs
-        last[key] = (command, failed)
-    failing = [cmd for cmd, failed in last.values() if failed and _program(cmd) not in _PROBES]
+        last[key] = i
+    failing = []
+    for i in last.values():
+        command, failed = recent[i]
+        if not failed or _program(command) in _PROBES:
+            continue
+        if any(not later_failed and _covers(later, command) for later, later_failed in recent[i + 1 :]):
+            continue
+        failing.append(command)
     return failing[-limit:]
 
 
@@ -241,8 +257,73 @@ def _program(command: str) -> str:
     return words[0].rsplit("/", 1)[-1] if words else ""
 
 
+_REDIRECT = re.compile(r"^(?:\d?[<>]{1,2}&?\d*|&>{1,2})(?P<target>.*)$")
+
+
+def _run_of(command: str) -> tuple[str, list[str], list[str]]:
+    """(program, its words that name no path, its path words) of the command's last `&&`/`;` step,
+    before any pipe, without redirections: what a run of it covers."""
+    step = re.split(r"&&|;|\|\|", command)[-1]
+    step = re.split(r"(?<!\|)\|(?!\|)", step)[0]
+    words = step.split()
+    while words and ("=" in words[0] or words[0] in ("sudo", "env", "time", "nice")):
+        words = words[1:]
+    if not words:
+        return "", [], []
+    names: list[str] = []
+    paths: list[str] = []
+    skip = False
+    for word in words[1:]:
+        if skip:
+            skip = False
+            continue
+        redirect = _REDIRECT.match(word)
+        if redirect:
+            skip = not redirect.group("target")  # `> out.log`: the next word is where to
+            continue
+        if word.startswith("-"):
+            continue
+        (paths if "/" in word or "::" in word or re.search(r"\.\w+$", word) else names).append(word)
+    return words[0].rsplit("/", 1)[-1], names, paths
+
+
+def _covers(later: str, failed: str) -> bool:
+    """Whether a run of `later` that passed shows `failed` passes now: the same program with the
+    same subcommand and arguments, over the same paths or folders holding them (or over all)."""
+    program, names, paths = _run_of(later)
+    failed_program, failed_names, failed_paths = _run_of(failed)
+    if not program or program != failed_program or names != failed_names:
+        return False
+    return all(
+        any(p == q or q.startswith(p.rstrip("/") + "/") or q.startswith(p + "::") for q in failed_paths)
+        for p in paths
+    )
+
+
 def _content(text: str) -> set[str]:
     return {w for w in words_of(text) if w not in _COMMON}
+
+
+def _item_words(line: str) -> set[str]:
+    """The words of an open item that tell what it is about: without the words that only say it is
+    open ("Remaining:", "TODO", "still need to") or ask for it ("Replace", "Add"), which a tool call
+    that does it never holds."""
+    text = _OPEN.sub(" ", line).lstrip(" \t-*:")
+    text = _REQUEST.sub(" ", text, count=1) if _REQUEST.match(text) else text
+    return _content(text) or _content(line)
+
+
+def _checked(texts: Sequence[str], seqs: Sequence[int]) -> dict[str, int]:
+    """The boxes ticked (`- [x] …`), by normalised text -> the last time one was."""
+    ticked: dict[str, int] = {}
+    for seq, text in zip(seqs, texts, strict=True):
+        if "[x]" not in text and "[X]" not in text:
+            continue
+        for line in text.splitlines():
+            box = _BOX.match(line)
+            if box and box.group(1) != " ":
+                ticked[_key(redact(line[box.end() :]))] = seq
+    return ticked
 
 
 def _share(words: set[str], seen: Mapping[str, int], after: int) -> float:
@@ -285,34 +366,55 @@ def _reversals(said: Iterable[tuple[int, str]]) -> list[tuple[int, set[str], set
     for seq, text in said:
         for line in _without_code(text).splitlines():
             for sentence in _SENTENCE_END.split(line.strip()):
-                cue = _REVERSAL.search(sentence)
-                if cue is None:
+                named: list[str] = []
+                cues = list(_REVERSAL.finditer(sentence))
+                if not cues:
                     continue
-                rest = sentence[cue.end() :]
-                clause = _CLAUSE_END.split(rest, maxsplit=1)[0]
-                before = _content(sentence[: cue.start()])
-                named = [w for raw in _WORDS_IN_ORDER.findall(clause.lower()) for w in _content(raw) if w not in before]
+                before = _content(sentence[: cues[0].start()])
+                for cue in cues:  # "actually no, let's not use Redis": the cue that names it
+                    clause = _CLAUSE_END.split(sentence[cue.end() :], maxsplit=1)[0]
+                    named += [w for raw in _WORDS_IN_ORDER.findall(clause.lower()) for w in _content(raw) if w not in before]
+                if not named:  # "that's wrong, the port is 5433 not 5432": what it corrects
+                    named = [w for m in _NOT_THAT.finditer(sentence) for w in _content(m.group(1))]
                 found.append((seq, set(named[:REJECTED_WORDS]), _content(sentence)))
     return found
 
 
 def _turned_away(
-    decided: Sequence[tuple[int, str]], opened: Sequence[tuple[int, str]], reversals: Sequence[tuple[int, set[str], set[str]]]
+    decided: Sequence[tuple[int, str]],
+    opened: Sequence[tuple[int, str]],
+    reversals: Sequence[tuple[int, set[str], set[str]]],
+    typed: Sequence[int] = (),
+    asked: Sequence[tuple[int, str, set[str]]] = (),
+    plan: tuple[int, Sequence[str]] = (-1, ()),
 ) -> tuple[set[str], set[str]]:
     """The decisions and open items (by line) that a later sentence turned away from: a decision
     made before it that holds a word it rejects (or, when it names nothing, the latest decision
-    before it), and an open item stated before it that holds one of those words."""
+    before it), and an open item, a request (`asked`) or a step of the plan (set at `plan[0]`)
+    stated before it that holds one of those words. A prompt (typed at one of `typed`) that turns
+    away from what it names nothing of ("never mind, let's not do that", "revert all of that")
+    drops what was planned and left open since the prompt before it, and what that prompt asked."""
     dropped: set[str] = set()
     stale: set[str] = set()
+    when_planned, steps = plan
     for when, rejected, words in reversals:
         earlier = [(seq, line) for seq, line in decided if seq < when and line not in dropped]
+        since = -1
         if rejected:
             hit = [line for _seq, line in earlier if rejected & _content(line)]
         else:
             hit = [earlier[-1][1]] if earlier else []
             rejected = set().union(*(_content(_DECISION.sub(" ", line)) - words for line in hit))
+            if when in typed:
+                since = max((seq for seq in typed if seq < when), default=-1)
         dropped.update(hit)
-        stale.update(line for seq, line in opened if seq < when and rejected & _content(line))
+        stale.update(line for seq, line in opened if seq < when and (seq > since >= 0 or rejected & _content(line)))
+        for seq, sentence, asked_words in asked:
+            enough = len(rejected & asked_words) >= min(ADDRESSED, len(asked_words))
+            if seq < when and (seq == since or enough):
+                stale.add(sentence)
+        if when_planned < when:
+            stale.update(step for step in steps if when_planned > since >= 0 or rejected & _content(step))
     return dropped, stale
 
 
@@ -331,16 +433,22 @@ def requests(prompts: Sequence[str], prompt_seqs: Sequence[int]) -> list[tuple[i
 
 
 def requests_left(
-    asked: Sequence[tuple[int, str, set[str]]], acted: Mapping[str, int], first: int | None = None
+    asked: Sequence[tuple[int, str, set[str]]],
+    acted: Mapping[str, int],
+    first: int | None = None,
+    cancelled: Iterable[str] = (),
 ) -> list[str]:
     """The requests (see `requests`) that no later tool call that worked acted on (saying "done"
     is not doing it), latest last. The first prompt (typed at `first`) is what the whole session
-    works on: any tool call that worked after it counts as carrying it out."""
+    works on: any tool call that worked after it counts as carrying it out. A request the session
+    later turned away from (`cancelled`) is not left undone."""
     last_act = max(acted.values(), default=-1)
+    skip = set(cancelled)
     return [
         one_line(f"Asked, not done: {sentence.rstrip('.')}")
         for seq, sentence, words in asked
-        if not (seq == first and last_act > seq)
+        if sentence not in skip
+        and not (seq == first and last_act > seq)
         and sum(1 for w in words if acted.get(w, -1) > seq) < min(ADDRESSED, len(words))
     ]
 
@@ -371,12 +479,13 @@ def digest(
     prompts: Sequence[str] = (),
     prompt_seqs: Sequence[int] = (),
     failures: Mapping[tuple[str, str], str] | None = None,
+    todos_seq: int = -1,
 ) -> Digest:
     """The session's decisions and open items, as they stand at its end.
 
     `texts` are the assistant's texts and compaction summaries in order, as
     written (each is redacted whole here before a line is taken from it);
-    `todos` the last plan as (step, status); `results` the last commands as
+    `todos` the last plan as (step, status) and `todos_seq` when it was set; `results` the last commands as
     (command, failed); `text_seqs` when each text was said, `actions` what the
     latest tool calls that worked acted on and when, `prompts` (redacted)
     and `prompt_seqs` the user's prompts and when, `failures` the tool calls
@@ -398,11 +507,20 @@ def digest(
                 decided_when.append((seq, line))
     # What the session turned away from later (the assistant's words or the user's) is not how
     # things stand at its end: neither that decision nor the open items of the plan it dropped.
-    said = [*zip(seqs, texts, strict=True), *(zip(prompt_seqs, prompts, strict=True) if len(prompt_seqs) == len(prompts) else ())]
-    dropped, stale = _turned_away(decided_when, list(stated_open.values()), _reversals(said))
+    typed = list(prompt_seqs) if len(prompt_seqs) == len(prompts) else []
+    said = [*zip(seqs, texts, strict=True), *(zip(typed, prompts, strict=True) if typed else ())]
+    asked = requests(prompts, typed) if typed else []
+    steps = [step for step, status in todos if status != "completed"]
+    dropped, stale = _turned_away(
+        decided_when, list(stated_open.values()), _reversals(said), typed, asked, (todos_seq, steps)
+    )
     decided = [line for _seq, line in decided_when if line not in dropped]
-    stated_open = {key: (seq, line) for key, (seq, line) in stated_open.items() if line not in stale}
-    asked = requests(prompts, prompt_seqs) if len(prompt_seqs) == len(prompts) else []
+    checked = _checked(texts, seqs)
+    stated_open = {
+        key: (seq, line)
+        for key, (seq, line) in stated_open.items()
+        if line not in stale and checked.get(_key(_BOX.sub("", line)), -1) <= seq
+    }
     acted: dict[str, int] = {}
     if (stated_open or asked) and actions:
         for seq, text in actions:  # word -> the last time a tool call that worked acted on it
@@ -412,8 +530,8 @@ def digest(
     if stated_open:
         for word, seq in _said_done(texts, seqs).items():
             seen[word] = max(seq, seen.get(word, -1))
-    still_open = [line for seq, line in stated_open.values() if _share(_content(line), seen, seq) < SETTLED]
-    undone = requests_left(asked, acted, prompt_seqs[0] if prompt_seqs else None)
+    still_open = [line for seq, line in stated_open.values() if _share(_item_words(line), seen, seq) < SETTLED]
+    undone = requests_left(asked, acted, typed[0] if typed else None, stale)
     taken: set[str] = set()
     failing = failed_calls(failures or {}) + [
         one_line(f"`{one_line(cmd, 120)}` still fails at the end of the session")
@@ -422,7 +540,7 @@ def digest(
     failing = _latest_distinct(failing, MAX_FAILING + MAX_FAILING, taken)
     plan: list[str] = []
     for step, status in todos:
-        if status == "completed" or not step.strip():
+        if status == "completed" or not step.strip() or step in stale:
             continue
         suffix = " (in progress)" if status == "in_progress" else ""
         plan.append(one_line(step, MAX_ITEM - len(suffix)) + suffix)

@@ -16,6 +16,13 @@ declined, changed nothing; such a call is kept as a failure (until a later
 call on the same file succeeds), so the note can say the change was not made.
 MCP calls are kept with what they asked and what came back.
 
+A touched file's entry says how it stands at the end: a command that worked
+and removed it (`rm`, `git rm`), moved it (`mv`, `git mv`: the entry moves to
+the new path and says where from) or put it back (`git checkout -- …`,
+`git restore`, `git reset --hard`, `git stash`, `git clean`) marks it
+"deleted" or "reverted", and so do Edits that undo each other (60 → 30 after
+30 → 60); a later Write or Edit that worked makes it changed again.
+
 Redaction happens here, once, before anything is cut: `summarize` ends with
 `redact_summary`, which redacts every text a note is made from whole (each
 prompt, command, reply, plan step, failure, MCP call; the branch and the
@@ -29,9 +36,12 @@ shows it. A text longer than MAX_TEXT is redacted whole here and then cut.
 
 from __future__ import annotations
 
+import functools
 import json
+import posixpath
 import re
-from collections.abc import Iterator
+import shlex
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +90,7 @@ MAX_MCP = 6  # the latest MCP calls
 MAX_FAILURES = 6
 MAX_LONG_RESULT = 200_000  # a longer tool result is not redacted to be quoted: it is only counted
 MAX_ACTIONS = 400  # the latest tool calls that worked, for telling what was done after a request
+MAX_EDITS = 50  # Edits of one file followed for being undone by a later Edit
 MAX_EVIDENCE = 4_000  # characters of a tool call's input read for the words it acts on
 _EXIT_CODE = re.compile(r"\s*Exit code (\d+)")
 _WORDS = re.compile(r"[A-Za-z0-9]{3,}")
@@ -97,14 +108,18 @@ class SessionSummary:
     ended: str = ""
     prompts: list[str] = field(default_factory=list)
     files: dict[str, list[str]] = field(default_factory=dict)  # path -> ordered distinct actions
-    # file tool calls still waiting for their result: tool_use id -> (path, action)
-    pending_files: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    # file tool calls still waiting for their result: tool_use id -> (path, action, edit)
+    pending_files: dict[str, tuple[str, str, tuple[int, int] | None]] = field(default_factory=dict, repr=False)
+    # the Edits of each file that no later Edit undid: path -> [(hash of old text, hash of new text)]
+    edits: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
+    renamed_from: dict[str, str] = field(default_factory=dict)  # path -> the path it had before a mv
     commands: list[str] = field(default_factory=list)
     # command tool calls still waiting for their result: tool_use id -> command
     pending_commands: dict[str, str] = field(default_factory=dict, repr=False)
     results: list[tuple[str, bool]] = field(default_factory=list, repr=False)  # latest commands: (command, failed)
     texts: list[str] = field(default_factory=list, repr=False)  # latest assistant texts and compaction summaries
     todos: list[tuple[str, str]] = field(default_factory=list)  # the last TodoWrite plan: (step, status)
+    todos_seq: int = -1  # when that plan was set
     tools: dict[str, int] = field(default_factory=dict)  # tool name -> number of calls
     prompt_count: int = 0  # prompts in the session (`prompts` keeps the first and the latest ones)
     command_count: int = 0  # commands run (`commands` keeps the latest ones)
@@ -301,7 +316,11 @@ def redact_summary(summary: SessionSummary) -> SessionSummary:
         (tool, redact_field(target)): whole(error) for (tool, target), error in list(summary.failures.items())[-MAX_FAILURES:]
     }
     summary.mcp_calls = [(tool, whole(asked), whole(got)) for tool, asked, got in summary.mcp_calls[-MAX_MCP:]]
+    summary.renamed_from = {
+        redact_field(path): redact_field(old) for path, old in summary.renamed_from.items() if path in summary.files
+    }
     summary.files = {redact_field(path): actions for path, actions in summary.files.items()}
+    summary.edits.clear()
     summary.branch = redact_field(summary.branch)
     summary.pending_files.clear()
     summary.pending_commands.clear()
@@ -379,9 +398,9 @@ def _take(record: dict[str, Any], summary: SessionSummary, reply: list[str]) -> 
                 file_path = _tool_input_path(block)
                 tool_id = block.get("id")
                 if file_path and isinstance(tool_id, str) and tool_id:
-                    summary.pending_files[tool_id] = (file_path, FILE_TOOLS[name])
+                    summary.pending_files[tool_id] = (file_path, FILE_TOOLS[name], _edit_of(name, block))
                 elif file_path:  # no id to match a result with: take the call at its word
-                    _touched(summary, file_path, FILE_TOOLS[name])
+                    _touched(summary, file_path, FILE_TOOLS[name], _edit_of(name, block))
             elif name in COMMAND_TOOLS:
                 command = _tool_input_command(block)
                 if command:
@@ -391,6 +410,7 @@ def _take(record: dict[str, Any], summary: SessionSummary, reply: list[str]) -> 
                         summary.pending_commands[tool_id] = command
             elif name == "TodoWrite" and not sidechain:
                 summary.todos = _todos(block)
+                summary.todos_seq = summary.seq
 
 
 def _keep_text(summary: SessionSummary, text: str) -> None:
@@ -494,10 +514,137 @@ def _command_failed(block: dict[str, Any]) -> bool | None:
     return block.get("is_error") is True
 
 
-def _touched(summary: SessionSummary, path: str, action: str) -> None:
+DELETED = "deleted"
+REVERTED = "reverted"
+_STATES = (DELETED, REVERTED)  # how a touched file stands at the end, when not simply changed
+
+
+def _edit_of(name: str, block: dict[str, Any]) -> tuple[int, int] | None:
+    """An Edit's change as (hash of the old text, hash of the new text), to tell when a later Edit
+    undoes it; None for other file tools (a Write's effect on what was there is not known)."""
+    data = block.get("input")
+    if name != "Edit" or not isinstance(data, dict) or data.get("replace_all"):
+        return None
+    old, new = data.get("old_string"), data.get("new_string")
+    return (hash(old), hash(new)) if isinstance(old, str) and isinstance(new, str) and old != new else None
+
+
+def _touched(summary: SessionSummary, path: str, action: str, edit: tuple[int, int] | None = None) -> None:
     actions = summary.files.setdefault(path, [])
+    for state in _STATES:  # changed again since it was deleted or put back
+        if state in actions:
+            actions.remove(state)
     if action not in actions:
         actions.append(action)
+    if edit is None or any(a != "edit" for a in actions):  # a Write: what the file held before is unknown
+        summary.edits.pop(path, None)
+        if edit is None:
+            return
+    done = summary.edits.setdefault(path, [])
+    undo = (edit[1], edit[0])
+    if undo in done:  # this Edit puts back what an earlier one changed
+        done.remove(undo)
+        if not done and actions == ["edit"]:
+            actions.append(REVERTED)
+    elif len(done) < MAX_EDITS:
+        done.append(edit)
+    else:
+        summary.edits.pop(path, None)  # too many to follow: never called reverted
+
+
+def _mark(summary: SessionSummary, scope: str, state: str) -> None:
+    """Mark the touched files at `scope` (a file, or a folder and all under it) as `state`."""
+    prefix = scope.rstrip("/") + "/"
+    for path, actions in summary.files.items():
+        if (path == scope or path.startswith(prefix)) and state not in actions:
+            for other in _STATES:
+                if other in actions:
+                    actions.remove(other)
+            actions.append(state)
+            summary.edits.pop(path, None)
+
+
+def _moved(summary: SessionSummary, old: str, new: str) -> None:
+    """A touched file (or a folder holding touched files) moved: its entry moves to the new path."""
+    prefix = old.rstrip("/") + "/"
+    for path in [p for p in summary.files if p == old or p.startswith(prefix)]:
+        target = new if path == old else new.rstrip("/") + "/" + path[len(prefix) :]
+        summary.files[target] = summary.files.pop(path)
+        summary.renamed_from[target] = summary.renamed_from.pop(path, path)
+        summary.edits.pop(path, None)
+
+
+_FILE_COMMAND = re.compile(r"\b(?:rm|mv|git)\b")
+_STEP_SPLIT = re.compile(r"&&|\|\||[;|\n]")
+
+
+def _file_commands(summary: SessionSummary, command: str) -> None:
+    """Follow what a command that worked did to the files the session touched: removed them
+    (`rm`, `git rm`), moved them (`mv`, `git mv`), or put them back as they were (`git checkout --`,
+    `git restore`, `git reset --hard`, `git stash`, `git clean`)."""
+    if not summary.files or not _FILE_COMMAND.search(command):
+        return
+    base = summary.cwd or "/"
+    for step in _STEP_SPLIT.split(command):
+        try:
+            words = shlex.split(step)
+        except ValueError:
+            words = step.split()
+        while words and ("=" in words[0] or words[0] in ("sudo", "env", "command")):
+            words = words[1:]
+        if not words:
+            continue
+
+        where = functools.partial(_where, base)
+        args = [w for w in words[1:] if not w.startswith("-")]
+        program = words[0].rsplit("/", 1)[-1]
+        if program == "cd" and args:
+            base = where(args[0])
+        elif program == "rm" and args:
+            for arg in args:
+                _mark(summary, where(arg), DELETED)
+        elif program == "mv" and len(args) >= 2:
+            _move_all(summary, [where(a) for a in args[:-1]], where(args[-1]), args[-1].endswith("/"))
+        elif program == "git" and len(words) > 1:
+            _git_files(summary, words[1:], where)
+
+
+def _where(base: str, path: str) -> str:
+    return posixpath.normpath(posixpath.join(base, posixpath.expanduser(path)))
+
+
+def _move_all(summary: SessionSummary, sources: list[str], target: str, into: bool) -> None:
+    into = into or len(sources) > 1 or any(p.startswith(target.rstrip("/") + "/") for p in summary.files)
+    for source in sources:
+        _moved(summary, source, posixpath.join(target, posixpath.basename(source)) if into else target)
+
+
+def _git_files(summary: SessionSummary, words: list[str], where: Callable[[str], str]) -> None:
+    sub, rest = words[0], words[1:]
+    args = [w for w in rest if not w.startswith("-")]
+    flags = [w for w in rest if w.startswith("-")]
+    if sub == "rm" and args and "--cached" not in flags:
+        for arg in args:
+            _mark(summary, where(arg), DELETED)
+    elif sub == "mv" and len(args) >= 2:
+        _move_all(summary, [where(a) for a in args[:-1]], where(args[-1]), args[-1].endswith("/"))
+    elif sub == "checkout" and "--" in rest:
+        for arg in rest[rest.index("--") + 1 :]:
+            _mark(summary, where(arg), REVERTED)
+    elif sub == "checkout" and args == ["."]:
+        _mark(summary, where("."), REVERTED)
+    elif sub == "restore" and args and (("--staged" not in flags and "-S" not in flags) or "--worktree" in flags):
+        for arg in args[args.index("--") + 1 :] if "--" in args else args:
+            _mark(summary, where(arg), REVERTED)
+    elif sub == "reset" and "--hard" in flags:
+        _mark(summary, "/", REVERTED)
+    elif sub == "stash" and (not args or args[0] in ("push", "save")):
+        paths = rest[rest.index("--") + 1 :] if "--" in rest else []
+        for arg in paths or ["/"]:
+            _mark(summary, where(arg), REVERTED)
+    elif sub == "clean" and any(f.startswith("-") and "f" in f for f in flags):
+        for arg in args or ["/"]:
+            _mark(summary, where(arg), REVERTED)
 
 
 def _failed(block: dict[str, Any]) -> bool:
@@ -559,6 +706,8 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
         pending = summary.pending_files.pop(tool_id, None)
         if pending is not None and not error:
             _touched(summary, *pending)
+        if command is not None and ran is False:
+            _file_commands(summary, command)
         if command is not None and ran is not None:
             summary.results.append((command, ran))
             del summary.results[:-MAX_RESULTS]

@@ -444,3 +444,76 @@ def test_two_decisions_on_different_things_both_stand() -> None:
         "Going with a bounded queue for the workers instead of an unbounded list.",
     ]
     assert digest(texts).decisions == texts
+
+
+def test_a_failing_command_that_a_later_run_covered_and_passed_is_not_open() -> None:
+    """A narrower or differently written run that failed is settled by a later passing run of the
+    same program over it (a test file after one test, `cd web && … | tail` after the bare command);
+    a narrower, other or different passing run settles nothing."""
+    assert failing_at_end([("pytest -q tests/test_refunds.py::test_partial", True), ("pytest -q tests/test_refunds.py", False)]) == []
+    assert failing_at_end([("npm run build", True), ("cd web && npm run build 2>&1 | tail -3", False)]) == []
+    assert failing_at_end([("pytest -q tests/a.py", True), ("pytest -q", False)]) == []
+    assert failing_at_end([("pytest -q tests/", True), ("pytest -q tests/a.py", False)]) == ["pytest -q tests/"]
+    assert failing_at_end([("pytest -q tests/a.py", True), ("pytest -q tests/b.py", False)]) == ["pytest -q tests/a.py"]
+    assert failing_at_end([("make test", True), ("make", False)]) == ["make test"]
+    assert failing_at_end([("npm run build", True), ("npm run lint", False)]) == ["npm run build"]
+    assert failing_at_end([("pytest -q", False), ("pytest -q tests/a.py", True)]) == ["pytest -q tests/a.py"]
+
+
+def test_an_open_item_is_done_by_what_it_names_not_by_its_cue_or_verb() -> None:
+    """ "Remaining: …" and "Replace X in Y" are done by tool calls on X and Y: the cue that says the
+    item is open and the verb that asks for it are not looked for in what was done."""
+    texts = [
+        "Flag added. Remaining: document --dry-run in the CHANGELOG and add a test for it.",
+        "Next steps:\n- Replace utcnow in app/time.py\n- Replace utcnow in app/jobs.py",
+        "All three uses now call the new helper.",
+    ]
+    done = [
+        (2, "/w/tests/test_cleanup.py def test_dry_run_deletes_nothing(): ..."),
+        (3, "/w/CHANGELOG.md ## Unreleased\n- cleanup: new --dry-run flag"),
+        (5, "/w/app/time.py datetime.now(timezone.utc) utcnow"),
+        (6, "/w/app/jobs.py datetime.now(timezone.utc) utcnow"),
+    ]
+    found = digest(texts, text_seqs=[1, 4, 7], actions=done)
+    assert found.open_items == []
+
+
+def test_a_box_ticked_later_is_not_open() -> None:
+    texts = ["Plan:\n- [ ] Add limit/cursor params\n- [ ] Return next_cursor", "- [x] Add limit/cursor params\n- [x] Return next_cursor\n\nAll done."]
+    assert digest(texts).open_items == []
+    assert digest(texts[:1]).open_items == ["Add limit/cursor params", "Return next_cursor"]
+
+
+def test_what_the_user_called_off_is_neither_left_undone_nor_open(tmp_path: Path) -> None:
+    """A request called off by name ("nvm the slack retry"), and what was planned and left open in
+    the turn a prompt calls off without naming it ("never mind, let's not do that. undo it"), are not
+    how things stand at the end; what the prompt says next ("— just bump the timeout") is not called off."""
+    t = Transcript("called-off", cwd="/w").prompt("the notify step in deploy.yml sometimes times out")
+    t.bash("grep -n notify .github/workflows/deploy.yml", "42:  - name: notify")
+    t.prompt("also add a retry to the slack notification step").say("Looking at how Slack is called first.")
+    t.prompt("nvm the slack retry, forget about it — just bump the notify timeout to 5 min")
+    t.edit_file("/w/.github/workflows/deploy.yml", "timeout-minutes: 1", "timeout-minutes: 5")
+    t.prompt("migrate the settings page to hooks")
+    t.tool("TodoWrite", {"todos": [
+        {"content": "Convert SettingsPage", "status": "completed", "activeForm": "Converting"},
+        {"content": "Convert ProfileForm to hooks", "status": "in_progress", "activeForm": "Converting"},
+        {"content": "Update snapshot tests", "status": "pending", "activeForm": "Updating"},
+    ]}, "Todos have been modified successfully.")
+    t.edit_file("/w/web/SettingsPage.jsx", "class SettingsPage", "function SettingsPage")
+    t.say("SettingsPage converted. TODO: run the visual regression suite on staging.")
+    t.prompt("never mind, let's not do that now. undo it")
+    t.bash("git checkout -- web/SettingsPage.jsx").say("Undone.")
+    body = render_body(summarize(t.write(tmp_path / "t.jsonl")), "p")
+    assert "## Open items" not in body, body
+    assert "- `web/SettingsPage.jsx` (edit, reverted)" in body
+
+
+def test_a_correction_drops_the_decision_it_corrects() -> None:
+    texts = [
+        "Decided to use the pg_trgm index for the name search.",
+        "The root cause is that the tests connect to port 5432. Decided to set DB_PORT=5432 in .env.test.",
+        "You're right, the host port is 5433.",
+    ]
+    prompts = ["the integration tests can't reach the db", "that's wrong, the port is 5433 not 5432"]
+    found = digest(texts, text_seqs=[1, 2, 4], prompts=prompts, prompt_seqs=[0, 3])
+    assert found.decisions == ["Decided to use the pg_trgm index for the name search."]

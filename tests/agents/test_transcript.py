@@ -227,3 +227,37 @@ def test_subagent_writes_count_once_they_succeed(tmp_path: Path) -> None:
 def test_why_a_transcript_could_not_be_read_is_kept(tmp_path: Path) -> None:
     assert summarize(tmp_path / "gone.jsonl").unreadable == "does not exist"
     assert summarize(typical("s").write(tmp_path / "s.jsonl")).unreadable == ""
+
+
+def test_a_touched_file_says_how_it_stands_at_the_end(tmp_path: Path) -> None:
+    """A file removed, moved or put back by a later command that worked, or edited back to what it
+    was, is not listed as simply written or edited: the note says how it stands at the end."""
+    from anamnesis.agents.capture import render_body
+
+    t = Transcript("states", cwd="/w").prompt("try a few things in the geo module")
+    t.write_file("/w/src/cache.py", "x = 1\n").bash("rm src/cache.py")
+    t.write_file("/w/app/utils.py", "def parse(): ...\n").bash("git mv app/utils.py app/vendor_csv.py")
+    t.edit_file("/w/web/page.jsx", "class Page", "function Page").bash("cd web && git checkout -- page.jsx")
+    t.edit_file("/w/config/http.toml", "timeout = 30", "timeout = 60")
+    t.edit_file("/w/config/http.toml", "timeout = 60", "timeout = 30")
+    t.edit_file("/w/app/export.py", "a = 1", "a = 2").edit_file("/w/app/export.py", "b = 1", "b = 2")
+    t.write_file("/w/jobs/broker.py").bash("rm -f jobs/broker.py").write_file("/w/jobs/broker.py")
+    t.write_file("/w/kept.py").failed_bash("rm kept.py", "rm: cannot remove 'kept.py': Permission denied")
+    t.write_file("/w/migrations/0042.py").bash("git stash push -- migrations/0042.py")
+    s = summarize(t.write(tmp_path / "t.jsonl"))
+    assert s.files == {
+        "/w/src/cache.py": ["write", "deleted"],
+        "/w/app/vendor_csv.py": ["write"],
+        "/w/web/page.jsx": ["edit", "reverted"],
+        "/w/config/http.toml": ["edit", "reverted"],
+        "/w/app/export.py": ["edit"],
+        "/w/jobs/broker.py": ["write"],  # written again after it was removed
+        "/w/kept.py": ["write"],  # the rm failed
+        "/w/migrations/0042.py": ["write", "reverted"],
+    }
+    assert s.renamed_from == {"/w/app/vendor_csv.py": "/w/app/utils.py"}
+    files = render_body(s, "p").split("## Files touched\n", 1)[1].split("\n## ", 1)[0]
+    assert "- `src/cache.py` (write, deleted)" in files
+    assert "- `app/vendor_csv.py` (write, renamed from `app/utils.py`)" in files
+    assert "- `config/http.toml` (edit, reverted)" in files
+    assert "app/utils.py`" not in files.replace("renamed from `app/utils.py`", "")
