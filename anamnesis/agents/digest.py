@@ -88,8 +88,16 @@ _REVERSAL = re.compile(
     r"(?:that|this|it)(?:'s| is| was) (?:wrong|incorrect|not right)|you(?:'re| are) wrong)\b",
     re.I,
 )
+# A sentence turning back or away that names what it turns to, not from ("back to Redis", "use Redis
+# after all", "use LaunchDarkly instead"): what it turns away from is the latest decision.
+_RETURN = re.compile(
+    r"(?:\b(?:go(?:ing)?|went|switch(?:ed|ing)?|mov(?:e|ed|ing)|chang(?:e|ed|ing)|revert(?:ed|ing)?) back to|"
+    r"^\W*back to|\bafter all|\binstead(?! of))\b",
+    re.I,
+)
 # A correction naming the wrong value: "the port is 5433, not 5432".
 _NOT_THAT = re.compile(r"(?:,|\s)\s*not\s+(?!(?:a|an|the|to|be|yet|sure|so|really|just|only|quite|even)\b)([\w.:/-]+)", re.I)
+_OPEN_LEAD = re.compile(r"^\W*(?:TODO|FIXME|next steps?|follow[- ]?ups?|remaining)\b\W*", re.I)
 _CLAUSE_END = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\s(?:and|but|so|because|since)\s")
 REJECTED_WORDS = 4  # content words after a reversal cue that name what was turned away from
 _OPEN_HEADING = re.compile(
@@ -369,6 +377,8 @@ def _reversals(said: Iterable[tuple[int, str]]) -> list[tuple[int, set[str], set
                 named: list[str] = []
                 cues = list(_REVERSAL.finditer(sentence))
                 if not cues:
+                    if _RETURN.search(sentence):
+                        found.append((seq, set(), _content(sentence)))
                     continue
                 before = _content(sentence[: cues[0].start()])
                 for cue in cues:  # "actually no, let's not use Redis": the cue that names it
@@ -501,8 +511,9 @@ def digest(
             continue  # nothing to take from it: no need to redact it
         for kind, line in statements(redact(text)):  # redacted whole, before any line is cut
             if kind == "open":
-                stated_open.pop(_key(line), None)
-                stated_open[_key(line)] = (seq, line)
+                key = _key(_OPEN_LEAD.sub("", line))  # "TODO: wire X" and "Wire X" are one item
+                stated_open.pop(key, None)
+                stated_open[key] = (seq, line)
             else:
                 decided_when.append((seq, line))
     # What the session turned away from later (the assistant's words or the user's) is not how

@@ -517,3 +517,27 @@ def test_a_correction_drops_the_decision_it_corrects() -> None:
     prompts = ["the integration tests can't reach the db", "that's wrong, the port is 5433 not 5432"]
     found = digest(texts, text_seqs=[1, 2, 4], prompts=prompts, prompt_seqs=[0, 3])
     assert found.decisions == ["Decided to use the pg_trgm index for the name search."]
+
+
+def test_turning_back_drops_the_decision_turned_from() -> None:
+    """ "Back to Redis", "use Redis after all", "use LaunchDarkly instead" name what the session turns
+    to: the decision it turns from is the latest one before, and a prompt saying so drops what was
+    left open in the turn before it."""
+    texts = [
+        "Going with Redis for the session store.",
+        "Switched to the existing Postgres table instead of Redis.",
+        "Back to Redis for the session store; decided to keep the Postgres table as a fallback for a week.",
+    ]
+    found = digest(texts, text_seqs=[1, 3, 5], prompts=["sessions: redis", "no, postgres", "ok use redis after all"], prompt_seqs=[0, 2, 4])
+    assert found.decisions == [texts[2]]
+    texts = ["Wrote app/flags.py. TODO: wire flags into the settings loader."]
+    prompts = ["scaffold a feature flag module", "we'll use LaunchDarkly instead, delete our module"]
+    assert digest(texts, text_seqs=[1], prompts=prompts, prompt_seqs=[0, 2]).open_items == []
+    assert digest(texts, text_seqs=[1], prompts=prompts[:1], prompt_seqs=[0]).open_items == [
+        "TODO: wire flags into the settings loader."
+    ]
+
+
+def test_an_open_item_said_with_and_without_its_cue_is_listed_once() -> None:
+    texts = ["TODO: wire flags into the settings loader.", "Pending Tasks:\n- Wire flags into the settings loader"]
+    assert digest(texts).open_items == ["Wire flags into the settings loader"]
