@@ -179,7 +179,7 @@ def test_real_claude_code_end_to_end(world: World) -> None:
         prompt = request_text(body)
         results = [b for b in last_user_content(body) if b.get("type") == "tool_result"]
         if PROMPT_2 in prompt:
-            if not results:
+            if not results and "mcp__anamnesis__search" in names:
                 return tool("mcp__anamnesis__search", {"query": "hello greeting"})
             return text("Last time we created hello.py and changed its greeting.")
         if not results:
@@ -216,12 +216,20 @@ def test_real_claude_code_end_to_end(world: World) -> None:
         assert MEMORY_OPEN not in body
 
         # -- session 2: the request to the model carries the injected memory -----------------
-        seen = len(standin.requests)
-        second = world.run_claude("-p", PROMPT_2, "--permission-mode", "acceptEdits", standin=standin)
-        assert second.returncode == 0, second.stderr
-        assert "Last time we created hello.py" in second.stdout
-        main = [b for b in standin.requests[seen:] if "Write" in tool_names(b)]
-        assert main, "no agent request reached the stand-in"
+        # In print mode the client connects MCP servers without waiting for them, so on a loaded
+        # machine its first request can go out before our server is up (the tool is then not in
+        # its list: a known race of the client's). Such a session is run again, twice at most.
+        runs = 0
+        while True:
+            runs += 1
+            seen = len(standin.requests)
+            second = world.run_claude("-p", PROMPT_2, "--permission-mode", "acceptEdits", standin=standin)
+            assert second.returncode == 0, second.stderr
+            assert "Last time we created hello.py" in second.stdout
+            main = [b for b in standin.requests[seen:] if "Write" in tool_names(b)]
+            assert main, "no agent request reached the stand-in"
+            if "mcp__anamnesis__search" in tool_names(main[0]) or runs == 3:
+                break
         first_request = request_text(main[0])
         assert MEMORY_OPEN in first_request and "Memory from Anamnesis" in first_request
         assert PROMPT_1 in first_request  # the session note's title and ask
@@ -230,7 +238,8 @@ def test_real_claude_code_end_to_end(world: World) -> None:
         results = [b for r in main for b in last_user_content(r) if b.get("type") == "tool_result"]
         assert results, "the MCP tool call never came back"
         assert note_id in json.dumps(results), json.dumps(results)[:2000]
-        assert len([p for p in world.notes() if "/sessions/" in str(p)]) == 2  # session 2 has its own note
+        sessions = 1 + runs  # session 2 (and each run of it) has its own note
+        assert len([p for p in world.notes() if "/sessions/" in str(p)]) == sessions
 
         # -- /compact on the resumed first session: PreCompact updates the same note ---------
         compact = world.run_claude("-p", "/compact", "--resume", session_1, standin=standin)
@@ -238,7 +247,7 @@ def test_real_claude_code_end_to_end(world: World) -> None:
         world.wait_for(lambda: "pre-compact:" in world.hooks_log(), "the PreCompact hook")
         world.wait_for(lambda: "(compact)" in world.hooks_log(), "SessionStart after compaction")
         assert [p for p in world.notes() if p.name.endswith(f"-{note_id}.md")] == [note]
-        assert len([p for p in world.notes() if "/sessions/" in str(p)]) == 2
+        assert len([p for p in world.notes() if "/sessions/" in str(p)]) == sessions
         assert "FAILED" not in world.hooks_log(), world.hooks_log()
         assert not standin.errors, standin.errors
     finally:
