@@ -113,6 +113,7 @@ class SessionSummary:
     # the Edits of each file that no later Edit undid: path -> [(hash of old text, hash of new text)]
     edits: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
     renamed_from: dict[str, str] = field(default_factory=dict)  # path -> the path it had before a mv
+    folders: dict[str, None] = field(default_factory=dict, repr=False)  # the folders holding touched files
     commands: list[str] = field(default_factory=list)
     # command tool calls still waiting for their result: tool_use id -> command
     pending_commands: dict[str, str] = field(default_factory=dict, repr=False)
@@ -321,6 +322,7 @@ def redact_summary(summary: SessionSummary) -> SessionSummary:
     }
     summary.files = {redact_field(path): actions for path, actions in summary.files.items()}
     summary.edits.clear()
+    summary.folders.clear()
     summary.branch = redact_field(summary.branch)
     summary.pending_files.clear()
     summary.pending_commands.clear()
@@ -529,7 +531,28 @@ def _edit_of(name: str, block: dict[str, Any]) -> tuple[int, int] | None:
     return (hash(old), hash(new)) if isinstance(old, str) and isinstance(new, str) and old != new else None
 
 
+def _add_folders(summary: SessionSummary, path: str) -> None:
+    folder = posixpath.dirname(path)
+    while folder and folder not in summary.folders:
+        summary.folders[folder] = None
+        parent = posixpath.dirname(folder)
+        folder = "" if parent == folder else parent
+
+
+def _under(summary: SessionSummary, scope: str) -> list[str]:
+    """The touched files at `scope`: that file, or all under that folder (a lookup, no scan, when it
+    holds none)."""
+    if scope in summary.files:
+        return [scope]
+    if scope.rstrip("/") not in summary.folders and scope != "/":
+        return []
+    prefix = scope.rstrip("/") + "/"
+    return [path for path in summary.files if path.startswith(prefix)]
+
+
 def _touched(summary: SessionSummary, path: str, action: str, edit: tuple[int, int] | None = None) -> None:
+    if path not in summary.files:
+        _add_folders(summary, path)
     actions = summary.files.setdefault(path, [])
     for state in _STATES:  # changed again since it was deleted or put back
         if state in actions:
@@ -554,9 +577,9 @@ def _touched(summary: SessionSummary, path: str, action: str, edit: tuple[int, i
 
 def _mark(summary: SessionSummary, scope: str, state: str) -> None:
     """Mark the touched files at `scope` (a file, or a folder and all under it) as `state`."""
-    prefix = scope.rstrip("/") + "/"
-    for path, actions in summary.files.items():
-        if (path == scope or path.startswith(prefix)) and state not in actions:
+    for path in _under(summary, scope):
+        actions = summary.files[path]
+        if state not in actions:
             for other in _STATES:
                 if other in actions:
                     actions.remove(other)
@@ -567,8 +590,9 @@ def _mark(summary: SessionSummary, scope: str, state: str) -> None:
 def _moved(summary: SessionSummary, old: str, new: str) -> None:
     """A touched file (or a folder holding touched files) moved: its entry moves to the new path."""
     prefix = old.rstrip("/") + "/"
-    for path in [p for p in summary.files if p == old or p.startswith(prefix)]:
+    for path in _under(summary, old):
         target = new if path == old else new.rstrip("/") + "/" + path[len(prefix) :]
+        _add_folders(summary, target)
         summary.files[target] = summary.files.pop(path)
         summary.renamed_from[target] = summary.renamed_from.pop(path, path)
         summary.edits.pop(path, None)
@@ -614,7 +638,7 @@ def _where(base: str, path: str) -> str:
 
 
 def _move_all(summary: SessionSummary, sources: list[str], target: str, into: bool) -> None:
-    into = into or len(sources) > 1 or any(p.startswith(target.rstrip("/") + "/") for p in summary.files)
+    into = into or len(sources) > 1 or target.rstrip("/") in summary.folders
     for source in sources:
         _moved(summary, source, posixpath.join(target, posixpath.basename(source)) if into else target)
 
