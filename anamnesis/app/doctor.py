@@ -32,6 +32,7 @@ from anamnesis.sync import (
     ago,
     incoming_machines,
     log_path,
+    outdated_watch,
     peer_problems,
     recent,
     schedule_installed,
@@ -121,6 +122,7 @@ def run_checks(store: Store) -> list[Finding]:
                 )
             )
     findings.extend(_sync_findings(store))
+    findings.extend(_watch_findings(store))
     findings.extend(_old_hook_findings())
     findings.extend(_peer_findings(store))
     findings.extend(_relay_findings(store))
@@ -211,6 +213,21 @@ def _sync_findings(store: Store) -> list[Finding]:
             str(log_path(store)),
             f"the last sync ({last.get('at', '?')}) failed with exit {code}: {what}",
             fix or "run `anamnesis sync` to see whether it still fails",
+        )
+    ]
+
+
+def _watch_findings(store: Store) -> list[Finding]:
+    """A running watch that still runs the code from before an upgrade."""
+    pid = outdated_watch(store)
+    if pid is None:
+        return []
+    return [
+        Finding(
+            f"anamnesis watch (pid {pid})",
+            "runs the code from before an upgrade: what the new version fixes does not reach its syncs",
+            "restart it: `anamnesis schedule install --watch` restarts the service; a watch started by "
+            f"hand: `kill {pid}`, then `anamnesis watch` again",
         )
     ]
 

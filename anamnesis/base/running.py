@@ -14,6 +14,8 @@ import signal
 import time
 from pathlib import Path
 
+from anamnesis import __version__
+
 DASHBOARDS = "dashboards"  # the state folder where each running `anamnesis web` holds a file
 MCP_SERVERS = "mcp-servers"  # and each `anamnesis mcp --http`
 
@@ -100,3 +102,17 @@ def held_in(folder: Path) -> list[Path]:
         else:
             path.unlink(missing_ok=True)
     return held
+
+
+def code_stamp() -> str:
+    """What code this program is: its version and when its newest module was written. A process
+    started before an upgrade (`git pull` and `./scripts/install`, or a new package) keeps
+    running the old code; comparing its stamp with the installed one tells."""
+    package = Path(__file__).resolve().parent.parent
+    newest = 0
+    for module in package.rglob("*.py"):
+        try:
+            newest = max(newest, module.stat().st_mtime_ns)
+        except OSError:
+            continue
+    return f"{__version__}@{newest}"

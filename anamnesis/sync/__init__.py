@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from anamnesis.sync.watch import WATCH_LOG_NAME as WATCH_LOG_NAME
     from anamnesis.sync.watch import Watcher as Watcher
     from anamnesis.sync.watch import WatchOptions as WatchOptions
+    from anamnesis.sync.watch import outdated_watch as outdated_watch
     from anamnesis.sync.watch import stop_watch as stop_watch
     from anamnesis.sync.watch import watch_pid as watch_pid
     from anamnesis.sync.watch import watch_running as watch_running

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.notes import is_note_path
 from anamnesis.base.paths import Store
-from anamnesis.base.running import AlreadyHeld, hold, holder, is_held, stop_holder
+from anamnesis.base.running import AlreadyHeld, code_stamp, hold, holder, is_held, stop_holder
 from anamnesis.base.text import plural
 from anamnesis.search import mark_behind
 
@@ -213,6 +213,7 @@ class Watcher:
         self._lock_fd: int | None = None
         self._query_server: QueryServer | None = None
         self.started = time.time()
+        self.code = code_stamp()  # the code this watch runs, to tell it from what is installed later
         self.syncs = 0
         self.skipped = 0
         self.errors = 0
@@ -636,6 +637,7 @@ class Watcher:
         data = {
             "pid": os.getpid(),
             "started": self.started,
+            "code": self.code,
             "beat": time.time(),
             "stopped": stopped,
             "syncs": self.syncs,
@@ -804,4 +806,19 @@ def watch_summary(store: Store) -> dict[str, object]:
     seen = beat.get("peers_seen") or {}
     if seen:
         parts.append(f"{plural(len(seen), 'peer')} seen on the LAN")
+    if outdated(beat):
+        parts.append("started before an upgrade: restart it to run the new code")
     return {"watch": ", ".join(parts)}
+
+
+def outdated(beat: dict[str, Any]) -> bool:
+    """Whether the watch of this heartbeat runs other code than is installed now."""
+    return bool(beat.get("code")) and beat.get("code") != code_stamp()
+
+
+def outdated_watch(store: Store) -> int | None:
+    """The pid of a running `anamnesis watch` started before the installed code changed, or None."""
+    beat = read_heartbeat(store)
+    if beat is None or beat.get("stopped") or not watch_running(store) or not outdated(beat):
+        return None
+    return int(beat.get("pid") or 0) or None

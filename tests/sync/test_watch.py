@@ -319,6 +319,28 @@ def test_status_reports_the_heartbeat(store: Store, start_watch: Any, run_cli: R
     assert info["watch"].startswith("not running (stopped ")
 
 
+def test_status_and_doctor_say_when_a_watch_runs_the_code_from_before_an_upgrade(
+    store: Store, start_watch: Any, run_cli: RunCli
+) -> None:
+    """A watch keeps the code it started with; after `git pull` and `./scripts/install` (or a new
+    package) its syncs miss what the new code fixes until it is restarted."""
+    from anamnesis.base.running import code_stamp
+
+    watcher, _ = start_watch()
+    assert "upgrade" not in json.loads(run_cli("status", "--json").stdout)["watch"]
+    assert "before an upgrade" not in run_cli("doctor", "--json").stdout
+    watcher.code = "0.1.9@1"  # what a watch started before the upgrade recorded
+    wait_for(lambda: (read_heartbeat(store) or {}).get("code") == "0.1.9@1", 10, "the next heartbeat")
+    said = json.loads(run_cli("status", "--json").stdout)["watch"]
+    assert said.endswith("started before an upgrade: restart it to run the new code"), said
+    found = json.loads(run_cli("doctor", "--json").stdout)
+    (finding,) = [f for f in found["findings"] if "before an upgrade" in f["problem"]]
+    assert finding["where"] == f"anamnesis watch (pid {os.getpid()})" and "restart it" in finding["fix"]
+    watcher.code = code_stamp()
+    wait_for(lambda: (read_heartbeat(store) or {}).get("code") == code_stamp(), 10, "the next heartbeat")
+    assert "upgrade" not in json.loads(run_cli("status", "--json").stdout)["watch"]
+
+
 @pytest.mark.e2e
 def test_watch_command_syncs_and_stops_on_sigterm(store: Store, tmp_path: Path) -> None:
     from anamnesis.base.settings import load_settings, save_settings
