@@ -582,9 +582,13 @@ def schedule_remove(
 
 def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
     """Is the timer installed and active, how often, and how did the last sync go."""
-    from anamnesis.sync import schedule_status  # lazy: --help loads every command module
+    from anamnesis.sync import schedule_status, watch_pid  # lazy: --help loads every command module
 
-    info = schedule_status(get_store())
+    store = get_store()
+    info = schedule_status(store)
+    service = info.get("watch_service") or {}
+    by_hand = watch_pid(store) if not service.get("active") else None  # the service's own is not by hand
+    info["watch_by_hand"] = by_hand
     if json_out:
         print_json(info)
         return
@@ -597,12 +601,14 @@ def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report 
     for key in ("enabled", "active", "last_run", "last_sync", "last_error", "unreachable", "warning"):
         if info.get(key):
             out.print(f"  {key.replace('_', ' ')}: {info[key]}", markup=False, highlight=False)
-    service = info.get("watch_service") or {}
     if service.get("installed"):
         state = f", {service['active']}" if service.get("active") else ""
         out.print(f"watch service {service['name']}: [bold]installed[/bold]{state}")
+    if by_hand:
+        out.print(f"`anamnesis watch` started by hand: [bold]running[/bold] (pid {by_hand}), syncing this store")
     if not info["installed"]:
-        out.print("[dim]install with `anamnesis schedule install [--every 5m]`[/dim]")
+        hint = " as a safety net for when that watch stops" if by_hand else ""
+        out.print(f"[dim]install with `anamnesis schedule install [--every 5m]`{hint}[/dim]")
 
 
 # -- demo ---------------------------------------------------------------------------------

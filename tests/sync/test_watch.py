@@ -341,6 +341,17 @@ def test_status_and_doctor_say_when_a_watch_runs_the_code_from_before_an_upgrade
     assert "upgrade" not in json.loads(run_cli("status", "--json").stdout)["watch"]
 
 
+def test_schedule_status_names_a_watch_started_by_hand(store: Store, start_watch: Any, run_cli: RunCli) -> None:
+    """No timer, but a watch syncing this store: `schedule status` says so rather than leave the
+    impression that nothing syncs."""
+    assert json.loads(run_cli("schedule", "status", "--json", real_process=True).stdout)["watch_by_hand"] is None
+    start_watch()
+    info = json.loads(run_cli("schedule", "status", "--json", real_process=True).stdout)
+    assert info["installed"] is False and info["watch_by_hand"] == os.getpid()
+    said = run_cli("schedule", "status", real_process=True).stdout
+    assert f"started by hand: running (pid {os.getpid()})" in said and "as a safety net" in said, said
+
+
 @pytest.mark.e2e
 def test_watch_command_syncs_and_stops_on_sigterm(store: Store, tmp_path: Path) -> None:
     from anamnesis.base.settings import load_settings, save_settings
