@@ -304,20 +304,38 @@ def _beside_a_shared_block(
 def _written_beside_a_new_block(
     regions: list[list[str]], first: str, second: str, blocks: dict[str, Block], eol: str
 ) -> tuple[str, bool] | None:
-    """A region where one side holds one conflict block the base lacks, with lines it wrote
-    before or after it (none of them the base's), and the other side plain text: the block is
-    settled against the other side on its own, and those lines set beside the result, once.
-    Read as versions, they would go into every version of the block, and be copied again at
-    each later meeting. None when the region is not like that."""
-    _one, base, _two = regions
-    if any(line.startswith(_TOKEN) for line in base):
+    """A region where the base holds no conflict block and a side holds one, with lines it wrote
+    before or after it (none of them the base's): the block is settled on its own against the
+    other side (plain text, or a block of its own, maybe with lines beside it too, settled the
+    same way), and those lines set beside the result, once. Read as versions, they would go
+    into every version of the block (a version of one machine with another's lines, that no
+    machine ever had), and be copied again at each later meeting. Lines both sides have alike
+    beside their blocks stay once. None when the region is not like that."""
+    one, base, two = regions
+    if any(line.startswith(_TOKEN) for line in base) or not any(
+        line.startswith(_TOKEN) for line in one + two
+    ):
         return None
+    head = _common_prefix(one, two)
+    tail = _common_suffix(one[head:], two[head:])
+    if head or tail:  # plain lines (a shared block is _beside_a_shared_block's) both sides have alike
+        cut = _common_prefix(base, one[:head])
+        cut_end = _common_suffix(base[cut:], one[len(one) - tail :])
+        inner = [one[head : len(one) - tail], base[cut : len(base) - cut_end], two[head : len(two) - tail]]
+        if inner[0] == inner[2]:
+            middle, recorded = _detokenized(inner[0], blocks), False
+        else:
+            middle, recorded = _settle(inner, first, second, blocks, eol)
+        return _detokenized(one[:head], blocks) + middle + _detokenized(one[len(one) - tail :], blocks), recorded
     for side, other in ((0, 2), (2, 0)):
         lines = regions[side]
         tokens = [n for n, line in enumerate(lines) if line.startswith(_TOKEN)]
-        if len(tokens) != 1 or any(line.startswith(_TOKEN) for line in regions[other]):
+        if not tokens:
             continue
-        at = tokens[0]
+        # Of several blocks, the one the other side's lines come from (the last at a tie) meets
+        # them; the others stay as they are, beside it, like lines written there.
+        theirs = {x for piece in _region_pieces(regions[other], blocks) for x in _lines_of(piece)}
+        at = max(tokens, key=lambda n: (sum(x in theirs for x in _lines_of(blocks[_key(lines[n])])), n))
         before, after = lines[:at], lines[at + 1 :]
         if not (before or after) or _common_prefix(before, base) or _common_suffix(after, base):
             continue
@@ -325,6 +343,15 @@ def _written_beside_a_new_block(
         text, recorded = _settle(inner, first, second, blocks, eol)
         return _detokenized(before, blocks) + text + _detokenized(after, blocks), recorded
     return None
+
+
+def _key(token_line: str) -> str:
+    return token_line.rstrip("\r\n") + "\n"
+
+
+def _lines_of(piece: _Piece) -> list[str]:
+    """The lines of a piece of a region: a plain line, or every version's lines of a block."""
+    return [x for s in piece.sections for x in s.lines] if isinstance(piece, Block) else [piece]
 
 
 def _common_prefix(a: list[str], b: list[str]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -425,3 +426,63 @@ def test_a_criss_cross_merge_takes_what_both_sides_share_as_shared(tmp_path: Pat
             built = merger.merge(one, two, "merge")
             assert _show(repo, built.commit, "n.md") == mine, (grew, _show(repo, built.commit, "n.md"))
         merger.close()
+
+
+def _sections_by_writer(text: str) -> list[tuple[str, set[str]]]:
+    """(label, the writers of its lines) of every section of every conflict block in `text`; a
+    writer is the `mN` a line `mN K` starts with."""
+    found = []
+    for piece in parse_blocks(text):
+        if isinstance(piece, Block):
+            for section in piece.sections:
+                found.append((section.label, {m.group(1) for line in section.lines if (m := re.match(r"(m\d) ", line))}))
+    return found
+
+
+def test_a_block_with_a_line_written_after_it_meeting_that_block_grown_keeps_each_version_one_machines(
+    tmp_path: Path,
+) -> None:
+    # A kill between a push and its record: m2 pushed its line "m2 1" to m1, but still took it for
+    # its own and replayed it onto m3's "m3 1" (recording the block {m2, m3}), then wrote "m2 2"
+    # after that block. m1 merged m2's line with m3's "m3 1" and "m3 2": the same block, m3's
+    # version grown. Where the two meet (base: m3's "m3 1"), one side is a block with a line after
+    # it, the other a block: "m2 2" stays after the block, once, and is never copied into its
+    # versions (m3's "m3 1" + "m2 2" was a version no machine ever had: four versions, two mixed).
+    repo = _repo(tmp_path)
+    merger = TreeMerger(repo, tmp_path / "idx")
+    start = _commit_as(repo, "m1", {"n.md": BASE}, [_commit(repo, {}, "root")])
+    m3_one = _commit_as(repo, "m3", {"n.md": BASE + "m3 1\n"}, [start])
+    m3_two = _commit_as(repo, "m3", {"n.md": BASE + "m3 1\nm3 2\n"}, [m3_one])
+    m2_one = _commit_as(repo, "m2", {"n.md": BASE + "m2 1\n"}, [start])
+    on_m1 = merger.merge(m2_one, m3_two, "m1: sync: merge m2").commit
+    replayed = merger.pick(m3_one, m2_one, start)
+    assert replayed is not None and replayed.conflicts == ["n.md"]
+    on_m2 = _commit_as(repo, "m2", {"n.md": (_show(repo, replayed.commit, "n.md") or "") + "m2 2\n"}, [replayed.commit])
+    want = (_show(repo, on_m1, "n.md") or "") + "m2 2\n"
+    assert "<<<<<<< m2\nm2 1\n=======\nm3 1\nm3 2\n>>>>>>> m3\n" in want, want
+    for one, two in ((on_m2, on_m1), (on_m1, on_m2)):
+        built = merger.merge(one, two, "merge")
+        text = _show(repo, built.commit, "n.md") or ""
+        assert [writers for _label, writers in _sections_by_writer(text) if len(writers) > 1] == [], text
+        assert text == want, text
+        for side in (one, two):  # met again, nothing changes
+            again = merger.merge(built.commit, side, "again")
+            assert _show(repo, again.commit, "n.md") == want
+    merger.close()
+
+
+def test_a_side_holding_two_blocks_meets_the_other_side_with_one_of_them_and_mixes_no_versions() -> None:
+    # m1 and m2 each wrote a last line (block {m1, m2}); m2 and m3 then each wrote one after it
+    # (block {m2, m3}). m3, on a base before both, wrote two lines. Read by machine across both
+    # blocks, m1's version would be its line with m2's, and m3's m1's line with its own: versions
+    # no machine had. The block m3's lines come from meets them; the other stays as it is.
+    top = "top\n"
+    first = conflicted(top, ("m1", top + "e1\n"), ("m2", top + "e2\n"))
+    both = conflicted(first, ("m2", first + "m2 1\n"), ("m3", first + "m3 1\n"))
+    assert both.count("<<<<<<< ") == 2, both
+    on_m3 = top + "m3 1\nm3 2\n"
+    want = first + "<<<<<<< m2\nm2 1\n======= m3\nm3 1\n=======\nm3 1\nm3 2\n>>>>>>> m3\n"
+    for one, two in ((Side("m2", both), Side("m3", on_m3)), (Side("m3", on_m3), Side("m2", both))):
+        merged = merge_texts("n.md", top, one, two)
+        assert merged.text == want, merged.text
+        assert [w for _label, w in _sections_by_writer(merged.text) if len(w) > 1] == [], merged.text
