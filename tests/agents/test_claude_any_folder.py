@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,23 +152,13 @@ def test_hooks_and_server_as_registered_work_from_a_folder_holding_anamnesis(
     asyncio.run(asyncio.wait_for(drive(), timeout=120))
 
 
-@pytest.mark.e2e
-def test_real_claude_code_connects_and_runs_the_hooks_from_such_a_folder(
-    store: Store, user_home: Path, tmp_path: Path, run_cli: RunCli
-) -> None:
-    """`claude mcp list` from a project holding `anamnesis/` shows the server connected, and a
-    session there (no key: the client exits 1, the hooks still fire) runs our hooks cleanly."""
+def _claude_in(home: Path, folder: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The real client, run in `folder` with `home` as HOME, offline and with no key."""
     claude = claude_bin()
-    folder = tmp_path / "shadow"
-    (folder / "anamnesis").mkdir(parents=True)
-    (folder / "anamnesis" / "__init__.py").write_text(SHADOW)
-    subprocess.run(["git", "init", "-q", str(folder)], check=True)
-    init = run_cli("init", env={"HOME": str(user_home), "CLAUDE_CONFIG_DIR": ""})
-    assert init.returncode == 0, init.stderr
     drop = ("CLAUDE", "ANTHROPIC", "ANAMNESIS", "XDG_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(
-        HOME=str(user_home),
+        HOME=str(home),
         DISABLE_AUTOUPDATER="1",
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
         DISABLE_TELEMETRY="1",
@@ -176,14 +167,25 @@ def test_real_claude_code_connects_and_runs_the_hooks_from_such_a_folder(
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [claude, *args],
-            capture_output=True,
-            text=True,
-            cwd=folder,
-            env=env,
-            timeout=240,
-            stdin=subprocess.DEVNULL,
+            [claude, *args], capture_output=True, text=True, cwd=folder, env=env, timeout=240, stdin=subprocess.DEVNULL
         )
+
+    return run
+
+
+@pytest.mark.e2e
+def test_real_claude_code_connects_and_runs_the_hooks_from_such_a_folder(
+    store: Store, user_home: Path, tmp_path: Path, run_cli: RunCli
+) -> None:
+    """`claude mcp list` from a project holding `anamnesis/` shows the server connected, and a
+    session there (no key: the client exits 1, the hooks still fire) runs our hooks cleanly."""
+    folder = tmp_path / "shadow"
+    run = _claude_in(user_home, folder)
+    (folder / "anamnesis").mkdir(parents=True)
+    (folder / "anamnesis" / "__init__.py").write_text(SHADOW)
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    init = run_cli("init", env={"HOME": str(user_home), "CLAUDE_CONFIG_DIR": ""})
+    assert init.returncode == 0, init.stderr
 
     listed = run("mcp", "list")
     line = next((x for x in listed.stdout.splitlines() if x.startswith("anamnesis")), "")
@@ -202,22 +204,7 @@ def test_real_claude_code_connects_to_the_server_over_http_with_the_token_and_no
     "Authorization: Bearer TOKEN"`) connects; the same address without the token does not."""
     from mcp_support import served  # lazy: starts a server; only this test needs it
 
-    claude = claude_bin()
-    drop = ("CLAUDE", "ANTHROPIC", "ANAMNESIS", "XDG_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    env.update(HOME=str(user_home), DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [claude, *args],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-            timeout=240,
-            stdin=subprocess.DEVNULL,
-        )
-
+    run = _claude_in(user_home, tmp_path)
     with served(store.home) as server:
         header = f"Authorization: Bearer {server.token}"
         assert (
