@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -64,13 +67,17 @@ def import_(
     if mirror and (project or tag):  # the mirror re-imports as the folder says: other keys would make copies
         raise UsageError("--mirror imports with the folder's own project key and no extra tags; drop --project/--tag")
     store = get_store()
+    stopped: list[int] = []
     try:
-        with counting(f"importing {source}", json_out) as progress:
+        with _terminations_interrupt(stopped), counting(f"importing {source}", json_out) as progress:
             report = run_import(
                 store, source, path, project=project, tags=tag or [], dry_run=print_only, progress=progress
             )
     except KeyboardInterrupt:
-        raise ImportInterrupted("interrupted: nothing was imported (every note is as it was)") from None
+        interrupted = ImportInterrupted("interrupted: nothing was imported (every note is as it was)")
+        if stopped:  # SIGTERM, SIGHUP: the exit status a shell gives a command that signal stopped
+            interrupted.exit_code = 128 + stopped[0]
+        raise interrupted from None
     mirrored = None
     if mirror is not None and not print_only:
         set_mirror(store, source, path or Path.cwd(), mirror)
@@ -94,3 +101,28 @@ def import_(
         where = escape(str((path or Path.cwd()).absolute()))
         out.print(f"mirroring {'on' if mirrored else 'off'}: `anamnesis sync` and `watch` import {where}"
                   if mirrored else f"mirroring off for {where}")
+
+
+@contextmanager
+def _terminations_interrupt(stopped: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGHUP stop an import as Ctrl-C does (the notes it was writing are taken back:
+    one unit or nothing), not by killing it mid-write; each is noted in `stopped`. A signal the
+    process was started ignoring (`nohup`) stays ignored; a second one while the first is being
+    handled is ignored too."""
+    names = ("SIGTERM", "SIGHUP")
+    wanted = [getattr(signal, name) for name in names if hasattr(signal, name)]
+
+    def handler(signum: int, _frame: object) -> None:
+        stopped.append(signum)
+        if len(stopped) == 1:
+            raise KeyboardInterrupt
+
+    previous = {}
+    for sig in wanted:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

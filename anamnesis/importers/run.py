@@ -29,9 +29,9 @@ TRIED = "#failed"  # state key suffix: the fingerprint a failed mirror last saw
 
 
 class ImportInterrupted(AnamnesisError):
-    """Ctrl-C (SIGINT) stopped an import: it writes its notes in one commit or not at all."""
+    """Ctrl-C (SIGINT, or SIGTERM, SIGHUP) stopped an import: it writes its notes in one commit or not at all."""
 
-    exit_code = ExitCode.INTERRUPTED  # as a shell reports a command stopped by SIGINT
+    exit_code: int = ExitCode.INTERRUPTED  # as a shell reports a command stopped by SIGINT (SIGTERM: 143)
 
 
 def make_plan(

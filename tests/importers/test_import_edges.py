@@ -212,6 +212,41 @@ def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
     assert status.stdout == ""
 
 
+def test_sigterm_during_an_import_stops_it_as_ctrl_c_does(store: Store, home: Path, tmp_path: Path) -> None:
+    """SIGTERM (a closed terminal's SIGHUP too) took the import down mid-write: notes written and not
+    committed, no word said. It stops the import as Ctrl-C does: nothing written, one line, 143."""
+    from anamnesis.base.lock import store_lock
+
+    vault = tmp_path / "vault"
+    for number in range(20):
+        write(vault / f"a{number:02}.md", f"# Note {number}\ntext {number}\n")
+    before = head(store)
+    lock = str(store.lock_path)
+    with store_lock(store, "the test holds the store"):  # the import plans, then waits here to write
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "anamnesis", "import", "markdown", str(vault)],
+            env=cli_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 180
+        waiting = False
+        while time.monotonic() < deadline and not waiting and proc.poll() is None:
+            time.sleep(0.05)
+            waiting = lock in _open_files(proc.pid)
+        assert waiting, f"the import never waited for the store (it ended with {proc.poll()})"
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"the import did not end after SIGTERM; stderr {err!r}") from None
+    assert proc.returncode == 143, (out, err)
+    assert err.strip().splitlines()[-1] == "anamnesis: error: interrupted: nothing was imported (every note is as it was)"
+    assert head(store) == before and not imported(store)
+    status = subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True)
+    assert status.stdout == ""
+
+
 def _open_files(pid: int) -> set[str]:
     """The files process `pid` has open (what /proc says they are)."""
     found: set[str] = set()
