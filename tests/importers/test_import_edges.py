@@ -173,15 +173,16 @@ def _proc_text(pid: int, name: str) -> str:
         return f"unreadable: {exc}"
 
 
-def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
-    store: Store, home: Path, tmp_path: Path
-) -> None:
+def _signal_an_import_waiting_for_the_store(
+    store: Store, home: Path, tmp_path: Path, sig: signal.Signals
+) -> tuple[int, str, str]:
+    """Start an import of 20 notes while the test holds the store, send `sig` once it waits there
+    to write, and return its exit code, stdout and stderr."""
     from anamnesis.base.lock import store_lock
 
     vault = tmp_path / "vault"
     for number in range(20):
         write(vault / f"a{number:02}.md", f"# Note {number}\ntext {number}\n")
-    before = head(store)
     lock = str(store.lock_path)
     with store_lock(store, "the test holds the store"):  # the import plans, then waits here to write
         proc = subprocess.Popen(
@@ -189,7 +190,7 @@ def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
             env=cli_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # as from a terminal: a suite started in the background (`cmd &`) ignores SIGINT, and its
             # children inherit that, so the import would rightly ignore this Ctrl-C too
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 180  # a loaded machine can take a while to start the import
         waiting = False
@@ -197,15 +198,23 @@ def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
             time.sleep(0.05)
             waiting = lock in _open_files(proc.pid)
         assert waiting, f"the import never waited for the store (it ended with {proc.poll()})"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         try:
             out, err = proc.communicate(timeout=180)  # seen once to take over 60 s with the whole suite running
         except subprocess.TimeoutExpired:
             stuck = {name: _proc_text(proc.pid, name) for name in ("wchan", "status", "task")}
             proc.kill()
             out, err = proc.communicate()
-            raise AssertionError(f"the import did not end after Ctrl-C: {stuck}; stderr {err!r}") from None
-    assert proc.returncode == 130, (out, err)
+            raise AssertionError(f"the import did not end after {sig.name}: {stuck}; stderr {err!r}") from None
+    return proc.returncode, out, err
+
+
+def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
+    store: Store, home: Path, tmp_path: Path
+) -> None:
+    before = head(store)
+    code, out, err = _signal_an_import_waiting_for_the_store(store, home, tmp_path, signal.SIGINT)
+    assert code == 130, (out, err)
     assert err.strip().splitlines()[-1] == "anamnesis: error: interrupted: nothing was imported (every note is as it was)"
     assert head(store) == before and not imported(store)
     status = subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True)
@@ -215,32 +224,9 @@ def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
 def test_sigterm_during_an_import_stops_it_as_ctrl_c_does(store: Store, home: Path, tmp_path: Path) -> None:
     """SIGTERM (a closed terminal's SIGHUP too) took the import down mid-write: notes written and not
     committed, no word said. It stops the import as Ctrl-C does: nothing written, one line, 143."""
-    from anamnesis.base.lock import store_lock
-
-    vault = tmp_path / "vault"
-    for number in range(20):
-        write(vault / f"a{number:02}.md", f"# Note {number}\ntext {number}\n")
     before = head(store)
-    lock = str(store.lock_path)
-    with store_lock(store, "the test holds the store"):  # the import plans, then waits here to write
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "anamnesis", "import", "markdown", str(vault)],
-            env=cli_env(home), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        deadline = time.monotonic() + 180
-        waiting = False
-        while time.monotonic() < deadline and not waiting and proc.poll() is None:
-            time.sleep(0.05)
-            waiting = lock in _open_files(proc.pid)
-        assert waiting, f"the import never waited for the store (it ended with {proc.poll()})"
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=180)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            raise AssertionError(f"the import did not end after SIGTERM; stderr {err!r}") from None
-    assert proc.returncode == 143, (out, err)
+    code, out, err = _signal_an_import_waiting_for_the_store(store, home, tmp_path, signal.SIGTERM)
+    assert code == 143, (out, err)
     assert err.strip().splitlines()[-1] == "anamnesis: error: interrupted: nothing was imported (every note is as it was)"
     assert head(store) == before and not imported(store)
     status = subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True)
