@@ -114,14 +114,21 @@ def test_lines_written_after_a_conflict_block_stay_once_and_the_note_never_doubl
         assert len({s.label for s in block.sections}) == len(block.sections), block  # one section a machine
 
 
-def test_a_half_resolved_note_held_back_gets_the_other_machines_lines_after_it(fleet: Fleet) -> None:
-    """A person removed the opening marker only (held back, not committed); meanwhile another
-    machine appended a line after the block: the held text comes back as it was, that line after it."""
+def _half_resolved_on_m0(fleet: Fleet) -> tuple[Machine, Machine, str, str]:
+    """A three-way block on m0 with its opening marker removed by hand: held back by sync.
+    (m0, m1, the note's path, the half-resolved text)."""
     machines, _note_id, path = three_way(fleet)
     m0, m1, _m2 = machines
     half = m0.read(path).replace("<<<<<<< m0\n", "", 1)
     m0.write(path, half)
     assert m0.cli("sync").returncode == 10  # held back
+    return m0, m1, path, half
+
+
+def test_a_half_resolved_note_held_back_gets_the_other_machines_lines_after_it(fleet: Fleet) -> None:
+    """A person removed the opening marker only (held back, not committed); meanwhile another
+    machine appended a line after the block: the held text comes back as it was, that line after it."""
+    m0, m1, path, _half = _half_resolved_on_m0(fleet)
     m1.write(path, m1.read(path).replace(">>>>>>> m2\n", ">>>>>>> m2\nwritten on m1 right after it\n"))
     assert m1.cli("sync").returncode == 0
     m0.cli("sync")
@@ -135,11 +142,7 @@ def test_a_half_resolved_note_held_back_gets_another_machines_change_to_the_line
     """As above, but the other machine reworded the line right after the block (and its stamp
     changed): line by line the two edits do not touch, so the held text comes back as the person
     left it with that line reworded, not as a new block with the person's edit as one version."""
-    machines, _note_id, path = three_way(fleet)
-    m0, m1, _m2 = machines
-    half = m0.read(path).replace("<<<<<<< m0\n", "", 1)
-    m0.write(path, half)
-    assert m0.cli("sync").returncode == 10  # held back
+    m0, m1, path, half = _half_resolved_on_m0(fleet)
     m1.write(path, m1.read(path).replace(">>>>>>> m2\nbottom\n", ">>>>>>> m2\nbottom, reworded on m1\n"))
     assert m1.cli("sync").returncode == 0
     assert m0.cli("sync").returncode == 10  # still held back: the person has not finished
