@@ -103,22 +103,19 @@ def prompt_words(text: str) -> list[str]:
     return list(kept.values())[:MAX_QUERY_WORDS]
 
 
-def specific_terms(text: str) -> set[str]:
-    """The prompt's words that name one thing: code words (`parse_config`, `acme.io/pool`,
-    `useFlag`, `GOTOOLCHAIN`) and words with digits (`raidz2`), lowercased."""
-    words = WORD_RE.findall(text)
-    return {
-        word.lower()
-        for word in words
-        if re.search(r"[_./\d-]|[a-z][A-Z]", word) or (len(word) > 2 and word.isupper())
-    }
-
-
 def code_words(words: list[str]) -> set[str]:
     """The words that are code as typed (`pg_dump`, `acme.io/pool`, `raidz2`, `environmentMatchGlobs`),
     lowercased: names the model may never have seen, so a note holding one counts on its words.
     Unlike `specific_terms`, brand names in capitals (`JavaScript`, `JSON`) are not among them."""
     return {word.lower() for word in words if re.search(r"[_./\d-]", word) or re.match(r"[a-z]+[A-Z]", word)}
+
+
+def specific_terms(text: str) -> set[str]:
+    """The prompt's words that name one thing: its code words (`parse_config`, `acme.io/pool`,
+    `useFlag`, `raidz2`) and words in capitals (`GOTOOLCHAIN`, `JavaScript`), lowercased."""
+    words = WORD_RE.findall(text)
+    capitals = {word.lower() for word in words if re.search(r"[a-z][A-Z]", word) or (len(word) > 2 and word.isupper())}
+    return code_words(words) | capitals
 
 
 def held(terms: list[str], text: str) -> list[str]:
