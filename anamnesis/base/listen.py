@@ -4,6 +4,7 @@ HTTP share these, so both refuse the same foreign Host headers."""
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import os
 import secrets
@@ -82,6 +83,11 @@ def bind(host: str = "127.0.0.1", port: int = 0) -> Bound:
     sock.listen(128)
     sock.set_inheritable(True)
     return Bound(sock=sock, host=host, port=int(sock.getsockname()[1]))
+
+
+def shows_token(sent: str | None, token: str) -> bool:
+    """Whether a client sent `token` (compared in constant time, so timing tells nothing of it)."""
+    return bool(sent) and hmac.compare_digest(str(sent).encode(), token.encode())
 
 
 def new_token() -> str:

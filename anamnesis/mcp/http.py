@@ -10,7 +10,6 @@ same from run to run, so a client is configured once; `--new-token` replaces it.
 
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import re
@@ -25,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from anamnesis.base.errors import AnamnesisError, UsageError
 from anamnesis.base.fsutil import atomic_write_text
-from anamnesis.base.listen import allowed_hosts, bind, is_loopback, new_token, serve_held
+from anamnesis.base.listen import allowed_hosts, bind, is_loopback, new_token, serve_held, shows_token
 from anamnesis.base.paths import Store
 from anamnesis.base.running import MCP_SERVERS
 from anamnesis.mcp.server import build_server
@@ -85,7 +84,7 @@ class TokenGate:
         scheme, _, sent = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not sent.strip():
             sent = dict(parse_qsl(query.decode("latin-1"))).get("token", "")
-        return bool(sent) and hmac.compare_digest(sent.strip().encode(), self.token.encode())
+        return shows_token(sent.strip(), self.token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

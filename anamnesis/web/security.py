@@ -27,6 +27,8 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from anamnesis.base.listen import shows_token
+
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "font-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -91,7 +93,7 @@ class Guard:
         return self.any_ip_host and host.endswith(f":{self.port}") and _host_is_ip_literal(host)
 
     def token_ok(self, candidate: str | None) -> bool:
-        return bool(candidate) and hmac.compare_digest(str(candidate).encode(), self.token.encode())
+        return shows_token(candidate, self.token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
