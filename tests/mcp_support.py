@@ -3,16 +3,15 @@ it printed."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import cli_env
+from procs import read_printed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,22 +34,9 @@ def served(home: Path, *args: str) -> Iterator[Served]:
         cwd=ROOT,
         env=cli_env(home, PYTHONUNBUFFERED="1"),
     )
-    found: dict[str, str] = {}
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if match := re.match(r"Anamnesis MCP server: (http://\S+)", line):
-                found["url"] = match.group(1)
-            if match := re.match(r"token: (\S+)", line):
-                found["token"] = match.group(1)
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout=30)
+    found = read_printed(proc, {"url": r"^Anamnesis MCP server: (http://\S+)", "token": r"^token: (\S+)"})
     try:
-        if "token" not in found:
+        if not {"url", "token"} <= found.keys():
             proc.kill()
             raise AssertionError(f"anamnesis mcp --http printed no address; stderr:\n{proc.communicate()[1]}")
         yield Served(proc, found["url"], found["token"])

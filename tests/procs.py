@@ -29,6 +29,30 @@ def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, grace: 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def read_printed(proc: subprocess.Popen[str], patterns: Mapping[str, str], timeout: float = 30) -> dict[str, str]:
+    """What a server process prints as it starts: for each name of `patterns`, the first group of
+    the first stdout line its regex finds, read in a thread until each is found or `timeout` passes
+    (the output goes on unread after that; a name not found is missing from the result)."""
+    import re
+    import threading
+
+    found: dict[str, str] = {}
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            for name, pattern in patterns.items():
+                if name not in found and (match := re.search(pattern, line)):
+                    found[name] = match.group(1)
+            if len(found) == len(patterns):
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=timeout)
+    return dict(found)
+
+
 def clone_working_tree(dest: Path) -> None:
     """A fresh git clone of this checkout at `dest`, with the working tree's uncommitted changes and new
     files copied in: the scripts are tested as a new user runs them, on the code being tested."""

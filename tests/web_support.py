@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from procs import stop_process
+from procs import read_printed, stop_process
 
 from anamnesis.base.paths import Store
 
@@ -265,20 +263,8 @@ def dashboard(home: Path, *args: str) -> Iterator[Dashboard]:
         cwd=ROOT,
         env=env,
     )
-    found: list[str] = []
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            match = re.search(r"(http://\S+\?token=\S+)", line)
-            if match:
-                found.append(match.group(1))
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout=30)
-    running = Dashboard(proc, found[0]) if found else None
+    url = read_printed(proc, {"url": r"(http://\S+\?token=\S+)"}).get("url")
+    running = Dashboard(proc, url) if url else None
     try:
         if running is None:
             proc.kill()
