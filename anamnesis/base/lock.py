@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from anamnesis.base.errors import LockTimeout
@@ -32,10 +32,19 @@ def _holder(path: Path) -> str:
         return "another process"
 
 
-@contextmanager
-def store_lock(store: Store, what: str = "write", timeout: float = 60.0) -> Iterator[None]:
+def store_lock(store: Store, what: str = "write", timeout: float = 60.0) -> AbstractContextManager[None]:
     """Hold the store lock for the block; wait up to `timeout` seconds for it."""
-    path = store.lock_path
+    return file_lock(store.lock_path, what, timeout, busy="store is busy")
+
+
+@contextmanager
+def file_lock(path: Path, what: str, timeout: float = 60.0, busy: str = "busy") -> Iterator[None]:
+    """Hold an flock on `path` for the block, as `store_lock` does; `busy` opens the timeout's message.
+
+    Besides the store lock, the one other user is a push to a peer on a local path (a hub on a disk):
+    pushes from every store of this host take the lock in the peer's git directory, so a ref lock
+    file found there while holding it was left by a git that was killed.
+    """
     # Re-entrant per thread: another thread opens its own descriptor, and flock
     # makes it wait like any other process would.
     key = (str(path), threading.get_ident())
@@ -69,7 +78,7 @@ def store_lock(store: Store, what: str = "write", timeout: float = 60.0) -> Iter
             if time.monotonic() >= deadline:
                 os.close(fd)
                 raise LockTimeout(
-                    f"store is busy: {_holder(path)} has held {path} for over {timeout:.0f}s"
+                    f"{busy}: {_holder(path)} has held {path} for over {timeout:.0f}s"
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 0.1)

@@ -540,9 +540,9 @@ class _Sync:
     def push(self, peer: Peer, report: PeerReport) -> None:
         """Push main to the peer without force; re-integrate and retry when it moved on.
 
-        A ref there that stays locked (a lock file a killed git left) is not
-        retried like a peer that moved on: the report names the file and
-        what to do about it.
+        A ref there that stays locked is not retried like a peer that moved
+        on: the report names the file and what to do about it. (One a killed
+        git left in a peer on a local path is removed by the transport.)
         """
         transport = transport_for(self.repo, peer)
         locked = 0
@@ -556,6 +556,10 @@ class _Sync:
             sent = self.count(head, "--not", *[r for r in (tip, pushed) if r])
             outcome = transport.push(peer, kind, self.machine, head)
             status, reason = outcome.status, outcome.failure
+            if outcome.cleared:
+                self.result.repaired.append(
+                    f"removed {outcome.cleared}, a lock file a killed git had left in peer {peer.name}"
+                )
             if status == "ok":
                 self._pushed(peer, head, outcome.to_main, sent, report)
                 return

@@ -517,6 +517,56 @@ def lock_hint(url: str, lock: str) -> str:
     )
 
 
+PUSH_LOCK_NAME = "anamnesis-push.lock"  # in a local peer's git directory: see `push_lock_path`
+LEFT_LOCK_SECONDS = 1.0  # git holds a ref lock for milliseconds: one that stays this long was left
+
+
+def push_lock_path(url: str) -> Path | None:
+    """The file every push from this host to the peer on a local path at `url` locks, or None (ssh).
+
+    A git that is killed while it pushes to a path (a power cut takes the
+    whole process group, `git receive-pack` with it) leaves its ref lock in
+    the peer, and every later push there fails until the lock is gone. Over
+    ssh the remote git is not killed with ours and removes its own lock.
+    """
+    git_dir = _local_git_dir(url)
+    return None if git_dir is None else git_dir / PUSH_LOCK_NAME
+
+
+def remove_left_lock(url: str, lock: str) -> bool:
+    """Remove `lock`, a lock file in the peer on a local path at `url`, if a killed git left it.
+
+    Only with the peer's push lock held (`push_lock_path`): then no push from
+    this host is under way there. The file must also stay the same file for
+    a second by this machine's clock (a git anywhere holds a ref lock for
+    milliseconds; a file's time on a shared disk may come from another
+    clock) with no git process working in that repository.
+    """
+    git_dir = _local_git_dir(url)
+    if git_dir is None or not lock.endswith(".lock"):
+        return False
+    path = Path(lock)
+    repo = git_dir.parent if git_dir.name == ".git" else git_dir
+    try:
+        if not path.parent.resolve().is_relative_to(git_dir.resolve()):
+            return False
+        first = _identity(path)
+        time.sleep(LEFT_LOCK_SECONDS)
+        if _identity(path) != first or git_processes_in(repo):
+            return False
+        path.unlink()
+    except FileNotFoundError:
+        return True  # gone: whoever held it is done
+    except OSError:
+        return False
+    return True
+
+
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    st = path.lstat()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def peer_lock_files(store: Store) -> list[tuple[Peer, Path, float]]:
     """(peer, lock file, age in seconds) of ref lock files in peers on local paths (a hub on a disk...)."""
     found = []

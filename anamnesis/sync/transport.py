@@ -14,14 +14,16 @@ integrates on its own next sync.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from anamnesis.base import refs
-from anamnesis.base.errors import GitError
+from anamnesis.base.errors import GitError, LockTimeout
 from anamnesis.base.git import Failure, GitTimeout, explain, run_git, user_ssh_command
-from anamnesis.sync.peers import Peer, PeerKind, lock_hint
+from anamnesis.base.lock import file_lock
+from anamnesis.sync.peers import Peer, PeerKind, lock_hint, push_lock_path, remove_left_lock
 
 FETCH_TIMEOUT = 120.0
 
@@ -49,6 +51,7 @@ class Pushed:
     status: PushStatus
     failure: Failure
     target: str = ""  # the ref the peer now has our main in (with status "ok")
+    cleared: str = ""  # a lock file a killed git had left in the peer, removed before this push
 
     @property
     def to_main(self) -> bool:
@@ -125,6 +128,25 @@ class GitTransport:
         return lock_hint(peer.url, lock)
 
     def _push_ref(self, peer: Peer, target: str) -> Pushed:
+        """One push, holding the peer's push lock when it is on a local path; a lock file a killed
+        git left there is removed and the push tried again (see `peers.remove_left_lock`)."""
+        lock_path = push_lock_path(peer.url)
+        with ExitStack() as held:
+            if lock_path is not None:
+                try:
+                    held.enter_context(
+                        file_lock(lock_path, f"push to {target}", FETCH_TIMEOUT, busy=f"peer {peer.name} is busy")
+                    )
+                except LockTimeout as exc:
+                    return Pushed("failed", Failure(str(exc)))
+                except OSError:  # not ours to write in: the push says why, in git's words
+                    lock_path = None
+            pushed = self._push_once(peer, target)
+            if pushed.status == "locked" and lock_path is not None and remove_left_lock(peer.url, pushed.failure.lock):
+                return replace(self._push_once(peer, target), cleared=pushed.failure.lock)
+            return pushed
+
+    def _push_once(self, peer: Peer, target: str) -> Pushed:
         """`git push --porcelain` of our main to `target` on the peer, its answer read line by line.
 
         "locked": a ref there is locked (git's "cannot lock ref ... File

@@ -427,7 +427,7 @@ def test_stopping_sync_during_a_hanging_fetch_leaves_no_child_behind(
 # -- a stale ref lock in a hub on a local path -----------------------------------------------
 
 
-def test_a_stale_ref_lock_in_a_local_hub_is_named_with_the_file_to_remove(ssh_fleet: Fleet) -> None:
+def test_a_ref_lock_a_killed_git_left_in_a_local_hub_is_removed_by_the_next_push(ssh_fleet: Fleet) -> None:
     from anamnesis.sync.peers import peer_problems
 
     hub = ssh_fleet.hub()
@@ -438,20 +438,41 @@ def test_a_stale_ref_lock_in_a_local_hub_is_named_with_the_file_to_remove(ssh_fl
     lock.write_text("")
     old = time.time() - 3600
     os.utime(lock, (old, old))
-    run = Run(a, "sync", "--json")
-    assert run.wait(60) == 11, run.stderr
-    assert run.seconds < 10, run.seconds
-    (desk,) = json.loads(run.stdout)["peers"]
-    assert desk["status"] == "rejected"
-    assert "cannot lock ref" in desk["reason"] and str(lock) in desk["detail"], desk
-    assert "after 5 attempts" not in desk["detail"]
-    assert f"rm {lock}" in desk["hint"] and "no git process" in desk["hint"], desk
     problems = peer_problems(a.store)
     assert [p.where for p in problems] == [str(lock)], problems
     assert f"rm {lock}" in problems[0].fix
+    run = Run(a, "sync", "--json")
+    assert run.wait(60) == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert any(str(lock) in line and "killed git" in line for line in report["repaired"]), report
+    assert not lock.exists()
+    hub_main = subprocess.run(["git", "-C", str(hub), "rev-parse", "main"], capture_output=True, text=True)
+    assert hub_main.stdout.strip() == a.git("rev-parse", "HEAD")
+    assert peer_problems(a.store) == []
+
+
+def test_a_ref_lock_in_a_local_hub_with_a_git_working_there_stays_and_is_named(ssh_fleet: Fleet) -> None:
+    hub = ssh_fleet.hub()
+    a = one_peer(ssh_fleet, str(hub), "")
+    assert a.cli("sync").returncode == 0
+    create_note(a.store, type="semantic", title="Second", body="y\n")
+    lock = hub / "HEAD.lock"
+    lock.write_text("")
+    working = subprocess.Popen(["git", "cat-file", "--batch"], cwd=hub, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    try:
+        run = Run(a, "sync", "--json")
+        assert run.wait(60) == 11, run.stderr
+    finally:
+        working.kill()
+        working.wait()
+    assert run.seconds < 15, run.seconds
+    (desk,) = json.loads(run.stdout)["peers"]
+    assert desk["status"] == "rejected"
+    assert str(lock) in desk["detail"], desk
+    assert f"pid {working.pid}" in desk["hint"], desk
+    assert lock.exists()  # a git is working there: not ours to remove
     lock.unlink()
     assert a.cli("sync").returncode == 0
-    assert peer_problems(a.store) == []
 
 
 # -- a peer unreachable for a day --------------------------------------------------------------
