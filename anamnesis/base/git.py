@@ -530,7 +530,8 @@ class Failure:
     path (`no_repository`: `peers add` refuses such a URL), whether the URL itself can never
     name a machine (`bad_url`: a port that is not a number, a host name with characters no host
     name has; `peers add` refuses it too), and the lock file a git left there that made it fail
-    (`lock`). Callers branch on these fields, never on the words."""
+    (`lock`), and the host name that did not resolve (`unresolved`). Callers branch on these
+    fields, never on the words."""
 
     reason: str
     hint: str = ""
@@ -538,6 +539,7 @@ class Failure:
     no_repository: bool = False
     lock: str = ""
     bad_url: bool = False
+    unresolved: str = ""  # the host name ssh could not resolve (see `ssh_config_names`)
 
     @property
     def text(self) -> str:
@@ -667,8 +669,13 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
         )
     resolve = line_with("Could not resolve hostname")
     if resolve:
-        return Failure(resolve, "check the host name in the URL (`ssh HOST true` must reach it); for Tailscale: "
-                                "is `tailscale status` up, with MagicDNS on?")
+        host = _UNRESOLVABLE.search(resolve)
+        return Failure(
+            resolve,
+            "check the host name in the URL (`ssh HOST true` must reach it); for Tailscale: "
+            "is `tailscale status` up, with MagicDNS on?",
+            unresolved=host.group("host") if host else "",
+        )
     connect = line_with("ssh: connect to host")
     if connect:
         return Failure(connect, f"{target} is off, asleep or not running ssh")
@@ -715,6 +722,52 @@ def _bad_host_name(line: str) -> str:
     if match and re.search(r"[^A-Za-z0-9._-]", match.group("host")):
         return line
     return ""
+
+
+def ssh_config_names(ssh_command: str = "ssh") -> dict[str, str]:
+    """The names this machine knows other machines by, each with the file that names it: the
+    aliases and HostName values of the ssh config `ssh_command` reads (its `-F` file, else
+    ~/.ssh/config and what it includes) and the names in /etc/hosts."""
+    words = shlex.split(ssh_command) if ssh_command.strip() else ["ssh"]
+    config = Path("~/.ssh/config").expanduser()
+    for position, word in enumerate(words):
+        if word == "-F" and position + 1 < len(words):
+            config = Path(words[position + 1]).expanduser()
+        elif word.startswith("-F") and len(word) > 2:
+            config = Path(word[2:]).expanduser()
+    names: dict[str, str] = {}
+    _read_ssh_config(config, names, depth=0)
+    try:
+        hosts = Path("/etc/hosts").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        hosts = ""
+    for line in hosts.splitlines():
+        for name in line.split("#", 1)[0].split()[1:]:
+            if not name.startswith(("localhost", "ip6-")):
+                names.setdefault(name.lower(), "/etc/hosts")
+    return names
+
+
+def _read_ssh_config(path: Path, names: dict[str, str], depth: int) -> None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return
+    for line in text.splitlines():
+        parts = line.split("#", 1)[0].replace("=", " ", 1).split()
+        if len(parts) < 2:
+            continue
+        keyword = parts[0].lower()
+        if keyword in ("host", "hostname"):
+            for name in parts[1:]:
+                if not re.search(r"[*?!%]", name):
+                    names.setdefault(name.lower(), str(path))
+        elif keyword == "include" and depth < 4:
+            for pattern in parts[1:]:
+                where = Path(pattern).expanduser()
+                where = where if where.is_absolute() else Path("~/.ssh").expanduser() / where
+                for included in sorted(where.parent.glob(where.name)) if where.parent.is_dir() else []:
+                    _read_ssh_config(included, names, depth + 1)
 
 
 _REMOVABLE = ("/media/", "/run/media/", "/mnt/", "/Volumes/", "/net/")  # where disks and shares are mounted

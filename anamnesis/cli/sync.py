@@ -293,7 +293,8 @@ def peers_add(
             )
         else:
             out.print(
-                f"[red]warning:[/red] it answered, but this will not work: {escape(problem.text)} "
+                f"[red]warning:[/red] {'' if problem.bad_url else 'it answered, but '}this will not work: "
+                f"{escape(problem.text)} "
                 "(every sync fails with exit 14 until it is fixed)",
                 highlight=False,
             )

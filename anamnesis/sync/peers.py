@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import re
 import shlex
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from anamnesis.base.git import (
     git_processes_in,
     is_local_url,
     run_git,
+    ssh_config_names,
     ssh_target,
     user_ssh_command,
 )
@@ -389,13 +391,81 @@ def probe(url: str, timeout: float = 20.0, repo: Path | None = None) -> Failure 
     try:
         proc = run_git(where, "ls-remote", "--heads", url, timeout=timeout, check=False)
     except GitTimeout as exc:
-        return explain("", url, user_ssh_command(where), stopped=str(exc))
+        return reach_failure("", url, user_ssh_command(where), stopped=str(exc))
     except GitError as exc:
         return Failure(str(exc))
     if proc.returncode == 0:
         return None
-    failure = explain(proc.stderr or proc.stdout, url, user_ssh_command(where))
+    failure = reach_failure(proc.stderr or proc.stdout, url, user_ssh_command(where))
     return failure if failure.reason else Failure("no answer")
+
+
+def reach_failure(said: str, url: str, ssh_command: str, stopped: str = "") -> Failure:
+    """Why a git that talked to the peer at `url` failed (`base.git.explain`), where a host name
+    that does not resolve and is a letter off a name this machine knows is called the typo it is:
+    it will never work by waiting."""
+    failure = explain(said, url, ssh_command, stopped=stopped)
+    if not failure.unresolved:
+        return failure
+    host = failure.unresolved.lower().rstrip(".")
+    known = known_machine_names(ssh_command)
+    if known is None or host in known:
+        return failure  # tailscale is down, or a name this machine knows: an outage
+    close = sorted((_typo_distance(host, name), name) for name in known)
+    if not close or close[0][0] > (1 if len(host) < 8 else 2):
+        return failure
+    meant = close[0][1]
+    fixed = url.replace(failure.unresolved, meant, 1) if failure.unresolved in url else "URL"
+    return Failure(
+        failure.reason,
+        f"no machine is called {host}: did you mean {meant} (named in {known[meant]})? "
+        f"give the right URL with `anamnesis peers add NAME {fixed}`",
+        "misconfigured",
+        bad_url=True,
+        unresolved=failure.unresolved,
+    )
+
+
+def known_machine_names(ssh_command: str = "ssh") -> dict[str, str] | None:
+    """The names this machine knows other machines by (`ssh_config_names`, and the machines of the
+    tailnet, online or not), each with where it is named; None when tailscale is installed but not
+    running: then any tailnet name fails to resolve, and a name that does cannot be told from a typo."""
+    # lazy: discovery (mDNS, zeroconf) stays off every sync that has no host name to check
+    from anamnesis.sync.discovery import tailscale_status
+
+    names = ssh_config_names(ssh_command)
+    status = tailscale_status(timeout=3.0)
+    if status is None:
+        return None if shutil.which("tailscale") else names
+    peers = status.get("Peer")
+    for node in [status.get("Self"), *(peers.values() if isinstance(peers, dict) else ())]:
+        if not isinstance(node, dict):
+            continue
+        dns = str(node.get("DNSName") or "").rstrip(".").lower()
+        for name in (str(node.get("HostName") or "").lower(), dns, dns.split(".", 1)[0]):
+            if name:
+                names.setdefault(name, "`tailscale status`")
+    return names
+
+
+def _typo_distance(typed: str, name: str) -> int:
+    """Edits (a letter put in, left out, changed, or two swapped) from `name` to `typed`; names
+    that differ in a digit are other machines of a numbered set (`node1`, `node2`), never a typo."""
+    changed = [(a, b) for a, b in zip(typed, name, strict=False) if a != b] if len(typed) == len(name) else []
+    if len(changed) == 1 and changed[0][0].isdigit() and changed[0][1].isdigit():
+        return 99
+    if len(typed) != len(name) and re.sub(r"\d", "", typed) == re.sub(r"\d", "", name):
+        return 99
+    rows = [list(range(len(name) + 1))]
+    for i, a in enumerate(typed, 1):
+        row = [i]
+        for j, b in enumerate(name, 1):
+            cost = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (a != b))
+            if i > 1 and j > 1 and a == name[j - 2] and typed[i - 2] == b:
+                cost = min(cost, rows[-2][j - 2] + 1)
+            row.append(cost)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 # -- peers in trouble: unreachable for long, or a lock file that blocks every push ------------

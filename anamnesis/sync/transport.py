@@ -23,7 +23,7 @@ from anamnesis.base import refs
 from anamnesis.base.errors import GitError, LockTimeout
 from anamnesis.base.git import Failure, GitTimeout, explain, run_git, user_ssh_command
 from anamnesis.base.lock import file_lock
-from anamnesis.sync.peers import Peer, PeerKind, lock_hint, push_lock_path, remove_left_lock
+from anamnesis.sync.peers import Peer, PeerKind, lock_hint, push_lock_path, reach_failure, remove_left_lock
 
 FETCH_TIMEOUT = 120.0
 
@@ -101,10 +101,10 @@ class GitTransport:
                 check=False,
             )
         except GitTimeout as exc:
-            raise FetchFailed(explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc))) from None
+            raise FetchFailed(reach_failure("", peer.url, user_ssh_command(self.repo), stopped=str(exc))) from None
         if proc.returncode != 0:
             said = proc.stderr or proc.stdout
-            raise FetchFailed(explain(said, peer.url, user_ssh_command(self.repo)), said)
+            raise FetchFailed(reach_failure(said, peer.url, user_ssh_command(self.repo)), said)
         found = run_git(self.repo, "rev-parse", "--verify", "-q", f"{refs.peer_main(peer.name)}^{{commit}}", check=False)
         return found.stdout.strip() or None
 
@@ -158,7 +158,7 @@ class GitTransport:
                 timeout=FETCH_TIMEOUT,
             )
         except GitTimeout as exc:
-            return Pushed("failed", explain("", peer.url, user_ssh_command(self.repo), stopped=str(exc)))
+            return Pushed("failed", reach_failure("", peer.url, user_ssh_command(self.repo), stopped=str(exc)))
         said = (proc.stderr or "") + "\n" + (proc.stdout or "")
         # The porcelain lines' summaries are git's own words, the only account it gives of a refused
         # ref: read by necessity here, and passed on as a status, never as text to match again.
@@ -176,7 +176,7 @@ class GitTransport:
                 if summary.startswith("[rejected]") or "cannot lock ref" in summary or "failed to update ref" in summary:
                     return Pushed("rejected", Failure(summary))
                 return Pushed("refused", Failure(summary))
-        failure = explain(said, peer.url, user_ssh_command(self.repo))
+        failure = reach_failure(said, peer.url, user_ssh_command(self.repo))
         if failure.lock:
             return Pushed("locked", failure)
         return Pushed("failed", failure if failure.reason else Failure(f"git push exited {proc.returncode}"))

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fleet import ROOT, Fleet, Machine, SshServer, fleet, ssh_fleet, sshd  # noqa: F401
@@ -337,6 +338,84 @@ def test_an_outage_is_retried_with_exit_11_and_the_timer_counts_it_as_success(
     assert peer_state(a)["misconfigured"] is False
     added = a.cli("peers", "add", "other", sshd.url(ssh_fleet.hub("other")))
     assert added.returncode == 0 and "cannot reach it now" in added.stdout, added.stdout
+
+
+# -- a host name one letter off a name this machine knows ------------------------------------
+
+
+def test_a_host_name_a_letter_off_an_ssh_alias_is_a_typo_refused_at_add_and_exit_14_at_sync(
+    ssh_fleet: Fleet, sshd: SshServer
+) -> None:
+    hub = ssh_fleet.hub()
+    a = one_peer(ssh_fleet, sshd.url(hub), sshd.git_ssh_command)
+    typo = sshd.url(hub).replace("fleet-ssh", "flete-ssh", 1)
+    added = a.cli("peers", "add", "desk", typo)
+    assert added.returncode == 14, added.stdout + added.stderr
+    assert "no machine is called flete-ssh: did you mean fleet-ssh" in added.stderr, added.stderr
+    assert str(sshd.client_config) in added.stderr and sshd.url(hub) in added.stderr, added.stderr
+    assert "nothing was saved" in added.stderr and len(added.stderr.strip().splitlines()) == 1
+    assert json.loads(a.cli("peers", "list", "--json").stdout)[0]["url"] == sshd.url(hub)
+    assert a.cli("peers", "add", "desk", typo, "--force").returncode == 0
+    run = Run(a, "sync", "--json")
+    assert run.wait(60) == 14, run.stderr
+    (desk,) = json.loads(run.stdout)["peers"]
+    assert desk["status"] == "misconfigured" and "did you mean fleet-ssh" in desk["hint"], desk
+    assert peer_state(a)["misconfigured"] is True
+    assert a.cli("peers", "add", "desk", sshd.url(hub)).returncode == 0
+    assert Run(a, "sync").wait(60) == 0
+
+
+def test_which_unresolved_names_are_typos(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from anamnesis.sync.peers import reach_failure
+
+    config = tmp_path / "config"
+    config.write_text("Host desk node1 *.lan\n  HostName 10.0.0.5\nHost laptop-office\n  HostName laptop-office.example.net\n")
+    ssh = f"ssh -F {config}"
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no tailscale here
+
+    def said(host: str) -> str:
+        return f"ssh: Could not resolve hostname {host}: Name or service not known\nfatal: Could not read from remote repository.\n"
+
+    for typed, meant in (("dsek", "desk"), ("desj", "desk"), ("laptop-ofice", "laptop-office"), ("laptop-offcie", "laptop-office")):
+        failure = reach_failure(said(typed), f"{typed}:memory", ssh)
+        assert failure.kind == "misconfigured" and failure.bad_url, (typed, failure)
+        assert f"did you mean {meant} (named in {config})" in failure.hint and f"{meant}:memory" in failure.hint
+    # Other machines of a numbered set, a name far from any, a name the config holds: outages.
+    for typed in ("node2", "node12", "storage", "desk", "laptop-office.example.net", "x"):
+        failure = reach_failure(said(typed), f"{typed}:memory", ssh)
+        assert failure.kind == "outage" and not failure.bad_url and "tailscale status" in failure.hint, typed
+
+
+def test_tailnet_machines_count_as_known_names_and_a_stopped_tailscale_decides_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anamnesis.sync.peers import reach_failure
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tailscale = bin_dir / "tailscale"  # stands in for the tailscale CLI, which does not run here
+    status = {
+        "BackendState": "Running",
+        "Self": {"HostName": "desk", "DNSName": "desk.tail1234.ts.net."},
+        "Peer": {"k": {"HostName": "Laptop", "DNSName": "laptop.tail1234.ts.net.", "Online": False}},
+    }
+    tailscale.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(status)}\nEOF\n")
+    tailscale.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    config = tmp_path / "config"
+    config.write_text("Host hub\n")
+
+    def failure(host: str) -> Any:
+        said = f"ssh: Could not resolve hostname {host}: Name or service not known\n"
+        return reach_failure(said, f"{host}:memory", f"ssh -F {config}")
+
+    typo = failure("laptpo")
+    assert typo.kind == "misconfigured" and "did you mean laptop (named in `tailscale status`)" in typo.hint, typo
+    assert failure("laptop.tail1243.ts.net").kind == "misconfigured"
+    assert failure("laptop").kind == "outage"  # a tailnet machine whose name does not resolve: MagicDNS off
+    tailscale.write_text("#!/bin/sh\necho 'Tailscale is stopped.' >&2\nexit 1\n")
+    assert failure("laptpo").kind == "outage"  # every tailnet name fails now: a typo cannot be told apart
+    assert failure("hbu").kind == "outage"
 
 
 # -- a peer that accepts TCP and never answers ---------------------------------------------
