@@ -59,7 +59,11 @@ def list_(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")
         print_json([info.to_dict() for info in infos])
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("project", "notes", "last activity", "machines", "remotes / aliases"):
+    # A key is read whole: its column takes the room it needs, and the others wrap at spaces
+    # (a remote that is the key itself says nothing more, so only other remotes are listed).
+    widest = max((len(info.key) for info in infos), default=7)
+    table.add_column("project", overflow="fold", min_width=min(widest, max(20, console().width // 2)))
+    for column in ("notes", "last activity", "machines", "other remotes / aliases"):
         table.add_column(column, overflow="fold")
     for info in infos:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(info.types.items()))
@@ -68,7 +72,7 @@ def list_(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")
             f"{info.notes} ({kinds})" if kinds else "0",
             info.last_activity[:16].replace("T", " ") or "-",
             ", ".join(info.machines) or "-",
-            "\n".join(info.remotes) or "-",
+            "\n".join(remote for remote in info.remotes if remote != info.key) or "-",
         )
     console().print(table)
 

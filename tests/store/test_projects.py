@@ -220,3 +220,18 @@ def test_archived_notes_move_with_their_project(fleet: Fleet) -> None:
     assert not archived.exists() and moved.exists()
     assert parse_note(moved.read_text(), "projects/infra/sessions/old-session.md").project == "infra"
     assert a.git("status", "--porcelain") == ""
+
+
+def test_project_list_shows_each_key_whole_and_only_remotes_other_than_the_key(
+    run_cli: Any, home: Path
+) -> None:
+    assert run_cli("init", "--local-only").returncode == 0
+    keys = ("github.com/kestrel-io/checkout-api", "gitlab.com/tidewater/observability")
+    for key in keys:
+        assert run_cli("new", f"Deploys of {key}", "--project", key, "--body", "x").returncode == 0
+    listed = run_cli("project", "list", env={"COLUMNS": "100"})
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    for key in keys:
+        (row,) = [line for line in lines if key in line]  # on one line, and once: not again as a remote
+        assert row.split()[0] == key and row.rstrip().endswith("-"), row
