@@ -66,6 +66,23 @@ PROMPT_NOISE = frozenset(
         " plus power squared thank times"
     ).split()
 )
+# Everyday words of English prose that say how or when, not what: adverbs, connectives, time words
+# and the verbs of talking about a problem. In a prompt they are padding; in a small memory one
+# note holding one makes it look as rare as a tool's name. When words alone decide, they weigh the
+# floor, never their rarity (`rarity`): keyword recall gained on all three of our sets (docs/search.md).
+EVERYDAY = frozenset(
+    (
+        "actually ago almost already although always anyway anyhow apparently basically because before "
+        "besides certainly clearly currently definitely either enough especially eventually ever exactly "
+        "finally generally however hour hours instead later lately least less likely mainly meanwhile "
+        "mostly nearly never nowadays often otherwise perhaps possibly probably quite rather recently "
+        "seemingly seems since somehow sometimes somewhat soon though today tomorrow together totally "
+        "usual usually whether whenever wherever whatever without yesterday yesterday's week weeks "
+        "able anybody anyone everybody everyone everything nobody nothing somebody someone stuff "
+        "grab figure figured happen happened happens happening mean means meant wonder wondering "
+        "trying tried using used keeps kept stops stopped seeing seen saw looking"
+    ).split()
+)
 MAX_QUERY_CHARS = 1500
 WORD_RE = re.compile(r"[^\W_]+(?:[_.'/-][^\W_]+)*")  # a prompt's words: code words whole
 MAX_QUERY_WORDS = 48
@@ -132,21 +149,25 @@ def held(terms: list[str], text: str) -> list[str]:
     return found
 
 
-def rarity(index: Index, terms: list[str]) -> dict[str, float]:
+def rarity(index: Index, terms: list[str], *, everyday_floor: bool = False) -> dict[str, float]:
     """Each term's weight: how rare it is among the notes (a word most notes hold says little).
 
     A word no note holds cannot tell notes apart; it weighs what an average held word weighs,
     so a prompt about something the memory lacks still needs most of its other words matched,
-    without one stray verb ('growing') outweighing every word the notes do hold."""
+    without one stray verb ('growing') outweighing every word the notes do hold. With
+    `everyday_floor`, the words of `EVERYDAY` weigh the floor: when words alone decide, padding
+    ('actually', 'an hour ago') must not hide the words a note does hold. (With semantic search
+    on, meaning decides and words only help: there it made stray words of small talk count more.)"""
     total = max(1, index.count_notes())
     counts = index.notes_holding(terms)
+    padding = EVERYDAY if everyday_floor else frozenset()
     weights = {
         term: RARITY_FLOOR + math.log(1 + (total - counts[term] + 0.5) / (counts[term] + 0.5))
         for term in terms
-        if counts[term]
+        if counts[term] and term not in padding
     }
     typical = sum(weights.values()) / len(weights) if weights else 1.0
-    return {term: weights.get(term, typical) for term in terms}
+    return {term: RARITY_FLOOR if term in padding else weights.get(term, typical) for term in terms}
 
 
 def _seen_path(store: Store, session_id: str) -> Path | None:
@@ -224,7 +245,7 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
             snippets=False,
             ranker=ranker,
         )
-        weights = rarity(index, terms)
+        weights = rarity(index, terms, everyday_floor=not by_meaning)
     whole = sum(weights.values()) or 1.0
     header = (
         f"{MEMORY_OPEN}\nNotes from memory that may bear on this prompt "
@@ -249,6 +270,8 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
             and not held(found, f"{hit.title}\n{' '.join(hit.tags)}")
         ):
             share = 0.0  # one everyday word, and only in passing: a coincidence, not an answer
+        if found and set(found) <= EVERYDAY:
+            share = 0.0  # padding alone ('actually', 'since yesterday') answers nothing
         here = near is not None and hit.project == near
         if by_meaning and hit.similarity is not None:
             meaning = hit.similarity

@@ -386,6 +386,35 @@ def test_recall_weighs_a_prompts_rare_words_over_words_every_note_holds(store: S
     assert shown == [acls.path]
 
 
+def test_keyword_recall_reads_past_the_padding_of_a_long_question(store: Store) -> None:
+    """'actually', 'since yesterday', 'usually': in a small memory, the one note that happens to
+    use such words made each weigh like a tool's name, and a question padded with them was
+    answered with that note instead of the one about its subject."""
+    answer = create_note(
+        store,
+        type="procedural",
+        title="Pin a workload to x86 nodes",
+        body="Graviton nodes are arm64: a pod with a native x86 dependency needs a nodeSelector on amd64.",
+        project=PROJECT,
+    )
+    create_note(
+        store,
+        type="episodic",
+        title="Session: retro notes",
+        body="We actually usually merge since yesterday, and I wonder whether it helped.",
+        project=PROJECT,
+    )
+    for topic in ("retention", "partitions", "replication", "billing", "alerts", "dashboards"):
+        create_note(store, type="semantic", title=f"Kafka {topic}", body=f"Kafka {topic} notes.", project=PROJECT)
+    prompt = "since yesterday I actually wonder whether my pod usually lands on graviton nodes"
+    assert build_recall(store, prompt, session_id="p1")[1] == [answer.path]  # not the retro's padding
+    # padding alone is still no question: a prompt of everyday words stays silent
+    assert build_recall(store, "I actually wonder whether it usually happens since yesterday", session_id="p2") == (
+        "",
+        [],
+    )
+
+
 def test_recall_keeps_quiet_on_small_talk_and_sums_even_when_a_title_holds_the_word(store: Store) -> None:
     """'good morning!' is a greeting and '17 times 23' a sum, whichever note's title says 'this
     morning' or 'times': the word in a title must not make small talk an answer."""
