@@ -54,6 +54,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from itertools import pairwise
 from typing import NamedTuple, overload
 
 MASK = "[REDACTED]"
@@ -339,7 +340,8 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
     ("postman-key", "pmak-", rf"{_L}PMAK-[A-Za-z0-9\-]{{30,}}+", None),
     ("vault-token", "hvs.|hvb.|hvr.", rf"{_L}hv[sbr]\.[A-Za-z0-9_\-]{{20,}}+", None),
     ("vault-token", "s.|b.|r.", r"(?<![\w.\-/])[sbr]\.[A-Za-z0-9]{24}(?![\w.\-])", _random_body(2)),
-    ("doppler-token", "dp.", rf"{_L}dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{{20,}}+", None),
+    # a service token names its environment: dp.st.prd.<40 characters>
+    ("doppler-token", "dp.", rf"{_L}dp\.(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_\-]{{1,40}}\.)?[A-Za-z0-9]{{20,}}+", None),
     # AI and data services.
     ("anthropic-key", "sk-ant-", rf"{_L}sk-ant-[A-Za-z0-9_\-]{{16,}}+", None),
     ("openai-key", "sk-", r"(?<![A-Za-z0-9\-])sk-(?!ant-)[A-Za-z0-9_\-]{16,}+", _body_not_wordy(3)),
@@ -558,12 +560,21 @@ def _plain_word(value: str) -> bool:
     return bool(re.fullmatch(r"[a-z]{1,11}|[A-Z][a-z]{1,10}", value))
 
 
+def _mixed_at_random(word: str) -> bool:
+    """Whether `word` switches from lower to upper case too often for a name (`mBimJcmXNqCgIsDR`,
+    not `getAccessToken` or `XMLHttpRequest`)."""
+    switches = sum(1 for a, b in pairwise(word) if a.islower() and b.isupper())
+    return switches >= max(3, len(word) // 5)
+
+
 def _is_code(value: str, name: str, after: str) -> bool:
     """An unquoted value that is code: a call, an attribute, a variable named like the key."""
     if after[:1] in ("(", "[") and re.fullmatch(r"[A-Za-z_][\w.]*", value):
         return True
-    if re.fullmatch(r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+|[A-Za-z_]+(?:\.[A-Za-z_]+)+", value):
-        return True  # attribute access: config.db.password, signal.Signals
+    if re.fullmatch(r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+|[A-Za-z_]+(?:\.[A-Za-z_]+)+", value) and not any(
+        _mixed_at_random(part) for part in value.split(".")
+    ):
+        return True  # attribute access: config.db.password, signal.Signals (not s.mBimJcmXNqCgIsDRdLmIVb)
     if re.fullmatch(r"(?:self|this|cls|args|opts|options|config|cfg|settings|params)\.\w+", value):
         return True
     if not any(c.isdigit() for c in value) and re.fullmatch(r"[A-Za-z_]+", value):
@@ -1042,6 +1053,42 @@ _COMMAND_SPECS: list[tuple[tuple[str, ...], str]] = [
     (("identified",), r"\b(?i:identified(?:[ \t]+with[ \t]+\w+)?[ \t]+by(?:[ \t]+password)?)[ \t]+"),
     (("net use", "net  use"), r"\b(?i:net)[ \t]+(?i:use)\b[^\n|;&]{0,200}?[ \t]/(?i:u|user):[^\s/]+[ \t]+(?=[^\s/*])"),
 ]
+# Prose that gives a login as USER / PASSWORD: "log in with admin / ToN!UC6KwM1n" ("creds: ops/pw" is
+# an assignment, masked whole by `_assignments`).
+_LOGIN_PAIR = _Lazy(
+    r"(?P<lead>\b(?i:log(?:ged)?[ \t\-]?(?:in|on)|sign(?:ed)?[ \t\-]?in)\b[^\n/]{0,40}?"
+    r"[ \t:(][\w.@+\-]{1,64}[ \t]*/[ \t]*)(?P<q>['\"]?)(?P<value>[^\s'\"/,;)]{4,200})"
+)
+
+
+def _login_pair(match: re.Match[str]) -> str:
+    """The password of a login given in prose; a value with no digit or symbol is a word
+    ("sign in with GitHub / Google", "log in to CI/CD"), not a password."""
+    value = match.group("value").rstrip(".")
+    if not _fed_value(value) or not re.search(r"[\d!@#$%^&*+=?~]", value):
+        return match.group(0)
+    return f"{match.group('lead')}{match.group('q')}{MASK}{match.group('value')[len(value):]}"
+
+
+# A passphrase is words: after its name and a colon, or in quotes after its name, every word of it
+# ("the vault passphrase is: correct horse battery staple", 'GPG passphrase "blue-elephant-dances"',
+# "seed phrase: abandon ability able ..."). Without a colon or quotes it is prose ("the passphrase
+# is stored in the vault").
+_PASSPHRASE = _Lazy(
+    r"(?P<lead>\b(?i:pass[ \t\-]?phrase|(?:seed|recovery|secret|mnemonic)[ \t]+phrase|mnemonic)\b"
+    r"(?:[ \t]+(?:is|was))?(?:[ \t]*:[ \t]*(?=[a-z\"'])|[ \t]+(?=[\"']))[ \t]*)"
+    r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\n]{4,200})(?P=q)|(?P<words>[a-z]+(?:[ \t\-]+[a-z]+){2,23}))"
+)
+
+
+def _passphrase(match: re.Match[str]) -> str:
+    quote = match.group("q") or ""
+    value = match.group("quoted") or match.group("words")
+    if _NOT_A_SECRET.match(value) or "[REDACTED" in value:
+        return match.group(0)
+    return f"{match.group('lead')}{quote}{MASK}{quote}"
+
+
 # sqlplus scott/tiger@orcl: the password ends at the @ of the connect string.
 _SQLPLUS = _Lazy(
     r"(?P<lead>\b(?:sqlplus|rman|expdp|impdp)\b[ \t]+(?:-\w+[ \t]+)*[A-Za-z_][\w$#]*/)(?P<q>)(?P<value>[^\s'\"@]+)"
@@ -1259,6 +1306,8 @@ _CONTEXT: list[tuple[tuple[str, ...], _Lazy, Callable[[re.Match[str]], str]]] = 
         for needles, lead in _COMMAND_SPECS
     ],
     (("sqlplus", "rman", "expdp", "impdp"), _SQLPLUS, _command_password),
+    (("log", "sign"), _LOGIN_PAIR, _login_pair),
+    (("phrase", "mnemonic"), _PASSPHRASE, _passphrase),
     (("pgpass",), _PGPASS_LINE, _command_password),
 ]
 

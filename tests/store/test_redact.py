@@ -425,3 +425,34 @@ def test_a_value_said_after_is_now_or_is_actually_is_masked(text: str) -> None:
 )
 def test_an_ordinary_word_after_is_now_survives(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the vault passphrase is: correct horse battery staple", "horse battery staple"),
+        ('GPG passphrase "blue-elephant-dances-at-midnight"', "elephant-dances"),
+        ("seed phrase: abandon ability able about above absent absorb abstract", "ability able about"),
+        ("wpa passphrase is 'sunny day at the lake'", "sunny day"),
+        ("log in with admin / ToN!UC6KwM1n", "ToN!UC6KwM1n"),
+        ("Logged in as alice@example.com / Xyz123!. Then ran it", "Xyz123"),
+        ("vault login token=s.mBimJcmXNqCgIsDRdLmIVb", "mBimJcmXNqCgIsDRdLmIVb"),  # letters only: not code
+    ],
+)
+def test_passphrases_of_words_logins_in_prose_and_random_dotted_values_are_masked(text: str, secret: str) -> None:
+    assert secret not in redact(text), redact(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the passphrase is stored in the vault",
+        "passphrase: see 1Password",
+        "sign in with GitHub / Google",
+        "log in to the CI/CD dashboard",
+        "token=self.accessToken",
+        "key=window.XMLHttpRequest.prototype",
+    ],
+)
+def test_prose_about_passphrases_and_logins_and_attribute_access_survive(text: str) -> None:
+    assert redact(text) == text
