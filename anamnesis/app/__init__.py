@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from anamnesis.app.syncing import with_intake as with_intake
     from anamnesis.app.tidy import Applied as Applied
     from anamnesis.app.tidy import apply_plan as apply_plan
+    from anamnesis.app.tidy import decline as decline
     from anamnesis.app.tidy import describe_proposal as describe_proposal
     from anamnesis.app.tidy import list_archived as list_archived
     from anamnesis.app.tidy import model_unready as model_unready

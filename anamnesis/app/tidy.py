@@ -25,6 +25,7 @@ apply the same plan converge after sync. Nothing here deletes text.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 from collections import Counter, defaultdict
@@ -65,6 +66,7 @@ _ACTIONS: dict[str, Action] = {"merge": "merge", "supersede": "supersede", "arch
 _KINDS: dict[str, Kind] = {"duplicate": "duplicate", "replaced": "replaced", "stale-session": "stale-session"}
 PLAN_VERSION = 1
 KEPT_PLANS = 10  # plans an agent proposed kept in state/tidy/, the latest ones
+DECLINED_FILE = "tidy-declined.json"  # in state/: proposals the person said no to (`decline`)
 DUPLICATE = 0.5  # body words shared (Jaccard) from which two notes are near-duplicates
 SAME_LINES = 0.6  # or: the share of the shorter note's lines the other holds too (at least 2)
 SAME_SUBJECT = 0.6  # title words shared from which a later note may replace an older one
@@ -183,6 +185,7 @@ class Plan:
     mode: Literal["words", "meaning"]
     proposals: list[Proposal]
     notes: int
+    declined: int = 0  # proposals left out because the person said no to them (`decline`)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as `--json` prints it and `--apply` reads it."""
@@ -190,6 +193,7 @@ class Plan:
             "version": PLAN_VERSION,
             "mode": self.mode,
             "notes": self.notes,
+            "declined": self.declined,
             "proposals": [p.to_dict() for p in self.proposals],
         }
 
@@ -307,11 +311,18 @@ def _meaning_pairs(
 
 
 def plan_tidy(
-    store: Store, *, project: str | None = None, stale_after: str = STALE_AFTER, meaning: bool | None = None
+    store: Store,
+    *,
+    project: str | None = None,
+    stale_after: str = STALE_AFTER,
+    meaning: bool | None = None,
+    declined: bool = False,
 ) -> Plan:
     """Every merge, supersession and archive worth proposing, best first; each note in one proposal at most.
 
-    `meaning` None uses note vectors when semantic search is on; False never does.
+    `meaning` None uses note vectors when semantic search is on; False never does. A proposal
+    the person declined (`decline`) is left out while neither of its notes has changed since,
+    unless `declined`.
     """
     cutoff = parse_when(stale_after)
     rows = _load(store)
@@ -374,6 +385,10 @@ def plan_tidy(
             evidence["meaning"] = round(cosine, 3)
         proposals.append(Proposal(action, kind, newer.ref(), older.ref(), score, newer.project, evidence))
     proposals += _stale_sessions(rows, cutoff, project, superseded)
+    said_no = {} if declined else _declined(store)
+    asked = len(proposals)
+    proposals = [p for p in proposals if p.key not in said_no or said_no[p.key] != _stamps(store, p)]
+    hidden = asked - len(proposals)
     proposals.sort(key=lambda p: (-p.score, p.key))
     used: set[str] = set()
     chosen: list[Proposal] = []
@@ -384,7 +399,38 @@ def plan_tidy(
         chosen.append(proposal)
     order = {"merge": 0, "supersede": 1, "archive": 2}
     chosen.sort(key=lambda p: (order[p.action], -p.score, p.key))
-    return Plan("meaning" if meaning is not False and _has_engine(store) else "words", chosen, len(rows))
+    return Plan("meaning" if meaning is not False and _has_engine(store) else "words", chosen, len(rows), hidden)
+
+
+def decline(store: Store, proposals: Iterable[Proposal]) -> None:
+    """Remember that the person said no to these proposals (state/tidy-declined.json, this
+    machine only): `plan_tidy` leaves each out until one of its notes changes."""
+    said_no = _declined(store)
+    for proposal in proposals:
+        said_no[proposal.key] = _stamps(store, proposal)
+    atomic_write_text(store.state_dir / DECLINED_FILE, json.dumps(said_no, indent=1, sort_keys=True) + "\n")
+
+
+def _stamps(store: Store, proposal: Proposal) -> dict[str, str]:
+    """What a proposal was made of: a digest of each of its notes' files (an edit by hand that
+    leaves `updated` alone is a change too)."""
+    stamps = {}
+    for side, ref in (("keep", proposal.keep), ("other", proposal.other)):
+        try:
+            stamps[side] = hashlib.sha256(safe_path(store, ref.path).read_bytes()).hexdigest()[:16]
+        except (OSError, ValueError):
+            stamps[side] = ""  # gone since: such a proposal is not made any more
+    return stamps
+
+
+def _declined(store: Store) -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads((store.state_dir / DECLINED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or a file broken by hand: everything is asked again
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, dict)}
 
 
 def _has_engine(store: Store) -> bool:

@@ -42,6 +42,9 @@ def tidy(
     restore: str | None = typer.Option(
         None, "--restore", metavar="NOTE", help="Move an archived note back (path or id)."
     ),
+    all_: bool = typer.Option(
+        False, "--all", help="Also the proposals you declined before (each is asked again once a note of it changes)."
+    ),
     model: bool = typer.Option(
         False,
         "--model",
@@ -58,7 +61,9 @@ def tidy(
     adds the other note's differing lines to the newer note, which then
     supersedes it; a supersession keeps the old note (below its replacement
     in search); an archive moves a note to memory/.archive/, out of search,
-    and `--restore` brings it back. Every change is one commit that syncs
+    and `--restore` brings it back. A proposal you answer no is not asked
+    again (here, or by an agent's `tidy` tool) until one of its notes
+    changes; `--all` shows it anyway. Every change is one commit that syncs
     like any other; a plan applied twice changes nothing the second time.
 
     Examples:
@@ -71,6 +76,7 @@ def tidy(
     """
     from anamnesis.app import (  # lazy: --help loads every command module
         apply_plan,
+        decline,
         describe_proposal,
         list_archived,
         model_unready,
@@ -113,11 +119,15 @@ def tidy(
             _report(results)
         return
     key = _project_option(project, here)
-    plan = plan_tidy(store, project=key, stale_after=stale_after, meaning=False if words_only else None)
+    plan = plan_tidy(
+        store, project=key, stale_after=stale_after, meaning=False if words_only else None, declined=all_
+    )
     if json_out:
         print_json(plan.to_dict())
         return
     print(f"{plural(len(plan.proposals), 'proposal')} over {plural(plan.notes, 'note')} (comparing {plan.mode})")
+    if plan.declined:
+        print(f"({plural(plan.declined, 'proposal')} you declined before not shown: `anamnesis tidy --all` shows them)")
     interactive = not print_only and not yes and sys.stdin is not None and sys.stdin.isatty()
     accepted = []
     for n, proposal in enumerate(plan.proposals, 1):
@@ -129,6 +139,8 @@ def tidy(
                 break
             if answer.startswith("y"):
                 accepted.append(proposal)
+            else:  # not asked again until one of its notes changes
+                decline(store, [proposal])
     if yes:
         accepted = list(plan.proposals)
     if print_only or not (interactive or yes):

@@ -213,9 +213,8 @@ def test_a_hand_edited_plan_cannot_archive_a_fact_or_join_two_projects(
     assert _head(store) == head and (store.memory / notes["decoy"].path).exists()
 
 
-def test_in_a_terminal_it_asks_about_each_proposal(store: Store) -> None:
-    notes = _seed(store)
-    head = _head(store)
+def _tidy_in_a_terminal(store: Store, answers: list[bytes]) -> str:
+    """`anamnesis tidy` run in a pseudo-terminal, given `answers` one per question; what it printed."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "anamnesis", "tidy"],
@@ -227,7 +226,7 @@ def test_in_a_terminal_it_asks_about_each_proposal(store: Store) -> None:
     )
     os.close(follower)
     seen = b""
-    answers = [b"y\n", b"n\n", b"q\n"]
+    asked = len(answers)
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
         try:
@@ -235,12 +234,19 @@ def test_in_a_terminal_it_asks_about_each_proposal(store: Store) -> None:
         except OSError:
             break
         seen += chunk
-        if seen.count(b"apply?") > 3 - len(answers):
+        if answers and seen.count(b"apply?") > asked - len(answers):
             os.write(leader, answers.pop(0))
     proc.wait(timeout=60)
     os.close(leader)
     text = seen.decode(errors="replace")
     assert proc.returncode == 0, text
+    return text
+
+
+def test_in_a_terminal_it_asks_about_each_proposal(store: Store) -> None:
+    notes = _seed(store)
+    head = _head(store)
+    text = _tidy_in_a_terminal(store, [b"y\n", b"n\n", b"q\n"])
     assert "merge" in text and "tidy: 1 applied" in text
     log = subprocess.run(
         ["git", "-C", str(store.memory), "log", "--format=%s", f"{head.strip()}..HEAD"],
@@ -251,6 +257,29 @@ def test_in_a_terminal_it_asks_about_each_proposal(store: Store) -> None:
     assert parse_note((store.memory / notes["dup_new"].path).read_text(), "x").supersedes == [
         notes["dup_old"].id
     ]
+
+
+def test_a_proposal_answered_no_is_not_asked_again_until_one_of_its_notes_changes(
+    store: Store, run_cli: RunCli
+) -> None:
+    _seed(store)
+    before = _plan(run_cli)["proposals"]
+    assert len(before) >= 2
+    text = _tidy_in_a_terminal(store, [b"n\n", b"q\n"])  # no to the first, then quit
+    assert "tidy: nothing to do" in text
+    declined = before[0]
+    after = _plan(run_cli)  # the rest are still asked: quitting is not saying no
+    assert [p["key"] for p in after["proposals"]] == [p["key"] for p in before[1:]], after
+    assert after["declined"] == 1
+    listed = run_cli("tidy", "--print")
+    assert "1 proposal you declined before not shown" in listed.stdout and "--all" in listed.stdout
+    shown = json.loads(run_cli("tidy", "--json", "--all").stdout)["proposals"]
+    assert [p["key"] for p in shown] == [p["key"] for p in before]
+    # an edit by hand (its `updated` left alone) is a change: asked again
+    edited = store.memory / declined["other"]["path"]
+    edited.write_text(edited.read_text(encoding="utf-8") + "\nOne more line, by hand.\n", encoding="utf-8")
+    again = _plan(run_cli)
+    assert declined["key"] in [p["key"] for p in again["proposals"]] and again["declined"] == 0, again
 
 
 def test_the_mcp_tool_proposes_and_changes_nothing(store: Store, tmp_path: Path, run_cli: RunCli) -> None:
