@@ -10,7 +10,7 @@ from pathlib import Path
 
 from anamnesis.base.errors import GitError
 from anamnesis.base.fsutil import atomic_write_text
-from anamnesis.base.git import OBJECT_ID, git_out, head_ref, lock_files, run_git, settle_git
+from anamnesis.base.git import OBJECT_ID, git_out, head_ref, lock_files, read_blobs, run_git, settle_git
 from anamnesis.base.paths import Store
 
 BRANCH = "main"
@@ -93,10 +93,48 @@ def commit_paths(store: Store, paths: list[str], message: str) -> str | None:
             raise
         settle_git(repo)
         run_git(repo, LITERAL, "add", "-A", "--", *paths)
-    if not run_git(repo, LITERAL, "diff", "--cached", "--quiet", "--", *paths, check=False).returncode:
+    staged = git_out(repo, LITERAL, "diff", "--cached", "--no-renames", "--name-status", "-z", "--", *paths).split("\0")
+    if not any(staged):
         return None
-    run_git(repo, LITERAL, "commit", "-q", "--no-verify", "-m", message, "--", *paths)
+    added = [path for status, path in zip(staged[0::2], staged[1::2], strict=False) if status == "A"]
+    moved_from = _moved_by_hand_from(repo, added)
+    if moved_from:
+        run_git(repo, LITERAL, "add", "-A", "--", *moved_from)
+    run_git(repo, LITERAL, "commit", "-q", "--no-verify", "-m", message, "--", *paths, *moved_from)
     return head(repo)
+
+
+def _moved_by_hand_from(repo: Path, added: list[str]) -> list[str]:
+    """Paths a note this commit adds was moved from by hand (`mv` in a shell, a file manager): gone
+    from the working tree, in HEAD with the same id (`notes.stated_id`). Committed with the note,
+    the move is one change; left out, the commit would hold the note at both paths, and a peer that
+    took that commit kept both (its edit of the old path beats the deletion that came later)."""
+    notes = [path for path in added if path.lower().endswith(".md")]
+    if not notes:
+        return []
+    gone = [p for p in git_out(repo, LITERAL, "ls-files", "--deleted", "-z").split("\0") if p.lower().endswith(".md")]
+    if not gone:
+        return []
+    # lazy: notes (front matter) only when a note was moved by hand, which is rare
+    from anamnesis.base.notes import stated_id
+
+    listed = git_out(repo, LITERAL, "ls-tree", "-z", "HEAD", "--", *gone).split("\0")
+    oids = {line.split("\t", 1)[1]: line.split(" ")[2].split("\t")[0] for line in listed if "\t" in line}
+    blobs = read_blobs(repo, list(oids.values()))
+    was_at: dict[str, list[str]] = {}
+    for path, oid in oids.items():
+        if name := stated_id(blobs.get(oid, b"").decode("utf-8", "surrogateescape"), path):
+            was_at.setdefault(name, []).append(path)
+    found: list[str] = []
+    for path in notes:
+        try:
+            text = (repo / path).read_bytes().decode("utf-8", "surrogateescape")
+        except OSError:
+            continue
+        places = was_at.get(stated_id(text, path) or "", [])
+        if len(places) == 1:  # more than one: copies a person made, not one note moved
+            found.append(places[0])
+    return found
 
 
 def commit_all(store: Store, message: str) -> str | None:

@@ -273,3 +273,30 @@ def test_a_move_committed_in_two_parts_still_takes_the_other_machines_edit_along
         assert paths_by_id(m)[note.id] == [second], paths_by_id(m)
         assert "line 3, a\n" in m.read(second)
     assert a.tree() == b.tree()
+
+
+def test_a_note_moved_by_hand_then_written_by_anamnesis_is_committed_as_one_move(fleet: Fleet) -> None:
+    """Moved with `mv`, then moved again with `anamnesis mv` (or saved): the commit that makes is
+    the whole move. It used to add the new path and keep the old one, and a machine that took
+    that commit while it had edited the old path kept the note at both, for good."""
+    a, b, note, _ = wanderer(fleet)
+    b.write(note.path, b.read(note.path) + "edited on b\n")
+    b.sync()
+    first = "global/facts/wanderer-by-hand-" + note.id + ".md"
+    move_by_hand(a, note.path, first)
+    moved = move_note(a.store, first, "global/howto/wanderer-" + note.id + ".md").note
+    in_head = a.git("ls-tree", "-r", "--name-only", "HEAD").splitlines()
+    assert note.path not in in_head and moved.path in in_head, in_head  # the hand move is in the commit
+    for m in (a, b, a, b):
+        m.sync()
+        assert paths_by_id(m)[note.id] == [moved.path], m.name
+    assert "edited on b" in b.read(moved.path) and a.files() == b.files()
+
+
+def test_copies_a_person_made_are_not_taken_for_a_move(fleet: Fleet) -> None:
+    a, _b, note, _ = wanderer(fleet)
+    copy = "global/facts/wanderer-copy-" + note.id + ".md"
+    a.write(copy, a.read(note.path))
+    create_note(a.store, type="semantic", title="Unrelated", body="x\n")
+    in_head = a.git("ls-tree", "-r", "--name-only", "HEAD").splitlines()
+    assert note.path in in_head and copy not in in_head  # a unit commits its own paths, nothing else

@@ -70,6 +70,7 @@ class World:
         self.power_cuts = 0
         self.mid_checkout = 0
         self.syncs = 0
+        self.history: list[str] = []  # what each step did, shown when a check fails
         self.clock = SyncClock(self._measure(machines[0]))
 
     @staticmethod
@@ -118,6 +119,7 @@ class World:
         path = self.rng.choice(notes)
         text = m.read(path)
         m.write(path, text.rstrip("\n") + f"\n{self.token(m)}\n")
+        self.noted(path)
 
     def restatus(self, m: Machine) -> None:
         notes = self.notes(m)
@@ -131,6 +133,7 @@ class World:
             return
         path = self.rng.choice(notes)
         seen = m.read(path)
+        self.noted(path)
         if self.rng.random() < 0.5:
             try:
                 delete_note(m.store, path)
@@ -154,6 +157,7 @@ class World:
         if (m.memory / new).exists():
             return
         self.moves += 1
+        self.noted(f"{path} -> {new}")
         if self.rng.random() < 0.5:
             try:
                 move_note(m.store, path, new)
@@ -178,6 +182,7 @@ class World:
         roll = self.rng.random()
         if roll < 0.5:
             result = m.sync()
+            self.noted(f"exit {int(result.exit_code)} {result.repaired or ''}")
             assert result.exit_code in (0, 10, 11), result.to_dict()
             self.check_whole(m)
             return
@@ -198,9 +203,11 @@ class World:
         if proc.poll() is None:
             if self.rng.random() < 0.5:
                 proc.send_signal(signal.SIGKILL)  # the process alone: its git finishes on its own
+                self.noted("killed")
             else:
                 power_cut(proc)  # everything at once, git included
                 self.power_cuts += 1
+                self.noted("power cut")
             self.kills += 1
             self.mid_checkout += (m.home / "state" / CHECKOUT_MARKER).exists()
         proc.communicate(timeout=60)
@@ -233,6 +240,7 @@ class World:
             self.power_cuts += 1
             self.kills += 1
             self.mid_checkout += marker.exists()
+            self.noted(f"power cut at checkout (mid-checkout: {marker.exists()})")
 
     def check_whole(self, m: Machine) -> None:
         """After a sync that finished: every note keeps its front matter, every index row has its file."""
@@ -261,12 +269,27 @@ class World:
             [self.create, self.append, self.restatus, self.delete, self.move, self.resolve, self.sync],
             weights=[14, 30, 8, 6, 5, 3, 30],
         )[0]
-        op(m)
+        self.history.append(f"{len(self.history)} {m.name} {op.__name__}")
+        try:
+            op(m)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nthe steps before:\n" + "\n".join(self.history[-40:])) from None
+
+    def noted(self, what: str) -> None:
+        """Add to what the current step did (shown when a check fails)."""
+        if self.history:
+            self.history[-1] += f" {what}"
 
     # -- the end ----------------------------------------------------------------------
 
     def settle(self) -> None:
         """Final rounds of syncs until every machine has the same tree."""
+        try:
+            self._settle()
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nthe steps before:\n" + "\n".join(self.history[-40:])) from None
+
+    def _settle(self) -> None:
         for _round in range(6):
             for m in self.machines:
                 result = m.sync()
