@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fleet import Fleet, Machine, SyncClock, fleet, power_cut, wait_for_orphans  # noqa: F401
+from fleet import Fleet, Machine, SyncClock, fleet, power_cut, ssh_fleet, sshd, wait_for_orphans  # noqa: F401
 
 from anamnesis.base.errors import AnamnesisError, NoteChanged
 from anamnesis.base.notes import has_conflict_markers, parse_note, split_front_matter
@@ -51,6 +51,7 @@ MACHINES = "abcdefgh"[: int(os.environ.get("ANAMNESIS_FLEET_MACHINES", "3"))]
 MOVE_TO = ["global/howto", "global/facts", "projects/other-proj/howto", "archive"]
 WORDS = ["lumen", "cobalt", "fern", "quartz"]
 SEEDS = [int(s) for s in os.environ.get("ANAMNESIS_FLEET_SEED", "20240611").split(",")]
+VIA = os.environ.get("ANAMNESIS_FLEET_VIA", "path")
 
 
 class World:
@@ -97,6 +98,7 @@ class World:
 
     def create(self, m: Machine) -> None:
         token = self.token(m)
+        self.noted(token)
         if self.rng.random() < 0.5:
             note = create_note(
                 m.store, type="semantic", title=f"Note {self.counter}", body=f"status: s0\n{token}\n"
@@ -118,8 +120,9 @@ class World:
             return self.create(m)
         path = self.rng.choice(notes)
         text = m.read(path)
-        m.write(path, text.rstrip("\n") + f"\n{self.token(m)}\n")
-        self.noted(path)
+        token = self.token(m)
+        m.write(path, text.rstrip("\n") + f"\n{token}\n")
+        self.noted(f"{path} {token}")
 
     def restatus(self, m: Machine) -> None:
         notes = self.notes(m)
@@ -167,7 +170,9 @@ class World:
         text = m.read(path)
         (m.memory / path).unlink()
         if self.rng.random() < 0.5:
-            text = text.rstrip("\n") + f"\n{self.token(m)}\n"  # moved and edited in one go
+            token = self.token(m)
+            text = text.rstrip("\n") + f"\n{token}\n"  # moved and edited in one go
+            self.noted(token)
         m.write(new, text)
 
     def resolve(self, m: Machine) -> None:
@@ -348,19 +353,22 @@ def _search(m: Machine, query: str) -> list[str]:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("topology", ["hub", "mesh"])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_random_fleet_never_loses_an_edit(fleet: Fleet, topology: str, seed: int) -> None:
+def test_random_fleet_never_loses_an_edit(request: pytest.FixtureRequest, topology: str, seed: int) -> None:
+    # ANAMNESIS_FLEET_VIA=ssh: every peer over the test's sshd (a killed push then leaves the far
+    # git running, as between two machines), instead of a path
+    fleet: Fleet = request.getfixturevalue("ssh_fleet" if VIA == "ssh" else "fleet")
     rng = random.Random(f"{seed}-{topology}")
     names = list(MACHINES)
     if topology == "hub":
         hub = fleet.hub()
-        machines = [fleet.machine(n, {"hub": fleet.url(hub)}) for n in names]
+        machines = [fleet.machine(n, {"hub": fleet.url(hub, VIA)}) for n in names]
         repos = [hub, *(m.memory for m in machines)]
     else:
         machines = [fleet.machine(n) for n in names]
         for m in machines:
             for other in machines:
                 if other is not m:
-                    fleet.add_peer(m, other.name, fleet.url(other))
+                    fleet.add_peer(m, other.name, fleet.url(other, VIA))
         repos = [m.memory for m in machines]
     world = World(fleet, machines, repos, rng)
     for _ in range(STEPS):
@@ -376,7 +384,10 @@ def test_random_fleet_never_loses_an_edit(fleet: Fleet, topology: str, seed: int
     assert_one_path_per_id(final)
     present = set(TOKEN_RE.findall("\n".join(final.values())))
     lost = world.written - present - world.may_vanish
-    assert not lost, f"edits lost: {sorted(lost)[:20]} (of {len(world.written)} written, {world.kills} kills)"
+    assert not lost, (
+        f"edits lost: {sorted(lost)[:20]} (of {len(world.written)} written, {world.kills} kills)\n"
+        + "\n".join(world.history)
+    )
     # Every machine's index answers the same, and matches the files.
     sample = rng.sample(sorted(present), min(25, len(present)))
     for token in [*sample, "status"]:
