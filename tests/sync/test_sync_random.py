@@ -343,6 +343,21 @@ def assert_one_path_per_id(files: dict[str, str], where: str = "") -> None:
     assert not twice, f"{where}: ids at two paths: {twice}"
 
 
+def _commits_touching(repos: list[Path], tokens: list[str]) -> str:
+    """For a failure message: in each repo, the commits that added or removed each token."""
+    lines = []
+    for token in tokens:
+        for repo in repos:
+            proc = subprocess.run(
+                ["git", "-C", str(repo), "log", "--all", "--format=%h %p %s", "-S", token],
+                capture_output=True,
+                text=True,
+            )
+            lines.append(f"{token} in {repo.name if repo.name != 'memory' else repo.parent.name}:")
+            lines.extend(f"  {line}" for line in proc.stdout.splitlines())
+    return "\n".join(lines)
+
+
 def _search(m: Machine, query: str) -> list[str]:
     with open_index(m.store) as index:
         return [hit.path for hit in search_notes(index, query, limit=200)]
@@ -387,6 +402,8 @@ def test_random_fleet_never_loses_an_edit(request: pytest.FixtureRequest, topolo
     assert not lost, (
         f"edits lost: {sorted(lost)[:20]} (of {len(world.written)} written, {world.kills} kills)\n"
         + "\n".join(world.history)
+        + "\n"
+        + _commits_touching(repos, sorted(lost)[:3])
     )
     # Every machine's index answers the same, and matches the files.
     sample = rng.sample(sorted(present), min(25, len(present)))
