@@ -397,6 +397,31 @@ def read_blobs(repo: Path, oids: list[str]) -> dict[str, bytes]:
     return found
 
 
+def tree_entries(
+    repo: Path, treeish: str, paths: list[str], *, check: bool = True, env: dict[str, str] | None = None
+) -> dict[str, tuple[str, str]]:
+    """{path: (mode, object id)} of those paths in a commit or tree (absent ones left out); each
+    path taken as written, never as a glob (a note may be called `[draft].md`). `check` False:
+    a treeish that does not exist (HEAD of an empty repo) holds nothing."""
+    wanted = list(dict.fromkeys(paths))
+    found: dict[str, tuple[str, str]] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        proc = run_git_bytes(
+            repo, "--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", treeish, "--", *chunk,
+            check=check, env=env,
+        )
+        if proc.returncode:
+            continue
+        asked = set(chunk)
+        for record in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+            meta, tab, path = record.partition("\t")
+            if tab and path in asked:
+                mode, _kind, oid = meta.split(" ")
+                found[path] = (mode, oid)
+    return found
+
+
 def head_ref(repo: Path) -> str:
     """The ref HEAD points at (`refs/heads/main`), or '' for a detached HEAD.
 

@@ -10,7 +10,16 @@ from pathlib import Path
 
 from anamnesis.base.errors import GitError
 from anamnesis.base.fsutil import atomic_write_text
-from anamnesis.base.git import OBJECT_ID, git_out, head_ref, lock_files, read_blobs, run_git, settle_git
+from anamnesis.base.git import (
+    OBJECT_ID,
+    git_out,
+    head_ref,
+    lock_files,
+    read_blobs,
+    run_git,
+    settle_git,
+    tree_entries,
+)
 from anamnesis.base.paths import Store
 
 BRANCH = "main"
@@ -118,8 +127,7 @@ def _moved_by_hand_from(repo: Path, added: list[str]) -> list[str]:
     # lazy: notes (front matter) only when a note was moved by hand, which is rare
     from anamnesis.base.notes import stated_id
 
-    listed = git_out(repo, LITERAL, "ls-tree", "-z", "HEAD", "--", *gone).split("\0")
-    oids = {line.split("\t", 1)[1]: line.split(" ")[2].split("\t")[0] for line in listed if "\t" in line}
+    oids = {path: oid for path, (_mode, oid) in tree_entries(repo, "HEAD", gone, check=False).items()}
     blobs = read_blobs(repo, list(oids.values()))
     was_at: dict[str, list[str]] = {}
     for path, oid in oids.items():

@@ -35,7 +35,15 @@ from typing import Literal
 from anamnesis.base import refs
 from anamnesis.base.errors import AnamnesisError, ExitCode
 from anamnesis.base.fsutil import atomic_write_bytes, atomic_write_text
-from anamnesis.base.git import head_ref, lock_files, read_blobs, run_git, run_git_bytes, settle_git
+from anamnesis.base.git import (
+    head_ref,
+    lock_files,
+    read_blobs,
+    run_git,
+    run_git_bytes,
+    settle_git,
+    tree_entries,
+)
 from anamnesis.base.notes import stated_id
 from anamnesis.base.paths import Store
 from anamnesis.base.repo import changed_paths
@@ -247,7 +255,7 @@ def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileSt
     paths = changed_paths(repo, orig, target)
     if not paths:
         return []
-    old, new = _entries(repo, orig, paths), _entries(repo, target, paths)
+    old, new = tree_entries(repo, orig, paths), tree_entries(repo, target, paths)
     disk, stats = _disk(repo, paths)
     files = [
         FileState(p, old.get(p), new.get(p), disk.get(p)) for p in paths
@@ -285,20 +293,6 @@ def _is_beginning(path: Path, whole: bytes) -> bool:
     except OSError:
         return False
     return len(data) < len(whole) and whole.startswith(data)
-
-
-def _entries(repo: Path, commit: str, paths: list[str]) -> dict[str, tuple[str, str]]:
-    """{path: (mode, blob id)} of those paths in a commit (absent ones left out)."""
-    wanted = set(paths)
-    out = run_git_bytes(repo, "ls-tree", "-r", "-z", "--full-tree", commit).stdout.decode("utf-8", "surrogateescape")
-    found: dict[str, tuple[str, str]] = {}
-    for record in out.split("\0"):
-        if record:
-            meta, path = record.split("\t", 1)
-            if path in wanted:
-                mode, _kind, oid = meta.split(" ")
-                found[path] = (mode, oid)
-    return found
 
 
 def _disk(repo: Path, paths: list[str]) -> tuple[dict[str, tuple[str, str]], dict[str, os.stat_result]]:
@@ -349,7 +343,7 @@ def _settle_files(
     if not files:
         return [], [], []
     finishing = goal == target
-    wanted = {f.path: f.want for f in files} if finishing else _entries(repo, goal, [f.path for f in files])
+    wanted = {f.path: f.want for f in files} if finishing else tree_entries(repo, goal, [f.path for f in files])
     reached = max((f.order for f in files if f.state == "new"), default=-1)
     needed = [e[1] for f in files if f.state != "edited" and (e := wanted.get(f.path)) and f.disk != (_kind(e[0]), e[1])]
     needed += [e[1] for f in files if f.state == "edited" for e in (f.was, f.want) if e]
@@ -467,7 +461,7 @@ def _moved_by_hand(
         return {}
     out = run_git_bytes(repo, "ls-files", "-z", "--others", "--exclude-standard").stdout
     others = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p.lower().endswith(".md")]
-    known = {f.path for f in files} | set(_entries(repo, orig, others)) | set(_entries(repo, target, others))
+    known = {f.path for f in files} | set(tree_entries(repo, orig, others)) | set(tree_entries(repo, target, others))
     ids: dict[str, list[str]] = {}
     for path in others:
         if path in known:

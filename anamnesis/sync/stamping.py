@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from anamnesis.base.fsutil import atomic_write_bytes
-from anamnesis.base.git import read_blobs, run_git_bytes
+from anamnesis.base.git import read_blobs, run_git_bytes, tree_entries
 from anamnesis.base.notes import (
     front_matter_fields,
     has_conflict_markers,
@@ -103,17 +103,6 @@ def _stamped(data: bytes, before: bytes | None, tracked: bool, mtime: float, mac
 
 def _committed(repo: Path, paths: list[str]) -> dict[str, bytes]:
     """HEAD's bytes of these paths (absent ones left out)."""
-    if not paths:
-        return {}
-    oids: dict[str, str] = {}
-    for start in range(0, len(paths), 500):
-        out = run_git_bytes(
-            repo, "--literal-pathspecs", "ls-tree", "-z", "--full-tree", "HEAD", "--", *paths[start : start + 500],
-            check=False,
-        ).stdout.decode("utf-8", "surrogateescape")
-        for record in out.split("\0"):
-            if record and "\t" in record:
-                meta, path = record.split("\t", 1)
-                oids[path] = meta.split(" ")[2]
+    oids = {path: oid for path, (_mode, oid) in tree_entries(repo, "HEAD", paths, check=False).items()}
     blobs = read_blobs(repo, list(oids.values()))
     return {path: blobs[oid] for path, oid in oids.items() if oid in blobs}

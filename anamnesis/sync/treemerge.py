@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from anamnesis.base.git import git_out, read_blobs, run_git, run_git_bytes
+from anamnesis.base.git import git_out, read_blobs, run_git, run_git_bytes, tree_entries
 from anamnesis.base.notes import stated_id
 from anamnesis.store import Side, merge_texts
 
@@ -460,19 +460,7 @@ class TreeMerger:
 
     def entries(self, treeish: str, paths: list[str]) -> dict[str, tuple[str, str]]:
         """{path: (mode, oid)} of those paths in a tree (absent paths are left out)."""
-        found: dict[str, tuple[str, str]] = {}
-        for start in range(0, len(paths), 500):
-            chunk = paths[start : start + 500]
-            out = run_git_bytes(
-                self.repo, "ls-tree", "-r", "-z", "--full-tree", treeish, "--", *chunk, env=self._env
-            ).stdout.decode("utf-8", "surrogateescape")
-            for record in out.split("\0"):
-                if not record:
-                    continue
-                meta, path = record.split("\t", 1)
-                mode, _kind, oid = meta.split(" ")
-                found[path] = (mode, oid)
-        return found
+        return tree_entries(self.repo, treeish, paths, env=self._env)
 
     def blob(self, oid: str) -> bytes:
         """The bytes of a blob."""
