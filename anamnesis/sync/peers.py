@@ -547,6 +547,11 @@ def _local_git_dir(url: str) -> Path | None:
     return path if (path / "HEAD").is_file() and (path / "refs").is_dir() else None
 
 
+def _work_tree_of(git_dir: Path) -> Path:
+    """The folder git processes of a local peer work in: a store's, above its .git; a bare hub itself."""
+    return git_dir.parent if git_dir.name == ".git" else git_dir
+
+
 def _duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
@@ -566,7 +571,7 @@ def lock_hint(url: str, lock: str) -> str:
             f"if no git is working on {target.split(' ')[-1]} now, the file was left by a git that was killed: "
             f"remove it with `ssh {target} rm {shlex.quote(lock)}`, then run `anamnesis sync`"
         )
-    repo = git_dir.parent if git_dir.name == ".git" else git_dir
+    repo = _work_tree_of(git_dir)
     try:
         age = time.time() - Path(lock).stat().st_mtime
     except OSError:
@@ -616,7 +621,7 @@ def remove_left_lock(url: str, lock: str) -> bool:
     if git_dir is None or not lock.endswith(".lock"):
         return False
     path = Path(lock)
-    repo = git_dir.parent if git_dir.name == ".git" else git_dir
+    repo = _work_tree_of(git_dir)
     try:
         if not path.parent.resolve().is_relative_to(git_dir.resolve()):
             return False
@@ -698,7 +703,7 @@ def peer_problems(store: Store, older_than: float = DAY) -> list[PeerProblem]:
         if age < STALE_LOCK_SECONDS:
             continue
         git_dir = _local_git_dir(peer.url)
-        repo = git_dir.parent if git_dir is not None and git_dir.name == ".git" else (git_dir or lock.parent)
+        repo = _work_tree_of(git_dir) if git_dir is not None else lock.parent
         if git_processes_in(repo):
             continue
         problems.append(
