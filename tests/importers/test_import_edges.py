@@ -209,24 +209,15 @@ def _signal_an_import_waiting_for_the_store(
     return proc.returncode, out, err
 
 
-def test_ctrl_c_during_an_import_says_so_writes_nothing_and_exits_130(
-    store: Store, home: Path, tmp_path: Path
+@pytest.mark.parametrize(("sig", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_a_signal_during_an_import_says_so_writes_nothing_and_exits_as_a_shell_reports_it(
+    store: Store, home: Path, tmp_path: Path, sig: signal.Signals, exit_code: int
 ) -> None:
+    """Ctrl-C, and SIGTERM as Ctrl-C does (a closed terminal's SIGHUP too: SIGTERM took the import
+    down mid-write, notes written and not committed, no word said): nothing written, one line."""
     before = head(store)
-    code, out, err = _signal_an_import_waiting_for_the_store(store, home, tmp_path, signal.SIGINT)
-    assert code == 130, (out, err)
-    assert err.strip().splitlines()[-1] == "anamnesis: error: interrupted: nothing was imported (every note is as it was)"
-    assert head(store) == before and not imported(store)
-    status = subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True)
-    assert status.stdout == ""
-
-
-def test_sigterm_during_an_import_stops_it_as_ctrl_c_does(store: Store, home: Path, tmp_path: Path) -> None:
-    """SIGTERM (a closed terminal's SIGHUP too) took the import down mid-write: notes written and not
-    committed, no word said. It stops the import as Ctrl-C does: nothing written, one line, 143."""
-    before = head(store)
-    code, out, err = _signal_an_import_waiting_for_the_store(store, home, tmp_path, signal.SIGTERM)
-    assert code == 143, (out, err)
+    code, out, err = _signal_an_import_waiting_for_the_store(store, home, tmp_path, sig)
+    assert code == exit_code, (out, err)
     assert err.strip().splitlines()[-1] == "anamnesis: error: interrupted: nothing was imported (every note is as it was)"
     assert head(store) == before and not imported(store)
     status = subprocess.run(["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True)
