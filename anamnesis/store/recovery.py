@@ -12,7 +12,8 @@ can tell them apart from a person's own work:
   started (state/sync-checkout.json) and the two commits it names: a file
   holding the old version, the new one, nothing, or an empty or cut-short
   new version (git died writing it) is what git left, and is finished; only
-  content git's checkout cannot produce is an edit made here, and is kept.
+  content git's checkout cannot produce is an edit made here, and is kept
+  (text typed after what git cut short goes after the whole new version);
   Writers do the same before they write (`repair_or_refuse`, through
   `store.require_writable`), so a half-moved tree is never committed as
   edits;
@@ -22,6 +23,7 @@ can tell them apart from a person's own work:
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -184,7 +186,7 @@ def checkout_started(store: Store) -> bool:
     orig, target = marker.get("orig", ""), marker.get("target", "")
     if not (orig and target):
         return False
-    return any(f.state in ("new", "cut") for f in survey(store.memory, orig, target, _since(marker)))
+    return any(f.state in ("new", "cut", "typed") for f in survey(store.memory, orig, target, _since(marker)))
 
 
 def _exists(repo: Path, commit: str) -> bool:
@@ -213,7 +215,7 @@ CLOCK_SLACK_NS = 2_000_000_000
 _LINK, _FILE, _SUBMODULE = "120000", "100644", "160000"
 
 
-FileKind = Literal["", "new", "old", "missing", "cut", "edited"]  # "": not surveyed yet
+FileKind = Literal["", "new", "old", "missing", "cut", "typed", "edited"]  # "": not surveyed yet
 
 
 @dataclass
@@ -231,6 +233,9 @@ class FileState:
     - "cut": an empty file, or one that holds only the beginning of the
       target version, written after the checkout started: git died while
       writing it (git writes each file in one go, from the start);
+    - "typed": a "cut" file someone then typed into, after what git wrote
+      (`typed` holds what they added): the beginning of the target version
+      explains the file with fewer changed lines than the orig version does;
     - "edited": anything else, which git's checkout cannot leave: an edit.
     """
 
@@ -240,6 +245,7 @@ class FileState:
     disk: tuple[str, str] | None
     state: FileKind = ""
     order: int = -1  # the position in which git's checkout writes it (-1: it only removes it)
+    typed: bytes = b""  # "typed": what was added after the part git wrote
 
 
 def _git_order(path: str) -> bytes:
@@ -270,7 +276,7 @@ def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileSt
         and f.disk[1] not in (f.want[1], (f.was or ("", ""))[1])
         and (since is None or stats[f.path].st_mtime_ns >= since)  # an edit from before the checkout is no cut
     }
-    blobs = read_blobs(repo, list(maybe_cut.values()))
+    blobs = read_blobs(repo, [*maybe_cut.values(), *(f.was[1] for f in files if f.path in maybe_cut and f.was)])
     for f in files:
         if f.disk is not None and f.want is not None and f.disk == (_kind(f.want[0]), f.want[1]):
             f.state = "new"
@@ -282,9 +288,47 @@ def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileSt
             f.state = "missing" if f.was is not None else "old"
         elif f.path in maybe_cut and _is_beginning(repo / f.path, blobs.get(maybe_cut[f.path], b"")):
             f.state = "cut"
+        elif f.path in maybe_cut and (typed := _typed_after_cut(repo / f.path, blobs, f)) is not None:
+            f.state, f.typed = "typed", typed
         else:
             f.state = "edited"
     return files
+
+
+def _typed_after_cut(path: Path, blobs: dict[str, bytes], f: FileState) -> bytes | None:
+    """What was typed after the beginning of the target version git wrote before it died, when
+    that explains the file better than an edit of the orig version does; else None.
+
+    Merged with the orig version as base, such a file reads as the person deleting every line
+    git never wrote (lines both commits have), so they would be lost."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    whole = blobs.get(f.want[1], b"") if f.want else b""
+    same = next((i for i, (x, y) in enumerate(zip(data, whole, strict=False)) if x != y), min(len(data), len(whole)))
+    if same >= len(whole):
+        return None  # the whole new version is there: an edit of it, merged as one
+    was = blobs.get(f.was[1], b"") if f.was else b""
+    if _lines_changed(whole[:same], data) >= _lines_changed(was, data):
+        return None
+    return data[same:]
+
+
+def _lines_changed(before: bytes, after: bytes) -> int:
+    """How many lines an edit from `before` to `after` removes and adds (a line cut short counts as its whole)."""
+    old, new = before.splitlines(), after.splitlines()
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    return sum((i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
+
+
+def _after(whole: bytes, typed: bytes) -> bytes:
+    """`typed` as lines after the whole version: one line break between them."""
+    if whole.endswith(b"\n") and typed.startswith(b"\n"):
+        return whole + typed[1:]
+    if whole and not whole.endswith(b"\n") and not typed.startswith(b"\n"):
+        return whole + b"\n" + typed
+    return whole + typed
 
 
 def _is_beginning(path: Path, whole: bytes) -> bool:
@@ -330,8 +374,9 @@ def _settle_files(
 
     `goal` is target when the move is being finished, or HEAD when it is
     being undone. Per path (see FileState): "new", "old", "missing" and
-    "cut" are what git's checkout leaves, so they become the goal's version.
-    An "edited" file is an edit made here and stays. When the move is
+    "cut" are what git's checkout leaves, so they become the goal's version;
+    a "typed" file becomes the whole target version with what was typed
+    after it (kept as it is when the move is undone). An "edited" file is an edit made here and stays. When the move is
     finished it is merged with the incoming version on the old one as base;
     where that merge would need conflict markers and git had already
     written the file (a file after it in git's order is new), the edit was
@@ -390,6 +435,11 @@ def _settle_files(
                     changed.append(f.path)
                     done.add(there)
                 continue
+            if f.state == "typed":
+                if finishing and f.want is not None:
+                    atomic_write_bytes(repo / f.path, _after(blobs[f.want[1]], f.typed))
+                    changed.append(f.path)
+                continue  # undoing the move: kept as it is, like any edit
             if f.state != "edited":
                 if _put(repo, f, wanted.get(f.path), blobs):
                     changed.append(f.path)

@@ -84,6 +84,10 @@ def _whole(machine: Machine, path: str, title: str) -> str:
     return text
 
 
+def _body(text: str) -> str:
+    return text.split("\n---\n", 1)[1]
+
+
 def _index_rows(machine: Machine) -> set[str]:
     with open_index(machine.store) as index:
         return {row[0] for row in index.conn.execute("SELECT path FROM notes")}
@@ -282,3 +286,20 @@ def test_head_ref_reads_what_git_says_in_every_form(tmp_path: Path) -> None:
         assert head_ref(table) == says(table) == "refs/heads/main"
         git(table, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "one")
         assert head(table) == git(table, "rev-parse", "HEAD").strip()
+
+
+def test_lines_typed_into_a_note_a_killed_checkout_cut_short_keep_every_line_of_it(fleet: Fleet) -> None:
+    # git died writing n3 mid-line and n4 at the end of a line; then the user appended a line to
+    # what they saw. The lines git never wrote were in both commits: merged with the old version as
+    # base, the cut read as the user deleting them, and they were lost (the random fleet over ssh).
+    cut = _half_moved(fleet)
+    a, b, n3, n4 = cut.a, cut.b, cut.paths[2], cut.paths[3]
+    whole3, whole4 = cut.at_target(n3), cut.at_target(n4)
+    a.write(n3, whole3[: whole3.index("middle") + 3].rstrip("\n") + "\ntyped on n3\n")
+    a.write(n4, whole4[: whole4.index("middle")].rstrip("\n") + "\ntyped on n4\n")
+    result = a.sync()
+    assert result.exit_code == 0 and not result.conflicts, result.to_dict()
+    for path, title, whole in ((n3, "N3", whole3), (n4, "N4", whole4)):  # stamped as edited here: the body
+        assert _body(_whole(a, path, title)) == _body(whole) + f"typed on {title.lower()}\n"
+    assert b.sync().exit_code == 0
+    assert b.read(n3) == a.read(n3) and b.read(n4) == a.read(n4)
