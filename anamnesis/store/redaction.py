@@ -412,6 +412,13 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
         r"access_token\$(?:production|sandbox)\$[a-z0-9]{12,}\$[a-f0-9]{24,}+",
         None,
     ),
+    # MD5-crypt (`$1$`, Apache's `$apr1$` in .htpasswd): short enough to pass for an ordinary word run.
+    (
+        "password-hash",
+        "$1$|$apr1$",
+        r"(?<![\w$])\$(?:1|apr1)\$[./0-9A-Za-z]{1,8}\$[./0-9A-Za-z]{22}(?![./0-9A-Za-z])",
+        None,
+    ),
     ("mapbox-token", ".eyj", rf"{_L}[ps]k\.eyJ[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}+", None),
     # Structure only.
     (
@@ -516,7 +523,7 @@ _VALUE = (
 _ASSIGN = _Lazy(
     r"(?P<close>\\?[\"'])?"
     r"(?P<more>(?:[ \t]+[A-Za-z][A-Za-z0-9_\-]{0,20}){0,5})"
-    r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|->)[ \t]+"
+    r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|to|->)[ \t]+"
     r"(?:(?:now|actually|still|currently|really|just|also|simply|(?:set|changed) to)[ \t]+)?|>)"
     r"(?P<tag>![\w!.\-]{0,40}[ \t]+)?+" + _VALUE  # a YAML tag (`password: !unsafe '…'`) is not the value
 )
@@ -531,7 +538,7 @@ _RAW_VALUE = _Lazy(r"[^\s'\"`]{1,2000}+")
 _RAW_ASSIGN = _Lazy(r"[ \t]*(?:=|:)[ \t]*(?P<raw>[\[{(<][^\s'\"`]{7,2000}+)")
 _BRACKETS = frozenset("()[]{}<>")
 _VALUE_GROUPS = ("evalue", "dvalue", "svalue", "bvalue", "value")
-_LOOSE_SEPARATORS = (":", "is", "was", "are", "->")
+_LOOSE_SEPARATORS = (":", "is", "was", "are", "to", "->")
 _CODE_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "cred", "dsn", "cookie", "sig", "session")
 
 
@@ -688,6 +695,15 @@ def _password_like(value: str) -> bool:
     return not _wordy(re.sub(r"[^A-Za-z0-9]", "", value)) or looks_random(value, min_len=8)
 
 
+def _given_to(value: str) -> bool:
+    """A value said after "to" ("set the password to …") is a secret only if it could be nothing else:
+    a password or a random run, or letters and digits with a symbol no name holds."""
+    if _password_like(value) or looks_random(value):
+        return True
+    odd = any(not (c.isalnum() or c in "_-./:") for c in value)
+    return len(value) >= 8 and odd and any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
+
+
 def _value_span(match: re.Match[str]) -> tuple[str, int, int]:
     group = next(g for g in _VALUE_GROUPS if match.group(g) is not None)
     start, end = match.span(group)
@@ -835,6 +851,8 @@ def _assignments(text: str) -> str:
             continue
         if _not_secret_value(value, bare=bare, name=name, loose=loose, after=after):
             continue
+        if sep == "to" and not _given_to(value):
+            continue  # "switch the auth token to OAuth2": a value said after "to" must be no name
         if bare and after in _BRACKETS:  # a bracket inside a random value (a Django key) does not end it
             raw = _RAW_VALUE.match(text, value_start)
             if raw and looks_random(raw.group(0), min_len=16):

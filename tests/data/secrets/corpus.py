@@ -53,6 +53,7 @@ ALPHABETS = {
     "django": string.ascii_lowercase + string.digits + "!@#$%^&*(-_=+)",  # get_random_secret_key's
     "nix": "0123456789abcdfghijklmnpqrsvwxyz",  # Nix's base32
     "b32l": "abcdefghijklmnopqrstuvwxyz234567",  # CIDv1's base32
+    "crypt": "./" + string.digits + string.ascii_uppercase + string.ascii_lowercase,  # crypt(3)'s base64
     "ethaddr": "0123456789abcdefABCDEF",  # an EIP-55 address mixes the cases of its hex
 }
 ENGLISH = (
