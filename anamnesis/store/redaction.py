@@ -490,7 +490,7 @@ _NOT_A_SECRET = _Lazy(
 # Literals that start the search for a secret-ish name; _NAME_WORD then decides.
 _NAME_ANCHORS = (
     "pass", "pwd", "secret", "token", "key", "cred", "auth", "dsn", "salt", "cookie", "sig", "bearer",
-    "conn", "psk", "pw", "pat",
+    "conn", "psk", "pw", "pat", "pepper", "otp", "recovery", "backup", "unlock", "pin",
 )  # fmt: skip
 # Secret-ish words in a name, matched where an anchor was found: a name holding one makes its
 # value a secret. "key" counts only after one of _KEY_PREFIXES ("api_key", "accessKey", "SSH_KEY").
@@ -498,13 +498,14 @@ _NAME_WORD = _Lazy(
     r"(?i:pass(?:word|wd|phrase|code)|(?<![a-z])pass(?![a-z])|pwd(?![a-z])|secret|"
     r"token(?!i[sz]|s?[_\-]?(?:count|limit|usage|type|ize)|s\b)|credential|creds(?![a-z])|"
     r"(?<![a-z])auth(?![a-z])|dsn(?![a-z])|salt(?![a-z])|cookie|signature|(?<![a-z])sig(?![a-z])|"
-    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?|(?<![a-z])(?:psk|pw|pat)(?![a-z]))"
+    r"bearer|conn(?:ection)?[_\-]?str(?:ing)?|(?<![a-z])(?:psk|pw|pat)(?![a-z])|pepper|otp[_\-]?seed|"
+    r"(?:recovery|backup|unlock|pin)[_\-]?codes?(?![a-z]))"
     r"|(?<=[a-z])(?:Auth|Pass|Pw|Pat|Psk|Dsn|Salt|Sig)(?![a-z])"
 )
 _KEY_PREFIXES = (
     "api", "access", "account", "master", "private", "signing", "encryption", "session", "client", "app",
     "license", "consumer", "storage", "service", "admin", "deploy", "ssh", "gpg", "pgp", "webhook",
-    "shared", "auth", "sas", "secret", "application", "integration",
+    "shared", "auth", "sas", "secret", "application", "integration", "hmac", "subscription",
 )  # fmt: skip
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 # An unquoted value ends at white space, a quote, a bracket, or a separator that starts the next
