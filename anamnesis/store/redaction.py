@@ -524,7 +524,9 @@ _VALUE = (
 _ASSIGN = _Lazy(
     r"(?P<close>\\?[\"'])?"
     r"(?P<more>(?:[ \t]+[A-Za-z][A-Za-z0-9_\-]{0,20}){0,5})"
-    r"(?P<sep>[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|to|->)[ \t]+"
+    # a declared type first (`apiToken: string = …`, `let token: &str = …`), then the plain separators
+    r"(?P<sep>[ \t]*:[ \t]*&?(?:'static[ \t]+)?[A-Za-z_][\w.:]{1,40}(?:<[^<>\n]{0,40}>|\[[^\[\]\n]{0,40}\])?\??[ \t]*=(?![=>])[ \t]*"
+    r"|[ \t]*(?:=>|:=|=|:)[ \t]*(?:\r?\n[ \t]+)?|[ \t]+(?:is|was|are|to|->)[ \t]+"
     r"(?:(?:now|actually|still|currently|really|just|also|simply|(?:set|changed) to)[ \t]+)?|>)"
     r"(?P<tag>![\w!.\-]{0,40}[ \t]+)?+" + _VALUE  # a YAML tag (`password: !unsafe '…'`) is not the value
 )
