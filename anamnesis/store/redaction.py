@@ -1082,6 +1082,21 @@ _LOGIN_PAIR = _Lazy(
 )
 
 
+# A list of logins, one a line: "Grafana: admin / S3cr3t!pw", "- staging db: app / …". The value must
+# read as a password whatever surrounds it ("Branches: main / release-2.3" stays).
+_LISTED_LOGIN = _Lazy(
+    r"(?m)^(?P<lead>[ \t]*(?:[-*+][ \t]+)?[A-Za-z][\w .\-]{0,30}:[ \t]*[\w.@+\-]{1,64}[ \t]*/[ \t]*)"
+    r"(?P<q>['\"]?)(?P<value>[^\s'\"/,;)]{8,200})"
+)
+
+
+def _listed_login(match: re.Match[str]) -> str:
+    value = match.group("value").rstrip(".")
+    if not _password_like(value):
+        return match.group(0)
+    return f"{match.group('lead')}{match.group('q')}{MASK}{match.group('value')[len(value):]}"
+
+
 def _login_pair(match: re.Match[str]) -> str:
     """The password of a login given in prose; a value with no digit or symbol is a word
     ("sign in with GitHub / Google", "log in to CI/CD"), not a password."""
@@ -1328,6 +1343,7 @@ _CONTEXT: list[tuple[tuple[str, ...], _Lazy, Callable[[re.Match[str]], str]]] = 
     ],
     (("sqlplus", "rman", "expdp", "impdp"), _SQLPLUS, _command_password),
     (("log", "sign"), _LOGIN_PAIR, _login_pair),
+    (("/",), _LISTED_LOGIN, _listed_login),
     (("phrase", "mnemonic"), _PASSPHRASE, _passphrase),
     (("pgpass",), _PGPASS_LINE, _command_password),
 ]
