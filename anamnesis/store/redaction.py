@@ -1073,6 +1073,10 @@ _COMMAND_SPECS: list[tuple[tuple[str, ...], str]] = [
     (("ssh-keygen",), r"\bssh-keygen\b[^\n|;&]{0,200}?[ \t]-[NP][ \t]*"),
     (("identified",), r"\b(?i:identified(?:[ \t]+with[ \t]+\w+)?[ \t]+by(?:[ \t]+password)?)[ \t]+"),
     (("net use", "net  use"), r"\b(?i:net)[ \t]+(?i:use)\b[^\n|;&]{0,200}?[ \t]/(?i:u|user):[^\s/]+[ \t]+(?=[^\s/*])"),
+    (("rabbitmqctl",), r"\brabbitmqctl[ \t]+(?:add_user|change_password)[ \t]+[^\s\-]\S*[ \t]+"),
+    (("mc alias", "mc config"), r"\bmc[ \t]+(?:alias[ \t]+set|config[ \t]+host[ \t]+add)[ \t]+\S+[ \t]+\S+[ \t]+\S+[ \t]+"),
+    (("passwd",), r"\bopenssl[ \t]+passwd\b(?:[ \t]+-\w+)*[ \t]+(?=[^\s\-])"),
+    (("bw unlock", "bw login"), r"\bbw[ \t]+(?:unlock|login[ \t]+[^\s\-]\S*)[ \t]+(?=[^\s\-])"),
 ]
 # Prose that gives a login as USER / PASSWORD: "log in with admin / ToN!UC6KwM1n" ("creds: ops/pw" is
 # an assignment, masked whole by `_assignments`).
