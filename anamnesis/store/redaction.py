@@ -1160,10 +1160,11 @@ _FED_CONSUMER = _Lazy(
     r"|(?<![\w\-.])(?:passwd|chpasswd|chgpasswd|smbpasswd|vncpasswd|ldappasswd|kinit|cryptsetup|su|runas)"
     r"(?![\w\-.])"
     r"|\bpass[ \t]+insert\b|\bkeyring[ \t]+set\b|\bsecret-tool[ \t]+store\b|\bvault[ \t]+login[ \t]+-(?![\w\-])"
+    r"|\bop[ \t]+(?:signin|account[ \t]+add)\b|\bbw[ \t]+(?:unlock|login)\b"
 )
 _FED_NEEDLES = (
     "sudo", "stdin", "--with-token", "passphrase-fd", "-pass", "passwd", "kinit", "cryptsetup", "su", "runas",
-    "insert", "keyring", "secret-tool", "vault",
+    "insert", "keyring", "secret-tool", "vault", "op signin", "op account", "bw unlock", "bw login",
 )  # fmt: skip
 # What feeds a pipe: the arguments of echo/printf/yes/Write-Output before it.
 _FEEDER = _Lazy(r"(?<![\w\-])(?:echo|printf|yes|print|Write-Output|write-output)(?=[ \t])")
