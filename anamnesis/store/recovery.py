@@ -235,7 +235,8 @@ class FileState:
       writing it (git writes each file in one go, from the start);
     - "typed": a "cut" file someone then typed into, after what git wrote
       (`typed` holds what they added): the beginning of the target version
-      explains the file with fewer changed lines than the orig version does;
+      explains the file with fewer changed lines than the orig or the whole
+      target version does;
     - "edited": anything else, which git's checkout cannot leave: an edit.
     """
 
@@ -310,8 +311,8 @@ def _typed_after_cut(path: Path, blobs: dict[str, bytes], f: FileState) -> bytes
     if same >= len(whole):
         return None  # the whole new version is there: an edit of it, merged as one
     was = blobs.get(f.was[1], b"") if f.was else b""
-    if _lines_changed(whole[:same], data) >= _lines_changed(was, data):
-        return None
+    if _lines_changed(whole[:same], data) >= min(_lines_changed(was, data), _lines_changed(whole, data)):
+        return None  # an edit of the old or the whole new version explains it as well
     return data[same:]
 
 

@@ -303,3 +303,29 @@ def test_lines_typed_into_a_note_a_killed_checkout_cut_short_keep_every_line_of_
         assert _body(_whole(a, path, title)) == _body(whole) + f"typed on {title.lower()}\n"
     assert b.sync().exit_code == 0
     assert b.read(n3) == a.read(n3) and b.read(n4) == a.read(n4)
+
+
+def test_an_edit_near_the_end_of_a_note_git_had_written_is_not_taken_for_typing_after_a_cut(fleet: Fleet) -> None:
+    # git wrote the new version whole (six lines longer than the old one); the user then edited
+    # its second-to-last line. That is an edit of the new version, merged as one (both versions
+    # kept, as the docs say, when the merge cannot tell), never text typed after a cut, which
+    # would put the end of the edited line after the whole new version, on a line of its own.
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    path = create_note(a.store, type="semantic", title="Long", body="first\nsecond\n").path
+    a.sync()
+    b.sync()
+    b.write(path, b.read(path) + "".join(f"line {i} from b\n" for i in range(1, 7)))
+    assert b.sync().exit_code == 0
+    orig = a.git("rev-parse", "HEAD")
+    a.git("fetch", "-q", str(hub), "main")
+    target = a.git("rev-parse", "FETCH_HEAD")
+    start_checkout(a.store, orig, target)
+    whole = a.git("show", f"{target}:{path}") + "\n"
+    a.write(path, whole.replace("line 5 from b", "line 5 from b, edited on a"))
+    a.sync()
+    text = a.read(path)
+    assert "\nline 5 from b, edited on a\n" in text, text
+    assert "\n, edited on a" not in text, text
+    assert all(f"line {i} from b" in text for i in range(1, 7)), text
