@@ -505,7 +505,8 @@ _NAME_WORD = _Lazy(
 _KEY_PREFIXES = (
     "api", "access", "account", "master", "private", "signing", "encryption", "session", "client", "app",
     "license", "consumer", "storage", "service", "admin", "deploy", "ssh", "gpg", "pgp", "webhook",
-    "shared", "auth", "sas", "secret", "application", "integration", "hmac", "subscription",
+    "shared", "auth", "sas", "secret", "application", "integration", "hmac", "subscription", "wifi", "wi-fi",
+    "wpa", "wpa2", "wlan",
 )  # fmt: skip
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 # An unquoted value ends at white space, a quote, a bracket, or a separator that starts the next

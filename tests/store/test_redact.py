@@ -398,6 +398,7 @@ def test_a_value_written_other_than_name_equals_value_is_redacted(text: str, sec
         "switch the auth token to OAuth2, then set the key to SHA256withRSA",
         "add the token to the Authorization header and pin the key to v2.3.1",
         "Branches: main / release-2.3\nRatio: 16 / 9\nsee: docs / README.md",
+        "the wifi key is in the drawer; wifi key rotation is monthly",
         "token: str = os.environ['TOKEN']\napi_key: str = get_key()\ntoken_count: int = 4096",
         "the token count was 4096 for that prompt",
         "token VARCHAR2(64) NOT NULL",
