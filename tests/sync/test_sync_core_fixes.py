@@ -54,9 +54,7 @@ class HalfMoved:
 
 
 def _half_moved(fleet: Fleet) -> HalfMoved:
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    hub, a, b = _pair(fleet)
     paths = [
         create_note(
             a.store, type="semantic", title=f"N{i}", body=f"first line of n{i}\nmiddle\nlast line of n{i}\n"
@@ -69,11 +67,24 @@ def _half_moved(fleet: Fleet) -> HalfMoved:
     for path in paths:
         b.write(path, b.read(path) + "appended on b\n")
     assert b.sync().exit_code == 0
+    orig, target = _start_move(a, hub)
+    return HalfMoved(a, b, orig, target, paths)
+
+
+def _pair(fleet: Fleet) -> tuple[Path, Machine, Machine]:
+    """A hub and machines a and b syncing through it."""
+    hub = fleet.hub()
+    return hub, fleet.machine("a", {"hub": fleet.url(hub)}), fleet.machine("b", {"hub": fleet.url(hub)})
+
+
+def _start_move(a: Machine, hub: Path) -> tuple[str, str]:
+    """Fetch the hub's main into `a` and write the checkout marker, as a sync does before git moves
+    the files; (orig, target). The tests then leave the files as a kill would have."""
     orig = a.git("rev-parse", "HEAD")
     a.git("fetch", "-q", str(hub), "main")
     target = a.git("rev-parse", "FETCH_HEAD")
     start_checkout(a.store, orig, target)
-    return HalfMoved(a, b, orig, target, paths)
+    return orig, target
 
 
 def _whole(machine: Machine, path: str, title: str) -> str:
@@ -98,18 +109,13 @@ def test_a_checkout_killed_after_it_removed_a_moved_note_counts_as_begun_and_is_
     # a note another machine moved is at neither path. That checkout had begun (it changed the
     # tree), so the sync that ran it finishes it, instead of forgetting it and leaving the note
     # gone from the working tree for the next commit to record as a deletion.
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    hub, a, b = _pair(fleet)
     old = create_note(a.store, type="semantic", title="Moved note", body="kept through the move\n").path
     a.sync()
     b.sync()
     new = move_note(b.store, old, "global/facts/moved-elsewhere.md").note.path
     assert b.sync().exit_code == 0
-    orig = a.git("rev-parse", "HEAD")
-    a.git("fetch", "-q", str(hub), "main")
-    target = a.git("rev-parse", "FETCH_HEAD")
-    start_checkout(a.store, orig, target)
+    _start_move(a, hub)
     (a.memory / old).unlink()  # what git had done when the kill came; `new` not written yet
     assert checkout_started(a.store)
     result = a.sync()
@@ -218,9 +224,7 @@ def test_a_move_that_cannot_be_finished_is_refused_and_nothing_is_committed(flee
 def test_no_index_row_outlives_a_note_written_between_a_killed_sync_and_the_next(fleet: Fleet) -> None:
     from anamnesis.store.recovery import RUNNING_MARKER, write_marker
 
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    hub, a, b = _pair(fleet)
     create_note(a.store, type="semantic", title="Kept", body="kept\n")
     a.sync()
     # A sync killed before its index update: the next one indexes from where that one started.
@@ -310,18 +314,13 @@ def test_an_edit_near_the_end_of_a_note_git_had_written_is_not_taken_for_typing_
     # its second-to-last line. That is an edit of the new version, merged as one (both versions
     # kept, as the docs say, when the merge cannot tell), never text typed after a cut, which
     # would put the end of the edited line after the whole new version, on a line of its own.
-    hub = fleet.hub()
-    a = fleet.machine("a", {"hub": fleet.url(hub)})
-    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    hub, a, b = _pair(fleet)
     path = create_note(a.store, type="semantic", title="Long", body="first\nsecond\n").path
     a.sync()
     b.sync()
     b.write(path, b.read(path) + "".join(f"line {i} from b\n" for i in range(1, 7)))
     assert b.sync().exit_code == 0
-    orig = a.git("rev-parse", "HEAD")
-    a.git("fetch", "-q", str(hub), "main")
-    target = a.git("rev-parse", "FETCH_HEAD")
-    start_checkout(a.store, orig, target)
+    _orig, target = _start_move(a, hub)
     whole = a.git("show", f"{target}:{path}") + "\n"
     a.write(path, whole.replace("line 5 from b", "line 5 from b, edited on a"))
     a.sync()
