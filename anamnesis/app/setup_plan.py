@@ -19,7 +19,15 @@ from anamnesis.base.errors import AnamnesisError, UsageError
 from anamnesis.base.git import stop_on_signals
 from anamnesis.base.notes import is_note_path
 from anamnesis.base.text import plural
-from anamnesis.sync import add_peer, check_name, list_peers, name_from_url, normalize_url, schedule_plan
+from anamnesis.sync import (
+    add_peer,
+    check_name,
+    list_peers,
+    name_for,
+    name_from_url,
+    normalize_url,
+    schedule_plan,
+)
 from anamnesis.sync import install_schedule as install_timer
 
 if TYPE_CHECKING:
@@ -43,12 +51,14 @@ class JoinPlan:
         )
 
 
-def plan_join(peer: str | None, peer_name: str | None) -> JoinPlan | None:
-    """The join `--peer` asks for (None without one); the name defaults to the URL's host or folder."""
+def plan_join(store: Store, peer: str | None, peer_name: str | None) -> JoinPlan | None:
+    """The join `--peer` asks for (None without one); the name defaults to the URL's host or
+    folder, made unique among this store's peers (`name_for`), so a second machine on the same
+    host never takes the first one's place."""
     if not peer:
         return None
     url = normalize_url(peer)
-    return JoinPlan(url, peer_name or name_from_url(url))
+    return JoinPlan(url, peer_name or name_for(store, url))
 
 
 def first_sync(store: Store, join: JoinPlan | None) -> list[str]:

@@ -648,7 +648,7 @@ class InitSyncStep:
         from anamnesis.app import plan_join  # lazy: --help loads every command module
 
         self.store = store
-        self.join = plan_join(peer, peer_name)
+        self.join = plan_join(store, peer, peer_name)
         self.schedule = schedule
         self.every = every
         self.enable = enable

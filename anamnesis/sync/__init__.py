@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from anamnesis.sync.peers import get_peer as get_peer
     from anamnesis.sync.peers import incoming_machines as incoming_machines
     from anamnesis.sync.peers import list_peers as list_peers
+    from anamnesis.sync.peers import name_for as name_for
     from anamnesis.sync.peers import name_from_url as name_from_url
     from anamnesis.sync.peers import normalize_url as normalize_url
     from anamnesis.sync.peers import peer_problems as peer_problems

@@ -95,7 +95,7 @@ from anamnesis.sync.peers import (
     add_peer,
     get_peer,
     list_peers,
-    name_from_url,
+    name_for,
     normalize_url,
     probe,
     remove_peer,
@@ -947,7 +947,7 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
     one with notes merges them with the peer's, losing nothing. Then a normal sync.
     """
     store.require()
-    name = name or name_from_url(url)
+    name = name or name_for(store, url)
     try:
         previous: str | None = get_peer(store, name).url
     except PeerNotFound:

@@ -10,6 +10,7 @@ bare hub or another machine's store) lives in state/peers.json.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import json
 import re
 import shlex
@@ -119,19 +120,62 @@ def normalize_url(url: str) -> str:
 
 
 def name_from_url(url: str) -> str:
-    """A readable default name: the host for ssh URLs, the folder for paths."""
+    """A readable default name: the host for ssh URLs (its first label; an IP address whole), the
+    folder for paths."""
     if is_local_url(url):
-        path = Path(url.removeprefix("file://").rstrip("/"))
-        candidate = path.parent.name if path.name in ("memory", "memory.git") else path.name
-        candidate = candidate.removesuffix(".git").lstrip(".")
-    elif "://" in url:
-        host = url.split("://", 1)[1].split("/", 1)[0].rsplit("@", 1)[-1].split(":")[0]
-        candidate = host.split(".")[0]
+        candidate = _folder_name(url.removeprefix("file://"))
     else:
-        match = SCP_URL.match(url)
-        candidate = (match.group("host") if match else url).split(".")[0]
-    candidate = re.sub(r"[^A-Za-z0-9._-]+", "-", candidate).strip("-.")
-    return candidate[:63] or "peer"
+        _user, host, _path = _url_parts(url)
+        address = _address(host)
+        candidate = host.split(".")[0] if address is None else host if address.version == 4 else f"ip6-{host}"
+    return _as_name(candidate) or "peer"
+
+
+def name_for(store: Store, url: str) -> str:
+    """The name a peer at `url` gets when none is given: `name_from_url`, unless another peer of
+    this store has that name (three machines on one host; two Tailscale addresses): then the URL's
+    user or folder goes with it, then a number. A peer already at `url` keeps its name."""
+    url = normalize_url(url)
+    taken = {peer.name: peer.url for peer in list_peers(store)}
+    first = name_from_url(url)
+    candidates = [first]
+    if not is_local_url(url):
+        user, _host, path = _url_parts(url)
+        candidates += [_as_name(f"{user}-{first}") if user else "", _as_name(f"{first}-{_folder_name(path)}")]
+    candidates += [_as_name(f"{first}-{number}") for number in range(2, 100)]
+    return next((name for name in candidates if name and taken.get(name, url) == url), first)
+
+
+def _url_parts(url: str) -> tuple[str, str, str]:
+    """(user, host, path) of an ssh URL, `ssh://user@host:port/path` or scp-like `user@host:path`."""
+    if "://" in url:
+        rest = url.split("://", 1)[1]
+        place, _slash, path = rest.partition("/")
+        user, _at, host = place.rpartition("@")
+        host = host[1:].split("]", 1)[0] if host.startswith("[") else host.split(":")[0]
+        return user, host, "/" + path
+    match = SCP_URL.match(url)
+    if match is None:
+        return "", url, ""
+    return url[: match.start("host")].rstrip("@"), match.group("host"), match.group("path")
+
+
+def _folder_name(path: str) -> str:
+    """The folder a store's memory/ (or a hub) is in names it: `/home/me/machine-a/memory` → machine-a."""
+    folder = Path(path.rstrip("/"))
+    candidate = folder.parent.name if folder.name in ("memory", "memory.git") else folder.name
+    return candidate.removesuffix(".git").lstrip(".")
+
+
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def _as_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:63].rstrip("-.")
 
 
 def check_name(name: str) -> str:

@@ -10,11 +10,11 @@ from anamnesis.base.paths import Store
 from anamnesis.sync.peers import add_peer
 
 
-def test_plan_join_normalises_and_names_the_peer() -> None:
-    assert setup_plan.plan_join(None, None) is None
-    plan = setup_plan.plan_join("me@desk.tailnet.ts.net:.anamnesis/memory", None)
+def test_plan_join_normalises_and_names_the_peer(store: Store) -> None:
+    assert setup_plan.plan_join(store, None, None) is None
+    plan = setup_plan.plan_join(store, "me@desk.tailnet.ts.net:.anamnesis/memory", None)
     assert plan is not None and plan.name == "desk" and plan.url.startswith("me@desk")
-    named = setup_plan.plan_join("/srv/hub.git", "hub")
+    named = setup_plan.plan_join(store, "/srv/hub.git", "hub")
     assert named is not None and named.name == "hub" and "join /srv/hub.git as peer 'hub'" in named.describe()
 
 
@@ -54,3 +54,20 @@ def test_discovery_offers_add_or_join_and_notes(store: Store, tmp_path: Path) ->
     line = setup_plan.accept_offer(store, offers[0])
     assert line == "added peer 'desk' → me@desk:.anamnesis/memory (found on the LAN)"
     assert not setup_plan.discovery_wanted(store)  # a peer is configured now: init stops looking
+
+
+def test_a_peer_joined_without_a_name_gets_one_no_other_peer_has(store: Store) -> None:
+    def name(url: str) -> str:
+        plan = setup_plan.plan_join(store, url, None)
+        assert plan is not None
+        add_peer(store, plan.name, plan.url)
+        return plan.name
+
+    # an address is kept whole (every Tailscale address starts with 100.), then its user or folder tells them apart
+    assert name("ssh://ana@100.64.0.7/~/.anamnesis/memory") == "100.64.0.7"
+    assert name("ssh://bob@100.64.0.7/~/.anamnesis/memory") == "bob-100.64.0.7"
+    assert name("desk:/srv/machine-a/memory") == "desk"
+    assert name("desk:/srv/machine-b/memory") == "desk-machine-b"
+    assert name("desk:/srv/machine-b/memory") == "desk-machine-b"  # the same peer again keeps its name
+    assert name("ssh://[fd7a:115c:a1e0::1]:22/srv/memory") == "ip6-fd7a-115c-a1e0-1"
+    assert name("/mnt/usb/memory.git") == "usb" and name("/mnt/other/usb/memory.git") == "usb-2"

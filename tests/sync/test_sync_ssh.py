@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 from fleet import Fleet, SshServer, ssh_fleet, sshd  # noqa: F401
 
+from anamnesis.base.notes import parse_note
 from anamnesis.search.engine import search as search_notes
 from anamnesis.search.index import open_index
 from anamnesis.store.operations import create_note, update_note
@@ -66,3 +68,21 @@ def test_unreachable_ssh_peer_is_skipped_with_exit_11(ssh_fleet: Fleet, sshd: Ss
     assert laptop.status == "unreachable" and laptop.detail
     hub_files = subprocess.run(["git", "-C", str(hub), "ls-tree", "-r", "--name-only", "main"], capture_output=True, text=True)
     assert "kept" in hub_files.stdout  # the reachable peer still got everything
+
+
+def test_init_peer_twice_on_one_host_keeps_both_peers_under_names_of_their_own(ssh_fleet: Fleet) -> None:
+    # Two machines reached through one host name (three machines on one host here; two Tailscale
+    # addresses 100.x alike): the second `init --peer` took the first peer's name and silently
+    # pointed it at the second machine, so the first was never synced again.
+    a, b, c = (ssh_fleet.machine(name) for name in "abc")
+    create_note(a.store, type="semantic", title="From a", body="written on a\n")
+    create_note(b.store, type="semantic", title="From b", body="written on b\n")
+    for target in (a, b):
+        proc = c.cli("init", "--peer", ssh_fleet.url(target, via="ssh"), "--no-claude", "--no-schedule")
+        assert proc.returncode == 0, proc.stderr
+        assert "no longer synced" not in proc.stdout, proc.stdout
+    peers = {p["name"]: p["url"] for p in json.loads(c.cli("peers", "list", "--json").stdout)}
+    assert sorted(peers.values()) == sorted(ssh_fleet.url(m, via="ssh") for m in (a, b)), peers
+    assert c.sync().exit_code == 0
+    titles = {parse_note(c.read(path), path).title for path in c.files()}
+    assert {"From a", "From b"} <= titles
