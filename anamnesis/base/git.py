@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from anamnesis.base.errors import AnamnesisError, GitError, LockTimeout
+from anamnesis.base.fsutil import NO_SPACE_WORDS
 
 CONNECT_TIMEOUT = 5
 ALIVE_INTERVAL = 5
@@ -723,6 +724,17 @@ def explain(output: str, url: str = "", ssh: str | None = None, stopped: str = "
     )
     if no_repo:
         return _no_repository(no_repo, url, target)
+    unpack = line_with("remote unpack failed")
+    if unpack:
+        where = target if ssh_target(url)[0] else (url or "the peer")
+        full = " (its disk is full)" if any(w in joined for w in NO_SPACE_WORDS) else ""
+        return Failure(
+            unpack.removeprefix("error:").strip(),
+            f"{where} could not store what was sent{full}: its store cannot be written there (a full disk, or "
+            "folders of its memory/.git this user cannot write); fix it on that machine (`anamnesis sync` there "
+            "names the folder and the fix), then sync again",
+            "misconfigured",
+        )
     locked = _LOCK_RE.search(joined)
     if locked:
         ref = _LOCKED_REF_RE.search(joined)

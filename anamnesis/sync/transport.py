@@ -175,6 +175,8 @@ class GitTransport:
                     return Pushed("locked", failure)
                 if summary.startswith("[rejected]") or "cannot lock ref" in summary or "failed to update ref" in summary:
                     return Pushed("rejected", Failure(summary))
+                if failure.kind == "misconfigured":  # it says why (it cannot store what was sent): pass that on
+                    return Pushed("refused", failure)
                 return Pushed("refused", Failure(summary))
         failure = reach_failure(said, peer.url, user_ssh_command(self.repo))
         if failure.lock:

@@ -187,6 +187,31 @@ def test_a_hub_owned_by_another_user_is_misconfigured_with_gits_safe_directory_f
     assert f"safe.directory {hub}" in shared.hint, shared
 
 
+def test_a_peer_that_cannot_store_what_is_pushed_is_misconfigured_and_says_why(fleet: Fleet) -> None:
+    # The peer's objects belong to another user (or its disk is full): git's porcelain says only
+    # "[remote rejected] (unpacker error)", which read as an outage that waiting would fix.
+    hub = fleet.hub()
+    a = fleet.machine("a", {"desktop": str(hub)})
+    create_note(a.store, type="semantic", title="Made on a", body="first\n")
+    assert a.cli("sync").returncode == 0
+    second = create_note(a.store, type="semantic", title="Second on a", body="second\n")
+    undo = _owned_by_another_user(hub / "objects")
+    try:
+        proc = subprocess.run(
+            without_root_powers([*ANAMNESIS, "sync", "--json"]), capture_output=True, text=True, env=a.env(), timeout=120
+        )
+    finally:
+        undo()
+    assert proc.returncode == ExitCode.PEER_MISCONFIGURED, (proc.returncode, proc.stdout, proc.stderr)
+    (desk,) = as_json(proc)["peers"]
+    assert desk["status"] == "misconfigured" and "remote unpack failed" in desk["reason"], desk
+    assert "could not store what was sent" in desk["hint"] and "fix it on that machine" in desk["hint"], desk
+    assert a.cli("sync").returncode == 0  # fixed there: the push goes through, nothing was lost
+    assert subprocess.run(
+        ["git", "-C", str(hub), "cat-file", "-e", f"main:{second.path}"], capture_output=True
+    ).returncode == 0
+
+
 def test_a_disk_that_is_not_mounted_is_an_outage(fleet: Fleet) -> None:
     mount_point = fleet.root / "usb"
     mount_point.mkdir()  # an empty mount point: the disk is unplugged
