@@ -261,3 +261,29 @@ def test_an_editor_or_an_agent_cannot_save_a_note_resolved_half_way(fleet: Fleet
     # Settled (or with the block kept whole) it saves as ever.
     update_note(laptop.store, note_id, body=ROOT_NOTE.replace("middle", "middle, settled"))
     assert not has_conflict_markers(laptop.read(path))
+
+
+def test_a_note_made_the_committed_version_again_by_hand_is_no_longer_called_in_conflict(fleet: Fleet) -> None:
+    # A half-resolved note held back on server, resolved whole on laptop meanwhile: server's sync
+    # lays the held edit over laptop's resolution. The person then makes the note exactly what
+    # laptop committed, so there is nothing to commit: the index row, last written from the
+    # layered file, kept calling it in conflict ("still in conflict" on every sync).
+    desktop, laptop, server, _note_id, path = three_versions(fleet)
+    for m in (laptop, server):
+        m.sync()
+    half = server.read(path).replace(
+        "<<<<<<< desktop\nmiddle from desktop\n======= laptop\nmiddle from laptop\n=======\n", ""
+    )
+    server.write(path, half)
+    assert server.sync().exit_code == 10  # held back
+    assert laptop.cli("resolve", path, "--keep", "laptop").returncode == 0
+    for m in (laptop, desktop, server):
+        m.sync()
+    assert has_conflict_markers(server.read(path))  # the held edit, laid over the resolution
+    committed = subprocess.run(
+        ["git", "-C", str(server.memory), "show", f"HEAD:{path}"], capture_output=True, check=True
+    ).stdout
+    (server.memory / path).write_bytes(committed)
+    result = server.sync()
+    assert result.exit_code == 0 and result.unresolved == [] and result.held_back == [], result.to_dict()
+    assert "still in conflict" not in server.cli("sync").stdout
