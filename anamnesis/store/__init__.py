@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from anamnesis.store.merge import Stray as Stray
     from anamnesis.store.merge import block_labels as block_labels
     from anamnesis.store.merge import label_names as label_names
+    from anamnesis.store.merge import lay_over as lay_over
     from anamnesis.store.merge import merge_file as merge_file
     from anamnesis.store.merge import merge_lines as merge_lines
     from anamnesis.store.merge import merge_texts as merge_texts

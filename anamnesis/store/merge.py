@@ -901,6 +901,48 @@ def stray_lines(path: str, text: str) -> list[tuple[int, str]]:
     return found
 
 
+def lay_over(path: str, base: str | None, edit: Side, incoming: Side) -> str:
+    """A held-back edit (one with marker lines outside a whole block) laid over the incoming
+    version, on `base`, the version the edit was made on.
+
+    Line by line first, so an incoming change beside a half-removed block comes in and the edit
+    stays as the person left it. Where the two changed the same lines, the versions are set
+    side by side in a block of their own; the edit's leftover marker lines are kept out of that
+    block (inside it, the first `>>>>>>>` would close it and name a version after the wrong
+    machine) and put back after the line they followed, past the block if that line is in it,
+    so the note stays held back and says where, until the person finishes."""
+    if base is not None:
+        plain = merge_file(base, edit, incoming)
+        if not plain.conflicted:
+            return plain.text
+    lines = edit.text.splitlines(keepends=True)
+    strays = {p.number - 1 for p in parse_blocks(edit.text) if isinstance(p, Stray)}
+    if not strays:
+        return merge_texts(path, base, edit, incoming).text
+    kept = [line for i, line in enumerate(lines) if i not in strays]
+    merged = merge_texts(path, base, Side(edit.label, "".join(kept)), incoming).text.splitlines(keepends=True)
+    blocks: list[tuple[int, int]] = []  # (first, last) line index of each block in `merged`
+    at = 0
+    for piece in parse_blocks("".join(merged)):
+        size = piece.raw.count("\n") if isinstance(piece, Block) else 1
+        if isinstance(piece, Block):
+            blocks.append((at, at + size - 1))
+        at += size
+    placed: list[tuple[int, str]] = []  # (index in `merged` to insert before, stray line)
+    start = 0
+    for i in sorted(strays):
+        before = next((lines[j] for j in range(i - 1, -1, -1) if j not in strays), None)
+        found = next((j for j in range(start, len(merged)) if merged[j] == before), None) if before else None
+        where = 0 if before is None else len(merged) if found is None else found + 1
+        where = next((last + 1 for first, last in blocks if first < where <= last), where)
+        start = max(start, where)
+        line = lines[i] if lines[i].endswith("\n") else lines[i] + "\n"
+        placed.append((where, line))
+    for where, line in reversed(placed):
+        merged.insert(where, line)
+    return "".join(merged)
+
+
 def lines_named(lines: list[tuple[int, str]], most: int = 3) -> str:
     """'line 12 `>>>>>>> server`, ...' for the first `most` of (number, line), for a one-line message."""
     shown = ", ".join(f"line {n} `{text}`" for n, text in lines[:most])

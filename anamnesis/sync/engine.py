@@ -78,8 +78,7 @@ from anamnesis.store import (
     conflicted_at,
     finish_checkout,
     half_resolved,
-    merge_file,
-    merge_texts,
+    lay_over,
     read_marker,
     repair_or_refuse,
     start_checkout,
@@ -765,7 +764,8 @@ def sync(
                 job.merger.close()
                 peers_mod.record(store, job.peer_updates)
                 result.head_after = job.head()
-                result.held_back = [job.held[p] for p in sorted(job.held) if (store.memory / p).exists()]
+                # as the files are now: a held edit laid over an incoming change has its leftovers elsewhere
+                result.held_back = half_resolved(store, sorted(job.held)) if job.held else []
                 _refresh_index(store, result, base)
                 _report_conflicts(store, result)
                 clear_marker(store, RUNNING_MARKER)
@@ -887,23 +887,10 @@ def put_back(store: Store) -> None:
         if now is None or now == base_text:
             text = edit_text  # deleted elsewhere (an edit beats a deletion), or not moved after all
         else:
-            text = _lay_over(path, base_text, Side(f"{me} (not committed)", edit_text), Side("incoming", now))
+            text = lay_over(path, base_text, Side(f"{me} (not committed)", edit_text), Side("incoming", now))
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, text.encode("utf-8", "surrogateescape"))
     clear_marker(store, HELD_MARKER)
-
-
-def _lay_over(path: str, base: str | None, edit: Side, incoming: Side) -> str:
-    """A held-back edit laid over the incoming version. The edit holds marker lines outside a
-    whole block (that is why it is held back), so its blocks say nothing a block-aware merge
-    could use: line by line first, so an incoming change next to a half-removed block (the line
-    after it reworded) comes in and the edit stays as the person left it. Only where the two
-    changed the same lines does the note merge record them side by side."""
-    if base is not None:
-        plain = merge_file(base, edit, incoming)
-        if not plain.conflicted:
-            return plain.text
-    return merge_texts(path, base, edit, incoming).text
 
 
 def _blob_text(store: Store, oid: str) -> str:

@@ -277,9 +277,21 @@ def test_a_note_made_the_committed_version_again_by_hand_is_no_longer_called_in_
     server.write(path, half)
     assert server.sync().exit_code == 10  # held back
     assert laptop.cli("resolve", path, "--keep", "laptop").returncode == 0
-    for m in (laptop, desktop, server):
+    for m in (laptop, desktop):
         m.sync()
-    assert has_conflict_markers(server.read(path))  # the held edit, laid over the resolution
+    laid = server.sync()
+    # the held edit, laid over the resolution: a block of the two, each named for whose it is, and
+    # the person's leftover marker line after it (inside, it closed the block and named the wrong machine)
+    layered = server.read(path)
+    assert (
+        "<<<<<<< incoming\nmiddle from laptop\n=======\nmiddle from server\n>>>>>>> server (not committed)\n"
+        ">>>>>>> server\nthree\n"
+    ) in layered, layered
+    listed = json.loads(server.cli("conflicts", "--json").stdout)
+    assert [n["blocks"] for n in listed if n["path"] == path] == [[["incoming", "server (not committed)"]]], listed
+    where = f"line {layered.splitlines().index('>>>>>>> server') + 1} `>>>>>>> server`"
+    assert laid.exit_code == 10 and [h.where for h in laid.held_back] == [where], laid.held_back  # where it is now
+    assert [h.where for h in server.sync().held_back] == [where]
     committed = subprocess.run(
         ["git", "-C", str(server.memory), "show", f"HEAD:{path}"], capture_output=True, check=True
     ).stdout
