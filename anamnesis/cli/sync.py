@@ -141,12 +141,12 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
             f"  [yellow]left out:[/yellow] {escape(path)} is a symbolic link: notes are plain files inside "
             "memory/, so it stays here and is not synced"
         )
-    for item in result.imported:  # the mirrored sources (`anamnesis import ... --mirror`)
+    for item in [] if quiet else result.imported:  # the mirrored sources (`anamnesis import ... --mirror`)
         out.print(
             f"  imported from {item['source']} ({escape(item['from'])}): {item['created']} new,"
             f" {item['updated']} updated notes", highlight=False,
         )
-    if result.committed:
+    if result.committed and not quiet:
         out.print(f"  committed {plural(len(result.committed), 'local change')}")
     if not result.peers and not result.incoming:
         out.print("  [dim]no peers yet: add one with `anamnesis peers add NAME URL`[/dim]")
@@ -169,8 +169,10 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
                 f"received {report.received}, sent {report.sent}" if (report.received or report.sent) else ""
             )
             out.print(f"  {report.name}: {report.status}{' — ' + moved if moved else ''}")
-    if result.changed and not quiet:
-        out.print(f"  {plural(len(result.changed), 'note')} changed here")
+    # what came in changed here: a note only this sync committed (a hand edit, stamped) is no news
+    brought = [path for path in result.changed if path not in result.committed] if result.received else []
+    if brought and not quiet:
+        out.print(f"  {plural(len(brought), 'note')} changed here")
     notes = result.conflict_notes
     shown = notes if len(notes) <= MAX_CONFLICT_LINES else notes[: MAX_CONFLICT_LINES - 1]
     for note in shown:

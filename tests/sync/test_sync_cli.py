@@ -97,6 +97,27 @@ def test_sync_exit_codes_and_json(fleet: Fleet) -> None:
     assert json.loads(proc.stdout) == {"outcome": "failed", "exit_code": 4, "error": proc.stderr.split("error: ", 1)[1].strip()}
 
 
+def test_sync_says_what_came_in_and_quiet_says_only_problems(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": fleet.url(hub)})
+    b = fleet.machine("b", {"hub": fleet.url(hub)})
+    note = create_note(a.store, type="semantic", title="Shared", body="one\ntwo\nthree\n")
+    a.sync()
+    b.sync()
+    # a hand edit committed, nothing received: no "changed here" (that is what came in)
+    a.write(note.path, a.read(note.path) + "four\n")
+    out = a.cli("sync").stdout
+    assert "committed 1 local change" in out and "changed here" not in out, out
+    assert "1 note changed here" in b.cli("sync").stdout
+    # --quiet: a conflict is a problem, the local change it committed is not
+    update_note(a.store, note.id, body="one\ntwo from a\nthree\nfour\n")
+    assert a.cli("sync", "--quiet").stdout == ""
+    b.write(note.path, b.read(note.path).replace("two\n", "two from b\n"))
+    proc = b.cli("sync", "--quiet")
+    assert proc.returncode == 10 and "conflict" in proc.stdout, proc.stdout
+    assert "committed" not in proc.stdout and "changed here" not in proc.stdout, proc.stdout
+
+
 def test_conflicts_and_resolve_commands(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": fleet.url(hub)})
