@@ -780,7 +780,7 @@ def ssh_config_names(ssh_command: str = "ssh") -> dict[str, str]:
         hosts = ""
     for line in hosts.splitlines():
         for name in line.split("#", 1)[0].split()[1:]:
-            if not name.startswith(("localhost", "ip6-")):
+            if name == "localhost" or not name.startswith(("localhost", "ip6-")):  # not its variants
                 names.setdefault(name.lower(), "/etc/hosts")
     return names
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -380,6 +381,10 @@ def test_which_unresolved_names_are_typos(tmp_path: Path, monkeypatch: pytest.Mo
         failure = reach_failure(said(typed), f"{typed}:memory", ssh)
         assert failure.kind == "misconfigured" and failure.bad_url, (typed, failure)
         assert f"did you mean {meant} (named in {config})" in failure.hint and f"{meant}:memory" in failure.hint
+    # localhost, as /etc/hosts names it (its variants, ip6-localhost and the like, are no one's typo target)
+    assert re.search(r"^[^#]*\slocalhost(\s|$)", Path("/etc/hosts").read_text(), re.M), "this test needs localhost in /etc/hosts"
+    failure = reach_failure(said("locahost"), "ssh://me@locahost:2299/srv/memory", ssh)
+    assert failure.kind == "misconfigured" and "did you mean localhost (named in /etc/hosts)" in failure.hint, failure
     # Other machines of a numbered set, a name far from any, a name the config holds: outages.
     for typed in ("node2", "node12", "storage", "desk", "laptop-office.example.net", "x"):
         failure = reach_failure(said(typed), f"{typed}:memory", ssh)
