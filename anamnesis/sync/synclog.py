@@ -98,15 +98,19 @@ def recent(store: Store, limit: int = 20) -> list[LogEntry]:
     return entries
 
 
-def last_sync_summary(store: Store) -> Summary:
+def last_sync_summary(store: Store, *, unfixed: bool = False) -> Summary:
     """The last sync and the last error from the log, for `status` and the dashboard.
 
     Keys: last_sync (the newest entry or None), last_ok (newest entry that
-    exited 0), last_error (newest entry with an error or a skipped peer).
+    exited 0), last_error (newest entry with an error or a skipped peer;
+    with `unfixed`, only one newer than last_ok: a clean sync since fixed it).
     """
     entries = recent(store, limit=200)
     last = entries[-1] if entries else None
-    last_ok = next((e for e in reversed(entries) if e.get("exit_code") == 0), None)
+    ok_at = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].get("exit_code") == 0), None)
+    last_ok = entries[ok_at] if ok_at is not None else None
+    if unfixed and ok_at is not None:
+        entries = entries[ok_at + 1 :]
     try:
         peers: set[str] | None = {peer.name for peer in list_peers(store)}
     except Exception:  # a broken settings.json is reported elsewhere; status must still show the rest
@@ -148,14 +152,19 @@ def describe_sync(entry: LogEntry) -> str:
 
 
 def sync_log_summary(store: Store) -> dict[str, object]:
-    """The lines `anamnesis status` shows: last sync, last error (only when there is one)."""
-    summary = last_sync_summary(store)
+    """The lines `anamnesis status` shows: last sync, last error (only while no sync has gone
+    through cleanly since), and `sync`, the same as fields for scripts."""
+    summary = last_sync_summary(store, unfixed=True)
     out: dict[str, object] = {}
-    if summary["last_sync"]:
-        out["last_sync"] = describe_sync(summary["last_sync"])
-    else:
-        out["last_sync"] = "never"
-    err = summary["last_error"]
+    last, ok, err = summary["last_sync"], summary["last_ok"], summary["last_error"]
+    out["last_sync"] = describe_sync(last) if last else "never"
+    out["sync"] = {
+        "last_at": last.get("at") if last else None,
+        "outcome": last.get("outcome") if last else None,
+        "exit_code": last.get("exit_code") if last else None,
+        "last_ok_at": ok.get("at") if ok else None,
+        "last_error_at": err.get("at") if err else None,
+    }
     if err:
         detail = err.get("error") or "; ".join(
             f"{u.get('peer')}: {u.get('detail')}" for u in err.get("unreachable", []) if isinstance(u, dict)

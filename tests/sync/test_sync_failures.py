@@ -259,6 +259,25 @@ def test_status_forgets_the_last_error_of_a_peer_once_it_is_removed(fleet: Fleet
     assert "last_error" not in status, status  # the sync that failed for it is history, not a problem
 
 
+def test_status_forgets_an_error_a_clean_sync_came_after_and_gives_fields_for_scripts(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a = fleet.machine("a", {"hub": str(hub)})
+    (fleet.root / "usb").mkdir()  # its disk is not mounted
+    assert a.cli("peers", "add", "usb", str(fleet.root / "usb" / "memory.git")).returncode == 0
+    assert a.cli("sync").returncode == ExitCode.UNREACHABLE
+    status = json.loads(a.cli("status", "--json").stdout)
+    assert "usb:" in status["last_error"] and status["sync"]["exit_code"] == ExitCode.UNREACHABLE, status
+    failed_at = status["sync"]["last_error_at"]
+    assert failed_at == status["sync"]["last_at"] and status["sync"]["last_ok_at"] is None, status
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(fleet.root / "usb" / "memory.git")], check=True)
+    assert a.cli("sync").returncode == 0  # plugged in: fixed
+    status = json.loads(a.cli("status", "--json").stdout)
+    assert "last_error" not in status, status
+    sync = status["sync"]
+    assert (sync["outcome"], sync["exit_code"], sync["last_error_at"]) == ("synced", 0, None), sync
+    assert sync["last_ok_at"] == sync["last_at"] >= failed_at, sync
+
+
 # -- peers add ------------------------------------------------------------------------------------
 
 
