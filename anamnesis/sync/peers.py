@@ -24,7 +24,6 @@ from anamnesis.base import refs
 from anamnesis.base.errors import AnamnesisError, ExitCode, GitError, UsageError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.git import (
-    SCP_URL,
     Failure,
     FailureKind,
     GitTimeout,
@@ -148,16 +147,9 @@ def name_for(store: Store, url: str) -> str:
 
 def _url_parts(url: str) -> tuple[str, str, str]:
     """(user, host, path) of an ssh URL, `ssh://user@host:port/path` or scp-like `user@host:path`."""
-    if "://" in url:
-        rest = url.split("://", 1)[1]
-        place, _slash, path = rest.partition("/")
-        user, _at, host = place.rpartition("@")
-        host = host[1:].split("]", 1)[0] if host.startswith("[") else host.split(":")[0]
-        return user, host, "/" + path
-    match = SCP_URL.match(url)
-    if match is None:
-        return "", url, ""
-    return url[: match.start("host")].rstrip("@"), match.group("host"), match.group("path")
+    target, path = ssh_target(url)
+    user, _at, host = target.split(" ")[-1].rpartition("@")
+    return user, host.strip("[]"), path
 
 
 def _folder_name(path: str) -> str:
