@@ -298,7 +298,7 @@ def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileSt
 
 def _typed_after_cut(path: Path, blobs: dict[str, bytes], f: FileState) -> bytes | None:
     """What was typed after the beginning of the target version git wrote before it died, when
-    that explains the file better than an edit of the orig version does; else None.
+    that explains the file better than an edit of the orig or of the whole target version; else None.
 
     Merged with the orig version as base, such a file reads as the person deleting every line
     git never wrote (lines both commits have), so they would be lost."""
@@ -377,8 +377,8 @@ def _settle_files(
     being undone. Per path (see FileState): "new", "old", "missing" and
     "cut" are what git's checkout leaves, so they become the goal's version;
     a "typed" file becomes the whole target version with what was typed
-    after it (kept as it is when the move is undone). An "edited" file is an edit made here and stays. When the move is
-    finished it is merged with the incoming version on the old one as base;
+    after it (kept as it is when the move is undone). An "edited" file is an
+    edit made here and stays. When the move is finished it is merged with the incoming version on the old one as base;
     where that merge would need conflict markers and git had already
     written the file (a file after it in git's order is new), the edit was
     made on the new version, which it already holds, and it is kept as it
