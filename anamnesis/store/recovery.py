@@ -378,11 +378,12 @@ def _settle_files(
     "cut" are what git's checkout leaves, so they become the goal's version;
     a "typed" file becomes the whole target version with what was typed
     after it (kept as it is when the move is undone). An "edited" file is an
-    edit made here and stays. When the move is finished it is merged with the incoming version on the old one as base;
-    where that merge would need conflict markers and git had already
-    written the file (a file after it in git's order is new), the edit was
-    made on the new version, which it already holds, and it is kept as it
-    is; otherwise both sides are kept with markers. An edit of a note the
+    edit made here and stays. When the move is finished it is merged with
+    the incoming version on the old one as base; where that merge would need
+    conflict markers and git had already written the file (a file after it
+    in git's order is new), the edit was made on the new version, which it
+    already holds, and it is kept as it is; otherwise both sides are kept
+    with markers. An edit of a note the
     target deletes, or any edit while the move is undone, is kept as it is.
     """
     files = survey(repo, orig, target, since)
