@@ -1289,9 +1289,35 @@ _STRONG_ENV_NAME = _Lazy(
 )
 
 
+# A command run with the variable set for it: `PGPASSWORD=… psql -h db`, `RESTIC_PASSWORD='…' restic …`.
+_ENV_PREFIX = _Lazy(r"(?P<value>'[^']*'|\"(?:[^\"\\]|\\.)*\"|[^\s'\"]+)(?P<rest>[ \t]+[A-Za-z_./~$][^\n]*)")
+
+
+_CLIS = frozenset(
+    "psql pg_dump pg_restore pg_dumpall mysql mysqldump mongosh redis-cli restic borg rclone bw op vault aws az "
+    "gcloud gh glab git docker podman kubectl helm terraform tofu ansible ansible-playbook npm npx pnpm yarn node "
+    "python python3 uv pip ruby bundle go cargo java mvn gradle curl wget http ssh scp rsync make just sh bash "
+    "zsh env sudo doppler infisical sops age gpg openssl consul nomad pulumi flyctl heroku vercel netlify".split()
+)
+
+
+def _runs_a_command(rest: str) -> bool:
+    """Whether what follows `NAME=value` on a line is a command run with it set (`psql -h db`,
+    `bw get password x`), not more words of an unquoted value (`correct horse battery`)."""
+    words = rest.split()
+    if not words or words[0].startswith("#"):
+        return False
+    program = words[0].rsplit("/", 1)[-1]
+    return program in _CLIS or "/" in words[0] or any(re.match(r"--?[A-Za-z]", w) for w in words[1:])
+
+
 def _env_line(match: re.Match[str]) -> str:
     lead = match.group("lead")
     name = lead.split("=")[0].split()[-1]
+    command = _ENV_PREFIX.fullmatch(match.group("value"))
+    if command and _runs_a_command(command.group("rest")):
+        kept = _env_line(_ENV_LINE.match(f"{lead}{command.group('value')}"))  # type: ignore[arg-type]
+        return kept + command.group("rest")  # the command it ran is kept
     value = re.split(r"[ \t]+#", match.group("value"))[0].strip().strip("'\"")
     if not value or _reference(value) or "[REDACTED" in value or _NOT_SECRET_NAME.search(name):
         return match.group(0)
@@ -1512,11 +1538,64 @@ def _aws_secret_beside_its_key(text: str) -> str:
     return _replace_spans(text, spans, _mark("aws-secret-key"))
 
 
+# A password said in prose near the word for it, before or after, however it is put ("use `…` as the
+# password", "the login is admin and …", "a different old password (…)", "the new one should be …"):
+# only a word that can only be a password (`_password_like`), within PASSWORD_REACH on its line.
+_PASSWORD_WORD = _Lazy(r"(?i)(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)?s?|pw|pwd|log[ \t-]?ins?|credentials?|creds)(?![A-Za-z])")
+_PASSWORD_TOKEN = _Lazy(r"(?<![\w!@#$%^&*+=~?/.:\-])[A-Za-z0-9!@#$%^&*+=~?_.\-]{8,64}(?![\w!@#$%^&*+=~?/:\-])")
+# Google's app passwords: 16 lower-case letters, shown in groups of four.
+_APP_PASSWORD = _Lazy(r"(?<![A-Za-z])(?:[a-z]{4} [a-z]{4} [a-z]{4} [a-z]{4}|[a-z]{16})(?![A-Za-z])")
+PASSWORD_REACH = 60
+
+
+def _unpronounceable(letters: str) -> bool:
+    """Lower-case letters drawn at random: few vowels, long runs without one (words have a vowel
+    in about two letters of five, and seldom six consonants in a row). Catches 83% of random
+    16-letter runs; of the 16-letter words in this project's docs, notes and code, none."""
+    vowels = sum(1 for c in letters if c in "aeiou")
+    longest = max((len(run) for run in re.findall(r"[^aeiouy]+", letters)), default=0)
+    return (vowels < 0.3 * len(letters) and longest >= 4) or longest >= 6
+
+
+def _generated(token: str) -> bool:
+    """A generated password `_wordy` takes for words (`doIErxkYaOa2mqpnIls`): 10+ characters of
+    upper, lower case and digits, with four consonants in a row somewhere (an identifier such as
+    `LoginForm2` or `OAuth2Client` has none)."""
+    return (
+        len(token) >= 10
+        and any(c.isupper() for c in token) and any(c.islower() for c in token) and any(c.isdigit() for c in token)
+        and re.search(r"[bcdfghjklmnpqrstvwxzBCDFGHJKLMNPQRSTVWXZ]{4}", token) is not None
+    )
+
+
+def _passwords_in_prose(text: str) -> str:
+    words = [m.span() for m in _PASSWORD_WORD.finditer(text)]
+    if not words:
+        return text
+    spans: list[tuple[int, int]] = []
+
+    def near(start: int, end: int) -> bool:
+        return any(
+            (0 <= start - w_end <= PASSWORD_REACH and "\n" not in text[w_end:start])
+            or (0 <= w_start - end <= PASSWORD_REACH and "\n" not in text[end:w_start])
+            for w_start, w_end in words
+        )
+
+    for match in _PASSWORD_TOKEN.finditer(text):
+        token = match.group(0).rstrip(".")
+        if (_password_like(token) or _generated(token)) and near(match.start(), match.start() + len(token)):
+            spans.append((match.start(), match.start() + len(token)))
+    for match in _APP_PASSWORD.finditer(text):
+        if _unpronounceable(match.group(0).replace(" ", "")) and near(*match.span()):
+            spans.append(match.span())
+    return _replace_spans(text, spans, MASK) if spans else text
+
+
 def redact(text: str) -> str:
     """`text` with every credential we can recognise replaced by a [REDACTED] mark."""
     if not text:
         return text
-    text = _aws_secret_beside_its_key(_context(_shaped(text)))
+    text = _passwords_in_prose(_aws_secret_beside_its_key(_context(_shaped(text))))
     return _entropy_pass(text, bare_min=32, bare_classes=3, bare_hex=False)
 
 

@@ -461,3 +461,37 @@ def test_passphrases_of_words_logins_in_prose_and_random_dotted_values_are_maske
 )
 def test_prose_about_passphrases_and_logins_and_attribute_access_survive(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("PGPASSWORD=Zk9p2LqW7xQ psql -h wh.internal -U app", "PGPASSWORD=[REDACTED] psql -h wh.internal -U app"),
+        ("RESTIC_PASSWORD='Zk9#p2LqW7' restic -r s3:bucket snapshots", "RESTIC_PASSWORD=[REDACTED] restic -r s3:bucket snapshots"),
+        ("BW_SESSION=Zk9p2LqW7xQabcdefGHIJ bw get password x", "BW_SESSION=[REDACTED] bw get password x"),
+        ("DB_PASSWORD=correct horse battery", "DB_PASSWORD=[REDACTED]"),  # an unquoted value of words, not a command
+    ],
+)
+def test_a_command_run_with_a_secret_variable_set_keeps_the_command(text: str, kept: str) -> None:
+    assert redact(text) == kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "smtp login fails with app password vtqzmxkplwrbhdye since yesterday",
+        "set the smtp password to vtqz mxkp lwrb hdye",
+    ],
+)
+def test_an_app_password_of_random_letters_near_its_word_is_masked(text: str) -> None:
+    out = redact(text)
+    assert "vtqz" not in out and "hdye" not in out and "[REDACTED]" in out, out
+
+
+def test_words_beside_a_password_word_are_not_taken_for_one() -> None:
+    for text in (
+        "password reset flow uses bcrypt with cost 12 in auth/service.py",
+        "the login page at /login uses the LoginForm2 component; passwords are hashed with argon2id",
+        "set the password policy to require 14 characters, see RFC-8018 and troubleshooting notes",
+    ):
+        assert redact(text) == text
