@@ -1087,10 +1087,12 @@ _LOGIN_PAIR = _Lazy(
 )
 
 
-# A list of logins, one a line: "Grafana: admin / S3cr3t!pw", "- staging db: app / …". The value must
+# A list of logins, one a line (or one in a sentence, " / " spaced): "Grafana: admin / S3cr3t!pw",
+# "- staging db: app / …". The value must
 # read as a password whatever surrounds it ("Branches: main / release-2.3" stays).
 _LISTED_LOGIN = _Lazy(
-    r"(?m)^(?P<lead>[ \t]*(?:[-*+][ \t]+)?[A-Za-z][\w .\-]{0,30}:[ \t]*[\w.@+\-]{1,64}[ \t]*/[ \t]*)"
+    r"(?m)(?P<lead>^[ \t]*(?:[-*+][ \t]+)?[A-Za-z][\w .\-]{0,30}:[ \t]*[\w.@+\-]{1,64}[ \t]*/[ \t]*"
+    r"|(?<!\S)[A-Za-z][\w .\-]{0,30}:[ \t]*[\w.@+\-]{1,64}[ \t]+/[ \t]+)"  # in a sentence: spaced, as people write it
     r"(?P<q>['\"]?)(?P<value>[^\s'\"/,;)]{8,200})"
 )
 
