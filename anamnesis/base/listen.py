@@ -118,14 +118,21 @@ def serve_held(
     server = uvicorn.Server(config)
     marker = running_in / f"{os.getpid()}.lock"
     held = hold(marker)
-    # uvicorn shuts down on SIGTERM (what `uninstall` sends), then raises it again with the handler
-    # it found: let that be Ctrl+C's KeyboardInterrupt, so the clean-up below runs and the process
-    # ends as on Ctrl+C instead of being killed by the signal with its lock file left behind. SIGINT
-    # gets the same handler: with Python's own, asyncio.run puts in one that cancels the server's
-    # task, and a Ctrl+C in the moment before uvicorn takes the signals over was swallowed by its
-    # start-up, leaving the server running.
+    # uvicorn shuts down on SIGTERM (what `uninstall` sends) and SIGINT, then raises the signal again
+    # with the handler it found, from inside its event loop. Ours only notes it (and, come before
+    # uvicorn takes the signals over, asks the server to stop as soon as it has started: a Ctrl+C
+    # in that moment was otherwise lost, leaving the server running); the KeyboardInterrupt is
+    # raised here once the loop is closed, so the clean-up below runs and the process ends as on
+    # Ctrl+C, never killed by the signal with its lock file left behind. (Raised inside the loop, it
+    # sometimes left the loop unclosed: "Exception ignored in BaseEventLoop.__del__".)
+    signalled: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        signalled.append(signum)
+        server.should_exit = True
+
     main = threading.current_thread() is threading.main_thread()
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
         if ready is not None:
             ready()
@@ -136,7 +143,5 @@ def serve_held(
         bound.sock.close()
         marker.unlink(missing_ok=True)
         os.close(held)
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    if signalled:
+        raise KeyboardInterrupt
