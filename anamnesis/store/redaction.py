@@ -361,6 +361,15 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
         None,
     ),
     ("discord-webhook", "/api/webhooks/", r"(?i)discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+", None),
+    ("zapier-webhook", "hooks.zapier.com", r"(?i)hooks\.zapier\.com/hooks/catch/\d+/[A-Za-z0-9]+", None),
+    # Any other service's incoming webhook whose URL is its secret (Mattermost, Rocket.Chat, Gitea, n8n...):
+    # a run of letters and digits as a path segment after /hooks/ or /webhook(s)/.
+    (
+        "webhook-url",
+        "/hooks/|/webhook",
+        r"(?i)(?<=/)(?:hooks|webhooks?)/(?:[\w.\-]{1,40}/){0,3}(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{20,}",
+        None,
+    ),
     (
         "teams-webhook",
         "webhook",
@@ -1078,6 +1087,16 @@ _COMMAND_SPECS: list[tuple[tuple[str, ...], str]] = [
     (("mc alias", "mc config"), r"\bmc[ \t]+(?:alias[ \t]+set|config[ \t]+host[ \t]+add)[ \t]+\S+[ \t]+\S+[ \t]+\S+[ \t]+"),
     (("passwd",), r"\bopenssl[ \t]+passwd\b(?:[ \t]+-\w+)*[ \t]+(?=[^\s\-])"),
     (("bw unlock", "bw login"), r"\bbw[ \t]+(?:unlock|login[ \t]+[^\s\-]\S*)[ \t]+(?=[^\s\-])"),
+    (
+        ("mosquitto", "ipmitool", "ncftp", "influx"),
+        r"\b(?:mosquitto_(?:pub|sub|rr)|ipmitool|ncftp\w*|influx)\b[^\n|;&]{0,200}?[ \t](?:-P|--pw)[ \t]+",
+    ),
+    (("influx",), r"\binflux\b[^\n|;&]{0,200}?[ \t](?:-p|--password)[ \t]+"),
+    (("ncftp",), r"\bncftp\w*\b[^\n|;&]{0,200}?[ \t]-p[ \t]+"),
+    (("racadm",), r"\bracadm\b[^\n|;&]{0,200}?[ \t]-p[ \t]+"),
+    (("gh secret", "glab variable"), r"\b(?:gh[ \t]+secret[ \t]+set|glab[ \t]+variable[ \t]+(?:set|update))\b[^\n|;&]{0,200}?[ \t](?:--body|-b|--value|-v)[ \t=]+"),
+    (("snmp",), r"\bsnmp\w*\b[^\n|;&]{0,200}?[ \t]-c[ \t]+"),  # an SNMP community string is its password
+    (("oathtool",), r"\boathtool\b[^\n|;&]{0,200}?[ \t](?:-b[ \t]+|--base32[ \t]+)?(?=[A-Za-z2-7=]{16,}(?!\S))"),
 ]
 # Prose that gives a login as USER / PASSWORD: "log in with admin / ToN!UC6KwM1n" ("creds: ops/pw" is
 # an assignment, masked whole by `_assignments`).
