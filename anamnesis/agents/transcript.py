@@ -61,6 +61,11 @@ READ_ONLY_TOOLS = {
     "Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch", "TodoWrite", "NotebookRead", "ExitPlanMode",
     "Task", "Agent", "BashOutput", "KillShell", "ListMcpResourcesTool", "ReadMcpResourceTool",
 }  # fmt: skip
+# An MCP call that asks for a secret (a vault's `read_field` of `password`, a password manager's item):
+# what comes back bare is that secret, whatever its shape.
+_ASKS_FOR_A_SECRET = re.compile(
+    r"(?i)pass(?:word|wd|phrase|code)|secret|token|credential|api[_-]?key|private[_-]?key|(?<![a-z])otp(?![a-z])|totp"
+)
 _READ_ONLY_MCP = re.compile(r"^mcp__.+__(?:get|list|search|read|query|fetch|find|describe|show|recall|lookup)(?:_|$)")
 # User text that the client adds itself, not something the person typed.
 _META_PREFIXES = (
@@ -134,6 +139,7 @@ class SessionSummary:
     pending_tools: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
     mcp_calls: list[tuple[str, str, str]] = field(default_factory=list)  # (tool, what was asked, what came back)
     pending_mcp: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
+    asked_for_secrets: set[str] = field(default_factory=set, repr=False)  # MCP calls whose answer is one
     pending_actions: dict[str, str] = field(default_factory=dict, repr=False)
     outcome: str = ""
     assistant_messages: int = 0
@@ -474,6 +480,10 @@ def _pending_tool(summary: SessionSummary, name: str, block: dict[str, Any]) -> 
         summary.pending_tools[tool_id] = (name, _target(name, block))
     if name.startswith("mcp__"):
         summary.pending_mcp[tool_id] = (name, _target(name, block))
+        data = block.get("input")
+        keys = " ".join(map(str, data)) if isinstance(data, dict) else ""
+        if _ASKS_FOR_A_SECRET.search(f"{name} {keys} {_input_text(data)}"):
+            summary.asked_for_secrets.add(tool_id)
 
 
 def _plain_text(message: dict[str, Any]) -> str:
@@ -750,5 +760,8 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
         mcp = summary.pending_mcp.pop(tool_id, None)
         if mcp is not None:
             got = _error_of(block) if error else _bounded(_result_text(block))
+            if tool_id in summary.asked_for_secrets and not error and len(got.split()) == 1:
+                got = "[REDACTED]"  # asked for a password or a token, it came back bare: the answer is the secret
+            summary.asked_for_secrets.discard(tool_id)
             summary.mcp_calls.append((*mcp, got))
             del summary.mcp_calls[: -2 * MAX_MCP]

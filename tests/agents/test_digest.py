@@ -388,6 +388,21 @@ def test_an_mcp_call_says_what_it_asked_and_what_came_back(store: Store, tmp_pat
     assert "tracker.get_issue of `OPS-412` failed: Error: issue OPS-412 not found" in _section(body, "## Open items")
 
 
+def test_an_mcp_call_that_asks_for_a_secret_never_shows_the_bare_answer(store: Store, tmp_path: Path) -> None:
+    # The value alone has no shape a redaction rule knows; that it answers a call for a password does.
+    t = Transcript("mcp-secret", cwd=str(tmp_path / "project"))
+    t.prompt("Why does the mailer fail to log in?")
+    t.mcp("vault", "read_field", {"path": "secret/ledger/smtp", "field": "password"}, "Gv3nQ8zLm2Kp")
+    t.mcp("onepassword", "get_item", {"vault": "ops", "item": "grafana admin"}, "hunter2-lavender")
+    t.mcp("tracker", "get_issue", {"id": "OPS-7"}, "Resolved")
+    t.say("The SMTP password in Vault is current; the mailer reads an old copy.")
+    body = _captured_body(store, tmp_path, t)
+    calls = _section(body, "## MCP calls")
+    assert "Gv3nQ8zLm2Kp" not in body and "- vault.read_field `secret/ledger/smtp` → [REDACTED]" in calls, calls
+    assert "- tracker.get_issue `OPS-7` → Resolved" in calls  # an answer to anything else stays
+    assert "hunter2-lavender" not in body  # a password manager's item is what it asks for
+
+
 def test_a_request_is_done_by_a_change_not_by_a_lookup_or_a_claim(tmp_path: Path) -> None:
     def body(*steps: str) -> str:
         t = Transcript(f"req-{len(steps)}", cwd="/w")
