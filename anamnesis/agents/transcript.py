@@ -139,7 +139,7 @@ class SessionSummary:
     pending_tools: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
     mcp_calls: list[tuple[str, str, str]] = field(default_factory=list)  # (tool, what was asked, what came back)
     pending_mcp: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
-    asked_for_secrets: set[str] = field(default_factory=set, repr=False)  # MCP calls whose answer is one
+    asked_for_secrets: dict[str, None] = field(default_factory=dict, repr=False)  # MCP calls whose answer is one
     pending_actions: dict[str, str] = field(default_factory=dict, repr=False)
     outcome: str = ""
     assistant_messages: int = 0
@@ -483,7 +483,7 @@ def _pending_tool(summary: SessionSummary, name: str, block: dict[str, Any]) -> 
         data = block.get("input")
         keys = " ".join(map(str, data)) if isinstance(data, dict) else ""
         if _ASKS_FOR_A_SECRET.search(f"{name} {keys} {_input_text(data)}"):
-            summary.asked_for_secrets.add(tool_id)
+            summary.asked_for_secrets[tool_id] = None
 
 
 def _plain_text(message: dict[str, Any]) -> str:
@@ -762,6 +762,6 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
             got = _error_of(block) if error else _bounded(_result_text(block))
             if tool_id in summary.asked_for_secrets and not error and len(got.split()) == 1:
                 got = "[REDACTED]"  # asked for a password or a token, it came back bare: the answer is the secret
-            summary.asked_for_secrets.discard(tool_id)
+            summary.asked_for_secrets.pop(tool_id, None)
             summary.mcp_calls.append((*mcp, got))
             del summary.mcp_calls[: -2 * MAX_MCP]
