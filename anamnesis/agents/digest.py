@@ -28,6 +28,7 @@ text is redacted here before a line is taken from it and cut.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -84,15 +85,20 @@ _OPEN = re.compile(
 _REVERSAL = re.compile(
     r"\b(?:instead of|rather than|no longer|abandon(?:ed|ing|s)?|scrap(?:ped|ping|s)?|revert(?:ed|ing|s)?|"
     r"back(?:ed|ing)? out(?: of)?|drop(?:ped|ping|s)? (?:the|that|this)|chang(?:ed|e|ing) (?:my|our) minds?|"
-    r"actually,? no|scratch that|never ?mind|nvm|not (?:going|gonna) (?:to )?use|forget about|let'?s not|undo|"
+    r"actually,? no|scratch (?:that|the|this)|never ?mind|nvm|not (?:going|gonna) (?:to )?use|forget about|let'?s not|undo|"
+    r"do(?:n'?t| not) (?:switch|move|migrate|change|go)(?: (?:over )?to)?|"
+    r"(?:try|trying|take|taking) (?:a different|another) (?:approach|way|tack)|"
+    r"(?:that|this|it) (?:didn'?t|did not|doesn'?t|does not) (?:work|help|fix it)|"
     r"(?:that|this|it)(?:'s| is| was) (?:wrong|incorrect|not right)|you(?:'re| are) wrong)\b",
     re.I,
 )
 # A sentence turning back or away that names what it turns to, not from ("back to Redis", "use Redis
-# after all", "use LaunchDarkly instead"): what it turns away from is the latest decision.
+# after all", "use LaunchDarkly instead", "no, stay on Gmail SMTP"): what it turns away from is the
+# latest decision.
 _RETURN = re.compile(
     r"(?:\b(?:go(?:ing)?|went|switch(?:ed|ing)?|mov(?:e|ed|ing)|chang(?:e|ed|ing)|revert(?:ed|ing)?) back to|"
-    r"^\W*back to|\bafter all|\binstead(?! of))\b",
+    r"^\W*back to|\bafter all|\binstead(?! of)|"
+    r"^\W*(?:no|nope|nah|wait)\b.{0,40}?\b(?:stay(?:ing)? (?:on|with)|keep(?: using)?|stick (?:with|to)))\b",
     re.I,
 )
 # A correction naming the wrong value: "the port is 5433, not 5432".
@@ -273,7 +279,10 @@ def _run_of(command: str) -> tuple[str, list[str], list[str]]:
     before any pipe, without redirections: what a run of it covers."""
     step = re.split(r"&&|;|\|\|", command)[-1]
     step = re.split(r"(?<!\|)\|(?!\|)", step)[0]
-    words = step.split()
+    try:  # quoted words whole: `SMTP_PASSWORD="$(op read …)" python x.py` runs python
+        words = shlex.split(step)
+    except ValueError:
+        words = step.split()
     while words and ("=" in words[0] or words[0] in ("sudo", "env", "time", "nice")):
         words = words[1:]
     if not words:

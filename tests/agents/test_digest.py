@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import cli_env
 from transcripts import SECRETS, Transcript
 
@@ -551,6 +552,35 @@ def test_turning_back_drops_the_decision_turned_from() -> None:
     assert digest(texts, text_seqs=[1], prompts=prompts[:1], prompt_seqs=[0]).open_items == [
         "TODO: wire flags into the settings loader."
     ]
+
+
+@pytest.mark.parametrize(
+    "called_off",
+    ["no wait, don't switch to Postmark — keep Gmail SMTP", "scratch the Postmark idea, keep gmail", "no, stay on Gmail SMTP"],
+)
+def test_a_plan_the_user_calls_off_in_other_words_is_dropped(called_off: str) -> None:
+    texts = ["I'll switch the mailer to the Postmark API instead of Gmail SMTP."]
+    found = digest(texts, text_seqs=[1], prompts=["the mailer keeps timing out", called_off], prompt_seqs=[0, 2])
+    assert found.decisions == [], (called_off, found.decisions)
+
+
+def test_an_approach_given_up_after_it_failed_is_not_kept_as_the_fix() -> None:
+    texts = [
+        "The fix is to strip trailing commas with `line.rstrip(',')` before splitting.",
+        "That didn't work: the quoted fields still break. Let me try a different approach.",
+        "The fix is to parse each line with csv.reader, which handles the quoted commas.",
+    ]
+    assert digest(texts).decisions == [texts[2]]
+    given_up = ["The fix is to strip trailing commas with `line.rstrip(',')`.", "Let me try a different approach."]
+    assert digest(given_up).decisions == []
+
+
+def test_a_command_that_passes_later_with_a_variable_set_is_not_still_failing() -> None:
+    runs = [
+        ("python scripts/send_test_mail.py", True),
+        ('SMTP_PASSWORD="$(op read op://ops/smtp/password)" python scripts/send_test_mail.py', False),
+    ]
+    assert failing_at_end(runs) == []
 
 
 def test_an_open_item_said_with_and_without_its_cue_is_listed_once() -> None:
