@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from anamnesis.agents.digest import digest, failed_calls, tool_name
+from anamnesis.agents.recall import EVERYDAY, prompt_words
 from anamnesis.agents.summarize_model import split_section, with_section
 from anamnesis.agents.transcript import SessionSummary, summarize
 from anamnesis.base.errors import AnamnesisError
@@ -60,6 +61,7 @@ MAX_COMMAND = 200
 MAX_OUTCOME = 2000
 MAX_MCP_LINE = 200  # characters of an MCP call's question and of its answer in the note
 MIN_CHAT_CHARS = 20  # a tool-less session whose prompts add up to less than this is trivial
+MIN_CHAT_WORDS = 3  # and one whose prompts hold fewer words that say something
 LOCK_TIMEOUT = 1.5  # a hook waits no longer for a busy store: the detached retry waits instead, off your path
 TAGS = ["session", "claude-code"]
 DECISIONS = "## Decisions"
@@ -82,10 +84,15 @@ def session_note_id(session_id: str) -> str:
 
 
 def is_trivial(summary: SessionSummary) -> bool:
-    """Nothing done and (almost) nothing said: not worth a note."""
+    """Nothing done and (almost) nothing said: not worth a note. Small talk ("morning! how's it
+    going?", "waiting for coffee :) thanks") says next to nothing however long it is: fewer than
+    MIN_CHAT_WORDS words that are neither greetings, fillers nor everyday words."""
     if summary.did_something:
         return False
-    return sum(len(p) for p in summary.prompts) < MIN_CHAT_CHARS
+    if sum(len(p) for p in summary.prompts) < MIN_CHAT_CHARS:
+        return True
+    said = {w.lower() for p in summary.prompts for w in prompt_words(p) if "'" not in w} - EVERYDAY  # not "how's"
+    return len(said) < MIN_CHAT_WORDS
 
 
 def _one_line(text: str, limit: int) -> str:

@@ -106,6 +106,10 @@ def test_trivial_sessions_are_skipped(store: Store, tmp_path: Path) -> None:
     meta_only = Transcript("m").meta("<local-command-caveat>x</local-command-caveat>")
     meta_only.prompt("<command-name>/clear</command-name>")
     assert capture(store, meta_only.write(tmp_path / "m.jsonl"), session_id="m").action == "skipped"
+    # small talk, however long: nothing in it a later session could use
+    chat = Transcript("c").prompt("morning! how's it going?").say("Good morning! Ready when you are.")
+    chat.prompt("nothing yet, waiting for coffee :) thanks").say("Enjoy the coffee!")
+    assert capture(store, chat.write(tmp_path / "chat.jsonl"), session_id="c").action == "skipped"
     missing = capture(store, tmp_path / "missing.jsonl", session_id="x")
     assert missing.action == "skipped"
     assert not (store.memory / "projects").exists()
