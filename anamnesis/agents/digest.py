@@ -106,6 +106,7 @@ _NOT_THAT = re.compile(r"(?:,|\s)\s*not\s+(?!(?:a|an|the|to|be|yet|sure|so|reall
 _OPEN_LEAD = re.compile(r"^\W*(?:TODO|FIXME|next steps?|follow[- ]?ups?|remaining)\b\W*", re.I)
 _CLAUSE_END = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\s(?:and|but|so|because|since)\s")
 REJECTED_WORDS = 4  # content words after a reversal cue that name what was turned away from
+SAME_ITEM = 0.8  # share of the shorter open item's words the other holds when both say the same thing
 _OPEN_HEADING = re.compile(
     r"\b(?:pending tasks?|next steps?|todos?|to do|open items?|open questions?|remaining|follow[- ]?ups?|"
     r"left to do|still to do|not done|unfinished|known issues?)\b",
@@ -239,6 +240,31 @@ def _latest_distinct(lines: Iterable[str], limit: int, taken: set[str]) -> list[
         kept.append(line)
         if len(kept) >= limit:
             break
+    return kept[::-1]
+
+
+def _same_item(one: str, other: str) -> bool:
+    """Whether two open items say the same thing in other words ("- [ ] Load-test with 150 req/min",
+    "Still to do: load-test with 150 req/min."): the words of the shorter are nearly all in the other."""
+    if set(re.findall(r"\d+", one)) != set(re.findall(r"\d+", other)):
+        return False  # "task 28" and "task 29", "150 req/min" and "300 req/min": other items
+    a, b = _item_words(one), _item_words(other)
+    shared, small = len(a & b), min(len(a), len(b))
+    return small > 0 and shared >= min(2, small) and shared >= SAME_ITEM * small
+
+
+def _not_restated(lines: Sequence[str], plan: Sequence[str]) -> list[str]:
+    """`lines` with each item said once: not again when a step of the plan says it, and of two
+    lines that say the same thing, the one that says more, where the later one was."""
+    kept: list[str] = []
+    for line in reversed(lines):
+        if any(_same_item(line, step) for step in plan):
+            continue
+        same = next((i for i, other in enumerate(kept) if _same_item(line, other)), None)
+        if same is None:
+            kept.append(line)
+        elif len(_item_words(line)) > len(_item_words(kept[same])):
+            kept[same] = line
     return kept[::-1]
 
 
@@ -565,7 +591,7 @@ def digest(
         suffix = " (in progress)" if status == "in_progress" else ""
         plan.append(one_line(step, MAX_ITEM - len(suffix)) + suffix)
     room = MAX_OPEN - len(failing)
-    from_texts = _latest_distinct(still_open + undone, room, set(taken) | {_key(p) for p in plan})
+    from_texts = _latest_distinct(_not_restated(still_open + undone, plan), room, set(taken) | {_key(p) for p in plan})
     plan_room = max(min(MIN_PLAN, room), room - len(from_texts))
     plan = _latest_distinct(plan[::-1], plan_room, taken)[::-1]  # the plan's first steps come first
     from_texts = _latest_distinct(from_texts, room - len(plan), taken)

@@ -583,6 +583,21 @@ def test_a_command_that_passes_later_with_a_variable_set_is_not_still_failing() 
     assert failing_at_end(runs) == []
 
 
+def test_an_open_item_said_again_in_other_words_is_listed_once() -> None:
+    """A plan's box and the reply's "Still to do: …" that say the same: once, in the words that say
+    more; items that differ in a number are other items."""
+    assert digest(["- [ ] Load-test with 150 req/min", "Still to do: load-test with 150 req/min."]).open_items == [
+        "Still to do: load-test with 150 req/min."
+    ]
+    assert digest(["- [ ] Update Vault entry secret/reports with new value", "Remaining: update the Vault entry."]).open_items == [
+        "Update Vault entry secret/reports with new value"
+    ]
+    assert digest(["- [ ] Load-test with 150 req/min", "- [ ] Load-test with 300 req/min"]).open_items == [
+        "Load-test with 150 req/min",
+        "Load-test with 300 req/min",
+    ]
+
+
 def test_an_open_item_said_with_and_without_its_cue_is_listed_once() -> None:
     texts = ["TODO: wire flags into the settings loader.", "Pending Tasks:\n- Wire flags into the settings loader"]
     assert digest(texts).open_items == ["Wire flags into the settings loader"]
