@@ -23,6 +23,9 @@ from anamnesis.base.git import (
 from anamnesis.base.paths import Store
 
 BRANCH = "main"
+# The subject of a merge of two histories that hold the same notes (`sync.treemerge.TreeMerger.join`):
+# made by no machine in particular (every machine makes the very same commit), so none is named.
+JOIN_SUBJECT = "anamnesis: join two histories of the same notes"
 GITATTRIBUTES = "*.md text eol=lf\n"
 GITIGNORE = (
     "# machine-local and half-written files never belong in memory/\n"

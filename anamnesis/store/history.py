@@ -17,6 +17,7 @@ from anamnesis.base.git import run_git
 from anamnesis.base.lock import store_lock
 from anamnesis.base.notes import now_iso, parse_note
 from anamnesis.base.paths import Store
+from anamnesis.base.repo import JOIN_SUBJECT
 from anamnesis.base.settings import machine_id
 from anamnesis.store.conflicts import ConflictedNote, block_labels_of
 from anamnesis.store.merge import KEEP_PREFIX, resolve_text
@@ -341,6 +342,8 @@ def machine_activity(store: Store, limit: int = 20000) -> list[MachineActivity]:
     """
     seen: dict[str, MachineActivity] = {}
     for item in recent_commits(store, limit):
+        if item.message.startswith(JOIN_SUBJECT):
+            continue  # made alike by every machine that joined the same two histories: none's own
         entry = seen.setdefault(item.machine, MachineActivity(machine=item.machine))
         entry.commits += 1
         entry.authors.add(item.author)

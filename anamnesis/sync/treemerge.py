@@ -32,6 +32,7 @@ from pathlib import Path
 
 from anamnesis.base.git import git_out, read_blobs, run_git, run_git_bytes, tree_entries
 from anamnesis.base.notes import stated_id
+from anamnesis.base.repo import JOIN_SUBJECT
 from anamnesis.store import Side, merge_texts
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -90,6 +91,24 @@ class TreeMerger:
         notices = list(self._notices)
         message = _with_notices(with_conflicts(message, conflicts) if conflicts else message, notices)
         return Built(self.commit_tree(tree, [onto], message, author), conflicts, notices)
+
+    def join(self, one: str, two: str) -> str:
+        """A merge of two commits that hold the same notes (the same tree), made alike on every
+        machine: parents in a fixed order, a fixed message and identity, the later parent's time.
+
+        Machines of a mesh that changed the same things (or merged each other's merges) end with
+        equal trees but different commits. Each merging the others' as a new commit of its own,
+        pushing it, and merging theirs again never ends (a three-machine mesh of watches made a
+        merge every few seconds). Joined this way, two machines that join the same two commits
+        make the same commit, and their next syncs are fast-forwards."""
+        first, second = sorted((one, two))
+        when = max(int(run_git(self.repo, "log", "-1", "--format=%ct", c).stdout.strip() or 0) for c in (first, second))
+        stamp = f"{when} +0000"
+        who = {
+            "GIT_AUTHOR_NAME": "anamnesis", "GIT_AUTHOR_EMAIL": "anamnesis", "GIT_AUTHOR_DATE": stamp,
+            "GIT_COMMITTER_NAME": "anamnesis", "GIT_COMMITTER_EMAIL": "anamnesis", "GIT_COMMITTER_DATE": stamp,
+        }
+        return self.commit_tree(self.tree_of(first), [first, second], JOIN_SUBJECT + "\n", who)
 
     def merge(self, ours: str, theirs: str, message: str) -> Built:
         """A merge commit of `ours` and `theirs` (their common history as the base)."""
