@@ -198,6 +198,8 @@ class Watcher:
         self._changed: set[str] = set()
         self._urgent: list[str] = []
         self._retry_at: float | None = None
+        self._unreached = 0  # syncs in a row that found a peer out of reach
+        self._retry_reason = ""
         self._failures = 0
         self._after_sync: _Snapshot | None = None
         self._last_ok = False
@@ -340,7 +342,9 @@ class Watcher:
                 if self._retry_at is not None:
                     if now >= self._retry_at:
                         self._retry_at = None
-                        return f"retry after {plural(self._failures, 'failed sync')}", False
+                        if self._failures:
+                            return f"retry after {plural(self._failures, 'failed sync')}", False
+                        return f"retry: {self._retry_reason}", False
                     due = min(due, self._retry_at)
                 if now >= next_periodic:
                     return "safety-net sync", False
@@ -380,8 +384,12 @@ class Watcher:
         log.info("sync: %s", reason)
         ok = False
         retry = True
+        out_of_reach: list[str] = []
         try:
             result = self._sync(reason)
+            # a peer off or out of reach now (not one set up wrong): tried again soon, with a back-off,
+            # so what was written meanwhile goes out within seconds of it coming back
+            out_of_reach = [p.name for p in getattr(result, "unreachable", []) if p.status in ("unreachable", "rejected")]
             line, warning = describe_result(result)
             log.info("sync %s", line)
             if warning:
@@ -403,8 +411,15 @@ class Watcher:
             self._after_sync = _snapshot(self.store)
             self._last_ok = ok
             with self._cond:
-                if ok:
+                if ok and out_of_reach:
+                    self._unreached += 1
+                    delay = min(self.options.retry * 2 ** (self._unreached - 1), self.options.interval)
                     self._failures = 0
+                    self._retry_at = time.monotonic() + delay
+                    self._retry_reason = f"{', '.join(out_of_reach)} out of reach at the last sync"
+                    log.info("will try %s again in %.0fs", ", ".join(out_of_reach), delay)
+                elif ok:
+                    self._failures = self._unreached = 0
                     self._retry_at = None
                 elif retry:
                     self._failures += 1
