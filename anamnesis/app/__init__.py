@@ -15,6 +15,7 @@ from anamnesis.base.face import lazy_face
 if TYPE_CHECKING:
     from anamnesis.app.demo import run_demo as run_demo
     from anamnesis.app.doctor import SUGGESTION as SUGGESTION
+    from anamnesis.app.doctor import note_problems as note_problems
     from anamnesis.app.doctor import run_checks as run_checks
     from anamnesis.app.installation import Installation as Installation
     from anamnesis.app.installation import current_installation as current_installation

@@ -22,7 +22,7 @@ from anamnesis.base.fsutil import (
     write_problem,
 )
 from anamnesis.base.git import git_processes_in, lock_files
-from anamnesis.base.notes import ProblemKind, first_fix, is_note_path
+from anamnesis.base.notes import Problem, ProblemKind, first_fix, is_note_path
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural
@@ -328,13 +328,22 @@ def _index_findings(store: Store) -> list[Finding]:
             findings.append(
                 Finding(paths, f"these notes share the id {note_id}", "delete the `id:` line of the copy")
             )
-        for relpath, _words in index.problems():
-            # docs/notes.md: a file with no front matter is a note like any other
-            problems = [p for p in file_problems(store, relpath) if p.kind is not ProblemKind.NO_FRONT_MATTER]
-            if problems:
-                findings.append(Finding(relpath, "; ".join(problems), first_fix(problems)))
+        for relpath, problems in note_problems(store, index):
+            findings.append(Finding(relpath, "; ".join(problems), first_fix(problems)))
         findings.extend(supersession_findings(store, index))
     return findings
+
+
+def note_problems(store: Store, index: Index) -> list[tuple[str, list[Problem]]]:
+    """The files under memory/ with something wrong that a person should fix, and what: what the
+    index found, less what is no problem (docs/notes.md: a file with no front matter is a note
+    like any other). `doctor` lists them; `status` counts them."""
+    found: list[tuple[str, list[Problem]]] = []
+    for relpath, _words in index.problems():
+        problems = [p for p in file_problems(store, relpath) if p.kind is not ProblemKind.NO_FRONT_MATTER]
+        if problems:
+            found.append((relpath, problems))
+    return found
 
 
 def _index_failure(store: Store, what: str, exc: Exception) -> Finding:

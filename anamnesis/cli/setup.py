@@ -459,9 +459,12 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     store = get_store()
     settings = load_settings(store)
     pushers = incoming_machines(store)
+    from anamnesis.app import note_problems  # lazy: --help loads every command module
+
     with open_index(store) as index:
         report = index.refresh()
         counts = index.counts()
+        problems = len(note_problems(store, index)) + counts["skipped"]  # what `doctor` lists
     info: dict[str, object] = {
         "home": str(store.home),
         "memory": str(store.memory),
@@ -473,7 +476,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
         "by_type": counts["by_type"],
         "by_project": counts["by_project"],
         "conflicted": counts["conflicted"],
-        "problems": counts["with_problems"] + counts["skipped"],
+        "problems": problems,
         "index_updated_now": report.changed,
     }
     for extra in _status_extras(store):
@@ -508,7 +511,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     if counts["conflicted"]:
         table.add_row("[red]conflicts[/red]", f"{plural(counts['conflicted'], 'note')} — run `anamnesis conflicts`")
     if info["problems"]:
-        table.add_row("[yellow]problems[/yellow]", f"{plural(counts['with_problems'] + counts['skipped'], 'file')} — run `anamnesis doctor`")
+        table.add_row("[yellow]problems[/yellow]", f"{plural(problems, 'file')} — run `anamnesis doctor`")
     out.print(table)
 
 

@@ -238,6 +238,7 @@ def test_reindex_status_doctor(run_cli: RunCli, home: Path) -> None:
     (home / "memory" / "global" / "facts").mkdir(parents=True, exist_ok=True)
     (home / "memory" / "global" / "facts" / "bad.md").write_text("---\ntitle: [x\n---\nbody\n")
     (home / "memory" / "global" / "facts" / "what?.md").write_text("---\ntitle: q\n---\nbody\n")
+    (home / "memory" / "global" / "facts" / "plain.md").write_text("# Plain\n\nbody\n")  # a note like any other
     os.chmod(home / "settings.json", 0o644)
     doctor = run_cli("doctor", "--json")
     assert doctor.returncode == 1
@@ -250,9 +251,11 @@ def test_reindex_status_doctor(run_cli: RunCli, home: Path) -> None:
     assert "600" in found[str(home / "settings.json")]
     reindexed = run_cli("reindex", "--json")
     assert reindexed.returncode == 0
-    assert json.loads(reindexed.stdout)["added"] == 3
+    assert json.loads(reindexed.stdout)["added"] == 4
+    assert "global/facts/plain.md" not in found
     status = json.loads(run_cli("status", "--json").stdout)
-    assert status["notes"] == 3 and status["problems"] == 1 and status["memory"] == str(home / "memory")
+    # bad.md, which doctor lists too; not plain.md, which doctor does not (it counted as one)
+    assert status["notes"] == 4 and status["problems"] == 1 and status["memory"] == str(home / "memory")
 
 
 def test_doctor_reports_a_note_file_copied_by_hand(run_cli: RunCli, home: Path) -> None:
