@@ -226,6 +226,7 @@ class Watcher:
         self.last_result = ""
         self.last_error = ""
         self.last_error_at: float | None = None
+        self.last_clean: float | None = None  # when a sync last went through with nothing to report
         self.peers_seen: dict[str, dict[str, Any]] = {}
         self.watching_since: float | None = None  # the file watcher's start; readers of the index rely on it
 
@@ -395,6 +396,8 @@ class Watcher:
             if warning:
                 log.warning("sync: %s", warning)
                 self._error(warning)
+            else:
+                self.last_clean = time.time()  # what went wrong before is over
             ok = True
         except AnamnesisError as exc:
             log.error("sync failed: %s", exc)
@@ -664,6 +667,7 @@ class Watcher:
             "last_result": self.last_result,
             "last_error": self.last_error,
             "last_error_at": self.last_error_at,
+            "last_clean": self.last_clean,
             "announcing": self._announcer is not None,
             "semantic_queries": self._query_server is not None,
             "head": self._announced_head,
@@ -816,7 +820,8 @@ def watch_summary(store: Store) -> dict[str, object]:
         parts.append(
             f"no heartbeat for {_ago(now - float(beat.get('beat') or 0)).removesuffix(' ago')}: it may hang"
         )
-    if beat.get("last_error") and beat.get("last_error_at") and now - float(beat["last_error_at"]) < 3600:
+    error_at = float(beat.get("last_error_at") or 0)
+    if beat.get("last_error") and error_at and now - error_at < 3600 and error_at > float(beat.get("last_clean") or 0):
         parts.append(f"last error {_ago(now - float(beat['last_error_at']))}: {beat['last_error']}")
     seen = beat.get("peers_seen") or {}
     if seen:
