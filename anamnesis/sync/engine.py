@@ -438,9 +438,9 @@ class _Sync:
             return tip, received  # fast-forward
         if self.merger.merge_base(head, tip) is None and not _has_own_files(self.store, head):
             return tip, received  # a fresh store joining: take the peer's history as it is
-        if self.merger.tree_of(head) == self.merger.tree_of(tip):
-            return self.merger.join(head, tip), received  # the same notes: the same join commit everywhere
         local = self._unpublished(head, tip)
+        if local is None and self.merger.tree_of(head) == self.merger.tree_of(tip):
+            return self.merger.join(head, tip), received  # the same notes: the same join commit everywhere
         if local is not None:
             current = tip
             for commit, parent in local:
