@@ -651,9 +651,16 @@ class _Sync:
         self.stage = "integrating"
         self.integrate_all(sources)
         self.stage = "pushing"
+        for _pass in range(MAX_PUSH_ATTEMPTS if push else 0):
+            # A peer that moved on while we pushed to it is integrated before the push is tried
+            # again (`push`), which moves our head: the peers pushed before it must get that too.
+            before = self.head()
+            for peer, report in reachable:
+                if report.status == "skipped":  # not failed on an earlier pass
+                    self.push(peer, report)
+            if self.head() == before:
+                break
         for peer, report in reachable:
-            if push:
-                self.push(peer, report)
             if report.status == "skipped":
                 report.status = "synced" if (report.sent or report.received) else "up to date"
                 self.peer_updates.setdefault(peer.name, {})["last_ok"] = now_iso()

@@ -528,3 +528,4 @@ def test_a_symbolic_link_in_memory_is_never_committed_nor_carried_to_a_peer(flee
     again = json.loads(a.cli("sync", "--json").stdout)
     assert sorted(again["left_out"]) == ["global/facts/linked.md", "projects/elsewhere"]
     assert (a.memory / "global" / "facts" / "linked.md").is_symlink()  # left where it is
+

@@ -1,10 +1,12 @@
 """Three machines that are each other's peers, a real `anamnesis watch` on each: they settle.
 
-Every machine writes a note at the same moment, twice. The watches sync on every push they
-receive, so each integrates the others while they integrate it. Before merges of histories
-holding the same notes were made alike on every machine (`TreeMerger.join`), the second round
-never ended: every watch merged the others' latest merge as a new commit of its own, pushed it,
-and got theirs back, six commits every few seconds, the HEADs never equal.
+Every machine writes a note at the same moment, three times. The watches sync on every push
+they receive, so each integrates the others while they integrate it. Before merges of histories
+holding the same notes were made alike on every machine (`TreeMerger.join`), a round never
+ended: every watch merged the others' latest merge as a new commit of its own, pushed it, and
+got theirs back, six commits every few seconds, the HEADs never equal. And before a sync pushed
+its new head again to the peers it had pushed to before a later peer's push made it integrate
+(that peer had moved on), one machine in about five runs was left a commit behind for good.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def test_a_mesh_of_three_watches_settles_on_one_head_after_simultaneous_writes(f
     ]
     try:
         time.sleep(3)  # the watches are up
-        for round_ in range(2):
+        for round_ in range(3):
             writers = [
                 subprocess.Popen(
                     [sys.executable, "-m", "anamnesis", "new", f"Written on {m.name}, round {round_}", "--body", "x"],
@@ -69,7 +71,7 @@ def test_a_mesh_of_three_watches_settles_on_one_head_after_simultaneous_writes(f
             settled = _commits(machines)
             time.sleep(QUIET_FOR)
             assert _commits(machines) == settled and len(set(_heads(machines))) == 1, (round_, settled, _commits(machines))
-        assert [_written(m, 0) + _written(m, 1) for m in machines] == [6, 6, 6]
+        assert [sum(_written(m, r) for r in range(3)) for m in machines] == [9, 9, 9]
     finally:
         for w in watches:
             os.killpg(w.pid, signal.SIGTERM)
