@@ -77,7 +77,8 @@ _DECISION = re.compile(
 _OPEN = re.compile(
     r"(?:\bTODO\b|\bFIXME\b|\bnext steps?\b|\bstill (?:need|needs|needed|fails|failing|broken|to do|open)\b|"
     r"\bremaining (?:work|items?|tasks?|steps?|issues?|failures?|todos?)\b|\bremaining:|\bremains to\b|"
-    r"\bnot yet\b|\bfollow[- ]?ups?\b|\bleft to do\b|\byet to be\b|\bopen questions?\b|\bpending tasks?\b)",
+    r"\bnot yet\b|\bfollow[- ]?ups?\b|\bleft to do\b|\byet to be\b|\bopen questions?\b|\bpending tasks?\b|"
+    r"^\W*open items?:)",
     re.I,
 )
 # A sentence turning away from something decided or planned: what follows the cue is dropped
@@ -103,7 +104,7 @@ _RETURN = re.compile(
 )
 # A correction naming the wrong value: "the port is 5433, not 5432".
 _NOT_THAT = re.compile(r"(?:,|\s)\s*not\s+(?!(?:a|an|the|to|be|yet|sure|so|really|just|only|quite|even)\b)([\w.:/-]+)", re.I)
-_OPEN_LEAD = re.compile(r"^\W*(?:TODO|FIXME|next steps?|follow[- ]?ups?|remaining)\b\W*", re.I)
+_OPEN_LEAD = re.compile(r"^\W*(?:TODO|FIXME|next steps?|follow[- ]?ups?|remaining|open items?|still to do|left to do)\b\W*", re.I)
 _CLAUSE_END = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\s(?:and|but|so|because|since)\s")
 REJECTED_WORDS = 4  # content words after a reversal cue that name what was turned away from
 SAME_ITEM = 0.8  # share of the shorter open item's words the other holds when both say the same thing

@@ -598,6 +598,13 @@ def test_an_open_item_said_again_in_other_words_is_listed_once() -> None:
     ]
 
 
+def test_an_open_item_named_as_one_in_the_last_reply_is_kept() -> None:
+    assert digest(["Migrated.\n\nOpen item: rotate the staging key after the deploy."]).open_items == [
+        "Open item: rotate the staging key after the deploy."
+    ]
+    assert digest(["The open items are tracked in Jira."]).open_items == []  # talk about them is none
+
+
 def test_an_open_item_said_with_and_without_its_cue_is_listed_once() -> None:
     texts = ["TODO: wire flags into the settings loader.", "Pending Tasks:\n- Wire flags into the settings loader"]
     assert digest(texts).open_items == ["Wire flags into the settings loader"]
