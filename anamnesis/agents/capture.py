@@ -163,7 +163,9 @@ def render_body(summary: SessionSummary, project: str) -> str:
             out.append(f"- {_code(line)}")
         if summary.commands_total > MAX_COMMANDS:
             out.append(f"- (the last {MAX_COMMANDS} distinct commands of {summary.commands_total})")
-    failed = failed_calls(summary.failures)
+    # a file a failed call worked on is named as the other lists name it: from the project
+    failures = {(tool, _relative(target, summary.cwd)): error for (tool, target), error in summary.failures.items()}
+    failed = failed_calls(failures)
     if summary.outcome or failed:
         out += ["", "## Outcome", ""]
         if failed:
@@ -185,7 +187,7 @@ def render_body(summary: SessionSummary, project: str) -> str:
         actions=summary.actions,
         prompts=summary.prompts,
         prompt_seqs=summary.prompt_seqs,
-        failures=summary.failures,
+        failures=failures,
         todos_seq=summary.todos_seq,
     )
     for heading, lines in ((DECISIONS, found.decisions), (OPEN_ITEMS, found.open_items)):
