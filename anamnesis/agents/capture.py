@@ -298,7 +298,12 @@ def capture_session(
         extra["remote"] = redact_field(remote)
     if summary.branch:
         extra["branch"] = summary.branch  # redacted as a field by the reader, like the paths
-    files = [_relative(p, summary.cwd) for p in list(summary.files)[:MAX_FILES]]
+    # the files the session left changed: one it deleted or put back is not what the note is about
+    files = [
+        _relative(p, summary.cwd)
+        for p, actions in list(summary.files.items())[:MAX_FILES]
+        if not (actions and actions[-1] in ("deleted", "reverted"))
+    ]
     if files:
         extra["files"] = files
     stamped = re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", summary.started)

@@ -214,3 +214,18 @@ def test_note_is_indexed(store: Store, tmp_path: Path, event: str) -> None:
     assert [h.id for h in hits] == [session_note_id("idx")]
     data = json.loads(json.dumps(hits[0].to_dict()))
     assert "session" in data["tags"]
+
+
+def test_the_files_a_note_is_about_are_those_the_session_left_changed(store: Store, tmp_path: Path) -> None:
+    t = Transcript("files-left", cwd="/w/acme")
+    t.prompt("Tidy up the parser and its config")
+    t.edit_file("/w/acme/src/parser.py", "split(',')", "csv.reader(line)")
+    t.edit_file("/w/acme/config/http.toml", "timeout = 10", "timeout = 30")
+    t.bash("git checkout -- config/http.toml")  # put back
+    t.write_file("/w/acme/scratch.txt", "notes")
+    t.bash("rm scratch.txt")  # gone again
+    t.say("The parser reads quoted fields now.")
+    done = capture(store, t.write(tmp_path / "files.jsonl"), session_id="files-left")
+    note = load_note(store, done.path or "")
+    assert note.extra["files"] == ["src/parser.py"], note.extra["files"]
+    assert "config/http.toml` (edit, reverted)" in note.body  # the note still tells what happened
