@@ -134,6 +134,7 @@ Outcome = Literal[
     "conflict received",
     "note held back",
     "some peers unreachable",
+    "no peer reachable",
     "a peer is misconfigured",
 ]
 HELD_MARKER = "sync-held-edits.json"  # a held-back edit set aside while the files move (see _Sync.checkout)
@@ -262,7 +263,9 @@ class SyncResult:
             return "conflict recorded" if set(self.recorded) & set(self.conflicts) else "conflict received"
         if self.held_back:
             return "note held back"
-        return "some peers unreachable" if self.unreachable else "synced"
+        if self.unreachable:
+            return "no peer reachable" if len(self.unreachable) == len(self.peers) else "some peers unreachable"
+        return "synced"
 
     def to_dict(self) -> dict[str, Any]:
         return {

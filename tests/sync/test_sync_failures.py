@@ -259,6 +259,16 @@ def test_status_forgets_the_last_error_of_a_peer_once_it_is_removed(fleet: Fleet
     assert "last_error" not in status, status  # the sync that failed for it is history, not a problem
 
 
+def test_a_sync_that_reached_no_peer_says_so(fleet: Fleet) -> None:
+    (fleet.root / "usb").mkdir()  # the only peer's disk is not mounted
+    a = fleet.machine("a", {"usb": str(fleet.root / "usb" / "memory.git")})
+    result = a.sync()
+    assert (result.exit_code, result.outcome) == (ExitCode.UNREACHABLE, "no peer reachable"), result.to_dict()
+    hub = fleet.hub()
+    fleet.add_peer(a, "hub", str(hub))
+    assert a.sync().outcome == "some peers unreachable"  # one of two
+
+
 def test_status_forgets_an_error_a_clean_sync_came_after_and_gives_fields_for_scripts(fleet: Fleet) -> None:
     hub = fleet.hub()
     a = fleet.machine("a", {"hub": str(hub)})
