@@ -496,7 +496,10 @@ def resolve(
     if json_out:
         print_json({"resolved": path})
     else:
-        console().print(f"[green]✔[/green] resolved {path} [dim](run `anamnesis sync` to send it)[/dim]")
+        from anamnesis.sync import watch_running  # lazy: --help loads every command module
+
+        sent = "the running `anamnesis watch` sends it" if watch_running(store) else "run `anamnesis sync` to send it"
+        console().print(f"[green]✔[/green] resolved {path} [dim]({sent})[/dim]")
 
 
 def _edit(store: Any, ref: str) -> None:

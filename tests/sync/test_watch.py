@@ -330,6 +330,19 @@ def test_status_reports_the_heartbeat(store: Store, start_watch: Any, run_cli: R
     assert info["watch"].startswith("not running (stopped ")
 
 
+def test_resolve_says_who_sends_the_resolution(store: Store, start_watch: Any, run_cli: RunCli) -> None:
+    conflicted = "---\ntype: semantic\ntitle: Both\n---\n<<<<<<< laptop\none\n=======\ntwo\n>>>>>>> desk\n"
+    write(store, "global/facts/both.md", conflicted)
+    git(store.memory, "add", "-A")
+    git(store.memory, "commit", "-qm", "laptop: sync: conflict")
+    done = run_cli("resolve", "global/facts/both.md", "--both")
+    assert done.returncode == 0 and "run `anamnesis sync` to send it" in done.stdout, done.stdout
+    write(store, "global/facts/both.md", conflicted)
+    start_watch(settle=True)
+    done = run_cli("resolve", "global/facts/both.md", "--both")
+    assert done.returncode == 0 and "the running `anamnesis watch` sends it" in done.stdout, done.stdout
+
+
 def test_status_and_doctor_say_when_a_watch_runs_the_code_from_before_an_upgrade(
     store: Store, start_watch: Any, run_cli: RunCli
 ) -> None:
