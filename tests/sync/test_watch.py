@@ -279,14 +279,19 @@ def test_an_unreachable_peer_is_tried_again_and_gets_what_was_written_meanwhile(
     hub = tmp_path / "usb" / "hub.git"
     hub.parent.mkdir()
     add_peer(store, "hub", str(hub))  # not there yet: the disk it lives on is not mounted
-    watcher, counter = start_watch(retry=0.5)
+    watcher, counter = start_watch(retry=0.5, interval=8.0)  # the back-off stops doubling at 8 s
     assert "hub" in watcher.last_error
     write(store, "global/facts/offline.md", note_text("Written while the hub is down"))
     wait_for(lambda: clean(store), what="the note committed locally although the peer is down")
     wait_for(lambda: any(r.startswith("retry: hub out of reach") for r in counter.reasons), what="a retry")
     assert counter.results[-1].exit_code == 11
     assert "hub" in watch_summary(store)["watch"].partition("last error")[2]  # said while it lasts
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(hub)], check=True)  # plugged in
+    # plugged in: the disk's repository appears whole (made beside it and moved in), as a mount does;
+    # a retry that looked at a half-made `git init` would rightly call the path misconfigured
+    made = tmp_path / "hub-being-made.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(made)], check=True)
+    made.rename(hub)
+
     def hub_main() -> str:
         return subprocess.run(["git", "-C", str(hub), "rev-parse", "-q", "--verify", "main"], capture_output=True, text=True).stdout.strip()
 
