@@ -278,6 +278,7 @@ def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileSt
         and (since is None or stats[f.path].st_mtime_ns >= since)  # an edit from before the checkout is no cut
     }
     blobs = read_blobs(repo, [*maybe_cut.values(), *(f.was[1] for f in files if f.path in maybe_cut and f.was)])
+    written = {path: _bytes_of(repo / path) for path in maybe_cut}  # each read once, for both looks below
     for f in files:
         if f.disk is not None and f.want is not None and f.disk == (_kind(f.want[0]), f.want[1]):
             f.state = "new"
@@ -287,25 +288,21 @@ def survey(repo: Path, orig: str, target: str, since: int | None) -> list[FileSt
             f.state = "new"  # removed, as target has it: git removes first, so a kill can come right after
         elif f.disk is None:
             f.state = "missing" if f.was is not None else "old"
-        elif f.path in maybe_cut and _is_beginning(repo / f.path, blobs.get(maybe_cut[f.path], b"")):
+        elif (data := written.get(f.path)) is not None and _is_beginning(data, blobs.get(maybe_cut[f.path], b"")):
             f.state = "cut"
-        elif f.path in maybe_cut and (typed := _typed_after_cut(repo / f.path, blobs, f)) is not None:
+        elif data is not None and (typed := _typed_after_cut(data, blobs, f)) is not None:
             f.state, f.typed = "typed", typed
         else:
             f.state = "edited"
     return files
 
 
-def _typed_after_cut(path: Path, blobs: dict[str, bytes], f: FileState) -> bytes | None:
+def _typed_after_cut(data: bytes, blobs: dict[str, bytes], f: FileState) -> bytes | None:
     """What was typed after the beginning of the target version git wrote before it died, when
     that explains the file better than an edit of the orig or of the whole target version; else None.
 
     Merged with the orig version as base, such a file reads as the person deleting every line
     git never wrote (lines both commits have), so they would be lost."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
     whole = blobs.get(f.want[1], b"") if f.want else b""
     same = next((i for i, (x, y) in enumerate(zip(data, whole, strict=False)) if x != y), min(len(data), len(whole)))
     if same >= len(whole):
@@ -332,12 +329,15 @@ def _after(whole: bytes, typed: bytes) -> bytes:
     return whole + typed
 
 
-def _is_beginning(path: Path, whole: bytes) -> bool:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return False
+def _is_beginning(data: bytes, whole: bytes) -> bool:
     return len(data) < len(whole) and whole.startswith(data)
+
+
+def _bytes_of(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _disk(repo: Path, paths: list[str]) -> tuple[dict[str, tuple[str, str]], dict[str, os.stat_result]]:
