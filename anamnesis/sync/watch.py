@@ -416,7 +416,7 @@ class Watcher:
             with self._cond:
                 if ok and out_of_reach:
                     self._unreached += 1
-                    delay = min(self.options.retry * 2 ** (self._unreached - 1), self.options.interval)
+                    delay = self._backoff(self._unreached)
                     self._failures = 0
                     self._retry_at = time.monotonic() + delay
                     self._retry_reason = f"{', '.join(out_of_reach)} out of reach at the last sync"
@@ -426,7 +426,7 @@ class Watcher:
                     self._retry_at = None
                 elif retry:
                     self._failures += 1
-                    delay = min(self.options.retry * 2 ** (self._failures - 1), self.options.interval)
+                    delay = self._backoff(self._failures)
                     self._retry_at = time.monotonic() + delay
                     log.info("will retry in %.0fs", delay)
                 else:
@@ -434,6 +434,10 @@ class Watcher:
             self.last_result = "ok" if ok else "failed"
             self._announce_head()
             self._write_heartbeat()
+
+    def _backoff(self, times: int) -> float:
+        """Seconds before trying again after `times` syncs in a row that did not get through."""
+        return float(min(self.options.retry * 2.0 ** (times - 1), self.options.interval))
 
     def _nothing_new(self) -> bool:
         """True when the events since the last sync were that sync's own (or changed nothing git tracks).
@@ -822,7 +826,7 @@ def watch_summary(store: Store) -> dict[str, object]:
         )
     error_at = float(beat.get("last_error_at") or 0)
     if beat.get("last_error") and error_at and now - error_at < 3600 and error_at > float(beat.get("last_clean") or 0):
-        parts.append(f"last error {_ago(now - float(beat['last_error_at']))}: {beat['last_error']}")
+        parts.append(f"last error {_ago(now - error_at)}: {beat['last_error']}")
     seen = beat.get("peers_seen") or {}
     if seen:
         parts.append(f"{plural(len(seen), 'peer')} seen on the LAN")
