@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from anamnesis.agents.digest import digest, failed_calls, tool_name
 from anamnesis.agents.recall import EVERYDAY, prompt_words
 from anamnesis.agents.summarize_model import split_section, with_section
-from anamnesis.agents.transcript import SessionSummary, summarize
+from anamnesis.agents.transcript import DELETED, REVERTED, SessionSummary, summarize
 from anamnesis.base.errors import AnamnesisError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.notes import PROJECTS_DIR, TYPE_FOLDERS, Note, note_relpath, now_iso, project_folder
@@ -302,7 +302,7 @@ def capture_session(
     files = [
         _relative(p, summary.cwd)
         for p, actions in list(summary.files.items())[:MAX_FILES]
-        if not (actions and actions[-1] in ("deleted", "reverted"))
+        if not (actions and actions[-1] in (DELETED, REVERTED))
     ]
     if files:
         extra["files"] = files

@@ -827,7 +827,7 @@ def _refresh_index(store: Store, result: SyncResult, base: str | None) -> None:
             todo += _untracked_rows(store, index.paths())
             # a note in conflict the person made whole again by hand has nothing to commit when it is
             # now what HEAD holds: look at it again, so it is not called in conflict from then on
-            todo += [hit.path for hit in index.conflicted() if hit.path not in todo]
+            todo = list(dict.fromkeys([*todo, *(hit.path for hit in index.conflicted())]))
         changed = index.refresh(todo).changed if todo is None or todo else 0
         result.unresolved = sorted(hit.path for hit in index.conflicted())
     result.index_seconds = time.perf_counter() - started

@@ -102,7 +102,8 @@ class TreeMerger:
         merge every few seconds). Joined this way, two machines that join the same two commits
         make the same commit, and their next syncs are fast-forwards."""
         first, second = sorted((one, two))
-        when = max(int(run_git(self.repo, "log", "-1", "--format=%ct", c).stdout.strip() or 0) for c in (first, second))
+        times = run_git(self.repo, "log", "--no-walk", "--format=%ct", first, second).stdout.split()
+        when = max((int(t) for t in times), default=0)
         stamp = f"{when} +0000"
         who = {
             "GIT_AUTHOR_NAME": "anamnesis", "GIT_AUTHOR_EMAIL": "anamnesis", "GIT_AUTHOR_DATE": stamp,
