@@ -1116,11 +1116,16 @@ _LISTED_LOGIN = _Lazy(
 )
 
 
+def _login_masked(match: re.Match[str], value: str) -> str:
+    """A login's match with its password (`value`, the start of the `value` group) masked."""
+    return f"{match.group('lead')}{match.group('q')}{MASK}{match.group('value')[len(value):]}"
+
+
 def _listed_login(match: re.Match[str]) -> str:
     value = match.group("value").rstrip(".")
     if not _password_like(value):
         return match.group(0)
-    return f"{match.group('lead')}{match.group('q')}{MASK}{match.group('value')[len(value):]}"
+    return _login_masked(match, value)
 
 
 def _login_pair(match: re.Match[str]) -> str:
@@ -1129,7 +1134,7 @@ def _login_pair(match: re.Match[str]) -> str:
     value = match.group("value").rstrip(".")
     if not _fed_value(value) or not re.search(r"[\d!@#$%^&*+=?~]", value):
         return match.group(0)
-    return f"{match.group('lead')}{match.group('q')}{MASK}{match.group('value')[len(value):]}"
+    return _login_masked(match, value)
 
 
 # A passphrase is words: after its name and a colon, or in quotes after its name, every word of it
