@@ -428,6 +428,8 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
         r"(?<![\w$])\$(?:1|apr1)\$[./0-9A-Za-z]{1,8}\$[./0-9A-Za-z]{22}(?![./0-9A-Za-z])",
         None,
     ),
+    # A BitLocker recovery key: eight groups of six digits (nothing else is written so).
+    ("bitlocker-recovery-key", "", r"(?<![\d\-])\d{6}(?:-\d{6}){7}(?![\d\-])", None),
     ("mapbox-token", ".eyj", rf"{_L}[ps]k\.eyJ[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}+", None),
     # Structure only.
     (
@@ -1567,7 +1569,10 @@ def _aws_secret_beside_its_key(text: str) -> str:
 # A password said in prose near the word for it, before or after, however it is put ("use `…` as the
 # password", "the login is admin and …", "a different old password (…)", "the new one should be …"):
 # only a word that can only be a password (`_password_like`), within PASSWORD_REACH on its line.
-_PASSWORD_WORD = _Lazy(r"(?i)(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)?s?|pw|pwd|log[ \t-]?ins?|credentials?|creds)(?![A-Za-z])")
+_PASSWORD_WORD = _Lazy(
+    r"(?i)(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)?s?|pw|pwd|log[ \t-]?ins?|credentials?|creds|requirepass|masterauth)"
+    r"(?![A-Za-z])"
+)
 _PASSWORD_TOKEN = _Lazy(r"(?<![\w!@#$%^&*+=~?/.:\-])[A-Za-z0-9!@#$%^&*+=~?_.\-]{8,64}(?![\w!@#$%^&*+=~?/:\-])")
 # Google's app passwords: 16 lower-case letters, shown in groups of four.
 _APP_PASSWORD = _Lazy(r"(?<![A-Za-z])(?:[a-z]{4} [a-z]{4} [a-z]{4} [a-z]{4}|[a-z]{16})(?![A-Za-z])")
@@ -1617,11 +1622,59 @@ def _passwords_in_prose(text: str) -> str:
     return _replace_spans(text, spans, MASK) if spans else text
 
 
+# A PIN or a door code: 4 to 8 digits, the first number after its word ("the SIM PIN is 4821",
+# "door code for the server room: 7719#"). After a lower-case "pin" (a verb too: "pin numpy to
+# 1.26") or a code word, only where the sentence gives it: "is", "was", ":" or "=" just before.
+_PIN = _Lazy(
+    r"(?<![A-Za-z])(?:(?P<caps>PIN|PUK)|(?i:pin|puk|passcode|combination|"
+    r"(?:door|alarm|gate|safe|lock|keypad|entry|garage|building)[ \t]+code))(?:[ \t]+(?i:code|number))?"
+    r"(?![A-Za-z])(?P<gap>[^\n\d]{0,40}?)(?<![\d.])(?P<value>\d{4,8})(?![\w:/\-]|[.,]\d)"
+)
+_PIN_SAID = _Lazy(r"(?:\b(?i:is|was)|[:=])[ \t'\"`]*$")
+
+
+def _pins(text: str) -> str:
+    spans = [
+        match.span("value")
+        for match in _PIN.finditer(text)
+        if match.group("caps") or _PIN_SAID.search(match.group("gap"))
+    ]
+    return _replace_spans(text, spans, MASK) if spans else text
+
+
+# cloud-init's `chpasswd:` block lists logins one a line as `user:password` (under `list: |`, or
+# as a YAML list); the other keys there (`expire: false`) have a space after their colon. The block
+# is the lines indented deeper than the line that ends in `chpasswd:`.
+_CHPASSWD = _Lazy(r"(?m)^(?P<indent>[ \t]*)(?:[^\n]*[ \t])?chpasswd:[ \t]*\r?$")
+_CHPASSWD_ENTRY = _Lazy(r"[ \t]*(?:-[ \t]+)?[A-Za-z_][\w.\-]*:(?P<value>[^\s:'\"][^\s]*)[ \t]*\r?$")
+
+
+def _chpasswd_lists(text: str) -> str:
+    spans: list[tuple[int, int]] = []
+    for block in _CHPASSWD.finditer(text):
+        depth = len(block.group("indent"))
+        at = block.end() + 1
+        while at < len(text):
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            line = text[at:end]
+            if line.strip() and len(line) - len(line.lstrip(" \t")) <= depth:
+                break
+            entry = _CHPASSWD_ENTRY.match(line)
+            if entry and "[REDACTED" not in entry.group("value"):
+                spans.append((at + entry.start("value"), at + entry.end("value")))
+            at = end + 1
+    return _replace_spans(text, spans, MASK) if spans else text
+
+
 def redact(text: str) -> str:
     """`text` with every credential we can recognise replaced by a [REDACTED] mark."""
     if not text:
         return text
     text = _passwords_in_prose(_aws_secret_beside_its_key(_context(_shaped(text))))
+    if "chpasswd:" in text:
+        text = _chpasswd_lists(text)
+    text = _pins(text)
     return _entropy_pass(text, bare_min=32, bare_classes=3, bare_hex=False)
 
 
