@@ -29,6 +29,7 @@ from anamnesis.agents.files import (
     custom_home,
     dumps_json,
     edited_json,
+    is_our_entry,
     loads_json,
     mcp_args,
     mode_of,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 MANIFEST = "agents-install.json"  # in the store's state folder: what init created, per agent and file
 FOLDERS = "(folders)"  # manifest key beside the files: the folders init created, for uninstall
+REPLACED = "(replaced)"  # manifest key: per file, the person's own `anamnesis` entry init replaced
 
 
 class Agent(ABC):
@@ -131,6 +133,14 @@ class McpFileAgent(Agent):
     def parsed(self, text: str) -> Any:
         """The settings a text of the config file holds (for finding the backup to give back)."""
 
+    @abstractmethod
+    def server_entry(self, path: Path, text: str | None) -> Any:
+        """The `anamnesis` entry the file holds (None: none)."""
+
+    @abstractmethod
+    def put_entry(self, path: Path, text: str, entry: Any) -> str:
+        """The file's text with `entry` as its `anamnesis` entry (to give back one init replaced)."""
+
     def kept(self, backup: str, text: str) -> bool:
         """Whether giving `backup` back keeps what the person wrote into `text` since besides the
         settings (their comments): only then is it given back."""
@@ -163,6 +173,11 @@ class McpFileAgent(Agent):
         if text is not None:
             created = created_by.get(str(path), [])
             after, what = self.remove_server(path, text, created)
+            replaced = created_by.get(REPLACED, {})
+            theirs = replaced.get(str(path)) if isinstance(replaced, dict) else None
+            if what and theirs is not None:  # the person's own entry, as it was before init
+                after = self.put_entry(path, after, theirs)
+                what = [f"gave back the {SERVER_NAME!r} entry init had replaced"]
             if what:
                 wanted, now = self.parsed(after), text
                 after = backup_holding(path, lambda old: self.parsed(old) == wanted and self.kept(old, now)) or after
@@ -195,6 +210,13 @@ class McpFileAgent(Agent):
             if change.changed:
                 previous = mine.setdefault(str(change.path), [])
                 previous.extend(k for k in change.created if k not in previous)
+        config = changes[0]
+        theirs = self.server_entry(config.path, config.before)
+        replaced = mine.setdefault(REPLACED, {})
+        if config.changed and theirs is not None and not is_our_entry(theirs) and str(config.path) not in replaced:
+            replaced[str(config.path)] = theirs  # given back by uninstall
+        if not replaced:
+            del mine[REPLACED]
         done = apply(changes)
         made = [d for change in changes for d in change.made_dirs]
         if made:
@@ -248,6 +270,15 @@ class JsonMcpAgent(McpFileAgent):
         if not servers and self.servers_key in created:
             del new[self.servers_key]
         return edited_json(text, new, self.dialect, path), [f"removed the MCP server {SERVER_NAME!r}"]
+
+    def server_entry(self, path: Path, text: str | None) -> Any:
+        servers = parse_json(path, text, self.dialect).get(self.servers_key)
+        return servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+
+    def put_entry(self, path: Path, text: str, entry: Any) -> str:
+        new = copy.deepcopy(parse_json(path, text, self.dialect))
+        container(new, self.servers_key, dict, path)[SERVER_NAME] = entry
+        return edited_json(text, new, self.dialect, path)
 
     def same(self, a: str, b: str) -> bool:
         return same_json(a, b, self.dialect)

@@ -51,9 +51,11 @@ from anamnesis.agents.files import (
     custom_home,
     dumps_json,
     edited_json,
+    is_our_entry,
     loads_json,
     mcp_args,
     mode_of,
+    parse_json,
     python_path,
     read_json,
     remove_empty_folders,
@@ -300,6 +302,10 @@ def install(store: Store, python: str | None = None, drop_old: bool = False) -> 
     """Register the MCP server, hooks and permission; idempotent; returns what was done."""
     changes = plan_install(store, python, drop_old)  # refuses (raises) before anything is written
     manifest = _read_manifest(store)
+    servers = parse_json(changes[0].path, changes[0].before).get("mcpServers")
+    theirs = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
+    if changes[0].changed and theirs is not None and not is_our_entry(theirs) and "replaced_server" not in manifest:
+        manifest["replaced_server"] = theirs  # the person's own entry: given back by uninstall
     for change in changes:
         previous = manifest.setdefault("created", {}).setdefault(str(change.path), [])
         previous.extend(k for k in change.created if k not in previous)
@@ -339,7 +345,10 @@ def plan_uninstall(store: Store) -> list[FileChange]:
     new = copy.deepcopy(data)
     what: list[str] = []
     servers = new.get("mcpServers")
-    if isinstance(servers, dict) and SERVER_NAME in servers:
+    if isinstance(servers, dict) and SERVER_NAME in servers and "replaced_server" in manifest:
+        servers[SERVER_NAME] = manifest["replaced_server"]
+        what.append(f"gave back the MCP server {SERVER_NAME!r} init had replaced")
+    elif isinstance(servers, dict) and SERVER_NAME in servers:
         del servers[SERVER_NAME]
         what.append(f"removed the MCP server {SERVER_NAME!r}")
         _prune(new, "mcpServers", created_by.get(str(files.claude_json), []), "mcpServers")

@@ -78,18 +78,30 @@ class Codex(McpFileAgent):
         after, what, created = self._add_server(path, text[len(mark) :] if text else text, python, home)
         return mark + after, what, created
 
+    def server_entry(self, path: Path, text: str | None) -> Any:
+        return self._load(path, text).get(TABLE, {}).get(SERVER_NAME)
+
+    def put_entry(self, path: Path, text: str, entry: Any) -> str:
+        mark = BOM if text.startswith(BOM) else ""
+        command = " ".join(str(word) for word in [entry.get("command", ""), *entry.get("args", [])])
+        return mark + self._put(path, text[len(mark) :], entry, command)[0]
+
     def _add_server(
         self, path: Path, text: str | None, python: str, home: str | None
     ) -> tuple[str, list[str], list[str]]:
-        import tomlkit  # lazy: tomlkit (~20 ms) only to edit Codex's config.toml; init loads every agent
-
         data = self._load(path, text)
         created = [] if TABLE in data else [TABLE]
         wanted = self.entry(python, home)
-        current = data.get(TABLE, {}).get(SERVER_NAME)
-        if current == wanted:
+        if data.get(TABLE, {}).get(SERVER_NAME) == wanted:
             return text or "", [], created
-        command = " ".join([python, *mcp_args()])
+        after, what = self._put(path, text, wanted, " ".join([python, *mcp_args()]))
+        return after, what, created
+
+    def _put(self, path: Path, text: str | None, wanted: dict[str, Any], command: str) -> tuple[str, list[str]]:
+        """`text` with `wanted` as the entry: appended when there is none, else replaced in place."""
+        import tomlkit  # lazy: tomlkit (~20 ms) only to edit Codex's config.toml; init loads every agent
+
+        current = self._load(path, text).get(TABLE, {}).get(SERVER_NAME)
         if current is None:
             after = _append(text or "", _render(wanted))
             what = [f"registered the MCP server {SERVER_NAME!r}: {command}"]
@@ -117,7 +129,7 @@ class Codex(McpFileAgent):
                 f"{path}: [{TABLE}] is written in a form this tool cannot extend (an inline table or dotted keys); "
                 f"add [{TABLE}.{SERVER_NAME}] by hand — nothing was changed"
             )
-        return after, what, created
+        return after, what
 
     def remove_server(self, path: Path, text: str, created: list[str]) -> tuple[str, list[str]]:
         mark = BOM if text.startswith(BOM) else ""
@@ -130,10 +142,11 @@ class Codex(McpFileAgent):
         data = self._load(path, text)
         if SERVER_NAME not in data.get(TABLE, {}):
             return text, []
-        block = _render(self.entry_of(data))
+        eol = _eol(text)
+        block = _render(self.entry_of(data)).replace("\n", eol)
         if text.endswith(block):  # as init appended it: cut exactly that
             after = text[: -len(block)]
-            after = after[:-1] if after.endswith("\n\n") else after
+            after = after[: -len(eol)] if after.endswith(eol + eol) else after
         else:
             doc = tomlkit.parse(text)
             servers: Any = doc[TABLE]
@@ -166,8 +179,14 @@ def _render(entry: dict[str, Any]) -> str:
 
 
 def _append(text: str, block: str) -> str:
-    """`block` after `text`, separated by one blank line."""
+    """`block` after `text`, separated by one blank line, in the file's line endings."""
     if not text:
         return block
-    newline = "" if text.endswith("\n") else "\n"
-    return text + newline + "\n" + block
+    eol = _eol(text)
+    newline = "" if text.endswith("\n") else eol
+    return text + newline + eol + block.replace("\n", eol)
+
+
+def _eol(text: str) -> str:
+    """The file's line ending: CRLF when it has any (Codex reads either)."""
+    return "\r\n" if "\r\n" in text else "\n"

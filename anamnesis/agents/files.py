@@ -57,6 +57,16 @@ def mcp_args() -> list[str]:
     return [*PYTHON_FLAGS, "-m", "anamnesis", "mcp"]
 
 
+def is_our_entry(entry: Any) -> bool:
+    """Whether an MCP server entry is one init writes (its command runs `-m anamnesis mcp`, with
+    or without the -P of today's form, in any agent's shape), not the person's own."""
+    ours = ["-m", "anamnesis", "mcp"]
+    lists = [value for value in (entry.values() if isinstance(entry, dict) else ()) if isinstance(value, list)]
+    return any(
+        value[at : at + len(ours)] == ours for value in lists for at in range(len(value) - len(ours) + 1)
+    )
+
+
 def custom_home(store: Store) -> str | None:
     """The store home when it is not the default one (the server must be told)."""
     default = (Path.home() / ".anamnesis").absolute()
@@ -281,9 +291,12 @@ def _write_all(changes: list[FileChange], written: list[tuple[FileChange, list[P
     for change in changes:
         made: list[Path] = []
         if change.remove:
-            change.path.unlink(missing_ok=True)
+            # A linked file (dotfiles) init created where the link pointed: that file goes, the
+            # person's link stays (dangling again, as it was before init).
+            change.target.unlink(missing_ok=True)
             written.append((change, made))
-            done.append(f"removed {change.path} (init had created it; nothing else was in it)")
+            where = f" (where {change.path} links to)" if change.target != change.path else ""
+            done.append(f"removed {change.target}{where} (init had created it; nothing else was in it)")
             continue
         older = backups_of(change.path)
         if change.before is not None and not (older and _holds(older[0], change.before)):

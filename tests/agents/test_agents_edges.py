@@ -157,3 +157,79 @@ def test_comments_inside_an_object_init_fills_or_empties_are_kept(store: Store, 
     after = settings.read_text()
     assert "// none yet, but soon" in after and "/* later */" in after
     assert jsonedit.loads(after, jsonedit.WITH_COMMENTS) == {"mcpServers": {}, "hooks": {}}
+
+
+def test_a_config_linked_to_a_dotfile_not_there_yet_is_made_there_and_removed_there(
+    agent_homes: dict[str, Path], run_cli: RunCli, tmp_path: Path
+) -> None:
+    # GNU stow's state before the package file exists: the link dangles. init writes where it
+    # points; uninstall removes that file again and keeps the person's link.
+    env = {"PATH": "/usr/bin:/bin"}
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    agent_homes["gemini"].mkdir(parents=True)
+    claude = tmp_path / "claude-config"
+    claude.mkdir()
+    links = {agent_homes["gemini"] / "settings.json": dotfiles / "gemini.json", claude / "settings.json": dotfiles / "claude.json"}
+    for link, target in links.items():
+        link.symlink_to(target)
+    names = ("--agent", "claude", "--agent", "gemini", "--no-instructions", "--no-schedule")
+    assert run_cli("init", *names, env=env).returncode == 0
+    for link, target in links.items():
+        assert link.is_symlink() and "anamnesis" in target.read_text()
+    proc = run_cli("uninstall", env=env)
+    assert proc.returncode == 0, proc.stderr
+    for link, target in links.items():
+        assert link.is_symlink(), f"{link}: the person's link was removed"
+        assert not target.exists(), f"{target}: init made it, uninstall left it: {target.read_text()}"
+
+
+CODEX_OWN_ENTRY = 'model = "o3"\r\n\r\n[mcp_servers.anamnesis]\r\n# hand-added, points elsewhere\r\ncommand = "/opt/old/bin/anamnesis"\r\nargs = ["mcp"]\r\n\r\n[mcp_servers.anamnesis.env]\r\nX = "1"\r\n'
+GEMINI_OWN_ENTRY = '{\n  // mine\n  "mcpServers": {"anamnesis": {"command": "/opt/old/bin/anamnesis", "args": ["mcp"], "trust": true}}\n}\n'
+CLAUDE_OWN_ENTRY = '{"numStartups": 3, "mcpServers": {"anamnesis": {"type": "stdio", "command": "/opt/old/bin/anamnesis", "args": ["mcp"]}}}'
+
+
+@pytest.mark.parametrize("edited_since", [False, True])
+def test_an_anamnesis_entry_of_the_persons_own_that_init_replaced_is_given_back_by_uninstall(
+    agent_homes: dict[str, Path], run_cli: RunCli, tmp_path: Path, edited_since: bool
+) -> None:
+    env = {"PATH": "/usr/bin:/bin"}
+    claude = tmp_path / "claude-config"
+    files = {
+        agent_homes["codex"] / "config.toml": CODEX_OWN_ENTRY,
+        agent_homes["gemini"] / "settings.json": GEMINI_OWN_ENTRY,
+        claude / ".claude.json": CLAUDE_OWN_ENTRY,
+    }
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode())
+    names = ("--agent", "claude", "--agent", "codex", "--agent", "gemini", "--no-instructions", "--no-schedule")
+    assert run_cli("init", *names, env=env).returncode == 0
+    for path in files:
+        assert "/opt/old/bin" not in path.read_text(), f"{path}: init did not replace the entry"
+    assert run_cli("init", *names, env={**env, "ANAMNESIS_PYTHON_FOR_TEST": "1"}).returncode == 0  # again: no change
+    if edited_since:  # the person changed something else since: only the entry is put back
+        for path in files:
+            path.write_bytes(path.read_bytes().replace(b'"o3"', b'"o4"').replace(b'"numStartups": 3', b'"numStartups": 4'))
+    proc = run_cli("uninstall", env=env)
+    assert proc.returncode == 0, proc.stderr
+    codex = tomllib.loads((agent_homes["codex"] / "config.toml").read_text())
+    assert codex["mcp_servers"]["anamnesis"] == {"command": "/opt/old/bin/anamnesis", "args": ["mcp"], "env": {"X": "1"}}
+    gemini = jsonedit.loads((agent_homes["gemini"] / "settings.json").read_text(), jsonedit.WITH_COMMENTS)
+    assert gemini["mcpServers"]["anamnesis"]["trust"] is True
+    assert json.loads((claude / ".claude.json").read_text())["mcpServers"]["anamnesis"]["command"] == "/opt/old/bin/anamnesis"
+    if not edited_since:  # nothing else changed: every byte as it was, comments and line endings too
+        for path, text in files.items():
+            assert path.read_bytes() == text.encode(), path
+
+
+def test_codex_config_with_crlf_line_endings_gets_our_entry_in_crlf(store: Store, agent_homes: dict[str, Path]) -> None:
+    config = agent_homes["codex"] / "config.toml"
+    config.parent.mkdir(parents=True)
+    original = b'model = "o3"\r\n[mcp_servers.a]\r\ncommand = "y"\r\n'
+    config.write_bytes(original)
+    AGENTS["codex"].install(store, with_instructions=False)
+    text = config.read_bytes()
+    assert b"[mcp_servers.anamnesis]\r\n" in text and b"\n" not in text.replace(b"\r\n", b""), text
+    AGENTS["codex"].uninstall(store)
+    assert config.read_bytes() == original
