@@ -297,7 +297,10 @@ def _check_text(name: str, value: str | None, *, required: bool = False) -> str 
 
 
 def _check_tags(tags: list[str] | None) -> list[str] | None:
-    return None if tags is None else normalize_tags(tags)
+    """Tags as stored, a secret among them made `redacted` while its case still shows it."""
+    from anamnesis.store import redact_tags  # lazy: the first tool call loads the core, not MCP start
+
+    return None if tags is None else normalize_tags(redact_tags(tags))
 
 
 def _check_project(project: str | None) -> str | None:

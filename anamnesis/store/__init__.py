@@ -96,6 +96,7 @@ if TYPE_CHECKING:
     from anamnesis.store.redaction import redact as redact
     from anamnesis.store.redaction import redact_field as redact_field
     from anamnesis.store.redaction import redact_note_fields as redact_note_fields
+    from anamnesis.store.redaction import redact_tags as redact_tags
     from anamnesis.store.storepaths import relpath_of as relpath_of
     from anamnesis.store.storepaths import safe_path as safe_path
     from anamnesis.store.supersede import SIMILAR_TYPES as SIMILAR_TYPES

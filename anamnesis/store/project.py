@@ -27,6 +27,7 @@ ALIASES_DIR = "aliases"  # under memory/: one small file per alias, so two machi
 ALIAS_SUFFIX = ".alias"
 MAX_ALIAS_HOPS = 8
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+_SCP_REMOTE = re.compile(r"^[\w.\-]+@[\w.\-]+:(?!//)")  # git@github.com:acme/api.git
 
 
 def check_project_key(key: str) -> str:
@@ -44,6 +45,8 @@ def check_project_key(key: str) -> str:
     if not isinstance(key, str):
         raise UsageError("a project key must be text")
     key = key.strip()
+    if "://" in key or _SCP_REMOTE.match(key):  # a remote's URL: the key made from it, as for a checkout
+        key = normalize_remote(key)
     why = None
     if not key:
         why = "it is empty"
@@ -57,11 +60,24 @@ def check_project_key(key: str) -> str:
         why = "it is a path, not a key"
     elif any(part.strip() in ("", ".", "..") or part.strip().lower() == ".git" for part in key.split("/")):
         why = "it has an empty, '.', '..' or '.git' part"
+    if not why and _holds_a_secret(key):
+        raise UsageError(
+            "project key is refused: it holds what looks like a secret (a token); "
+            "use the repository's key, like github.com/acme/api"
+        )
     if why:
         raise UsageError(f"project key {key!r} is refused: {why}; use a key like github.com/acme/api")
     if "." in key.split("/", 1)[0] and "/" in key:
         return key.lower()  # a host and a path, like a remote's: spelt as `normalize_remote` spells one
     return key
+
+
+def _holds_a_secret(key: str) -> bool:
+    """A token pasted into a key would name a folder, front matter and commits (its case too:
+    keys are lower-cased, so the upper-cased form is tried as well)."""
+    from anamnesis.store.redaction import redact_field  # lazy: the hooks read keys, the rules are big
+
+    return any(redact_field(form) != form for form in (key, key.upper()))
 
 
 def find_repo_root(start: Path) -> Path | None:

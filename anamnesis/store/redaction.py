@@ -652,7 +652,13 @@ def _not_secret_value(value: str, *, bare: bool, name: str, loose: bool, after: 
         return False
     if _is_code(value, name, after):
         return True
+    if _AUTH_SCHEME.fullmatch(value) and sum(c.isupper() for c in value) >= 2 and name.lower().endswith("auth"):
+        return True  # "auth is OIDC", "auth: mTLS": how one signs in, not a secret
     return loose and _plain_word(value)
+
+
+# An acronym or short name an "auth" is said to be: OIDC, SAML, OAuth2, mTLS (a credential is longer).
+_AUTH_SCHEME = _Lazy(r"[A-Za-z]{2,6}\d?")
 
 
 # Where else a secret-ish name's value is written, when no `name = value` follows the name.
@@ -1717,8 +1723,19 @@ def redact_note_fields(
         if len(new_title) > MAX_TITLE:
             new_title = new_title[: MAX_TITLE - 1].rstrip() + "…"
     new_body = redact(body) if body is not None else None
-    new_tags = None if tags is None else [tag if redact_field(tag) == tag else "redacted" for tag in tags]
+    new_tags = None if tags is None else redact_tags(tags)
     return new_title, new_body, new_tags
+
+
+def redact_tags(tags: Iterable[str]) -> list[str]:
+    """Tags as given (split where `normalize_tags` splits them: commas, white space), each that
+    holds a secret made `redacted`. Call it before tags are normalised: their lower case hides
+    what gives many tokens away (`AKIA…`)."""
+    pieces = [piece for tag in tags for piece in re.split(r"[,\s]+", str(tag)) if piece]
+    return [
+        piece if redact_field(piece) == piece and redact_field(piece.upper()) == piece.upper() else "redacted"
+        for piece in pieces
+    ]
 
 
 def count_redactions(text: str) -> int:

@@ -27,6 +27,7 @@ from anamnesis.store import (
     load_note,
     move_note,
     note_history,
+    redact_tags,
     restore_version,
     retype,
     safe_path,
@@ -178,7 +179,7 @@ async def new_post(request: Request) -> Response:
     title = str(form.get("title") or "").strip()
     kind = str(form.get("type") or "semantic")
     project = str(form.get("project") or "").strip() or None
-    tags = normalize_tags(str(form.get("tags") or ""))
+    tags = normalize_tags(redact_tags([str(form.get("tags") or "")]))
     text = str(form.get("body") or "").replace("\r\n", "\n")
     at = str(form.get("at") or "").strip()
 
@@ -315,7 +316,7 @@ async def edit_post(request: Request) -> Response:
             if (note.title, note.type, note.tags, note.body.rstrip("\n")) == (
                 title.strip(),
                 kind,
-                normalize_tags(tags_text),
+                normalize_tags(redact_tags([tags_text])),
                 text.rstrip("\n"),
             ):
                 return "unchanged"
@@ -324,7 +325,7 @@ async def edit_post(request: Request) -> Response:
             machine = check_writable(web.store)
             note.title = title.strip()
             note.body = text
-            note.tags = normalize_tags(tags_text)
+            note.tags = normalize_tags(redact_tags([tags_text]))
             retype(note, kind)
             note.updated = now_iso()
             note.machine = machine

@@ -207,6 +207,29 @@ def test_a_projects_note_cannot_be_turned_into_a_preference_for_every_project(
     assert "type: procedural" in note.read_text() and "project: github.com/acme/api" in note.read_text()
 
 
+def test_a_secret_given_as_a_tag_or_a_project_never_reaches_a_file_or_git(store: Store, project_dir: Path) -> None:
+    """Tags are lower-cased and keys too: judged before that, or `AKIA…` passes as `akia…`."""
+    aws, github = "AKIAIOSFODNN7EXAMPLF", "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+
+    async def script(session: ClientSession, call: Call) -> None:
+        made = _data(await call("write", {"title": "Tagged", "body": "b", "tags": ["ops", aws, f"x, {aws}"]}))
+        assert made["id"]
+        updated = _data(await call("update", {"ref": made["id"], "tags": [github, "ci"]}))
+        assert updated
+        refused = _error(await call("write", {"title": "p", "body": "b", "project": f"github.com/acme/{github}"}))
+        assert "looks like a secret" in refused and "\n" not in refused.strip() and github not in refused, refused
+        filed = _data(await call("write", {"title": "Remote given", "body": "b", "project": "git@gitlab.com:Acme/infra.git"}))
+        assert filed["project"] == "gitlab.com/acme/infra", filed
+
+    _drive(store, project_dir, script)
+    log = subprocess.run(["git", "-C", str(store.memory), "log", "-p", "--all"], capture_output=True, text=True).stdout
+    files = "\n".join(p.read_text() + str(p) for p in store.memory.rglob("*.md"))
+    for secret in (aws, github):
+        for form in (secret, secret.lower()):
+            assert form not in log and form not in files, form
+    assert "- redacted" in files and "- ci" in files
+
+
 def test_hand_edits_are_seen(store: Store, project_dir: Path) -> None:
     async def script(session: ClientSession, call: Call) -> None:
         note = store.memory / "global" / "facts" / "hand-written.md"
