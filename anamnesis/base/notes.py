@@ -463,8 +463,35 @@ def _fast_scalar(raw: str) -> Any:
     if tag == _STR_TAG:
         return raw
     if tag in _SCALAR_TAGS:  # a number, a boolean, a date: YAML's own constructor, so nothing differs
-        return constructor.yaml_constructors[tag](constructor, scalar_node(tag, raw))
+        try:
+            return constructor.yaml_constructors[tag](constructor, scalar_node(tag, raw))
+        except (ValueError, OverflowError):  # a date that is none (2026-02-30): text, as `_Loader` reads it
+            return raw
     return _NEEDS_YAML
+
+
+_loader: Any = None
+
+
+def yaml_loader() -> Any:
+    """YAML's safe loader, except that a date that is no date (`2026-02-30`, `25:00:00`) is read
+    as the text it is instead of raising: one such value must not make a note unreadable (and
+    with it every command that reads all notes). Its field is then reported as a problem."""
+    global _loader
+    if _loader is None:
+        import yaml  # lazy: the fast reader handles most front matter; keeps yaml off search and list
+
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+        def timestamp(loader: Any, node: Any) -> Any:
+            try:
+                return yaml.constructor.SafeConstructor.construct_yaml_timestamp(loader, node)
+            except (ValueError, OverflowError):
+                return loader.construct_scalar(node)
+
+        _loader = type("LenientSafeLoader", (base,), {})
+        _loader.add_constructor("tag:yaml.org,2002:timestamp", timestamp)
+    return _loader
 
 
 def fast_front_matter(fm_text: str) -> dict[str, Any] | None:
@@ -538,7 +565,7 @@ def parse_note(text: str, path: str) -> Note:
         import yaml  # lazy: the fast reader handles most front matter; keeps yaml off search and list
 
         try:
-            loaded = yaml.load(fm_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            loaded = yaml.load(fm_text, Loader=yaml_loader())
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 2})" if mark is not None else ""
@@ -639,7 +666,7 @@ def front_matter_fields(fm_text: str) -> dict[str, Any] | None:
     import yaml  # lazy: only a writer changing fields needs it; keeps yaml off search and list
 
     try:
-        loaded = yaml.load(fm_text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        loaded = yaml.load(fm_text, Loader=yaml_loader())
     except yaml.YAMLError:
         return None
     if loaded is None:

@@ -44,6 +44,7 @@ from anamnesis.base.notes import (
     parse_note,
     render_note,
     split_front_matter,
+    yaml_loader,
 )
 from anamnesis.base.paths import Store
 from anamnesis.base.text import plural
@@ -514,7 +515,7 @@ def front_matter(text: str, plan: Plan, origin: str) -> tuple[dict[str, Any], st
             return None
         return {}, body
     try:
-        loaded = yaml.safe_load(front)
+        loaded = yaml.load(front, Loader=yaml_loader())  # a date that is none stays text
     except yaml.YAMLError as exc:
         plan.skipped.append(Skip(origin, f"front matter is not valid YAML: {str(exc).splitlines()[0]}"))
         return None

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+from conftest import RunCli
+
 from anamnesis.base.notes import (
     Note,
+    front_matter_fields,
     has_conflict_markers,
     new_id,
     note_relpath,
@@ -11,6 +15,7 @@ from anamnesis.base.notes import (
     render_note,
     slugify,
 )
+from anamnesis.base.paths import Store
 
 
 def make_note(**fields: object) -> Note:
@@ -185,3 +190,34 @@ def test_a_date_that_is_not_a_date_is_reported() -> None:
     note = parse_note("---\ntitle: t\ncreated: 2026-11-01\nupdated: 1700000000\n---\nb\n", "a.md")
     assert [p for p in note.problems if "not a date" in p] == ["updated 1700000000 is not a date (write it like 2026-11-26T09:14:03Z)"]
     assert parse_note("---\ntitle: t\nupdated: '2026-11-01T10:00:00Z'\n---\nb\n", "a.md").problems == []
+
+
+@pytest.mark.parametrize(
+    "front",
+    [
+        "created: 2026-02-30",  # the fast reader's path
+        "title: 2026-02-31",
+        "created: 2026-11-27 25:00:00",
+        "created: 2026-02-30\ntags: [a, b]",  # YAML's own parser (flow list)
+        "title: \"t\"\nupdated: 2026-13-01T10:00:00Z",
+    ],
+)
+def test_a_date_that_no_calendar_has_is_read_as_text_and_reported_not_raised(front: str) -> None:
+    note = parse_note(f"---\n{front}\n---\nbody\n", "global/facts/x.md")
+    assert note.body.strip() == "body"
+    assert note.problems or note.title == "2026-02-31", front
+    assert front_matter_fields(front) is not None
+
+
+def test_a_date_that_no_calendar_has_stops_no_command(run_cli: RunCli, store: Store) -> None:
+    home = store.home
+    assert run_cli("new", "Good note", "-t", "semantic", "--body", "kept").returncode == 0
+    bad = home / "memory" / "global" / "facts" / "bad.md"
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_text("---\ntitle: 2026-02-31\ncreated: 2026-02-30\n---\nnothing else is wrong\n")
+    for command in (["list"], ["search", "kept"], ["status"], ["reindex"], ["timeline"], ["tidy", "--print"], ["sync"]):
+        result = run_cli(*command)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, (command, result.stderr)
+    assert "Good note" in run_cli("list").stdout
+    doctor = run_cli("doctor")
+    assert doctor.returncode != 0 and "bad.md" in doctor.stdout and "not a date" in doctor.stdout
