@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from anamnesis.base.errors import NoteNotFound, UsageError
+from anamnesis.base.errors import NoteChanged, NoteNotFound, UsageError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.git import run_git
 from anamnesis.base.notes import ARCHIVE_DIR, is_note_id, parse_note
@@ -589,6 +589,7 @@ def apply_proposal(store: Store, proposal: Proposal, *, model: bool = False) -> 
     if keep_path is None or other_path is None:
         gone = proposal.keep if keep_path is None else proposal.other
         return Applied(key, "stale", f"{gone.title!r} ({gone.id}) is no longer in the memory")
+    keep_text = safe_path(store, keep_path).read_text(encoding="utf-8", errors="replace")
     keep = load_note(store, keep_path)
     if proposal.other.id in keep.supersedes:
         return Applied(key, "already", f"{keep_path} already supersedes {proposal.other.id}")
@@ -624,7 +625,10 @@ def apply_proposal(store: Store, proposal: Proposal, *, model: bool = False) -> 
                 by_model = f" (line by line: the model merge failed: {exc})"
         if body == keep.body:
             body = None
-    update_note(store, keep_path, body=body, add_supersedes=[proposal.other.id])
+    try:  # only over the text read above: an edit made meanwhile (a model merge takes a while) stays
+        update_note(store, keep_path, body=body, add_supersedes=[proposal.other.id], expected_text=keep_text)
+    except NoteChanged:
+        return Applied(key, "stale", f"{keep_path} changed while tidy worked on it; nothing was written, run tidy again")
     what = "merged into" if proposal.action == "merge" else "superseded by"
     return Applied(key, "applied", f"{other_path} {what} {keep_path}{by_model}")
 

@@ -439,3 +439,39 @@ def test_of_two_notes_written_in_the_same_second_the_one_committed_later_is_the_
         repo.commit_all(store, f"test: ttl {ttl}")
     (proposal,) = [p for p in _plan(run_cli)["proposals"] if "Cache TTL" in p["keep"]["title"]]
     assert proposal["keep"]["title"] == "Cache TTL is 300 seconds for users", proposal
+
+
+def test_an_edit_made_while_a_merge_is_written_is_kept_and_the_merge_is_stale(
+    store: Store, run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model takes its time; the person edits the note it merges into meanwhile: their edit
+    stays, and tidy writes nothing over it (it says so, and a later tidy proposes again)."""
+    from claude_standin import StandIn, text
+
+    notes = _seed(store)
+    keep = store.memory / notes["dup_new"].path
+    edit = "IMPORTANT: the prod pooler is pgb-3\n"
+
+    def answer(body: object) -> object:
+        keep.write_text(keep.read_text() + edit)  # the person saves in their editor, mid-merge
+        return text("pg_bouncer runs in transaction mode")
+
+    standin = StandIn(answer).start()
+    try:
+        monkeypatch.setenv("ANAMNESIS_TEST_TIDY_KEY", "sk-ant-tidy-test-0000")
+        enabled = run_cli(
+            "summary", "enable", "--provider", "api", "--base-url", standin.url, "--key-env", "ANAMNESIS_TEST_TIDY_KEY"
+        )
+        assert enabled.returncode == 0, enabled.stderr
+        plan = _plan(run_cli)
+        plan["proposals"] = [p for p in plan["proposals"] if p["action"] == "merge"]
+        assert plan["proposals"]
+        plan_file = tmp_path / "plan.json"
+        plan_file.write_text(json.dumps(plan))
+        applied = run_cli("tidy", "--apply", str(plan_file), "--model")
+    finally:
+        standin.stop()
+    assert applied.returncode == 0, applied.stderr
+    assert "changed while tidy worked on it" in applied.stdout, applied.stdout
+    after = keep.read_text()
+    assert edit in after and "## Merged (model-written)" not in after
