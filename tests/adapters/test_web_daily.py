@@ -597,3 +597,28 @@ def test_map_of_2000_notes_draws_fast_with_labels_that_never_overlap(
         wait_map(watched)
         assert page.locator("#map-legend").is_hidden()
         assert page.get_attribute("#map-legend-toggle", "aria-pressed") == "false"
+
+
+def test_long_project_keys_and_unbroken_titles_fit_a_phone(chrome: Any, tmp_path: Path) -> None:
+    """Real keys run long (a company's own git host, a group, a repository) and a title can be one
+    long word: the page wraps them and never scrolls sideways."""
+    from anamnesis.store.operations import create_note
+
+    store = new_machine(tmp_path / "home", "phone-keys")
+    key = "gitlab.example-company.com/platform-infrastructure/terraform-aws-modules"
+    note = create_note(
+        store, type="semantic", title="Terraform state lives in the platform-infrastructure bucket",
+        body="State is in s3://platform-tf-state, locked by DynamoDB.\n", project=key, tags=["terraform"],
+    )
+    long = create_note(
+        store, type="procedural", title="x" * 120, body="one long word as a title\n", project=key, tags=["y" * 80]
+    )
+    pages = [
+        "/", "/browse", f"/note/{note.path}", "/timeline", "/search?q=terraform",
+        f"/history/{long.path}", f"/move/{long.path}", f"/note/{long.path}", f"/edit/{long.path}",
+    ]
+    with dashboard(store.home) as running, session(chrome, running, PHONE_VIEW) as watched:
+        for path in pages:
+            watched.open(path)
+            width = watched.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= PHONE_VIEW["width"], (path, width)
