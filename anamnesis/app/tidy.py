@@ -25,6 +25,7 @@ apply the same plan converge after sync. Nothing here deletes text.
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import hashlib
 import json
 import re
@@ -33,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from anamnesis.base.errors import NoteChanged, NoteNotFound, UsageError
+from anamnesis.base.errors import AnamnesisError, NoteChanged, NoteNotFound, UsageError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.git import run_git
 from anamnesis.base.notes import ARCHIVE_DIR, is_note_id, parse_note
@@ -540,7 +541,7 @@ def _archived_path(store: Store, note_id: str, path: str) -> str | None:
     if full.is_file():
         return candidate
     folder = store.memory / ARCHIVE_DIR
-    for found in sorted(folder.rglob(f"*{note_id}*.md")) if folder.is_dir() else []:
+    for found in sorted(folder.rglob(f"*{glob.escape(note_id)}*.md")) if folder.is_dir() else []:
         return relpath_of(store, found)
     return None
 
@@ -594,6 +595,8 @@ def apply_proposal(store: Store, proposal: Proposal, *, model: bool = False) -> 
     if proposal.other.id in keep.supersedes:
         return Applied(key, "already", f"{keep_path} already supersedes {proposal.other.id}")
     other = load_note(store, other_path)
+    if keep.id in other.supersedes:  # a hand-edited plan swapped the two: each would hide the other
+        return Applied(key, "skipped", f"{other_path} supersedes {keep_path}: the other way round would make a loop")
     if (keep.project, keep.type) != (other.project, other.type):  # a plan is a file: it may say anything
         return Applied(
             key,
@@ -670,7 +673,7 @@ def apply_plan(store: Store, proposals: Iterable[Proposal], *, model: bool = Fal
     for proposal in proposals:
         try:
             done.append(apply_proposal(store, proposal, model=model))
-        except (NoteNotFound, UsageError) as exc:
+        except AnamnesisError as exc:  # a plan is a file: one proposal may name anything
             done.append(Applied(proposal.key, "skipped", str(exc)))
     return done
 

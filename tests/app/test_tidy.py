@@ -213,6 +213,37 @@ def test_a_hand_edited_plan_cannot_archive_a_fact_or_join_two_projects(
     assert _head(store) == head and (store.memory / notes["decoy"].path).exists()
 
 
+def test_a_plan_with_a_proposal_that_names_anything_applies_the_rest_and_says_what_it_skipped(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    notes = _seed(store)
+
+    def ref(note: Note, **changed: str) -> dict[str, str]:
+        fields = {"id": note.id, "path": note.path, "title": note.title, "created": note.created, "updated": note.updated}
+        return {**fields, **changed}
+
+    good = {"action": "supersede", "kind": "replaced", "keep": ref(notes["pool40"]), "other": ref(notes["pool20"])}
+    plan = {
+        "version": 1,
+        "proposals": [
+            good,
+            {"action": "archive", "kind": "stale-session", "keep": ref(notes["fact"]), "other": ref(notes["session"], id="zzzzzzzzzz", path="../../x")},
+            {"action": "archive", "kind": "stale-session", "keep": ref(notes["fact"]), "other": ref(notes["session"], id="*", path="nowhere.md")},
+            {**good, "keep": good["other"], "other": good["keep"]},  # swapped: the two would hide each other
+        ],
+    }
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    proc = run_cli("tidy", "--apply", str(path), "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    applied = json.loads(proc.stdout)["applied"]
+    assert [a["outcome"] for a in applied][0] == "applied", applied
+    assert all(a["outcome"] in ("skipped", "stale") for a in applied[1:]), applied
+    assert "loop" in applied[3]["detail"], applied[3]
+    old = parse_note((store.memory / notes["pool20"].path).read_text(), notes["pool20"].path)
+    assert notes["pool40"].id not in old.supersedes
+
+
 def _tidy_in_a_terminal(store: Store, answers: list[bytes]) -> str:
     """`anamnesis tidy` run in a pseudo-terminal, given `answers` one per question; what it printed."""
     leader, follower = pty.openpty()
