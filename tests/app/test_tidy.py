@@ -237,7 +237,7 @@ def test_a_plan_with_a_proposal_that_names_anything_applies_the_rest_and_says_wh
     proc = run_cli("tidy", "--apply", str(path), "--json")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     applied = json.loads(proc.stdout)["applied"]
-    assert [a["outcome"] for a in applied][0] == "applied", applied
+    assert applied[0]["outcome"] == "applied", applied
     assert all(a["outcome"] in ("skipped", "stale") for a in applied[1:]), applied
     assert "loop" in applied[3]["detail"], applied[3]
     old = parse_note((store.memory / notes["pool20"].path).read_text(), notes["pool20"].path)
