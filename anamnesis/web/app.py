@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -14,6 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from anamnesis.base.errors import AnamnesisError, NoteChanged, NoteNotFound, OutsideStore, UsageError
 from anamnesis.base.listen import allowed_hosts, is_loopback
+from anamnesis.base.notes import is_note_path
 from anamnesis.base.paths import Store
 from anamnesis.web import actions, conflicts, edit, timeline, views
 from anamnesis.web.context import CsrfError, Web, web_of
@@ -83,6 +87,30 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return response
 
 
+def _notes_only(endpoint: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    """A page about one note answers only for a note's path: an alias file, `.gitattributes` or a
+    hidden folder's file is no note, and its form would write front matter into it."""
+
+    def check(request: Request) -> None:
+        relpath = str(request.path_params.get("path", ""))
+        if not is_note_path(relpath):
+            raise NoteNotFound(f"{relpath} is not a note (notes are .md files outside hidden folders)")
+
+    if inspect.iscoroutinefunction(endpoint):  # Starlette awaits these and runs the others in threads
+
+        async def guarded_async(request: Request) -> Any:
+            check(request)
+            return await endpoint(request)
+
+        return guarded_async
+
+    def guarded(request: Request) -> Any:
+        check(request)
+        return endpoint(request)
+
+    return guarded
+
+
 def create_app(store: Store, *, token: str, host: str = "127.0.0.1", port: int = 0) -> Starlette:
     """The dashboard for `store`, answering only to `host`:`port` and the holder of `token`."""
     web = Web(store, csrf_for(token))
@@ -90,16 +118,16 @@ def create_app(store: Store, *, token: str, host: str = "127.0.0.1", port: int =
         Route("/", views.overview),
         Route("/browse", views.browse),
         Route("/search", views.search),
-        Route("/note/{path:path}", views.note_page),
+        Route("/note/{path:path}", _notes_only(views.note_page)),
         Route("/new", edit.new_page, methods=["GET"]),
         Route("/new", edit.new_post, methods=["POST"]),
-        Route("/edit/{path:path}", edit.edit_page, methods=["GET"]),
-        Route("/edit/{path:path}", edit.edit_post, methods=["POST"]),
-        Route("/history/{path:path}", edit.history_page),
-        Route("/restore/{path:path}", edit.restore_post, methods=["POST"]),
-        Route("/move/{path:path}", edit.move_page, methods=["GET"]),
-        Route("/move/{path:path}", edit.move_post, methods=["POST"]),
-        Route("/delete/{path:path}", edit.delete_post, methods=["POST"]),
+        Route("/edit/{path:path}", _notes_only(edit.edit_page), methods=["GET"]),
+        Route("/edit/{path:path}", _notes_only(edit.edit_post), methods=["POST"]),
+        Route("/history/{path:path}", _notes_only(edit.history_page)),
+        Route("/restore/{path:path}", _notes_only(edit.restore_post), methods=["POST"]),
+        Route("/move/{path:path}", _notes_only(edit.move_page), methods=["GET"]),
+        Route("/move/{path:path}", _notes_only(edit.move_post), methods=["POST"]),
+        Route("/delete/{path:path}", _notes_only(edit.delete_post), methods=["POST"]),
         Route("/fleet", views.fleet),
         Route("/conflicts", conflicts.conflicts_page),
         Route("/conflicts/{path:path}", conflicts.resolve_page, methods=["GET"]),

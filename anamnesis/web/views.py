@@ -381,9 +381,12 @@ def _facet(title: str, items: list[tuple[str, int, str, bool]]) -> Markup:
     return html('<section class="facet"><h3>{t}</h3><ul>{lis}</ul></section>', t=title, lis=lis)
 
 
+MAX_PAGE = 10**9  # far past any store; SQLite's offsets are 64-bit, a URL's number is not bounded
+
+
 def _page_number(value: str | None) -> int:
     try:
-        return max(1, int(value or 1))
+        return min(MAX_PAGE, max(1, int(value or 1)))
     except ValueError:
         return 1
 
