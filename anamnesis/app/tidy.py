@@ -25,6 +25,7 @@ apply the same plan converge after sync. Nothing here deletes text.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import glob
 import hashlib
 import json
@@ -276,6 +277,40 @@ def _shared_and_differing(keep: str, other: str) -> tuple[list[str], list[str]]:
     return shared, only
 
 
+_TOKEN = re.compile(r"[\w.:/\-]+")
+SHORT_LINE = 15  # tokens: a statement of one fact ("The API timeout is 30 seconds.")
+
+
+def _value_changed(old: str, new: str) -> bool:
+    """Whether `new` says what `old` says with a value changed: the same words but one word or two
+    put in place of others in a short statement ("30 seconds" -> "60 seconds", "forbidden" ->
+    "allowed"), or only numbers changed in a longer one. A copy edited here and there (several
+    words changed in a paragraph) or a line reworded by adding words is no such change."""
+    a, b = _TOKEN.findall(old.lower()), _TOKEN.findall(new.lower())
+    blocks = difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+    changed = [(a[i1:i2], b[j1:j2]) for tag, i1, i2, j1, j2 in blocks if tag != "equal"]
+    same = sum(i2 - i1 for tag, i1, i2, _j1, _j2 in blocks if tag == "equal")
+    if not changed or same < 3 or any(not before or not after for before, after in changed):
+        return False  # nothing differs, too little in common, or words only added or dropped
+    if all(any(c.isdigit() for c in " ".join(before)) and any(c.isdigit() for c in " ".join(after)) for before, after in changed):
+        return True
+    return len(changed) == 1 and max(len(a), len(b)) <= SHORT_LINE and max(map(len, changed[0])) <= 2
+
+
+def _changed_values(newer: str, older: str) -> list[tuple[str, str]]:
+    """(older line, newer line) pairs where the newer note changed a value the older one states."""
+    kept = {_line_key(line) for line in _lines(newer)}
+    only_newer = [line for line in _lines(newer) if _line_key(line) not in {_line_key(o) for o in _lines(older)}]
+    pairs = []
+    for line in _lines(older):
+        if _line_key(line) in kept:
+            continue
+        match = next((new for new in only_newer if _value_changed(line, new)), None)
+        if match is not None:
+            pairs.append((line.strip(), match.strip()))
+    return pairs
+
+
 def _meaning_pairs(
     store: Store, rows: list[_Row], groups: dict[tuple[str | None, str], list[int]]
 ) -> dict[tuple[int, int], float]:
@@ -366,10 +401,15 @@ def plan_tidy(
         shared, only = _shared_and_differing(newer.body, older.body)
         fewest = min(len(_lines(a.body)), len(_lines(b.body)))
         same_lines = len(shared) / fewest if fewest and len(shared) >= 2 else 0.0
-        if body_sim >= DUPLICATE or same_lines >= SAME_LINES or cosine:
-            action: Action = "merge"
-            kind: Kind = "duplicate"
+        changed = _changed_values(newer.body, older.body)
+        if (body_sim >= DUPLICATE or same_lines >= SAME_LINES or cosine) and changed:
+            # alike, but the newer one changed a value the older states: merging would copy the
+            # old value into the current note; the newer one replaces the older instead
+            action: Action = "supersede"
+            kind: Kind = "replaced"
             score = max(body_sim, same_lines, cosine)
+        elif body_sim >= DUPLICATE or same_lines >= SAME_LINES or cosine:
+            action, kind, score = "merge", "duplicate", max(body_sim, same_lines, cosine)
         elif title_sim >= SAME_SUBJECT:
             action, kind, score = "supersede", "replaced", title_sim
         else:
@@ -384,6 +424,8 @@ def plan_tidy(
         }
         if cosine:
             evidence["meaning"] = round(cosine, 3)
+        if changed:
+            evidence["changed"] = [list(pair) for pair in changed[:MAX_EVIDENCE]]
         proposals.append(Proposal(action, kind, newer.ref(), older.ref(), score, newer.project, evidence))
     proposals += _stale_sessions(rows, cutoff, project, superseded)
     said_no = {} if declined else _declined(store)

@@ -506,3 +506,27 @@ def test_an_edit_made_while_a_merge_is_written_is_kept_and_the_merge_is_stale(
     assert "changed while tidy worked on it" in applied.stdout, applied.stdout
     after = keep.read_text()
     assert edit in after and "## Merged (model-written)" not in after
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("The API request timeout is 30 seconds.", "The API request timeout is 60 seconds."),
+        ("Deploys on Friday afternoon are forbidden.", "Deploys on Friday afternoon are allowed."),
+    ],
+)
+def test_a_note_that_changed_a_value_replaces_the_older_instead_of_taking_its_old_value(
+    store: Store, run_cli: RunCli, tmp_path: Path, old: str, new: str
+) -> None:
+    common = "Set in config/api.yaml under http.timeout, read at start.\nOwned by the platform team.\n"
+    older = _put(store, "semantic", "API timeout", f"{old}\n{common}", 20)
+    newer = _put(store, "semantic", "API timeout", f"{new}\n{common}", 2)
+    repo.commit_all(store, "test: a value changed")
+    plan = _plan(run_cli)
+    (proposal,) = [p for p in plan["proposals"] if {p["keep"]["id"], p["other"]["id"]} == {older.id, newer.id}]
+    assert (proposal["action"], proposal["keep"]["id"]) == ("supersede", newer.id), proposal
+    assert proposal["evidence"]["changed"] == [[old, new]]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    assert run_cli("tidy", "--apply", str(path)).returncode == 0
+    assert old not in (store.memory / newer.path).read_text()
