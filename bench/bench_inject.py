@@ -134,6 +134,7 @@ class Shown:
     gold: bool
     paths: list[str]
     seconds: float
+    relevant: frozenset[str] = frozenset()
 
 
 def checkout_for(root: Path, project: str | None) -> Path:
@@ -200,7 +201,9 @@ def measure(box: Sandbox, rset: RecallSet, hook: Any, folders: Path) -> tuple[li
         project = query.project or (next(iter(gold_projects)) if len(gold_projects) == 1 else None)
         output, seconds = hook(query.q, checkout_for(folders, project))
         ids = shown_paths(output, rset)
-        on_topic.append(Shown(query.q, query.kind, bool(set(ids) & set(query.relevant)), ids, seconds))
+        on_topic.append(
+            Shown(query.q, query.kind, bool(set(ids) & set(query.relevant)), ids, seconds, frozenset(query.relevant))
+        )
     # Every off-topic prompt is sent from a checkout of every project of the set and from a plain
     # folder the memory holds nothing of: a person asks about anything from wherever they are, and
     # some projects hold more notes.
@@ -221,6 +224,11 @@ def table(name: str, mode: str, on_topic: list[Shown], off: list[Shown]) -> dict
         chosen = [s for s in on_topic if kind == "all" or s.kind == kind]
         if chosen:
             rows[kind] = {"n": len(chosen), "injected": sum(s.gold for s in chosen) / len(chosen)}
+    # Of the notes shown for on-topic prompts, the share that is a gold note (a lower bound: a note
+    # not labelled may bear on the prompt too), and how many a prompt gets.
+    shown = sum(len(s.paths) for s in on_topic)
+    rows["precision"] = {"share": sum(len(set(s.paths) & s.relevant) for s in on_topic) / max(1, shown)}
+    rows["notes per prompt"] = {"mean": shown / max(1, len(on_topic))}
     for kind in ("off-topic", "off-topic code"):
         quiet = [not s.paths for s in off if s.kind == kind]
         rows[f"{kind} silent"] = {"n": len(quiet), "share": sum(quiet) / len(quiet)}
@@ -234,6 +242,9 @@ def table(name: str, mode: str, on_topic: list[Shown], off: list[Shown]) -> dict
     for kind in ("off-topic", "off-topic code"):
         row = rows[f"{kind} silent"]
         print(f"  {kind + ' silent':<20} {row['share']:.2f} of {row['n']}")
+    print(
+        f"  shown that are gold  {rows['precision']['share']:.2f} ({rows['notes per prompt']['mean']:.2f} notes a prompt)"
+    )
     print(f"  hook p50 {rows['hook ms p50']:.0f} ms, p95 {rows['hook ms p95']:.0f} ms")
     return rows
 

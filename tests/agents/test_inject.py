@@ -446,3 +446,26 @@ def test_recall_finds_a_code_word_spelt_in_camel_case_and_dotted(store: Store) -
     )
     create_note(store, type="semantic", title="Sticky sessions", body="The load balancer pins a cookie.", project=PROJECT)
     assert build_recall(store, "kgo.CooperativeSticky", session_id="k1")[1] == [kafka.path]
+
+
+def test_keyword_recall_shows_the_note_a_code_word_of_the_prompt_names(store: Store) -> None:
+    """A code word in a note's title names it: enough alone, however many other words the prompt
+    has that no note holds ('test_settlement_cutoff is failing again but CI is green, any idea?')."""
+    flaky = create_note(
+        store,
+        type="semantic",
+        title="Flaky test_settlement_cutoff is a timezone bug",
+        body="It fails between 00:00 and 02:00 local time: the cutoff uses a naive datetime.now().",
+        project=PROJECT,
+    )
+    create_note(store, type="semantic", title="Release checklist", body="Tag, changelog, deploy.", project=PROJECT)
+    prompt = "test_settlement_cutoff is failing again on my machine but CI is green, any idea?"
+    assert build_recall(store, prompt, session_id="n1")[1] == [flaky.path]
+
+
+def test_keyword_recall_reads_a_verbs_other_forms(store: Store) -> None:
+    """'failing' finds 'fails' and 'stored' finds 'stores', but 'stored' is not 'story'."""
+    from anamnesis.agents.recall import held
+
+    assert held(["failing", "stored", "policy"], "the export fails; state stores; policies") == ["failing", "stored", "policy"]
+    assert held(["stored"], "a story about it") == []

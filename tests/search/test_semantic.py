@@ -880,3 +880,36 @@ def test_a_note_written_while_the_model_was_away_is_embedded_at_the_next_search(
         assert info["pending"] == 0, info
     finally:
         _stop_servers(home)
+
+
+def test_prompt_recall_leaves_out_notes_far_less_close_than_the_closest(
+    store: Store, model_dir: Path, tmp_path: Path
+) -> None:
+    """Notes of the same project that pass the gate only because they sit next to the prompt's
+    subject (Stripe, a handler) are not shown beside the note that answers it."""
+    from anamnesis.agents.recall import build_recall
+
+    project = "github.com/acme/payments-api"
+    checkout = tmp_path / "payments-api"
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    subprocess.run(["git", "-C", str(checkout), "remote", "add", "origin", f"git@github.com:{project.split('/', 1)[1]}.git"], check=True)
+    webhooks = create_note(
+        store, type="procedural", title="Testing Stripe webhooks locally", project=project,
+        body="Run `stripe listen --forward-to localhost:8000/webhooks/stripe` and copy the signing secret it "
+        "prints into .env. Trigger events with `stripe trigger payment_intent.succeeded`. The endpoint rejects "
+        "events older than 5 minutes, so replaying old fixtures fails the signature check.",
+    )
+    for title, body in (
+        ("How to issue a manual refund for a customer", "Support asks for manual refunds when the automatic path "
+         "failed. Use `make shell` then RefundService(order_id).refund(). Never refund from the Stripe dashboard "
+         "directly: our ledger would not know and the nightly reconciliation job flags a mismatch."),
+        ("Never log card data or full PANs", "PCI scope: we only ever see Stripe tokens, but the request logger "
+         "masks anything matching a PAN pattern anyway. Do not add request body logging to the /charges handlers."),
+        ("Nightly reconciliation job runs at 03:15 UTC", "The reconcile_ledger job compares our ledger to Stripe "
+         "balance transactions for the previous day. Mismatches go to #payments-alerts."),
+    ):
+        create_note(store, type="semantic", title=title, body=body, project=project)
+    enable(store, model_dir)
+    update_vectors(store)
+    _text, shown = build_recall(store, "how do I test the stripe webhook handler on my laptop", session_id="p1", cwd=str(checkout))
+    assert shown == [webhooks.path], shown
