@@ -312,13 +312,13 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
     # By meaning, a note far less close than the closest one shown is about something next to the
     # prompt, not the prompt ('rebase lost my commits' and a refund how-to at 0.32): shown only when
     # the prompt's own words say so.
-    closest = max((m for m, _w in standing.values() if m is not None and m > 0), default=0.0)
+    # (closest among the notes that can be shown: this project's, or any when it has none)
+    local_first = [item for item in qualified if not item[3]] or qualified
+    closest = max((cosine for item in local_first if (cosine := standing[item[0].path][0]) is not None), default=0.0)
     qualified = [
         item
         for item in qualified
-        if (meaning := standing[item[0].path][0]) is None
-        or standing[item[0].path][1]
-        or meaning >= AS_CLOSE * closest
+        if (cosine := standing[item[0].path][0]) is None or standing[item[0].path][1] or cosine >= AS_CLOSE * closest
     ]
     local = [(hit.score, share) for hit, _body, share, elsewhere in qualified if not elsewhere]
     best_score = max((score for score, _share in local), default=0.0)
