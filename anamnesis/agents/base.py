@@ -180,16 +180,16 @@ class McpFileAgent(Agent):
                 what = [f"gave back the {SERVER_NAME!r} entry init had replaced"]
             if what:
                 wanted, now = self.parsed(after), text
-                after = backup_holding(path, lambda old: self.parsed(old) == wanted and self.kept(old, now)) or after
+                held = backup_holding(path, lambda old: self.parsed(old) == wanted and self.kept(old, now))
+                after = held if held is not None else after  # an empty file comes back empty
             change = FileChange(path, text, after, mode_of(path, self.file_mode), what, same=self.same)
             change.remove = bool(what) and FILE_CREATED in created and not self.parsed(after)
             changes.append(change)
         notes = self.instructions_path()
         text = read_text(notes) if notes is not None else None
         if notes is not None and text is not None and instructions.present(text):
-            after = backup_holding(notes, lambda old: instructions.add(old) == text) or instructions.remove(
-                text
-            )
+            held = backup_holding(notes, lambda old: instructions.add(old) == text)
+            after = held if held is not None else instructions.remove(text)
             change = FileChange(
                 notes,
                 text,

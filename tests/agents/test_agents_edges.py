@@ -233,3 +233,15 @@ def test_codex_config_with_crlf_line_endings_gets_our_entry_in_crlf(store: Store
     assert b"[mcp_servers.anamnesis]\r\n" in text and b"\n" not in text.replace(b"\r\n", b""), text
     AGENTS["codex"].uninstall(store)
     assert config.read_bytes() == original
+
+
+@pytest.mark.parametrize("agent", ["gemini", "opencode", "codex"])
+def test_an_empty_config_file_comes_back_empty(store: Store, agent_homes: dict[str, Path], agent: str) -> None:
+    name = {"gemini": "settings.json", "opencode": "opencode.json", "codex": "config.toml"}[agent]
+    config = agent_homes[agent] / name
+    config.parent.mkdir(parents=True)
+    config.write_bytes(b"")
+    AGENTS[agent].install(store, with_instructions=False)
+    assert "anamnesis" in config.read_text()
+    AGENTS[agent].uninstall(store)
+    assert config.read_bytes() == b""
