@@ -1,6 +1,7 @@
 """Importing a folder of markdown: an Obsidian vault, a notes folder, a docs tree.
 
-Every `.md` file outside dot folders (`.obsidian`, `.git`, `.trash`) becomes
+Every `.md` or `.markdown` file outside dot folders (`.obsidian`, `.git`, `.trash`) and
+`node_modules` becomes
 one note. Its front matter is kept: `title`, `type`, `project`, `tags`,
 `created` and `updated` fill the fields of the same name, every other field
 is kept as it is (an `id` of the source's own is kept as `source_id`: ids
@@ -43,18 +44,23 @@ def plan(path: Path | None, *, project: str | None = None, tags: list[str] | Non
     result = Plan(NAME, shown(root))
     source = shown(root.resolve())
     legacy = root.resolve().name or "notes"  # the key older versions gave the folder: its name alone
-    files, links = _files(root)
+    files, links, unread, vendored = _files(root)
     for link in links:
         result.skipped.append(Skip(shown(link), "a symbolic link: not followed (it may point outside the folder)"))
+    for folder, why in unread:
+        result.skipped.append(Skip(shown(folder), f"a folder that cannot be read ({why}): nothing in it was imported"))
+    for folder in vendored:
+        result.skipped.append(Skip(shown(folder), "installed packages (node_modules): not imported"))
     for file in files:
         rel = file.relative_to(root).as_posix()
         origin = shown(file)
-        if not file.name.lower().endswith(".md"):
+        if not file.name.lower().endswith(MARKDOWN):
             result.skipped.append(Skip(origin, "attachment (not markdown): not copied; links to it are kept"))
             continue
         text = read_text(file, result, origin)
         if text is None:
             continue
+        text = text.replace("\r\n", "\n")  # a note's lines end in LF, whatever the source's did
         item = _item(text, rel, origin, result)
         if item is None:
             continue
@@ -66,12 +72,24 @@ def plan(path: Path | None, *, project: str | None = None, tags: list[str] | Non
     return result
 
 
-def _files(root: Path) -> tuple[list[Path], list[Path]]:
-    """The files under `root` (hidden ones aside), and the symbolic links met there, not followed."""
+MARKDOWN = (".md", ".markdown")
+VENDORED = "node_modules"  # packages a tool installed: their READMEs are not the person's notes
+
+
+def _files(root: Path) -> tuple[list[Path], list[Path], list[tuple[Path, str]], list[Path]]:
+    """The files under `root` (hidden ones and installed packages aside), the symbolic links met
+    there (not followed), the folders that could not be read (with why) and the package folders."""
     out: list[Path] = []
     links: list[Path] = []
-    for folder, dirs, files in os.walk(root):
-        visible = sorted(d for d in dirs if not d.startswith("."))
+    unread: list[tuple[Path, str]] = []
+    vendored: list[Path] = []
+
+    def failed(exc: OSError) -> None:
+        unread.append((Path(exc.filename or root), exc.strerror or str(exc)))
+
+    for folder, dirs, files in os.walk(root, onerror=failed):
+        vendored += [Path(folder) / d for d in dirs if d == VENDORED]
+        visible = sorted(d for d in dirs if not d.startswith(".") and d != VENDORED)
         links += [Path(folder) / d for d in visible if (Path(folder) / d).is_symlink()]
         dirs[:] = [d for d in visible if not (Path(folder) / d).is_symlink()]
         for name in sorted(files):
@@ -79,7 +97,7 @@ def _files(root: Path) -> tuple[list[Path], list[Path]]:
             if name.startswith("."):
                 continue
             (links if full.is_symlink() else out).append(full)
-    return out, links
+    return out, links, unread, vendored
 
 
 def _item(text: str, rel: str, origin: str, result: Plan) -> Item | None:

@@ -273,6 +273,7 @@ class Built:
     data: bytes
     conflicted: bool = False
     kept_edit: bool = False  # a person's edit was merged with the source's text
+    moved_from: str | None = None  # the note's path before: it now belongs to another project
 
 
 def _build(
@@ -302,11 +303,18 @@ def _build(
                 title = note.title if note.title != base.title else title
                 project = note.project if note.project != base.project else project
                 tags = [*note.tags, *(t for t in tags if t not in note.tags and t not in base.tags)]
+        moved_from = None
+        if project != note.project:  # imported again with another --project: filed where its project's notes are
+            moved_from, path = path, note_relpath(item.type, title, note.id, project)
+            if os.path.lexists(safe_path(store, path)):
+                return Skip(item.origin, f"{path} already exists; {moved_from} stays where it is")
+            note.path = path
         note.type, note.title, note.body, note.project, note.tags = item.type, title, body, project, tags
         note.updated = item.updated or now
         note.supersedes = list(item.supersedes) or note.supersedes
         note.extra = {**note.extra, **extra}
     else:
+        moved_from = None
         note_id = item.note_id or derived_id(item.key)
         path = note_relpath(item.type, title, note_id, project)
         if os.path.lexists(safe_path(store, path)):
@@ -332,7 +340,7 @@ def _build(
         validate(note)
     except AnamnesisError as exc:
         return Skip(item.origin, str(exc))
-    return Built(path, render_note(note).encode("utf-8"), conflicted, kept)
+    return Built(path, render_note(note).encode("utf-8"), conflicted, kept, moved_from)
 
 
 def last_imported(store: Store, paths: list[str]) -> dict[str, Note]:
@@ -436,6 +444,8 @@ def apply(
                     )
                 else:
                     changes[built.path] = built.data
+                    if built.moved_from is not None:
+                        changes[built.moved_from] = None
                     if built.kept_edit:
                         kept.append(built.path)
                     action = "create" if found is None else "conflict" if built.conflicted else "update"

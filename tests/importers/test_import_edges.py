@@ -128,6 +128,8 @@ def test_another_tag_or_project_on_a_second_run_is_applied(store: Store, run_cli
     assert (tagged["updated"], tagged["unchanged"]) == (1, 0)
     (note,) = imported(store).values()
     assert note.tags == ["ops"] and note.project == "github.com/acme/api"
+    assert note.path.startswith("projects/github.com-acme-api/"), note.path  # filed with its project's notes
+    assert not list((store.memory / "global").rglob("*.md"))
     same = run_json(run_cli, "markdown", str(vault), "-g", "ops", "-p", "github.com/acme/api")
     assert (same["updated"], same["unchanged"]) == (0, 1)
     assert run_json(run_cli, "markdown", str(vault))["unchanged"] == 1  # no options: nothing to apply
@@ -341,3 +343,26 @@ def test_notes_a_killed_import_had_written_are_committed_by_the_next_run(
     assert status.stdout == ""
     message = subprocess.run(["git", "-C", str(store.memory), "log", "-1", "--format=%s"], capture_output=True, text=True)
     assert "1 note an interrupted import had written, committed" in message.stdout
+
+
+def test_crlf_sources_unreadable_folders_markdown_extensions_and_installed_packages(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    (vault / "plan.md").parent.mkdir(parents=True)
+    (vault / "plan.md").write_bytes(b"# Plan\r\nalpha\r\nbeta\r\n")
+    write(vault / "notes.markdown", "# Long name\nkept too\n")
+    write(vault / "node_modules" / "left-pad" / "README.md", "# left-pad\nnot mine\n")
+    write(vault / "locked" / "secret-plans.md", "# Locked\nunread\n")
+    os.chmod(vault / "locked", 0)
+    try:
+        report = run_json(run_cli, "markdown", str(vault))
+    finally:
+        os.chmod(vault / "locked", 0o755)
+    titles = {n.title: n for n in imported(store).values()}
+    assert {"Plan", "Long name"} <= set(titles) and "left-pad" not in titles, titles
+    assert b"\r" not in (store.memory / titles["Plan"].path).read_bytes()
+    reasons = " ".join(f"{s['origin']}: {s['reason']}" for s in report["skipped"])
+    assert "node_modules" in reasons and "installed packages" in reasons
+    if os.geteuid() != 0:  # root reads a folder whatever its mode
+        assert "locked" in reasons and "cannot be read" in reasons
