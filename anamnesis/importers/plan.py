@@ -384,6 +384,41 @@ def last_imported(store: Store, paths: list[str]) -> dict[str, Note]:
     return found
 
 
+def deleted_imports(store: Store) -> dict[str, str]:
+    """{import key: the commit that deleted its note} for every imported note deleted since (by
+    `anamnesis rm`, by hand, on any machine): an import must not bring back what a person removed.
+    A note moved is no deletion (git's rename detection pairs the two paths)."""
+    log = run_git(
+        store.memory, "log", "-M", "--diff-filter=D", "--format=%x01%H", "--name-only", check=False
+    )
+    gone: list[tuple[str, str]] = []
+    for entry in log.stdout.split("\x01")[1:] if log.returncode == 0 else []:
+        commit, _, names = entry.partition("\n")
+        gone += [(commit.strip(), name) for name in names.split("\n") if name and is_note_path(name)]
+    if not gone:
+        return {}
+    specs = "".join(f"{commit}^:{name}\n" for commit, name in gone).encode("utf-8")
+    out = run_git_bytes(store.memory, "cat-file", "--batch", input=specs, check=False).stdout
+    keys: dict[str, str] = {}
+    at = 0
+    for commit, name in gone:
+        end = out.find(b"\n", at)
+        if end < 0:
+            break
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) != 3 or header[1] != b"blob":
+            continue
+        size = int(header[2])
+        text = out[at : at + size].decode("utf-8", errors="replace")
+        at += size + 1
+        if KEY_FIELD in text:
+            key = parse_note(text, name).extra.get(KEY_FIELD)
+            if isinstance(key, str) and key:
+                keys.setdefault(key, commit)  # newest deletion first
+    return keys
+
+
 def _applied(found: Imported, item: Item) -> bool:
     """Whether a note already has the project and tags the import's options give it."""
     _title, _body, tags, _extra = _redacted(item)
@@ -430,9 +465,14 @@ def apply(
             applied = found is not None and (not plan.options or _applied(found, item))
             matched.append((item, found, not (same and applied)))
         bases = last_imported(store, [found.path for _, found, write in matched if found is not None and write])
+        removed = deleted_imports(store) if any(found is None for _, found, _w in matched) else {}
         for done, (item, found, write) in enumerate(matched, 1):
             if found is not None and not write:
                 report.steps.append(Step("unchanged", found.path, item))
+            elif found is None and item.key in removed:
+                report.skipped.append(
+                    Skip(item.origin, f"deleted here after it was imported (commit {removed[item.key][:10]}): not imported again")
+                )
             else:
                 base = bases.get(found.path) if found is not None else None
                 built = _build(store, item, plan.source, found, base, machine, now)

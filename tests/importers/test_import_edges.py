@@ -366,3 +366,18 @@ def test_crlf_sources_unreadable_folders_markdown_extensions_and_installed_packa
     assert "node_modules" in reasons and "installed packages" in reasons
     if os.geteuid() != 0:  # root reads a folder whatever its mode
         assert "locked" in reasons and "cannot be read" in reasons
+
+
+def test_a_note_deleted_after_its_import_is_not_imported_again(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    write(vault / "db.md", "# Database\nPostgres 16.\n")
+    write(vault / "tabs.md", "# Tabs\nTwo spaces.\n")
+    run_json(run_cli, "markdown", str(vault))
+    notes = {n.title: n for n in imported(store).values()}
+    assert run_cli("rm", notes["Database"].id, "--yes").returncode == 0
+    write(vault / "db.md", "# Database\nPostgres 17 now.\n")  # the source changed since, too
+    write(vault / "tabs.md", "# Tabs\nFour spaces.\n")
+    again = run_json(run_cli, "markdown", str(vault))
+    assert (again["created"], again["updated"]) == (0, 1), again
+    assert any("deleted here after it was imported" in s["reason"] for s in again["skipped"]), again["skipped"]
+    assert "Database" not in {n.title for n in imported(store).values()}
