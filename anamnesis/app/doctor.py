@@ -27,7 +27,15 @@ from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural
 from anamnesis.search import file_problems, open_index
-from anamnesis.store import SIMILAR_TYPES, Components, check_home, read_links, similar_pairs, wedged
+from anamnesis.store import (
+    SIMILAR_TYPES,
+    Components,
+    check_home,
+    list_aliases,
+    read_links,
+    similar_pairs,
+    wedged,
+)
 from anamnesis.sync import (
     ago,
     incoming_machines,
@@ -331,7 +339,27 @@ def _index_findings(store: Store) -> list[Finding]:
         for relpath, problems in note_problems(store, index):
             findings.append(Finding(relpath, "; ".join(problems), first_fix(problems)))
         findings.extend(supersession_findings(store, index))
+        findings.extend(alias_findings(store, index))
     return findings
+
+
+def alias_findings(store: Store, index: Index) -> list[Finding]:
+    """Notes filed under a key that is now an alias: written on a machine that had not synced the
+    rename yet. A checkout finds the project the alias names, so it never sees them."""
+    aliases = {alias: target for alias, target in list_aliases(store)}
+    stranded: dict[str, list[str]] = {}
+    for path, _id, _title, project in index.keys_with_project():
+        if project and project.lower() in aliases:
+            stranded.setdefault(project, []).append(path)
+    return [
+        Finding(
+            ", ".join(sorted(paths)[:3]) + (", …" if len(paths) > 3 else ""),
+            f"{plural(len(paths), 'note')} filed under {key}, which is now an alias of {aliases[key.lower()]}:"
+            " its checkouts do not see them",
+            f"anamnesis project merge {key} {aliases[key.lower()]}",
+        )
+        for key, paths in sorted(stranded.items())
+    ]
 
 
 def note_problems(store: Store, index: Index) -> list[tuple[str, list[Problem]]]:

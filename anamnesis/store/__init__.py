@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from anamnesis.store.project import project_key as project_key
     from anamnesis.store.project import raw_project as raw_project
     from anamnesis.store.project import resolve_alias as resolve_alias
+    from anamnesis.store.projects import list_aliases as list_aliases
     from anamnesis.store.projects import list_projects as list_projects
     from anamnesis.store.projects import remove_alias as remove_alias
     from anamnesis.store.projects import rename_project as rename_project

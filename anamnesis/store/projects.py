@@ -116,6 +116,17 @@ def _alias_text(alias: str, target: str) -> bytes:
     ).encode()
 
 
+def _slot_taken(store: Store, key: str) -> None:
+    """Refuse when the alias file for `key` holds another key's alias: file names keep only letters,
+    digits and `._-`, so `acme/my-api` and `acme-my/api` share one, and writing one would drop the other."""
+    held = read_alias(alias_file(store.memory, key))
+    if held is not None and held[0] != key:
+        raise UsageError(
+            f"{key} and {held[0]} share the alias file {relpath_of(store, alias_file(store.memory, key))}"
+            f" (keys that differ only in punctuation): {held[0]}'s alias would be lost; nothing was written"
+        )
+
+
 def set_alias(store: Store, alias: str, target: str) -> str:
     """Make the key `alias` find the notes of project `target`; one commit. The alias file's path.
 
@@ -145,6 +156,7 @@ def set_alias(store: Store, alias: str, target: str) -> str:
         relpath = relpath_of(store, path)
         if read_alias(path) == (alias, target):
             return relpath
+        _slot_taken(store, alias)
         write_units(
             store,
             {relpath: _alias_text(alias, target)},
@@ -262,6 +274,7 @@ def rename_project(store: Store, old: str, new: str, *, merge: bool = False) -> 
                 f"{new} is an alias of {aliased[1]} (its checkouts find {aliased[1]}'s notes): {old} would take"
                 f" it over; choose another key, or first `anamnesis project unalias {new}`; nothing was changed"
             )
+        _slot_taken(store, old.lower())
         old_prefix = f"{PROJECTS_DIR}/{project_folder(old)}/"
         new_prefix = f"{PROJECTS_DIR}/{project_folder(new)}/"
         taken = {path for path, *_ in rows}

@@ -235,3 +235,33 @@ def test_project_list_shows_each_key_whole_and_only_remotes_other_than_the_key(
     for key in keys:
         (row,) = [line for line in lines if key in line]  # on one line, and once: not again as a remote
         assert row.split()[0] == key and row.rstrip().endswith("-"), row
+
+
+def test_notes_written_under_a_key_renamed_meanwhile_are_named_by_doctor(fleet: Fleet) -> None:
+    """Machine b writes under the old key before the rename reaches it: after sync the notes sit
+    under a key that is now an alias, where checkouts never look. doctor says so, and how to fix."""
+    a, b = _two_machines(fleet)
+    create_note(a.store, type="semantic", title="On a", body="a", project="github.com/acme/api")
+    a.sync()
+    b.sync()
+    create_note(b.store, type="semantic", title="Written on b", body="b wrote this", project="github.com/acme/api")
+    assert a.cli("project", "rename", "github.com/acme/api", "github.com/acme/api-renamed").returncode == 0
+    a.sync()
+    b.sync()
+    doctor = b.cli("doctor")
+    assert doctor.returncode != 0
+    text = " ".join(doctor.stdout.split())
+    assert "filed under github.com/acme/api, which is now an alias of github.com/acme/api-renamed" in text, text
+    assert "anamnesis project merge github.com/acme/api github.com/acme/api-renamed" in text
+    assert b.cli("project", "merge", "github.com/acme/api", "github.com/acme/api-renamed").returncode == 0
+    assert "now an alias" not in b.cli("doctor").stdout
+
+
+def test_an_alias_never_takes_the_file_of_another_keys_alias(fleet: Fleet) -> None:
+    a = fleet.machine("a")
+    create_note(a.store, type="semantic", title="n", body="x", project="github.com/acme/my-api")
+    create_note(a.store, type="semantic", title="m", body="y", project="github.com/other/proj")
+    assert a.cli("project", "rename", "github.com/acme/my-api", "github.com/acme/api-v2").returncode == 0
+    clash = a.cli("project", "alias", "github.com/acme-my/api", "github.com/other/proj")
+    assert clash.returncode == 2 and "share the alias file" in clash.stderr, clash.stderr
+    assert [n["title"] for n in json.loads(a.cli("list", "-p", "github.com/acme/my-api", "--json").stdout)] == ["n"]
