@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from anamnesis.agents.capture import DECISIONS, OPEN_ITEMS
 from anamnesis.base.notes import parse_note
+from anamnesis.base.text import plural
 from anamnesis.search import open_index, parse_when
 from anamnesis.store import safe_path
 
@@ -61,6 +62,7 @@ class Timeline:
     days: list[tuple[str, list[Entry]]]
     still_open: list[dict[str, str]]
     machines: list[str]
+    undated: list[str] = field(default_factory=list)  # notes whose date is none or ahead of now: left out
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON the CLI's --json, the MCP tool and the dashboard share."""
@@ -70,7 +72,18 @@ class Timeline:
             "machines": list(self.machines),
             "days": [{"date": day, "entries": [e.to_dict() for e in entries]} for day, entries in self.days],
             "still_open": [dict(item) for item in self.still_open],
+            "left_out": list(self.undated),
         }
+
+
+def _dated(when: str, latest: str) -> bool:
+    """Whether a note's date is a date (hand edits write anything: `garbage`, `2026-02-30`) and not
+    ahead of now (a machine whose clock ran ahead): only such notes belong on a day of the timeline."""
+    try:
+        dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return when[:10] <= latest
 
 
 def _section(body: str, heading: str) -> list[str]:
@@ -113,8 +126,13 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
         rows = index.changed_since(start, project, MAX_ENTRIES)
         titles = index.titles_by_id()
     entries: list[Entry] = []
+    undated: list[str] = []
+    tomorrow = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).strftime("%Y-%m-%d")
     for hit in rows:
         path, title, kind, key, created, updated = hit.path, hit.title, hit.type, hit.project, hit.created, hit.updated
+        if not _dated(updated or created or "", tomorrow) or (created and not _dated(created, tomorrow)):
+            undated.append(path)  # doctor names the field to fix
+            continue
         machine, supersedes = hit.machine, hit.supersedes
         if kind == "episodic":
             try:
@@ -173,7 +191,7 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
         for item in entry.open_items
     ]
     machines = sorted({e.machine for e in entries if e.machine})
-    return Timeline(start, project, days, still_open, machines)
+    return Timeline(start, project, days, still_open, machines, sorted(undated))
 
 
 def _weekday(day: str) -> str:
@@ -211,7 +229,16 @@ def render_text(timeline: Timeline) -> str:
     if timeline.still_open:
         out += ["", "Still open"]
         out += [f"  - {i['project']}: {i['item']} (since {i['since']})" for i in timeline.still_open]
+    if timeline.undated:
+        out += ["", f"Left out: {_left_out(timeline)}"]
     return "\n".join(out) + "\n"
+
+
+def _left_out(timeline: Timeline) -> str:
+    return (
+        f"{plural(len(timeline.undated), 'note')} whose date is no date or ahead of now"
+        f" ({', '.join(timeline.undated[:3])}{', …' if len(timeline.undated) > 3 else ''}); `anamnesis doctor` says which field"
+    )
 
 
 def render_markdown(timeline: Timeline) -> str:
@@ -228,4 +255,6 @@ def render_markdown(timeline: Timeline) -> str:
     if timeline.still_open:
         out += ["", "## Still open", ""]
         out += [f"- [ ] {i['item']} (`{i['project']}`, since {i['since']})" for i in timeline.still_open]
+    if timeline.undated:
+        out += ["", f"Left out: {_left_out(timeline)}"]
     return "\n".join(out) + "\n"

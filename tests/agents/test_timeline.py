@@ -175,3 +175,20 @@ def test_a_note_added_earlier_in_the_span_and_changed_today_shows_on_both_days(f
     days = {day: [(e.change, e.title) for e in entries] for day, entries in build_timeline(desk.store).days}
     assert ("added", "How to release the API") in days[_ago(5)[:10]]
     assert ("updated", "How to release the API") in days[_ago(0)[:10]], days
+
+
+def test_notes_whose_date_is_no_date_or_ahead_of_now_are_left_out_and_said(fleet: Fleet) -> None:
+    from anamnesis.agents.timeline import build_timeline, render_text
+
+    desk = fleet.machine("desk")
+    _fact(desk, 1, "A real fact")
+    facts = desk.store.memory / "global" / "facts"
+    facts.mkdir(parents=True, exist_ok=True)
+    for name, created in (("garbage", "garbage"), ("list", "[1, 2]"), ("future", "'2099-01-01T00:00:00Z'"), ("packed", "20261127")):
+        (facts / f"{name}.md").write_text(f"---\ntitle: {name}\ntype: semantic\ncreated: {created}\n---\nbody\n")
+    timeline = build_timeline(desk.store, since="0d")
+    days = [day for day, _entries in timeline.days]
+    assert all(day[:4].isdigit() and day[4] == "-" and day < "2099" for day in days), days
+    assert sorted(p.rsplit("/", 1)[-1] for p in timeline.undated) == ["future.md", "garbage.md", "list.md", "packed.md"]
+    assert "Left out: 4 notes whose date is no date or ahead of now" in render_text(timeline)
+    assert build_timeline(desk.store, since="2100-01-01").days == []
