@@ -296,6 +296,16 @@ def _check_text(name: str, value: str | None, *, required: bool = False) -> str 
     return value
 
 
+def _check_tag(tag: str | None) -> str | None:
+    """A tag to filter by: one the notes could hold (`#ops` is `ops`), not blank or only marks."""
+    tag = _check_text("tag", tag)
+    if tag is None:
+        return None
+    if not normalize_tags(tag):
+        raise ToolError(f"tag {tag!r} is no tag (tags are words like `postgres`); give one, or leave tag out")
+    return tag
+
+
 def _check_tags(tags: list[str] | None) -> list[str] | None:
     """Tags as stored, a secret among them made `redacted` while its case still shows it."""
     from anamnesis.store import redact_tags  # lazy: the first tool call loads the core, not MCP start
@@ -308,8 +318,10 @@ def _check_project(project: str | None) -> str | None:
     from anamnesis.store import check_project_key  # lazy: the first tool call loads the core, not MCP start
 
     project = _check_text("project", project)
-    if project is None or not project.strip():
+    if project is None:
         return None
+    if not project.strip():
+        raise ToolError("project is blank: give a key like github.com/acme/api, or leave project out")
     try:
         return check_project_key(project)
     except UsageError as exc:
@@ -424,7 +436,7 @@ class MemoryTools:
                     query,
                     project=_check_project(project),
                     type=type,
-                    tag=_check_text("tag", tag) or None,
+                    tag=_check_tag(tag),
                     near_project=self.current_project(),
                     limit=limit,
                     require_all=require_all,
@@ -454,7 +466,7 @@ class MemoryTools:
             hits = index.list_notes(
                 project=_check_project(project),
                 type=type,
-                tag=_check_text("tag", tag) or None,
+                tag=_check_tag(tag),
                 limit=limit,
             )
             notes: list[NoteHit] = [h.to_dict() for h in hits]  # type: ignore[misc]
@@ -508,6 +520,8 @@ class MemoryTools:
         with _tool_errors():
             _check_text("title", title, required=True)
             _check_text("body", body, required=True)
+            if global_note and project is not None:
+                raise ToolError("give project or global_note, not both: a global note belongs to no project")
             key = (
                 None
                 if global_note or type in GLOBAL_TYPES

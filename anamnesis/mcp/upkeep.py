@@ -103,6 +103,11 @@ class UpkeepTools:
             wanted = {str(n).strip() for n in notes or () if str(n).strip()}
             key = self.check_project(project)
             self.host.store.require()
+            unknown = sorted(ref for ref in wanted if not self._is_note(ref))
+            if unknown:
+                raise ToolError(
+                    f"no note has the path or id {', '.join(map(repr, unknown[:5]))}: give the ones `read` or `search` returned"
+                )
             plan = plan_tidy(self.host.store, project=key)
             if wanted:
                 plan.proposals = [
@@ -114,6 +119,14 @@ class UpkeepTools:
                 "plan_file": str(saved) if saved else None,
                 "accept": f"anamnesis tidy --apply {saved}" if saved else None,
             }
+
+    def _is_note(self, ref: str) -> bool:
+        """Whether `ref` is the id or the memory/-relative path of a note in the index."""
+        from anamnesis.search import open_index  # lazy: as the tools above
+
+        with open_index(self.host.store) as index:
+            index.refresh()
+            return index.path_of_id(ref) is not None or index.hit_at(ref) is not None
 
     def tools(self) -> list[tuple[Callable[..., Any], str, ToolAnnotations]]:
         """(function, name, annotations) of each tool, for the server to publish with closed schemas."""

@@ -81,6 +81,8 @@ def search(
     if query.empty:
         return []
     ranker = ranker or default_ranker(index.store, require_all=require_all)
+    if query.only_stop_words and isinstance(ranker, HybridRanker):
+        ranker = ranker.keyword  # the model places any words somewhere: the closest notes would be noise
     filters = Filters(project=project, type=type, tag=tag, since=since, until=until)
     pool = max(MIN_POOL, limit * 3)
     scores = ranker.rank(index, query, filters, pool)

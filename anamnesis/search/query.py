@@ -103,6 +103,7 @@ class Query:
     dash_excluded: list[Term] = field(default_factory=list)  # from `-word`: dropped if they leave nothing
     command: Term | None = None  # the longest run of command-line tokens, as one phrase
     function_terms: list[Term] = field(default_factory=list)  # its stop words ("how", "where", "up")
+    only_stop_words: bool = False  # "the a of", "what is it": words to find, but no meaning to rank by
 
     @property
     def empty(self) -> bool:
@@ -279,6 +280,7 @@ def parse_query(raw: str) -> Query:
     if not query.terms and not query.excluded:
         # only stop words ("how to"): search for them rather than for nothing
         query.function_terms = []
+        query.only_stop_words = True
         for text, quoted, _neg in tokens:
             parts = _parts(text)
             if parts and (tuple(parts), False) not in seen:

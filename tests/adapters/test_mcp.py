@@ -230,6 +230,23 @@ def test_a_secret_given_as_a_tag_or_a_project_never_reaches_a_file_or_git(store:
     assert "- redacted" in files and "- ci" in files
 
 
+def test_arguments_that_would_be_silently_ignored_are_one_line_errors(store: Store, project_dir: Path) -> None:
+    async def script(session: ClientSession, call: Call) -> None:
+        made = _data(await call("write", {"title": "Pool size", "body": "pool_size = 20"}))
+        for name, args, said in (
+            ("list", {"project": "   "}, "project is blank"),
+            ("search", {"query": "pool", "tag": "#"}, "is no tag"),
+            ("write", {"title": "t", "body": "b", "project": "github.com/acme/infra", "global_note": True}, "not both"),
+            ("tidy", {"notes": ["../x", "zzzzzzzzzz"]}, "no note has the path or id"),
+        ):
+            error = _error(await call(name, args))
+            assert said in error and "\n" not in error.strip(), (name, error)
+        assert _data(await call("tidy", {"notes": [made["id"]]}))["proposals"] == []  # a real note: fine
+
+    _drive(store, project_dir, script)
+    assert not [p for p in store.memory.rglob("*.md") if p.name.startswith("t-")]
+
+
 def test_hand_edits_are_seen(store: Store, project_dir: Path) -> None:
     async def script(session: ClientSession, call: Call) -> None:
         note = store.memory / "global" / "facts" / "hand-written.md"

@@ -913,3 +913,16 @@ def test_prompt_recall_leaves_out_notes_far_less_close_than_the_closest(
     update_vectors(store)
     _text, shown = build_recall(store, "how do I test the stripe webhook handler on my laptop", session_id="p1", cwd=str(checkout))
     assert shown == [webhooks.path], shown
+
+
+def test_a_query_of_stop_words_alone_is_not_answered_by_meaning(store: Store, model_dir: Path) -> None:
+    """"the a of" has words to look for (notes holding them, as keyword search finds them) and no
+    meaning: the model would place it near some notes, which would then come back for no reason."""
+    _fill(store)
+    enable(store, model_dir)
+    update_vectors(store)
+    with open_index(store) as index:
+        found = search(index, "the a of")
+        assert all(hit.similarity is None for hit in found), found
+        assert all(" of " in f" {hit.title} {hit.snippet} ".lower() or "the" in hit.snippet.lower() for hit in found)
+        assert search(index, "who gets woken up at night")[0].similarity is not None  # meaning still ranks questions
