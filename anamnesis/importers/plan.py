@@ -69,6 +69,10 @@ KEY_FIELD = "import_key"
 DIGEST_FIELD = "import_hash"
 SOURCE_PREFIX = "import:"
 SOURCE_LABEL = "import"  # the source's side of a conflict block (the other side: this machine's id)
+# What the source last said, per imported note: the base the next import merges against, so a
+# person's edit (and a conflict they resolved) is measured against the source's text, not against
+# a note that already held edits. A hidden folder: synced, never indexed, no note.
+BASES_DIR = ".imports"
 COMMIT_MARK = ": import "  # in the subject of every import commit: "<machine>: import <source>: ..."
 KEPT_EDIT = "kept-edit: "  # a line of an import commit's message: this note holds a person's edit too
 
@@ -227,6 +231,12 @@ class Imported:
     digest: str
     project: str | None = None
     tags: list[str] = field(default_factory=list)
+    id: str = ""
+
+
+def base_path(note_id: str) -> str:
+    """Where what the source last said for the note `note_id` is kept (memory/-relative)."""
+    return f"{BASES_DIR}/{note_id}.md"
 
 
 def note_files(memory: Path) -> Iterator[str]:
@@ -254,7 +264,7 @@ def imported_notes(store: Store) -> dict[str, Imported]:
         note = parse_note(text, relpath)
         key = note.extra.get(KEY_FIELD)
         if isinstance(key, str) and key and key not in found:
-            found[key] = Imported(relpath, str(note.extra.get(DIGEST_FIELD) or ""), note.project, note.tags)
+            found[key] = Imported(relpath, str(note.extra.get(DIGEST_FIELD) or ""), note.project, note.tags, note.id)
     return found
 
 
@@ -274,6 +284,7 @@ class Built:
     conflicted: bool = False
     kept_edit: bool = False  # a person's edit was merged with the source's text
     moved_from: str | None = None  # the note's path before: it now belongs to another project
+    base: tuple[str, bytes] | None = None  # (path, text) of what the source said: the next merge's base
 
 
 def _build(
@@ -285,6 +296,7 @@ def _build(
     if not body.strip() and not item.keep_empty:
         return Skip(item.origin, "empty: no text to keep")
     project = note_project(item.type, item.project)
+    said = (title, body, list(tags))  # the source's own text, before any edit of the person's is merged in
     conflicted = kept = False
     if existing is not None:
         path = existing.path
@@ -340,7 +352,11 @@ def _build(
         validate(note)
     except AnamnesisError as exc:
         return Skip(item.origin, str(exc))
-    return Built(path, render_note(note).encode("utf-8"), conflicted, kept, moved_from)
+    source_only = Note(
+        path=path, id=note.id, type=item.type, title=said[0], body=said[1], project=project, tags=said[2]
+    )
+    said_file = (base_path(note.id), render_note(source_only).encode("utf-8"))
+    return Built(path, render_note(note).encode("utf-8"), conflicted, kept, moved_from, said_file)
 
 
 def last_imported(store: Store, paths: list[str]) -> dict[str, Note]:
@@ -419,6 +435,21 @@ def deleted_imports(store: Store) -> dict[str, str]:
     return keys
 
 
+def _bases(store: Store, found: list[Imported]) -> dict[str, Note]:
+    """Each note's base for merging the source's change in, by its path: what the source said at
+    the last import (kept under BASES_DIR), else, for a note imported before those were kept, the
+    note as an import last wrote it (`last_imported`)."""
+    bases: dict[str, Note] = {}
+    for imported in found:
+        try:
+            text = safe_path(store, base_path(imported.id)).read_text(encoding="utf-8", errors="replace")
+        except (OSError, ValueError):
+            continue
+        bases[imported.path] = parse_note(text, imported.path)
+    older = last_imported(store, [f.path for f in found if f.path not in bases])
+    return {**older, **bases}
+
+
 def _applied(found: Imported, item: Item) -> bool:
     """Whether a note already has the project and tags the import's options give it."""
     _title, _body, tags, _extra = _redacted(item)
@@ -464,7 +495,7 @@ def apply(
             same = found is not None and found.digest == item.digest and not rekey
             applied = found is not None and (not plan.options or _applied(found, item))
             matched.append((item, found, not (same and applied)))
-        bases = last_imported(store, [found.path for _, found, write in matched if found is not None and write])
+        bases = _bases(store, [found for _, found, write in matched if found is not None and write])
         removed = deleted_imports(store) if any(found is None for _, found, _w in matched) else {}
         for done, (item, found, write) in enumerate(matched, 1):
             if found is not None and not write:
@@ -486,6 +517,8 @@ def apply(
                     changes[built.path] = built.data
                     if built.moved_from is not None:
                         changes[built.moved_from] = None
+                    if built.base is not None:
+                        changes[built.base[0]] = built.base[1]
                     if built.kept_edit:
                         kept.append(built.path)
                     action = "create" if found is None else "conflict" if built.conflicted else "update"

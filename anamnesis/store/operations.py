@@ -221,7 +221,8 @@ def resolve_ref(store: Store, ref: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise NoteNotFound(f"no note matches {ref!r} (try `anamnesis search` or `anamnesis list`)")
+        short = " (an id prefix needs 4 characters or more)" if len(ref) < 4 and ref.isalnum() else ""
+        raise NoteNotFound(f"no note matches {ref!r}{short} (try `anamnesis search` or `anamnesis list`)")
     shown = ", ".join(matches[:5])
     raise UsageError(f"{ref!r} matches {plural(len(matches), 'note')}: {shown} — be more specific")
 

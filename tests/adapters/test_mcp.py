@@ -162,6 +162,7 @@ def test_bad_input_comes_back_as_tool_errors(store: Store, project_dir: Path, tm
 
     async def script(session: ClientSession, call: Call) -> None:
         assert "no note matches" in _error(await call("read", {"ref": "does-not-exist"}))
+        assert "needs 4 characters" in _error(await call("read", {"ref": "ce7"}))  # a prefix too short to match
         for ref in ("../../etc/passwd", "/etc/passwd", "global/../../secret.md", ".git/config"):
             message = _error(await call("read", {"ref": ref}))
             assert "is outside the store" in message, (ref, message)  # refused as a path, not merely not found

@@ -381,3 +381,25 @@ def test_a_note_deleted_after_its_import_is_not_imported_again(store: Store, run
     assert (again["created"], again["updated"]) == (0, 1), again
     assert any("deleted here after it was imported" in s["reason"] for s in again["skipped"]), again["skipped"]
     assert "Database" not in {n.title for n in imported(store).values()}
+
+
+def test_a_conflict_resolved_with_ones_own_side_stays_resolved_when_the_source_changes_again(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    vault = tmp_path / "vault"
+    source = write(vault / "r.md", "# R\nl1\nl2\nl3\nl4\nl5\n")
+    run_json(run_cli, "markdown", str(vault))
+    (note,) = imported(store).values()
+    edit_body(store, note.path, "l1\n", "l1 MINE\n")
+    source.write_text("# R\nl1 THEIRS\nl2\nl3\nl4\nl5\n")
+    assert run_json(run_cli, "markdown", str(vault))["conflicted"] == 1
+    assert run_cli("resolve", note.id, "--ours").returncode == 0
+    source.write_text("# R\nl1 THEIRS\nl2\nl3\nl4\nl5\nl6 new at source\n")
+    again = run_json(run_cli, "markdown", str(vault))
+    assert (again["updated"], again["conflicted"]) == (1, 0), again
+    body = read_note(store, note.path).body
+    assert "l1 MINE" in body and "l6 new at source" in body and "THEIRS" not in body and "<<<<<<<" not in body
+    source.write_text("# R\nl1 THEIRS\nl2\nl3\nl4\nl5\nl6 new at source\nl7 and again\n")  # appended once more
+    third = run_json(run_cli, "markdown", str(vault))
+    assert (third["updated"], third["conflicted"]) == (1, 0), third
+    assert "l7 and again" in read_note(store, note.path).body
