@@ -445,6 +445,8 @@ def _bases(store: Store, found: list[Imported]) -> dict[str, Note]:
             text = safe_path(store, base_path(imported.id)).read_text(encoding="utf-8", errors="replace")
         except (OSError, ValueError):
             continue
+        if has_conflict_markers(text):  # two machines imported the same source apart: trust git's history
+            continue
         bases[imported.path] = parse_note(text, imported.path)
     older = last_imported(store, [f.path for f in found if f.path not in bases])
     return {**older, **bases}
