@@ -427,7 +427,9 @@ def plan_tidy(
         if changed:
             evidence["changed"] = [list(pair) for pair in changed[:MAX_EVIDENCE]]
         proposals.append(Proposal(action, kind, newer.ref(), older.ref(), score, newer.project, evidence))
-    proposals += _stale_sessions(rows, cutoff, project, superseded)
+    proposals += [
+        p for p in _stale_sessions(rows, cutoff, project, superseded) if not _restored(store, p.other.id, p.other.path)
+    ]
     said_no = {} if declined else _declined(store)
     asked = len(proposals)
     proposals = [p for p in proposals if p.key not in said_no or said_no[p.key] != _stamps(store, p)]
@@ -693,6 +695,8 @@ def _archive(store: Store, proposal: Proposal) -> Applied:
             return Applied(
                 key, "stale", f"the note it lives on in ({proposal.keep.id}) is no longer in the memory"
             )
+        if _restored(store, proposal.other.id, path):
+            return Applied(key, "skipped", f"{path} was restored from the archive: it is not archived again")
         kind = load_note(store, path).type
         if kind != "episodic":  # a plan is a file: it may say anything
             return Applied(key, "skipped", f"{path} is a {kind} note: tidy archives only session notes")
@@ -765,7 +769,31 @@ def restore_archived(store: Store, ref: str) -> str:
         write_units(
             store, {source: None, target: data}, f"{machine}: tidy: restore {target} from the archive", target
         )
+        _remember_restored(store, target, data)
     return target
+
+
+RESTORED = "restored:"  # a key of the declined file: a session the person took back out of the archive
+
+
+def _remember_restored(store: Store, path: str, data: bytes) -> None:
+    """A session restored from the archive is the person's answer: not proposed (nor archived by an
+    old plan) again while it stays as it is."""
+    said_no = _declined(store)
+    note_id = parse_note(data.decode("utf-8", "replace"), path).id
+    said_no[RESTORED + note_id] = {"note": hashlib.sha256(data).hexdigest()[:16]}
+    atomic_write_text(store.state_dir / DECLINED_FILE, json.dumps(said_no, indent=1, sort_keys=True) + "\n")
+
+
+def _restored(store: Store, note_id: str, path: str) -> bool:
+    """Whether the note was restored from the archive here and has not changed since."""
+    stamp = _declined(store).get(RESTORED + note_id)
+    if not stamp:
+        return False
+    try:
+        return stamp.get("note") == hashlib.sha256(safe_path(store, path).read_bytes()).hexdigest()[:16]
+    except (OSError, ValueError):
+        return False
 
 
 def describe_proposal(proposal: Proposal) -> list[str]:

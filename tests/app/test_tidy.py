@@ -157,6 +157,13 @@ def test_proposals_with_evidence_then_apply_twice_and_restore(
     assert (store.memory / notes["session"].path).exists()
     found = json.loads(run_cli("search", "nightly exports time out", "--json").stdout)
     assert notes["session"].id in {h["id"] for h in found}
+    # restoring is the person's answer: neither a new plan nor the old one archives it again
+    assert notes["session"].id not in {p["other"]["id"] for p in _plan(run_cli)["proposals"]}
+    head = _head(store)
+    reapplied = run_cli("tidy", "--apply", str(plan_file), "--json")
+    outcomes = {a["detail"].split(" ", 1)[0]: a["outcome"] for a in json.loads(reapplied.stdout)["applied"]}
+    assert outcomes.get(notes["session"].path) == "skipped", outcomes
+    assert _head(store) == head and (store.memory / notes["session"].path).exists()
     assert (
         subprocess.run(
             ["git", "-C", str(store.memory), "status", "--porcelain"], capture_output=True, text=True
