@@ -281,6 +281,42 @@ _TOKEN = re.compile(r"[\w.:/\-]+")
 SHORT_LINE = 15  # tokens: a statement of one fact ("The API timeout is 30 seconds.")
 
 
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _in_their_fences(only: list[str], body: str) -> list[str]:
+    """`only` (lines of `body`, in its order) with each run of lines that stood in a code block put
+    back inside one: a shell comment copied out of its fence (`# install deps first`) would read
+    as a heading."""
+    opener_of: dict[int, str] = {}  # line number in body -> the fence it stands in
+    opener: str | None = None
+    lines = body.splitlines()
+    for number, line in enumerate(lines):
+        if _FENCE.match(line):
+            opener = None if opener is not None else line.strip()
+        elif opener is not None:
+            opener_of[number] = opener
+    wanted = [line for line in only if not _FENCE.match(line)]  # fences are put back around their lines
+    out: list[str] = []
+    open_fence: str | None = None
+    at = 0
+    for number, line in enumerate(lines):
+        if at >= len(wanted) or line.rstrip() != wanted[at]:
+            continue
+        fence = opener_of.get(number)
+        if fence != open_fence:
+            if open_fence is not None:
+                out.append(open_fence[:3])
+            if fence is not None:
+                out.append(fence)
+            open_fence = fence
+        out.append(wanted[at])
+        at += 1
+    if open_fence is not None:
+        out.append(open_fence[:3])
+    return out + wanted[at:]
+
+
 def _value_changed(old: str, new: str) -> bool:
     """Whether `new` says what `old` says with a value changed: the same words but one word or two
     put in place of others in a short statement ("30 seconds" -> "60 seconds", "forbidden" ->
@@ -653,6 +689,7 @@ def apply_proposal(store: Store, proposal: Proposal, *, model: bool = False) -> 
     by_model = ""
     if proposal.action == "merge":
         _shared, only = _shared_and_differing(keep.body, other.body)
+        only = _in_their_fences(only, other.body)
         body = keep.body
         if only:
             day = (other.created or other.updated)[:10]

@@ -537,3 +537,16 @@ def test_a_note_that_changed_a_value_replaces_the_older_instead_of_taking_its_ol
     path.write_text(json.dumps(plan))
     assert run_cli("tidy", "--apply", str(path)).returncode == 0
     assert old not in (store.memory / newer.path).read_text()
+
+
+def test_a_merged_line_from_a_code_block_stays_in_a_code_block() -> None:
+    from anamnesis.app.tidy import _in_their_fences, _shared_and_differing
+
+    keep = "Install:\n\n```bash\npip install x\n```\n"
+    other = "Install:\n\n```bash\n# install deps first\npip install x\nmake deps\n```\n\nThen run it.\n"
+    _shared, only = _shared_and_differing(keep, other)
+    assert _in_their_fences(only, other) == ["```bash", "# install deps first", "make deps", "```", "Then run it."]
+    _shared, only = _shared_and_differing("Install it.\n", other)  # the fence itself only in the other note
+    assert _in_their_fences(only, other) == [
+        "Install:", "```bash", "# install deps first", "pip install x", "make deps", "```", "Then run it.",
+    ]
