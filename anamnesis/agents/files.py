@@ -238,6 +238,9 @@ def _refusal(change: FileChange) -> str | None:
     """Why `change` cannot be written, found before any file is touched: a folder that cannot be
     written, or a file the system will not let anyone replace (immutable, `chattr +i`)."""
     target = change.target
+    for parent in target.parents:  # a dotfiles link whose folder is not there (`~/.gemini -> dotfiles/gemini`)
+        if parent.is_symlink() and not parent.exists():
+            return f"{parent} is a link to {os.readlink(parent)}, which does not exist (create it, or remove the link)"
     folder = nearest_folder(target.parent, Path(target.anchor))
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"{folder} cannot be written"
@@ -310,7 +313,11 @@ def _write_all(changes: list[FileChange], written: list[tuple[FileChange, list[P
             done.append(f"backed up {change.path} to {backup.name}")
         target = change.target
         change.made_dirs = [str(p) for p in (target.parent, *target.parent.parents) if not p.exists()]
-        atomic_write_text(target, change.after, mode=change.mode)
+        if _hard_linked(target):  # another name for the same file (a dotfiles repo): written in place, kept one file
+            with open(target, "w", encoding="utf-8", newline="") as handle:
+                handle.write(change.after)
+        else:
+            atomic_write_text(target, change.after, mode=change.mode)
         written.append((change, made))
         done.extend(f"{change.path}: {what}" for what in change.what)
     for change in changes:  # one backup per file, the newest: only once every file is written
@@ -318,6 +325,13 @@ def _write_all(changes: list[FileChange], written: list[tuple[FileChange, list[P
             for stale in backups_of(change.path)[1:]:
                 stale.unlink(missing_ok=True)
     return done
+
+
+def _hard_linked(path: Path) -> bool:
+    try:
+        return path.stat().st_nlink > 1
+    except OSError:
+        return False
 
 
 def _holds(backup: Path, text: str) -> bool:

@@ -5,6 +5,7 @@ removes the empty folders init made; backups do not pile up."""
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
@@ -245,3 +246,24 @@ def test_an_empty_config_file_comes_back_empty(store: Store, agent_homes: dict[s
     assert "anamnesis" in config.read_text()
     AGENTS[agent].uninstall(store)
     assert config.read_bytes() == b""
+
+
+def test_a_hard_linked_config_stays_one_file_and_a_dangling_folder_link_is_named(
+    store: Store, agent_homes: dict[str, Path], tmp_path: Path, run_cli: RunCli
+) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "gemini.json").write_text('{"ui": {"theme": "Default"}}\n')
+    agent_homes["gemini"].mkdir(parents=True)
+    settings = agent_homes["gemini"] / "settings.json"
+    os.link(dotfiles / "gemini.json", settings)
+    AGENTS["gemini"].install(store, with_instructions=False)
+    assert os.path.samefile(settings, dotfiles / "gemini.json") and "anamnesis" in (dotfiles / "gemini.json").read_text()
+    AGENTS["gemini"].uninstall(store)
+    assert os.path.samefile(settings, dotfiles / "gemini.json")
+    assert (dotfiles / "gemini.json").read_text() == '{"ui": {"theme": "Default"}}\n'
+
+    codex = agent_homes["codex"]
+    codex.symlink_to(tmp_path / "dotfiles-codex-not-there")
+    proc = run_cli("init", "--agent", "codex", "--no-schedule", "--no-instructions", env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 15 and "which does not exist" in proc.stderr and str(codex) in proc.stderr, proc.stderr
