@@ -168,6 +168,10 @@ def _add_file(
         counts[slug] = counts.get(slug, 0) + 1
         number = f"-{counts[slug]}" if counts[slug] > 1 else ""
         title = heading if section.heading else f"{file.name}: {heading}"
+        under = section.text.split("\n", 1)[1] if section.heading and "\n" in section.text else ("" if section.heading else section.text)
+        if not under.strip():  # a heading with nothing under it ("## Later"): nothing to remember
+            result.skipped.append(Skip(f"{origin}#{slug}{number}", "empty: no text to keep"))
+            continue
         result.add(
             Item(
                 key=f"{NAME}:{prefix}#{slug}{number}",

@@ -403,3 +403,12 @@ def test_a_conflict_resolved_with_ones_own_side_stays_resolved_when_the_source_c
     third = run_json(run_cli, "markdown", str(vault))
     assert (third["updated"], third["conflicted"]) == (1, 0), third
     assert "l7 and again" in read_note(store, note.path).body
+
+
+def test_a_claude_md_heading_with_nothing_under_it_makes_no_note(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    write(project / "CLAUDE.md", "# Project\nUse uv.\n\n## Later\n\n## Testing\nRun pytest -x.\n")
+    report = run_json(run_cli, "claude-md", str(project))
+    titles = sorted(n.title for n in imported(store).values())
+    assert titles == ["Project", "Testing"], titles
+    assert any(s["origin"].endswith("#later") and s["reason"].startswith("empty") for s in report["skipped"]), report
