@@ -529,14 +529,18 @@ def apply(
                 progress(done, total)
         # Notes an import killed before its commit had written (their files are here, as the source
         # has them): committed now, not called unchanged and left for the next sync to find.
-        waiting = [] if dry_run else _uncommitted(store, [s.path for s in report.steps if s.action == "unchanged"])
+        quiet = [found for _item, found, write in matched if found is not None and not write]
+        waiting = [] if dry_run else _uncommitted(
+            store, [f.path for f in quiet] + [base_path(f.id) for f in quiet if f.id]  # a note and what its source said
+        )
         for path in waiting:
             changes[path] = (store.memory / path).read_bytes()
         if changes and not dry_run:
             new, updated = report.count("create"), report.count("update") + report.count("conflict")
             message = f"{machine}: import {plan.source}: {new} new, {updated} updated notes from {plan.label}"
-            if waiting:
-                message += f" ({plural(len(waiting), 'note')} an interrupted import had written, committed)"
+            notes = [path for path in waiting if is_note_path(path)]
+            if notes:
+                message += f" ({plural(len(notes), 'note')} an interrupted import had written, committed)"
             if kept:
                 message += "\n\n" + "\n".join(f"{KEPT_EDIT}{path}" for path in kept)
             write_units(store, changes, message, f"import {plan.source}")
