@@ -94,6 +94,8 @@ def import_(
     for step in report.steps:
         if step.action != "unchanged" or print_only:
             out.print(f"{step.action:9} {escape(step.path)}  [dim]{escape(step.item.origin)}[/dim]")
+            if step.note:
+                out.print(f"          [yellow]{escape(step.note)}[/yellow]")
     for skip in report.skipped:
         out.print(f"[yellow]skipped[/yellow]   {escape(skip.origin)}: {escape(skip.reason)}")
     out.print(escape(report.summary()))

@@ -154,6 +154,7 @@ class Step:
     action: str  # "create", "update", "conflict" (updated, a person's edit kept beside it) or "unchanged"
     path: str
     item: Item
+    note: str = ""  # what the person should hear about it (a title both sides changed)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -164,6 +165,7 @@ class Step:
             "project": self.item.project,
             "origin": self.item.origin,
             "key": self.item.key,
+            "note": self.note,
         }
 
 
@@ -285,6 +287,7 @@ class Built:
     kept_edit: bool = False  # a person's edit was merged with the source's text
     moved_from: str | None = None  # the note's path before: it now belongs to another project
     base: tuple[str, bytes] | None = None  # (path, text) of what the source said: the next merge's base
+    note: str = ""  # said with the step (a title both sides changed: the person's is kept)
 
 
 def _build(
@@ -297,6 +300,7 @@ def _build(
         return Skip(item.origin, "empty: no text to keep")
     project = note_project(item.type, item.project)
     said = (title, body, list(tags))  # the source's own text, before any edit of the person's is merged in
+    said_note = ""
     conflicted = kept = False
     if existing is not None:
         path = existing.path
@@ -312,6 +316,8 @@ def _build(
             merged = merge_lines(base_body, Side(machine, note.body), Side(SOURCE_LABEL, body))
             body, conflicted, kept = merged.text, merged.conflicted, True
             if base is not None:
+                if note.title != base.title and title not in (base.title, note.title):
+                    said_note = f"kept your title {note.title!r}; the source's is now {title!r}"
                 title = note.title if note.title != base.title else title
                 project = note.project if note.project != base.project else project
                 tags = [*note.tags, *(t for t in tags if t not in note.tags and t not in base.tags)]
@@ -356,7 +362,7 @@ def _build(
         path=path, id=note.id, type=item.type, title=said[0], body=said[1], project=project, tags=said[2]
     )
     said_file = (base_path(note.id), render_note(source_only).encode("utf-8"))
-    return Built(path, render_note(note).encode("utf-8"), conflicted, kept, moved_from, said_file)
+    return Built(path, render_note(note).encode("utf-8"), conflicted, kept, moved_from, said_file, said_note)
 
 
 def last_imported(store: Store, paths: list[str]) -> dict[str, Note]:
@@ -524,7 +530,7 @@ def apply(
                     if built.kept_edit:
                         kept.append(built.path)
                     action = "create" if found is None else "conflict" if built.conflicted else "update"
-                    report.steps.append(Step(action, built.path, item))
+                    report.steps.append(Step(action, built.path, item, built.note))
             if progress is not None:
                 progress(done, total)
         # Notes an import killed before its commit had written (their files are here, as the source

@@ -412,3 +412,21 @@ def test_a_claude_md_heading_with_nothing_under_it_makes_no_note(store: Store, r
     titles = sorted(n.title for n in imported(store).values())
     assert titles == ["Project", "Testing"], titles
     assert any(s["origin"].endswith("#later") and s["reason"].startswith("empty") for s in report["skipped"]), report
+
+
+def test_a_title_changed_on_both_sides_keeps_yours_and_says_the_sources(store: Store, run_cli: RunCli, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    source = write(vault / "hr.md", "---\ntitle: Rules\n---\nBe kind.\n")
+    run_json(run_cli, "markdown", str(vault))
+    (note,) = imported(store).values()
+    mine = read_note(store, note.path)
+    mine.title = "Rules (my title)"
+    save_note(store, mine, message="m: retitle by hand")
+    source.write_text("---\ntitle: Rules v2\n---\nBe kind.\nBe on time.\n")
+    report = run_json(run_cli, "markdown", str(vault))
+    (step,) = [s for s in report["notes"] if s["action"] != "unchanged"]
+    assert "kept your title 'Rules (my title)'" in step["note"] and "'Rules v2'" in step["note"], step
+    after = read_note(store, note.path)
+    assert after.title == "Rules (my title)" and "Be on time." in after.body
+    human = run_cli("import", "markdown", str(vault), "--print")
+    assert human.returncode == 0
