@@ -38,7 +38,7 @@ from mcp_types import (
     ResourceTemplateReference,
     ToolAnnotations,
 )
-from pydantic import ConfigDict, Field, ValidationError, with_config
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError, with_config
 from typing_extensions import TypedDict  # below 3.12 pydantic reads nested TypedDicts only from here
 
 from anamnesis import __version__
@@ -143,6 +143,14 @@ BodyArg = Annotated[str, Field(min_length=1, max_length=MAX_BODY, description="T
 
 def _limit(default: int, what: str) -> Any:
     return Field(default, ge=1, le=MAX_LIMIT, strict=True, description=f"How many {what} at most.")
+
+
+def _whole(value: Any) -> Any:
+    """3.0 is the integer 3 in JSON (and JSON Schema); `true` stays a boolean, which is refused."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Whole = BeforeValidator(_whole)
 
 
 # -- what the tools return, published as their outputSchema ----------------------------------
@@ -413,7 +421,7 @@ class MemoryTools:
         project: ProjectArg = None,
         type: TypeArg = None,
         tag: TagArg = None,
-        limit: Annotated[int, _limit(10, "results")] = 10,
+        limit: Annotated[int, _limit(10, "results"), Whole] = 10,
         require_all: Annotated[
             bool, Field(strict=True, description="Keep only notes holding every word of the query.")
         ] = False,
@@ -459,7 +467,7 @@ class MemoryTools:
         project: ProjectArg = None,
         type: TypeArg = None,
         tag: TagArg = None,
-        limit: Annotated[int, _limit(20, "notes")] = 20,
+        limit: Annotated[int, _limit(20, "notes"), Whole] = 20,
     ) -> Listing:
         """List notes, most recently updated first, optionally filtered by project, type and tag."""
         with _tool_errors(), self._fresh_index() as index:

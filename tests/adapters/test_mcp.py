@@ -370,6 +370,8 @@ def test_misspelled_or_mistyped_arguments_are_one_line_errors(store: Store, proj
         only = _data(await call("search", {"query": "docker", "type": "preference"}))
         assert [r["title"] for r in only["results"]] == ["Docker preference"]
         assert _data(await call("list", {"limit": 1}))["count"] == 1
+        assert _data(await call("list", {"limit": 1.0}))["count"] == 1  # JSON's 1.0 is the integer 1
+        assert "integer" in _error(await call("list", {"limit": 1.5}))
 
     _drive(store, project_dir, script)
 
