@@ -30,7 +30,7 @@ import yaml
 
 from anamnesis.base import repo
 from anamnesis.base.errors import AnamnesisError
-from anamnesis.base.git import run_git, run_git_bytes
+from anamnesis.base.git import read_blobs, run_git, run_git_bytes
 from anamnesis.base.notes import (
     _ID_ALPHABET,
     HIDDEN_PREFIX,
@@ -387,23 +387,12 @@ def last_imported(store: Store, paths: list[str]) -> dict[str, Note]:
                 where[name] = commit
     if not where:
         return {}
-    order = list(where.items())
-    specs = "".join(f"{commit}:{path}\n" for path, commit in order).encode("utf-8")
-    out = run_git_bytes(store.memory, "cat-file", "--batch", input=specs, check=False).stdout
-    found: dict[str, Note] = {}
-    at = 0
-    for path, _commit in order:
-        end = out.find(b"\n", at)
-        if end < 0:
-            break
-        header = out[at:end].split()
-        at = end + 1
-        if len(header) != 3 or header[1] != b"blob":  # "<spec> missing"
-            continue
-        size = int(header[2])
-        found[path] = parse_note(out[at : at + size].decode("utf-8", errors="replace"), path)
-        at += size + 1
-    return found
+    blobs = read_blobs(store.memory, [f"{commit}:{path}" for path, commit in where.items()])
+    return {
+        path: parse_note(data.decode("utf-8", errors="replace"), path)
+        for path, commit in where.items()
+        if (data := blobs.get(f"{commit}:{path}")) is not None
+    }
 
 
 def deleted_imports(store: Store) -> dict[str, str]:
@@ -419,21 +408,10 @@ def deleted_imports(store: Store) -> dict[str, str]:
         gone += [(commit.strip(), name) for name in names.split("\n") if name and is_note_path(name)]
     if not gone:
         return {}
-    specs = "".join(f"{commit}^:{name}\n" for commit, name in gone).encode("utf-8")
-    out = run_git_bytes(store.memory, "cat-file", "--batch", input=specs, check=False).stdout
+    blobs = read_blobs(store.memory, [f"{commit}^:{name}" for commit, name in gone])  # as it was just before
     keys: dict[str, str] = {}
-    at = 0
     for commit, name in gone:
-        end = out.find(b"\n", at)
-        if end < 0:
-            break
-        header = out[at:end].split()
-        at = end + 1
-        if len(header) != 3 or header[1] != b"blob":
-            continue
-        size = int(header[2])
-        text = out[at : at + size].decode("utf-8", errors="replace")
-        at += size + 1
+        text = blobs.get(f"{commit}^:{name}", b"").decode("utf-8", errors="replace")
         if KEY_FIELD in text:
             key = parse_note(text, name).extra.get(KEY_FIELD)
             if isinstance(key, str) and key:

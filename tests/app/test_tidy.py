@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, RunCli, cli_env
@@ -406,6 +407,26 @@ def test_with_semantic_search_on_a_paraphrase_is_a_duplicate(store: Store, run_c
     assert words_only["mode"] == "words" and words_only["proposals"] == []
 
 
+def _merges_by_model(run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standin: Any) -> Any:
+    """`tidy --apply PLAN --model` with the plan's merges only, the model being `standin` (the
+    Messages API stand-in, started here and stopped after)."""
+    standin.start()
+    try:
+        monkeypatch.setenv("ANAMNESIS_TEST_TIDY_KEY", "sk-ant-tidy-test-0000")
+        enabled = run_cli(
+            "summary", "enable", "--provider", "api", "--base-url", standin.url, "--key-env", "ANAMNESIS_TEST_TIDY_KEY"
+        )
+        assert enabled.returncode == 0, enabled.stderr
+        plan = _plan(run_cli)
+        plan["proposals"] = [p for p in plan["proposals"] if p["action"] == "merge"]
+        assert plan["proposals"]
+        plan_file = tmp_path / "plan.json"
+        plan_file.write_text(json.dumps(plan))
+        return run_cli("tidy", "--apply", str(plan_file), "--model")
+    finally:
+        standin.stop()
+
+
 def test_a_model_written_merge_is_redacted_both_ways_and_keeps_every_line(
     store: Store, run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -422,22 +443,10 @@ def test_a_model_written_merge_is_redacted_both_ways_and_keeps_every_line(
     refused = run_cli("tidy", "--json", "--model")
     assert refused.returncode == 2 and "--model: no model is set up" in refused.stderr, refused.stderr
 
-    standin = StandIn(lambda body: text(f"pg_bouncer runs in transaction mode; key {answered}")).start()
-    try:
-        monkeypatch.setenv("ANAMNESIS_TEST_TIDY_KEY", "sk-ant-tidy-test-0000")
-        enabled = run_cli(
-            "summary", "enable", "--provider", "api", "--base-url", standin.url, "--key-env", "ANAMNESIS_TEST_TIDY_KEY"
-        )
-        assert enabled.returncode == 0, enabled.stderr
-        plan = _plan(run_cli)
-        plan["proposals"] = [p for p in plan["proposals"] if p["action"] == "merge"]
-        plan_file = tmp_path / "plan.json"
-        plan_file.write_text(json.dumps(plan))
-        applied = run_cli("tidy", "--apply", str(plan_file), "--model")
-        assert applied.returncode == 0, applied.stderr
-        assert "model-written merge" in applied.stdout, applied.stdout
-    finally:
-        standin.stop()
+    standin = StandIn(lambda body: text(f"pg_bouncer runs in transaction mode; key {answered}"))
+    applied = _merges_by_model(run_cli, tmp_path, monkeypatch, standin)
+    assert applied.returncode == 0, applied.stderr
+    assert "model-written merge" in applied.stdout, applied.stdout
     assert len(standin.requests) == 1
     sent = request_text(standin.requests[0])
     assert secret not in sent and "port 6432" in sent and "client_idle_timeout" in sent
@@ -494,21 +503,7 @@ def test_an_edit_made_while_a_merge_is_written_is_kept_and_the_merge_is_stale(
         keep.write_text(keep.read_text() + edit)  # the person saves in their editor, mid-merge
         return text("pg_bouncer runs in transaction mode")
 
-    standin = StandIn(answer).start()
-    try:
-        monkeypatch.setenv("ANAMNESIS_TEST_TIDY_KEY", "sk-ant-tidy-test-0000")
-        enabled = run_cli(
-            "summary", "enable", "--provider", "api", "--base-url", standin.url, "--key-env", "ANAMNESIS_TEST_TIDY_KEY"
-        )
-        assert enabled.returncode == 0, enabled.stderr
-        plan = _plan(run_cli)
-        plan["proposals"] = [p for p in plan["proposals"] if p["action"] == "merge"]
-        assert plan["proposals"]
-        plan_file = tmp_path / "plan.json"
-        plan_file.write_text(json.dumps(plan))
-        applied = run_cli("tidy", "--apply", str(plan_file), "--model")
-    finally:
-        standin.stop()
+    applied = _merges_by_model(run_cli, tmp_path, monkeypatch, StandIn(answer))
     assert applied.returncode == 0, applied.stderr
     assert "changed while tidy worked on it" in applied.stdout, applied.stdout
     after = keep.read_text()
