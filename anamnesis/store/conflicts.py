@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anamnesis.base import repo
-from anamnesis.base.errors import UsageError
+from anamnesis.base.errors import NoteNotFound, UsageError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.git import read_blobs, run_git_bytes
 from anamnesis.base.lock import store_lock
@@ -156,10 +156,14 @@ def conflicted_ref(store: Store, ref: str) -> str:
     (an `.obsidian/` setting both machines changed)."""
     try:
         return resolve_ref(store, ref)
-    except UsageError:
+    except (UsageError, NoteNotFound):
         relpath = ref.strip().replace("\\", "/")
         if safe_path(store, relpath).is_file():
             return relpath
+        # a note the index does not hold (one tidy archived under .archive/) is named by its id too
+        named = [c.path for c in list_conflicts(store) if c.path.rsplit(".", 1)[0].endswith(f"-{relpath}")]
+        if len(named) == 1:
+            return named[0]
         raise
 
 

@@ -299,3 +299,22 @@ def test_a_note_made_the_committed_version_again_by_hand_is_no_longer_called_in_
     result = server.sync()
     assert result.exit_code == 0 and result.unresolved == [] and result.held_back == [], result.to_dict()
     assert "still in conflict" not in server.cli("sync").stdout
+
+
+def test_a_conflict_in_an_archived_note_is_resolved_by_its_id(fleet: Fleet) -> None:
+    """Tidy archived the session on one machine while another added a line: the conflict lands
+    under .archive/, where the index does not look; `conflicts` lists it and `resolve ID` finds it."""
+    a = fleet.machine("a")
+    archived = a.store.memory / ".archive" / "projects" / "p" / "sessions" / "why-exports-time-out-k3v9x2m7qa.md"
+    archived.parent.mkdir(parents=True)
+    archived.write_text(
+        "---\nid: k3v9x2m7qa\ntype: episodic\ntitle: why exports time out\n---\n"
+        "<<<<<<< vm-aaaa\nThe cursor fix worked.\n=======\nThe cursor fix worked; added a retry.\n>>>>>>> vm-bbbb\n"
+    )
+    a.git("add", "-A")
+    a.git("commit", "-qm", "test: a conflict under the archive")
+    listed = a.cli("conflicts", "--json")
+    assert "k3v9x2m7qa" in listed.stdout, listed.stdout
+    resolved = a.cli("resolve", "k3v9x2m7qa", "--keep", "vm-bbbb")
+    assert resolved.returncode == 0, resolved.stderr
+    assert not has_conflict_markers(archived.read_text()) and "added a retry" in archived.read_text()
