@@ -112,6 +112,7 @@ _DIGEST_BEFORE = _Lazy(
     r"(?i)(?:sha\d{0,3}|md5|blake\d*|xxh\d*|crc\d*)[:\-]$"
     r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com) $"
     r"|(?<![A-Za-z0-9])h1:$|/nix/store/$|ipfs://$|/ip[fn]s/$"  # go.sum hashes, Nix store paths, IPFS CIDs
+    r"|gpg: key $|(?i:key ?id|fingerprint)[:= ]+$"  # an OpenPGP key's id or fingerprint
 )
 # Public names that look random: what follows them is content's hash or a resource's name.
 _PUBLIC_BEFORE = _Lazy(
@@ -428,6 +429,13 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
         r"(?<![\w$])\$(?:1|apr1)\$[./0-9A-Za-z]{1,8}\$[./0-9A-Za-z]{22}(?![./0-9A-Za-z])",
         None,
     ),
+    # Plaid's item access token: an environment's name, then a UUID.
+    (
+        "plaid-access-token",
+        "access-",
+        r"(?<![\w\-])access-(?:sandbox|development|production)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        None,
+    ),
     # A BitLocker recovery key: eight groups of six digits (nothing else is written so).
     ("bitlocker-recovery-key", "", r"(?<![\d\-])\d{6}(?:-\d{6}){7}(?![\d\-])", None),
     ("mapbox-token", ".eyj", rf"{_L}[ps]k\.eyJ[A-Za-z0-9_\-]{{10,}}\.[A-Za-z0-9_\-]{{10,}}+", None),
@@ -493,6 +501,7 @@ def _shaped(text: str) -> str:
 # Values that are references to a secret, placeholders or structure rather than the secret itself.
 _NOT_A_SECRET = _Lazy(
     r"^(?:\$(?:[{(\d]|[A-Za-z_]\w*+(?![^/:.}\s\"'\-]))|%\(|%[A-Z_]+%$|\{\{|\$\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|ENV\[|"
+    r"op://|bws://|vault:|"
     r"None$|null$|nil$|undefined$|true$|false$|yes$|no$|on$|off$|required$|optional$|"
     r"\*+$|x+$|X+$|\.\.\.|…|\d{1,5}$|[\[{(]|''$|\"\"$)",
     re.I,
@@ -502,16 +511,21 @@ _NOT_A_SECRET = _Lazy(
 _NAME_ANCHORS = (
     "pass", "pwd", "secret", "token", "key", "cred", "auth", "dsn", "salt", "cookie", "sig", "bearer",
     "conn", "psk", "pw", "pat", "pepper", "otp", "recovery", "backup", "unlock", "pin",
+    # the word for a password in other languages (German, Dutch, French, Spanish, Portuguese,
+    # Swedish, Polish, Finnish)
+    "kennwort", "wachtwoord", "contrase", "senha", "lösenord", "losenord", "hasło", "haslo", "salasana", "mdp",
+    "clave", "mnemonic",
 )  # fmt: skip
 # Secret-ish words in a name, matched where an anchor was found: a name holding one makes its
 # value a secret. "key" counts only after one of _KEY_PREFIXES ("api_key", "accessKey", "SSH_KEY").
 _NAME_WORD = _Lazy(
-    r"(?i:pass(?:word|wd|phrase|code)|(?<![a-z])pass(?![a-z])|pwd(?![a-z])|secret|"
+    r"(?i:pass(?:word|wd|wort|phrase|code)|(?<![a-z])pass(?:e)?(?![a-z])|pwd(?![a-z])|secret|"
+    r"kennwort|wachtwoord|contrase(?:ñ|n)a|senha|l(?:ö|o)senord|has(?:ł|l)o|salasana|(?<![a-z])(?:mdp|clave)(?![a-z])|"
     r"token(?!i[sz]|s?[_\-]?(?:count|limit|usage|type|ize)|s\b)|credential|creds(?![a-z])|"
     r"(?<![a-z])auth(?![a-z])|dsn(?![a-z])|salt(?![a-z])|cookie|signature|(?<![a-z])sig(?![a-z])|"
     r"bearer|conn(?:ection)?[_\-]?str(?:ing)?|(?<![a-z])(?:psk|pw|pat)(?![a-z])|pepper|otp[_\-]?seed|"
-    r"(?:recovery|backup|unlock|pin)[_\-]?codes?(?![a-z]))"
-    r"|(?<=[a-z])(?:Auth|Pass|Pw|Pat|Psk|Dsn|Salt|Sig)(?![a-z])"
+    r"(?:recovery|backup|unlock|pin)[_\-]?codes?(?![a-z])|authtok|(?<![a-z])(?:bind|root)?pw(?![a-z])|mnemonic)"
+    r"|(?<=[a-z])(?:Auth|Pass|Pw|PW|Pat|Psk|Dsn|Salt|Sig)(?![a-z])"
 )
 _KEY_PREFIXES = (
     "api", "access", "account", "master", "private", "signing", "encryption", "session", "client", "app",
@@ -640,10 +654,19 @@ def _name_words(text: str) -> list[tuple[int, int]]:
     return found
 
 
+_SECRET_WORD_VALUES = frozenset(
+    ("password", "passwd", "pwd", "secret", "token", "current-password", "new-password", "api_key", "apikey")
+)
+# A package's version or range (`"jsonwebtoken": "~9.0.2"`): a dependency named like a secret.
+_VERSION = _Lazy(r"[~^<>=v]{0,2}\d+(?:\.\d+){1,3}(?:[\-+][\w.]+)?")
+
+
 def _not_secret_value(value: str, *, bare: bool, name: str, loose: bool, after: str) -> bool:
     """Is the value given to a secret-ish name a reference, a placeholder, code or prose?"""
     if len(value) <= 3 or _reference(value) or "[REDACTED" in value:
         return True
+    if value.lower() in _SECRET_WORD_VALUES or _VERSION.fullmatch(value):
+        return True  # <input name="password">, a form field's autocomplete; a version
     if _INTERPOLATION.search(value):
         return True  # f"Bearer {token}", "${DB_PASSWORD}" inside a string
     if value.startswith(("/", "~/", "./")) and _path_like(value):
@@ -1021,7 +1044,7 @@ _URL_PASSWORD = _Lazy(
     r"(?!\d{1,5}(?:[/?#]|$|\s))([^\s'\"<>`]{1,300})(@(?=[A-Za-z0-9\[._\-]))"
 )
 # scheme://TOKEN@host: a token as the user name (Sentry DSNs, git remotes with a token).
-_URL_TOKEN_USER = _Lazy(r"(?<=://)([A-Za-z0-9_\-.~%]{16,200})(?=@[A-Za-z0-9\[._\-])")
+_URL_TOKEN_USER = _Lazy(r"(?<=://)([A-Za-z0-9_\-.~%]{12,200})(?=@[A-Za-z0-9\[._\-])")
 # ?token=…&sig=… query parameters named like secrets.
 _QUERY_SECRET = _Lazy(
     r"(?i)(?<=[?&;])((?:access_token|refresh_token|id_token|auth_token|token|api[_\-]?key|apikey|key|"
@@ -1379,7 +1402,7 @@ def _url_password(match: re.Match[str]) -> str:
 
 def _url_token_user(match: re.Match[str]) -> str:
     user = match.group(1)
-    return _mark("url-credential") if looks_random(user) else user
+    return _mark("url-credential") if looks_random(user, min_len=12) else user
 
 
 def _bearer(match: re.Match[str]) -> str:
@@ -1440,13 +1463,22 @@ def _context(text: str) -> str:
 # ---------------------------------------------------------------------------
 # Layer 3: entropy
 
-_CANDIDATE = _Lazy(r"(?<![A-Za-z0-9+/=_\-.~%])[A-Za-z0-9+/_\-.~%]{16,}+={0,2}")
+_CANDIDATE = _Lazy(r"(?<![A-Za-z0-9+/_\-.~%])[A-Za-z0-9+/_\-.~%]{16,}+={0,2}")  # after `NAME=` too
 _NEAR_WORD = _Lazy(
-    r"(?i:key|token|secret|passw|pwd|auth|credential|(?<![a-z])api|api(?![a-z])|bearer|private|"
+    r"(?i:key|token|secret|passw|pwd|auth|credential|(?<![a-z])api|api(?![a-z])|bearer|private|seed|wallet|mnemonic|login|"
     r"signature|cookie|session|dsn|cert)"
 )
 _GAP = _Lazy(r"[^A-Za-z0-9]*+(?:[A-Za-z][A-Za-z0-9_\-]*+[^A-Za-z0-9]++){0,5}+")
-_ASSIGN_GAP = _Lazy(r"[^A-Za-z0-9\n]*?(?:[:=]|\bis|\bwas)[^A-Za-z0-9\n]*")
+_ASSIGN_GAP = _Lazy(r"[^A-Za-z0-9\n]*?(?:[:=]|\bis|\bwas)[^A-Za-z0-9\n]*|\w*[ \t]{2,}|[ \t]*\((?:hex|base64)\)[ \t]*:[ \t]*")
+# What comes right before a value that is a key whatever its shape (a UUID, a hex run): a token flag
+# (`-t`, `--token`, `-k`), a CLI's `auth`/`login` command, a client or key made from a string.
+_KEY_ARGUMENT = _Lazy(
+    r"(?:(?<![\w\-])(?:-t|-k|--token|--api-key|--key|--auth-token)[ \t=]+['\"]?"
+    r"|(?<![\w\-])(?:auth|login|token)[ \t]+|(?i:key|token|secret)[ \t]+"
+    r"|(?<![\w\-])-H[ \t]+['\"]?[\w\-]+:[ \t]*"
+    r"|(?i:client|key|token|secret|auth|api|sdk|encode|sign|init|load|connect|login)\w*\([^()\n]{0,60}?['\"]"
+    r"|(?i:appid|app_id|api_?key|login|token)=)$"
+)
 NEAR_WINDOW = 48  # how far (characters) a secret word may sit from the token it vouches for
 NEAR_MIN = 16  # shortest token the near-a-secret-word rule takes
 SAMPLE = 4096  # a longer token (a blob) is judged on its first characters
@@ -1503,9 +1535,17 @@ def _random_token(text: str, start: int, end: int, bare_min: int, bare_classes: 
     if len(token) < NEAR_MIN:
         return False
     sample = token[:SAMPLE]
-    if _exempt(token, text[max(0, start - 40) : start]):
-        # A git SHA or digest survives, unless it is what a secret word is set to.
-        return _HEX.fullmatch(token) is not None and _near_secret_word(text, start, end, assigned=True)
+    before = text[max(0, start - 40) : start]
+    if _DIGEST_BEFORE.search(before):
+        return False  # a content hash, a key's id: named as such
+    if _exempt(token, before):
+        # A git SHA, digest or UUID survives, unless it is what a secret word is set to, what a
+        # token flag or an `auth` command is given, or a key a client is made with.
+        if _HEX.fullmatch(token) is None and _UUID.fullmatch(token) is None:
+            return False
+        return _near_secret_word(text, start, end, assigned=True) or _KEY_ARGUMENT.search(
+            text, max(0, start - 60), start
+        ) is not None
     if _slug_like(token):
         return False
     if _decodes_to_text(sample):  # base64 of ordinary text: only next to a secret word
@@ -1515,7 +1555,15 @@ def _random_token(text: str, start: int, end: int, bare_min: int, bare_classes: 
         or (bare_hex and _HEX.fullmatch(sample) is not None and _entropy(sample) >= 3.0)
     ):
         return True
-    return looks_random(sample) and _near_secret_word(text, start, end)
+    return looks_random(sample) and (
+        _near_secret_word(text, start, end) or _KEY_ARGUMENT.search(text, max(0, start - 60), start) is not None
+    )
+
+
+_PUBLIC_BLOCK = _Lazy(
+    r"-----BEGIN (?:[A-Z0-9 ]*PUBLIC KEY(?: BLOCK)?|CERTIFICATE(?: REQUEST)?|X509 CRL)-----.{0,20000}?-----END [A-Z0-9 ]+-----",
+    re.S,
+)
 
 
 def _entropy_pass(text: str, *, bare_min: int, bare_classes: int, bare_hex: bool) -> str:
@@ -1524,8 +1572,11 @@ def _entropy_pass(text: str, *, bare_min: int, bare_classes: int, bare_hex: bool
     A path is judged segment by segment (`keys/<token>.json` loses only the token)."""
     spans: list[tuple[int, int]] = []
     public = "h1:" in text or ";base64," in text or "arn:aws" in text
+    blocks = [m.span() for m in _PUBLIC_BLOCK.finditer(text)] if "-----BEGIN" in text else []
     for match in _CANDIDATE.finditer(text):
         start = match.start()
+        if any(a <= start < b for a, b in blocks):
+            continue  # a public key or a certificate: meant to be shown
         token = match.group(0).rstrip(".-~%")
         if token.startswith("//"):  # scheme://TOKEN: the slashes stay, so the scheme stays readable
             stripped = token.lstrip("/")
@@ -1576,12 +1627,16 @@ def _aws_secret_beside_its_key(text: str) -> str:
 # password", "the login is admin and …", "a different old password (…)", "the new one should be …"):
 # only a word that can only be a password (`_password_like`), within PASSWORD_REACH on its line.
 _PASSWORD_WORD = _Lazy(
-    r"(?i)(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)?s?|pw|pwd|log[ \t-]?ins?|credentials?|creds|requirepass|masterauth)"
+    r"(?i)(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)?s?|pw|pwd|log[ \t-]?ins?|credentials?|creds|requirepass|masterauth"
+    # other languages: de, nl, fr, es, pt, sv, pl, fi, ru, ja, zh, ko
+    r"|passw(?:o|ö)rt(?:er)?|kennw(?:o|ö)rt(?:er)?|wachtwoord(?:en)?|mot[ \t]+de[ \t]+passe|mdp|contrase(?:ñ|n)as?|clave|senhas?"
+    r"|l(?:ö|o)senord|has(?:ł|l)o|salasana|пароль|パスワード|密码|密碼|비밀번호)"
     r"(?![A-Za-z])"
 )
 _PASSWORD_TOKEN = _Lazy(r"(?<![\w!@#$%^&*+=~?/.:\-])[A-Za-z0-9!@#$%^&*+=~?_.\-]{8,64}(?![\w!@#$%^&*+=~?/:\-])")
-# Google's app passwords: 16 lower-case letters, shown in groups of four.
-_APP_PASSWORD = _Lazy(r"(?<![A-Za-z])(?:[a-z]{4} [a-z]{4} [a-z]{4} [a-z]{4}|[a-z]{16})(?![A-Za-z])")
+# Google's app passwords: 16 lower-case letters, shown in groups of four; Apple's app-specific ones
+# join the groups with dashes.
+_APP_PASSWORD = _Lazy(r"(?<![A-Za-z])(?:[a-z]{4}([ \-])[a-z]{4}\1[a-z]{4}\1[a-z]{4}|[a-z]{16})(?![A-Za-z])")
 PASSWORD_REACH = 60
 
 
@@ -1623,7 +1678,7 @@ def _passwords_in_prose(text: str) -> str:
         if (_password_like(token) or _generated(token)) and near(match.start(), match.start() + len(token)):
             spans.append((match.start(), match.start() + len(token)))
     for match in _APP_PASSWORD.finditer(text):
-        if _unpronounceable(match.group(0).replace(" ", "")) and near(*match.span()):
+        if _unpronounceable(re.sub(r"[ \-]", "", match.group(0))) and near(*match.span()):
             spans.append(match.span())
     return _replace_spans(text, spans, MASK) if spans else text
 
@@ -1673,6 +1728,84 @@ def _chpasswd_lists(text: str) -> str:
     return _replace_spans(text, spans, MASK) if spans else text
 
 
+# A password given to any command by its usual flag (`-p`, `--password`, PowerShell's `-AsPlainText`,
+# Windows' `/rp`), or written into a login without a scheme (`root:pw@localhost:3306`, Oracle's
+# `scott/pw@//db`), or to HTTPie's `-a user:pw`: only a value that can only be a password
+# (`_password_like`; a port, a path, a word or `no:cacheprovider` stays), or an app password.
+_FLAG_PASSWORD = _Lazy(
+    r"(?<![\w\-])(?:-p|-P|--pass(?:word|wd)?|/rp|/p|-(?i:newpassword|password|asplaintext)|-(?i:p)assword)"
+    r"(?:[ \t]+|=)(?P<q>['\"]?)(?P<value>[^\s'\"]{6,200})(?P=q)"
+)
+_INLINE_LOGIN = _Lazy(
+    r"(?<![\w.\-/@])(?<!://)[A-Za-z0-9_.\-]{1,64}[:/](?P<value>[^\s@/:'\"]{6,200})@(?=//|[A-Za-z0-9\[])"
+)
+# The same, where a tool or a config file gives it its own way: HTTPie's `-a user:pw`, `echo
+# user:pw | base64`, OpenLDAP and nss-ldap's `rootpw`/`bindpw`, Cisco's `isakmp key` and SNMP
+# community, IRC's `IDENTIFY`, redis-cli's `AUTH`, MinIO's `mc admin user add`, Poetry and
+# Bundler's credentials, an .rdp file's `password 51:b:`, Windows' unattend.xml.
+_GIVEN_PASSWORD = _Lazy(
+    r"(?:(?<![\w\-])(?:-a|--auth)[ \t]+['\"]?[^\s:'\"@/]+:"
+    r"|\becho[ \t]+(?:-n[ \t]+)?['\"]?[^\s:'\"]+:(?=[^\s'\"]+['\"]?[ \t]*\|[ \t]*base64)"
+    r"|(?im:^[ \t]*(?:bindpw|rootpw|olcRootPW:)[ \t]+)"
+    r"|\b(?i:isakmp[ \t]+key|snmp-server[ \t]+community)[ \t]+"
+    r"|\b(?i:identify)[ \t]+(?:\S+[ \t]+)?"
+    r"|(?<=> )AUTH[ \t]+(?:\S+[ \t]+)?"
+    r"|\bmc[ \t]+admin[ \t]+user[ \t]+add[ \t]+\S+[ \t]+\S+[ \t]+"
+    r"|\bpoetry[ \t]+config[ \t]+http-basic\.\S+[ \t]+\S+[ \t]+"
+    r"|\bbundle[ \t]+config[ \t]+(?:set[ \t]+)?(?:--\w+[ \t]+)*\S+[ \t]+[^\s:]+:"
+    r"|(?m:^password[ \t]+51:b:)"
+    r"|<(?:\w*Password)>\s*<Value>)"
+    r"(?P<q>['\"]?)(?P<value>[^\s'\"<]{6,200})(?P=q)"
+)
+
+
+def _flagged_passwords(text: str) -> str:
+    spans: list[tuple[int, int]] = []
+    for pattern in (_FLAG_PASSWORD, _INLINE_LOGIN, _GIVEN_PASSWORD):
+        for match in pattern.finditer(text):
+            value = match.group("value")
+            if "[REDACTED" in value:
+                continue
+            app = _APP_PASSWORD.fullmatch(value) is not None and _unpronounceable(re.sub(r"[ \-]", "", value))
+            if _password_like(value) or app or looks_random(value, min_len=12):
+                spans.append(match.span("value"))
+    return _replace_spans(text, spans, MASK) if spans else text
+
+
+# An Ethereum private key: 0x and 64 hex digits (a transaction's hash looks the same, so only on a
+# line that speaks of keys, wallets or accounts).
+_HEX_KEY = _Lazy(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
+_HEX_KEY_WORD = _Lazy(r"(?i)private|wallet|accounts?\b|secret|seed|mnemonic|\bkeys?\b|import")
+# Recovery or backup codes listed one a line under their name (GitHub's, Google's).
+_CODES_HEAD = _Lazy(r"(?im)^.*\b(?:recovery|backup)[ \t]+codes?\b.*$")
+_CODE_LINE = _Lazy(r"[ \t]*(?:[-*][ \t]+)?(?P<code>[A-Za-z0-9]{4,6}-[A-Za-z0-9]{4,6}|\d{6,10})[ \t]*\r?")
+MAX_CODES = 20
+
+
+def _keys_and_codes(text: str) -> str:
+    spans: list[tuple[int, int]] = []
+    if "0x" in text:
+        for match in _HEX_KEY.finditer(text):
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            line_end = text.find("\n", match.end())
+            line = text[line_start : len(text) if line_end < 0 else line_end]
+            if _HEX_KEY_WORD.search(line):
+                spans.append(match.span())
+    for head in _CODES_HEAD.finditer(text):
+        at = head.end() + 1
+        for _ in range(MAX_CODES):
+            if at >= len(text):
+                break
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            code = _CODE_LINE.fullmatch(text, at, end)
+            if code is None:
+                break
+            spans.append(code.span("code"))
+            at = end + 1
+    return _replace_spans(text, spans, MASK) if spans else text
+
+
 def redact(text: str) -> str:
     """`text` with every credential we can recognise replaced by a [REDACTED] mark."""
     if not text:
@@ -1680,6 +1813,8 @@ def redact(text: str) -> str:
     text = _passwords_in_prose(_aws_secret_beside_its_key(_context(_shaped(text))))
     if "chpasswd:" in text:
         text = _chpasswd_lists(text)
+    text = _flagged_passwords(text)
+    text = _keys_and_codes(text)
     text = _pins(text)
     return _entropy_pass(text, bare_min=32, bare_classes=3, bare_hex=False)
 
