@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from anamnesis.base.errors import AnamnesisError, NoteChanged, NoteNotFound, UsageError
 from anamnesis.base.fsutil import atomic_write_text
 from anamnesis.base.git import run_git
-from anamnesis.base.notes import ARCHIVE_DIR, is_note_id, parse_note
+from anamnesis.base.notes import ARCHIVE_DIR, PROJECTS_DIR, is_note_id, parse_note, project_folder
 from anamnesis.search import open_index, parse_when
 from anamnesis.store import (
     TITLE_STOPWORDS,
@@ -800,14 +800,24 @@ def restore_archived(store: Store, ref: str) -> str:
             raise UsageError(f"{ref!r} matches {len(matches)} archived notes: {', '.join(matches[:5])}")
         source = matches[0]
         target = source.removeprefix(f"{ARCHIVE_DIR}/")
+        data = safe_path(store, source).read_bytes()
+        target = _where_its_project_is(target, parse_note(data.decode("utf-8", "replace"), target).project)
         if safe_path(store, target).exists():
             raise UsageError(f"{target} exists already; nothing was restored")
-        data = safe_path(store, source).read_bytes()
         write_units(
             store, {source: None, target: data}, f"{machine}: tidy: restore {target} from the archive", target
         )
         _remember_restored(store, target, data)
     return target
+
+
+def _where_its_project_is(path: str, project: str | None) -> str:
+    """`path` under the folder of the note's project: a project renamed on another machine while
+    the note lay in the archive moved its notes, and this one rejoins them."""
+    parts = path.split("/")
+    if project and len(parts) > 2 and parts[0] == PROJECTS_DIR and parts[1] != project_folder(project):
+        return "/".join([PROJECTS_DIR, project_folder(project), *parts[2:]])
+    return path
 
 
 RESTORED = "restored:"  # a key of the declined file: a session the person took back out of the archive

@@ -545,3 +545,21 @@ def test_a_merged_line_from_a_code_block_stays_in_a_code_block() -> None:
     assert _in_their_fences(only, other) == [
         "Install:", "```bash", "# install deps first", "pip install x", "make deps", "```", "Then run it.",
     ]
+
+
+def test_a_session_archived_under_a_project_renamed_since_is_restored_into_the_new_projects_folder(
+    store: Store, run_cli: RunCli
+) -> None:
+    # What a sync leaves when one machine archived the session while another renamed the project:
+    # the file under the old folder in the archive, its `project` field the new key.
+    archived = store.memory / ".archive" / "projects" / "github.com-acme-old" / "sessions" / "why-exports-time-out-k3v9x2m7qa.md"
+    archived.parent.mkdir(parents=True)
+    archived.write_text(
+        "---\nid: k3v9x2m7qa\ntype: episodic\ntitle: why exports time out\nproject: github.com/acme/new\n"
+        "created: '2026-01-01T00:00:00Z'\nupdated: '2026-01-01T00:00:00Z'\n---\nThe cursor fix worked.\n"
+    )
+    repo.commit_all(store, "test: archived before the rename")
+    restored = run_cli("tidy", "--restore", "k3v9x2m7qa")
+    assert restored.returncode == 0, restored.stderr
+    assert (store.memory / "projects" / "github.com-acme-new" / "sessions" / archived.name).is_file()
+    assert not (store.memory / "projects" / "github.com-acme-old").exists()
