@@ -71,6 +71,7 @@ class TreeMerger:
         self._env = {"GIT_INDEX_FILE": str(index_file), "GIT_LITERAL_PATHSPECS": "1"}
         self._labels: dict[tuple[str, str], str] = {}
         self._notices: list[str] = []
+        self._base = EMPTY_TREE  # the base of the merge `apply` is making
 
     def close(self) -> None:
         """Remove the private index file."""
@@ -124,6 +125,7 @@ class TreeMerger:
     def apply(self, target: str, base: str, side: str) -> tuple[str, list[str]]:
         """Apply the changes base->side onto target's tree; (tree id, conflicted paths)."""
         self._notices = []
+        self._base = base
         changes = self.diff(base, side)
         if not changes:
             return self.tree_of(target), []
@@ -272,7 +274,7 @@ class TreeMerger:
         """Merge both versions into change.path (`ours_at`/`theirs_at`: where a side had it before a move)."""
         path = change.path
         ours, theirs = self.blob(oid), self.blob(change.new_oid or ZERO)
-        base = self.blob(change.old_oid) if change.old_oid else None
+        base = self.blob(change.old_oid) if change.old_oid else self._common_version(path, target, side)
         one = Side(self.label(target, ours_at or path), _text(ours))
         two = Side(self.label(side, theirs_at or path), _text(theirs))
         binary = b"\0" in ours or b"\0" in theirs or (base is not None and b"\0" in base)
@@ -291,6 +293,25 @@ class TreeMerger:
             conflicts.append(path)
         new_oid = self.write_blob(merged.text.encode("utf-8", errors="surrogateescape"))
         return [(mode if mode == change.new_mode else "100644", new_oid, path)]
+
+    def _common_version(self, path: str, target: str, side: str) -> bytes | None:
+        """For a file both sides added (the base has none): the latest version of it both sides'
+        histories had, as the base of their merge. A commit replayed on one machine after another
+        machine had taken it (a mesh, where each fetches the others' main) adds the same file in
+        both histories; merged with an empty base, whatever either added to it since became a
+        conflict with an empty side, a machine against itself. None when they share no version."""
+        start = self._base if self._base != EMPTY_TREE else None
+
+        def versions(tip: str) -> list[str]:
+            span = f"{start}..{tip}" if start else tip
+            out = run_git(
+                self.repo, "log", "--no-renames", "--raw", "--no-abbrev", "--format=", span, "--", path, check=False
+            ).stdout
+            return [fields[3] for line in out.splitlines() if len(fields := line.split()) >= 5 and fields[3] != ZERO]
+
+        theirs = set(versions(side))
+        shared = next((oid for oid in versions(target) if oid in theirs), None)
+        return self.blob(shared) if shared else None
 
     def _follow_split_move(
         self, change: Change, mode: str, oid: str, target: str, side: str, changes: list[Change], conflicts: list[str]

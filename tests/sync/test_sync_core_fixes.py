@@ -328,3 +328,43 @@ def test_an_edit_near_the_end_of_a_note_git_had_written_is_not_taken_for_typing_
     assert "\nline 5 from b, edited on a\n" in text, text
     assert "\n, edited on a" not in text, text
     assert all(f"line {i} from b" in text for i in range(1, 7)), text
+
+
+def test_a_note_one_machine_took_before_its_writer_replayed_it_merges_without_conflict(fleet: Fleet) -> None:
+    """In a mesh each machine fetches the others' main: b takes a's new note, then a's sync replays
+    that commit onto c's history (it never gave it to anyone it knows of), and a goes on writing to
+    the note. b's copy and a's replayed one add the same file; merged with an empty base, a's later
+    lines were a conflict with an empty side, a machine against itself."""
+    from anamnesis.store.operations import update_note
+
+    c = fleet.machine("c")
+    a = fleet.machine("a", {"c": fleet.url(c)})
+    b = fleet.machine("b", {"a": fleet.url(a)})
+    for m in (a, b):
+        m.sync()
+    create_note(c.store, type="semantic", title="On c", body="c's own\n")  # c's history moves on
+    note = create_note(a.store, type="semantic", title="Pool size", body="pool_size = 20\n")
+    assert b.sync().exit_code == 0  # b takes a's commit as it is
+    assert a.sync().exit_code == 0  # a replays it onto c's history: same file, another commit
+    update_note(a.store, note.id, body="pool_size = 20\nraised to 40 in March\n")
+    result = b.sync()
+    assert result.exit_code == 0 and not result.recorded, result
+    text = (b.store.memory / note.path).read_text()
+    assert not has_conflict_markers(text) and "raised to 40 in March" in text
+
+
+def test_a_note_moved_to_the_same_place_on_two_machines_and_edited_on_one_merges_cleanly(fleet: Fleet) -> None:
+    hub = fleet.hub()
+    a, b = fleet.machine("a", {"hub": fleet.url(hub)}), fleet.machine("b", {"hub": fleet.url(hub)})
+    note = create_note(a.store, type="semantic", title="Name", body="line one\nline two\nline three\n")
+    a.sync()
+    b.sync()
+    target = note.path.replace("name-", "better-name-")
+    move_note(a.store, note.id, target)
+    move_note(b.store, note.id, target)
+    text = (a.store.memory / target).read_text().replace("line one\n", "line one EDITED-ON-A\n")
+    (a.store.memory / target).write_text(text)
+    assert a.sync().exit_code == 0
+    result = b.sync()
+    assert result.exit_code == 0 and not result.recorded, result
+    assert "line one EDITED-ON-A" in (b.store.memory / target).read_text()
