@@ -58,6 +58,7 @@ BEAT = 5.0  # heartbeat period
 STALE = 30.0  # a heartbeat older than this means the watcher hangs
 NETWORK_CHECK = 10.0  # how often to look for new network addresses to announce on
 RETRY_FIRST = 5.0  # first retry after a failed sync; doubles up to `interval`
+RETRY_UNREACHED_MAX = 30.0  # a peer out of reach is tried at least this often: back within seconds
 HEARTBEAT_NAME = "watch.json"
 LOCK_NAME = "watch.lock"
 WATCH_LOG_NAME = "watch.log"
@@ -112,6 +113,7 @@ class WatchOptions:
     beat: float = BEAT
     initial_sync: bool = True
     retry: float = RETRY_FIRST
+    retry_unreached_max: float = RETRY_UNREACHED_MAX
     # what each sync takes in first (engine.Intake), and whether a source outside memory/ has
     # something new for it; the program fills them in (app.syncing.watch_options)
     intake: tuple[Intake, ...] = ()
@@ -416,7 +418,7 @@ class Watcher:
             with self._cond:
                 if ok and out_of_reach:
                     self._unreached += 1
-                    delay = self._backoff(self._unreached)
+                    delay = self._backoff(self._unreached, cap=self.options.retry_unreached_max)
                     self._failures = 0
                     self._retry_at = time.monotonic() + delay
                     self._retry_reason = f"{', '.join(out_of_reach)} out of reach at the last sync"
@@ -435,9 +437,11 @@ class Watcher:
             self._announce_head()
             self._write_heartbeat()
 
-    def _backoff(self, times: int) -> float:
-        """Seconds before trying again after `times` syncs in a row that did not get through."""
-        return float(min(self.options.retry * 2.0 ** (times - 1), self.options.interval))
+    def _backoff(self, times: int, cap: float | None = None) -> float:
+        """Seconds before trying again after `times` syncs in a row that did not get through
+        (doubling, up to `--interval`, or `cap` when that is shorter)."""
+        most = self.options.interval if cap is None else min(cap, self.options.interval)
+        return float(min(self.options.retry * 2.0 ** (times - 1), most))
 
     def _nothing_new(self) -> bool:
         """True when the events since the last sync were that sync's own (or changed nothing git tracks).

@@ -303,6 +303,30 @@ def test_an_unreachable_peer_is_tried_again_and_gets_what_was_written_meanwhile(
     wait_for(lambda: "last error" not in watch_summary(store)["watch"], 10, "the error no longer shown as now")
 
 
+def test_a_peer_back_after_a_long_outage_gets_what_was_written_within_the_short_retry(
+    store: Store, start_watch: Any, tmp_path: Path
+) -> None:
+    # Out of reach for a while, the retries of a peer stop doubling at a short bound (30 s; 1 s
+    # here), not at --interval: it gets the notes soon after it is back, however long it was away.
+    from anamnesis.sync.peers import add_peer
+
+    hub = tmp_path / "usb" / "hub.git"
+    hub.parent.mkdir()
+    add_peer(store, "hub", str(hub))
+    start_watch(retry=0.25, interval=300.0, retry_unreached_max=1.0)
+    write(store, "global/facts/offline.md", note_text("Written while the hub is down"))
+    wait_for(lambda: clean(store), what="the note committed locally although the peer is down")
+    time.sleep(9.0)  # unbounded, the back-off would have reached 8 s, then 16 s
+    made = tmp_path / "hub-being-made.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(made)], check=True)
+    made.rename(hub)
+
+    def hub_main() -> str:
+        return subprocess.run(["git", "-C", str(hub), "rev-parse", "-q", "--verify", "main"], capture_output=True, text=True).stdout.strip()
+
+    wait_for(lambda: hub_main() == git(store.memory, "rev-parse", "HEAD"), 3.0, "the hub caught up within the bound")
+
+
 def test_memory_removed_and_recreated(store: Store, start_watch: Any, tmp_path: Path) -> None:
     watcher, counter = start_watch(settle=True)  # no git of the watcher's own holds index.lock at the move
     saved = tmp_path / "saved-memory"
