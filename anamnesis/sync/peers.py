@@ -108,11 +108,22 @@ class Peer:
         }
 
 
+_SCP_WITH_PORT = re.compile(r"^([^@/:\s]+@)?([^@/:\s]+):(\d{1,5})(/.*)$")
+
+
 def normalize_url(url: str) -> str:
     """Local paths become absolute (git runs inside memory/, where relative paths would mislead)."""
     url = url.strip()
     if not url:
         raise UsageError("a peer needs a URL")
+    scp_port = _SCP_WITH_PORT.match(url) if "://" not in url else None
+    if scp_port:  # ssh would take the port for the start of the path and knock on port 22
+        user, host, port, path = scp_port.groups()
+        fixed = f"ssh://{user or ''}{host}:{port}/{path.lstrip('/')}"
+        raise UsageError(
+            f"{url}: an address written user@host:path cannot carry a port ({port} would be read as the start of"
+            f" the path, on ssh's port 22); write it as {fixed}"
+        )
     if is_local_url(url) and not url.startswith("file://"):
         return str(Path(url).expanduser().absolute())
     return url

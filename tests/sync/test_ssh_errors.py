@@ -787,3 +787,12 @@ def test_peers_add_refuses_a_port_that_is_not_a_number_and_prints_ssh_words_as_t
         assert a.cli("peers", "list", "--json").stdout.strip() == "[]"
     # The words are shown as ssh wrote them: `localhost:abc:` is no emoji code.
     assert "localhost:abc: " in " ".join(added.stderr.split()), added.stderr
+
+
+def test_an_scp_style_address_with_a_port_is_refused_with_the_url_that_carries_it(run_cli: Any, home: Path) -> None:
+    # ssh would read `2299/home/...` as the path and knock on port 22: "peer is off" blamed the peer.
+    assert run_cli("init", "--local-only").returncode == 0
+    proc = run_cli("peers", "add", "typo", "ana2@127.0.0.1:2299/home/ana2/.anamnesis/memory")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "cannot carry a port" in proc.stderr and "ssh://ana2@127.0.0.1:2299/home/ana2/.anamnesis/memory" in proc.stderr
+    assert "typo" not in run_cli("peers", "list").stdout
