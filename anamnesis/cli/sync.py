@@ -345,7 +345,7 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     for p in peers:
         since = escape(p.failing_since or p.last_error_at)
         state = (
-            "ok"
+            ("ok" if p.last_ok else "not reached yet")
             if p not in failing
             else (
                 f"[red]misconfigured since {since}[/red]"

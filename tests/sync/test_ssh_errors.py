@@ -796,3 +796,11 @@ def test_an_scp_style_address_with_a_port_is_refused_with_the_url_that_carries_i
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "cannot carry a port" in proc.stderr and "ssh://ana2@127.0.0.1:2299/home/ana2/.anamnesis/memory" in proc.stderr
     assert "typo" not in run_cli("peers", "list").stdout
+
+
+def test_a_peer_never_reached_is_not_listed_as_ok(run_cli: Any, home: Path, tmp_path: Path) -> None:
+    assert run_cli("init", "--local-only").returncode == 0
+    added = run_cli("peers", "add", "usb", "ssh://nobody@127.0.0.1:1/srv/memory")  # nothing listens on port 1
+    assert added.returncode == 0 and "cannot reach" in added.stdout + added.stderr, added.stdout + added.stderr
+    listed = " ".join(run_cli("peers", "list").stdout.split())
+    assert "usb" in listed and "not reached yet" in listed and " ok" not in listed, listed
