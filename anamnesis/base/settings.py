@@ -115,7 +115,7 @@ def writer_machine_id(store: Store) -> str:
     try:
         settings = load_settings(store)
     except AnamnesisError as exc:
-        raise AnamnesisError(f"{exc} — fix it by hand; nothing was written") from None
+        raise AnamnesisError(str(exc)) from None  # it says how to fix it, and that nothing changed
     machine = settings.get("machine_id")
     if not isinstance(machine, str) or not machine.strip():
         raise AnamnesisError(
