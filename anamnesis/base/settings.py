@@ -112,10 +112,7 @@ def writer_machine_id(store: Store) -> str:
     Every note and commit a writer makes carries this id, so a note must not
     be written under a made-up one.
     """
-    try:
-        settings = load_settings(store)
-    except AnamnesisError as exc:
-        raise AnamnesisError(str(exc)) from None  # it says how to fix it, and that nothing changed
+    settings = load_settings(store)  # a broken file: its error says how to fix it, and that nothing changed
     machine = settings.get("machine_id")
     if not isinstance(machine, str) or not machine.strip():
         raise AnamnesisError(
