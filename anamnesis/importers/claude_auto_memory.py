@@ -127,6 +127,9 @@ def plan(
     if not folder.is_dir():
         result.skipped.append(Skip(shown(folder), "Claude Code has no auto-memory for this folder yet"))
         return result
+    if not os.access(folder, os.R_OK | os.X_OK):
+        result.skipped.append(Skip(shown(folder), "cannot be read (permission denied): nothing in it was imported"))
+        return result
     scope = key_project or sanitise(str(folder))
     for file in sorted(folder.rglob("*.md")):
         rel = file.relative_to(folder).as_posix()
