@@ -344,7 +344,7 @@ def test_a_broken_settings_file_stops_every_writer(run_cli: RunCli, home: Path, 
         result = run_cli(*args, env=editor(tmp_path, "path.write_text(path.read_text() + 'x\\n')\n"))
         assert result.returncode == 1, (args, result.stderr)
         assert result.stderr.startswith("anamnesis: error:") and result.stderr.count("\n") == 1
-        assert str(settings) in result.stderr and "nothing was written" in result.stderr
+        assert str(settings) in result.stderr and "nothing was changed" in result.stderr and result.stderr.count("fix it by hand") == 1
     assert not ran(tmp_path)
     assert snapshot(memory) == before
     assert "unknown" not in git(memory, "log", "--format=%s")
