@@ -10,10 +10,12 @@ and `watch`. Under the store lock it:
    uncommitted in the working tree and is reported;
 3. fetches every peer into refs/anamnesis/peers/<name>/*;
 4. integrates each peer's main, and whatever other machines pushed into
-   refs/anamnesis/incoming/*: commits only this machine has and never gave
-   away are replayed on top of the peer's (pull --rebase); history already
-   shared with someone is merged instead, because rewriting it would
-   duplicate it elsewhere. All of it is built with plumbing (`treemerge`), so
+   refs/anamnesis/incoming/*: when every peer is a hub and no machine pushes
+   here, commits only this machine has and never gave away are replayed on
+   top of the peer's (pull --rebase); otherwise, and for history already
+   shared with someone, the two are merged, because a machine that has this
+   one as its peer may already have taken our newest commits from our main,
+   and rewriting them would duplicate them there. All of it is built with plumbing (`treemerge`), so
    a conflict becomes markers in the note, never a stopped rebase;
 5. moves the branch and the working tree to the result in one step;
 6. pushes, never forced: a bare hub gets our main (if the hub moved on
@@ -308,6 +310,9 @@ class _Sync:
         self.stage = "committing local changes"  # a key of _KEPT: what a fault here leaves behind
         self.held: dict[str, HeldNote] = {}  # half-resolved notes left out of the commit
         self.unrecorded = set(result.recorded)  # blocks recovery wrote into files, not committed yet
+        # Whether our own new commits may be replayed (`integrate`): only when no machine takes from
+        # this store, set in `run`.
+        self.may_replay = False
 
     def _kind(self, peer: Peer) -> PeerKind:
         """What this sync (or an earlier one) learnt the peer is: a hub, a machine's store, or ''."""
@@ -441,7 +446,7 @@ class _Sync:
             return tip, received  # fast-forward
         if self.merger.merge_base(head, tip) is None and not _has_own_files(self.store, head):
             return tip, received  # a fresh store joining: take the peer's history as it is
-        local = self._unpublished(head, tip)
+        local = self._unpublished(head, tip) if self.may_replay else None
         if local is None and self.merger.tree_of(head) == self.merger.tree_of(tip):
             return self.merger.join(head, tip), received  # the same notes: the same join commit everywhere
         if local is not None:
@@ -651,6 +656,11 @@ class _Sync:
             result.incoming.append(incoming)
             sources.append((incoming.ref, oid, incoming))
         sources.sort(key=lambda s: s[0])
+        # A machine that has this one as its peer fetches our main whenever it likes, our newest
+        # commits with it: replayed, they would then exist twice (a mesh of watches got conflicts
+        # of a machine with itself). Such a machine also pushes here (`incoming`). With only hubs
+        # as peers and no one pushing here, no one sees a commit before our push: replay is safe.
+        self.may_replay = bool(peers) and not self._incoming() and all(self._kind(peer) == "hub" for peer in peers)
         self.stage = "integrating"
         self.integrate_all(sources)
         self.stage = "pushing"

@@ -368,3 +368,33 @@ def test_a_note_moved_to_the_same_place_on_two_machines_and_edited_on_one_merges
     result = b.sync()
     assert result.exit_code == 0 and not result.recorded, result
     assert "line one EDITED-ON-A" in (b.store.memory / target).read_text()
+
+
+def test_an_edit_a_peer_took_from_main_is_never_replayed_into_a_second_copy(fleet: Fleet) -> None:
+    """b takes a's edit straight from a's main; a's next sync must not replay that commit onto c's
+    history (it would then exist twice, and a's next line would conflict with nothing): a machine
+    that others take from merges its new commits instead."""
+    from anamnesis.store.operations import update_note
+
+    c = fleet.machine("c")
+    a = fleet.machine("a", {"c": fleet.url(c)})
+    b = fleet.machine("b", {"a": fleet.url(a)})
+    note = create_note(a.store, type="semantic", title="Pool size", body="line 1\n")
+    for m in (a, c, b, a):
+        m.sync()
+    create_note(c.store, type="semantic", title="On c", body="c's own\n")  # c's history moves on
+    update_note(a.store, note.id, body="line 1\nline 2\n")
+    assert b.sync().exit_code == 0  # b takes a's commit as it is
+    assert a.sync().exit_code == 0  # a integrates c: its edit must stay the one commit b has
+    update_note(a.store, note.id, body="line 1\nline 2\nline 3\n")
+    result = b.sync()
+    assert result.exit_code == 0 and not result.recorded, result
+    text = (b.store.memory / note.path).read_text()
+    assert not has_conflict_markers(text) and "line 3" in text
+    patches = subprocess.run(  # the change each commit makes, whatever commit makes it
+        ["git", "-C", str(b.store.memory), "log", "--no-merges", "-p", "--", note.path],
+        capture_output=True, check=True,
+    ).stdout
+    ids = subprocess.run(["git", "patch-id", "--stable"], input=patches, capture_output=True, check=True).stdout.split()
+    changes = ids[0::2]
+    assert len(changes) == len(set(changes)), ids  # no change made by two commits
