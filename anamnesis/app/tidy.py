@@ -336,7 +336,8 @@ def _value_changed(old: str, new: str) -> bool:
 def _changed_values(newer: str, older: str) -> list[tuple[str, str]]:
     """(older line, newer line) pairs where the newer note changed a value the older one states."""
     kept = {_line_key(line) for line in _lines(newer)}
-    only_newer = [line for line in _lines(newer) if _line_key(line) not in {_line_key(o) for o in _lines(older)}]
+    before = {_line_key(line) for line in _lines(older)}  # once, not for each line of the newer note
+    only_newer = [line for line in _lines(newer) if _line_key(line) not in before]
     pairs = []
     for line in _lines(older):
         if _line_key(line) in kept:
@@ -463,10 +464,13 @@ def plan_tidy(
         if changed:
             evidence["changed"] = [list(pair) for pair in changed[:MAX_EVIDENCE]]
         proposals.append(Proposal(action, kind, newer.ref(), older.ref(), score, newer.project, evidence))
+    remembered = _declined(store)
     proposals += [
-        p for p in _stale_sessions(rows, cutoff, project, superseded) if not _restored(store, p.other.id, p.other.path)
+        p
+        for p in _stale_sessions(rows, cutoff, project, superseded)
+        if not _restored(store, p.other.id, p.other.path, remembered)
     ]
-    said_no = {} if declined else _declined(store)
+    said_no = {} if declined else remembered
     asked = len(proposals)
     proposals = [p for p in proposals if p.key not in said_no or said_no[p.key] != _stamps(store, p)]
     hidden = asked - len(proposals)
@@ -489,19 +493,25 @@ def decline(store: Store, proposals: Iterable[Proposal]) -> None:
     said_no = _declined(store)
     for proposal in proposals:
         said_no[proposal.key] = _stamps(store, proposal)
-    atomic_write_text(store.state_dir / DECLINED_FILE, json.dumps(said_no, indent=1, sort_keys=True) + "\n")
+    _save_declined(store, said_no)
 
 
 def _stamps(store: Store, proposal: Proposal) -> dict[str, str]:
     """What a proposal was made of: a digest of each of its notes' files (an edit by hand that
     leaves `updated` alone is a change too)."""
-    stamps = {}
-    for side, ref in (("keep", proposal.keep), ("other", proposal.other)):
-        try:
-            stamps[side] = hashlib.sha256(safe_path(store, ref.path).read_bytes()).hexdigest()[:16]
-        except (OSError, ValueError):
-            stamps[side] = ""  # gone since: such a proposal is not made any more
-    return stamps
+    return {side: _file_stamp(store, ref.path) for side, ref in (("keep", proposal.keep), ("other", proposal.other))}
+
+
+def _file_stamp(store: Store, path: str) -> str:
+    """A digest of a note's file; '' when it is gone (a proposal about it is not made any more)."""
+    try:
+        return hashlib.sha256(safe_path(store, path).read_bytes()).hexdigest()[:16]
+    except (OSError, ValueError):
+        return ""
+
+
+def _save_declined(store: Store, said_no: dict[str, dict[str, str]]) -> None:
+    atomic_write_text(store.state_dir / DECLINED_FILE, json.dumps(said_no, indent=1, sort_keys=True) + "\n")
 
 
 def _declined(store: Store) -> dict[str, dict[str, str]]:
@@ -807,7 +817,7 @@ def restore_archived(store: Store, ref: str) -> str:
         write_units(
             store, {source: None, target: data}, f"{machine}: tidy: restore {target} from the archive", target
         )
-        _remember_restored(store, target, data)
+        _remember_restored(store, target, parse_note(data.decode("utf-8", "replace"), target).id)
     return target
 
 
@@ -823,24 +833,19 @@ def _where_its_project_is(path: str, project: str | None) -> str:
 RESTORED = "restored:"  # a key of the declined file: a session the person took back out of the archive
 
 
-def _remember_restored(store: Store, path: str, data: bytes) -> None:
-    """A session restored from the archive is the person's answer: not proposed (nor archived by an
-    old plan) again while it stays as it is."""
+def _remember_restored(store: Store, path: str, note_id: str) -> None:
+    """A session restored from the archive (now at `path`) is the person's answer: not proposed
+    (nor archived by an old plan) again while it stays as it is."""
     said_no = _declined(store)
-    note_id = parse_note(data.decode("utf-8", "replace"), path).id
-    said_no[RESTORED + note_id] = {"note": hashlib.sha256(data).hexdigest()[:16]}
-    atomic_write_text(store.state_dir / DECLINED_FILE, json.dumps(said_no, indent=1, sort_keys=True) + "\n")
+    said_no[RESTORED + note_id] = {"note": _file_stamp(store, path)}
+    _save_declined(store, said_no)
 
 
-def _restored(store: Store, note_id: str, path: str) -> bool:
-    """Whether the note was restored from the archive here and has not changed since."""
-    stamp = _declined(store).get(RESTORED + note_id)
-    if not stamp:
-        return False
-    try:
-        return stamp.get("note") == hashlib.sha256(safe_path(store, path).read_bytes()).hexdigest()[:16]
-    except (OSError, ValueError):
-        return False
+def _restored(store: Store, note_id: str, path: str, remembered: dict[str, dict[str, str]] | None = None) -> bool:
+    """Whether the note was restored from the archive here and has not changed since (`remembered`:
+    the declined file, when the caller has read it already)."""
+    stamp = (remembered if remembered is not None else _declined(store)).get(RESTORED + note_id)
+    return stamp is not None and stamp.get("note") == _file_stamp(store, path)
 
 
 def describe_proposal(proposal: Proposal) -> list[str]:
