@@ -54,7 +54,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from itertools import pairwise
+from itertools import islice, pairwise
 from typing import NamedTuple, overload
 
 MASK = "[REDACTED]"
@@ -996,19 +996,24 @@ def _k8s_secrets(text: str) -> str:
         if not kinds[doc]:
             continue
         indent = len(data.group("indent"))
-        at = data.end() + 1
-        for _ in range(MAX_SECRET_ENTRIES):
+        for at, line_end in islice(_lines_from(text, data.end() + 1), MAX_SECRET_ENTRIES):
             entry = _DATA_ENTRY.match(text, at)
-            line_end = text.find("\n", at)
-            line_end = len(text) if line_end < 0 else line_end
             lead = text[at : line_end]
             if entry is None or entry.end() > line_end or len(lead) - len(lead.lstrip()) <= indent:
                 break
             value = entry.group("value").rstrip()
             if not _reference(value) and "[REDACTED" not in value:
                 spans.append((entry.start("value"), entry.start("value") + len(value)))
-            at = line_end + 1
     return _replace_spans(text, spans, MASK)
+
+
+def _lines_from(text: str, at: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of `text` from offset `at` on (end: its newline, or the text's end)."""
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        yield at, end
+        at = end + 1
 
 
 def _replace_spans(text: str, spans: Iterable[tuple[int, int]], mask: str) -> str:
@@ -1543,9 +1548,7 @@ def _random_token(text: str, start: int, end: int, bare_min: int, bare_classes: 
         # token flag or an `auth` command is given, or a key a client is made with.
         if _HEX.fullmatch(token) is None and _UUID.fullmatch(token) is None:
             return False
-        return _near_secret_word(text, start, end, assigned=True) or _KEY_ARGUMENT.search(
-            text, max(0, start - 60), start
-        ) is not None
+        return _near_secret_word(text, start, end, assigned=True) or _given_as_key(text, start)
     if _slug_like(token):
         return False
     if _decodes_to_text(sample):  # base64 of ordinary text: only next to a secret word
@@ -1555,9 +1558,12 @@ def _random_token(text: str, start: int, end: int, bare_min: int, bare_classes: 
         or (bare_hex and _HEX.fullmatch(sample) is not None and _entropy(sample) >= 3.0)
     ):
         return True
-    return looks_random(sample) and (
-        _near_secret_word(text, start, end) or _KEY_ARGUMENT.search(text, max(0, start - 60), start) is not None
-    )
+    return looks_random(sample) and (_near_secret_word(text, start, end) or _given_as_key(text, start))
+
+
+def _given_as_key(text: str, start: int) -> bool:
+    """Whether what starts at `start` is given where a key goes (`_KEY_ARGUMENT`)."""
+    return _KEY_ARGUMENT.search(text, max(0, start - 60), start) is not None
 
 
 _PUBLIC_BLOCK = _Lazy(
@@ -1649,6 +1655,11 @@ def _unpronounceable(letters: str) -> bool:
     return (vowels < 0.3 * len(letters) and longest >= 4) or longest >= 6
 
 
+def _app_password(value: str) -> bool:
+    """An app password (`_APP_PASSWORD`) drawn at random, not 16 letters of words."""
+    return _APP_PASSWORD.fullmatch(value) is not None and _unpronounceable(re.sub(r"[ \-]", "", value))
+
+
 def _generated(token: str) -> bool:
     """A generated password `_wordy` takes for words (`doIErxkYaOa2mqpnIls`): 10+ characters of
     upper, lower case and digits, with four consonants in a row somewhere (an identifier such as
@@ -1678,7 +1689,7 @@ def _passwords_in_prose(text: str) -> str:
         if (_password_like(token) or _generated(token)) and near(match.start(), match.start() + len(token)):
             spans.append((match.start(), match.start() + len(token)))
     for match in _APP_PASSWORD.finditer(text):
-        if _unpronounceable(re.sub(r"[ \-]", "", match.group(0))) and near(*match.span()):
+        if _app_password(match.group(0)) and near(*match.span()):
             spans.append(match.span())
     return _replace_spans(text, spans, MASK) if spans else text
 
@@ -1714,17 +1725,13 @@ def _chpasswd_lists(text: str) -> str:
     spans: list[tuple[int, int]] = []
     for block in _CHPASSWD.finditer(text):
         depth = len(block.group("indent"))
-        at = block.end() + 1
-        while at < len(text):
-            end = text.find("\n", at)
-            end = len(text) if end < 0 else end
+        for at, end in _lines_from(text, block.end() + 1):
             line = text[at:end]
             if line.strip() and len(line) - len(line.lstrip(" \t")) <= depth:
                 break
             entry = _CHPASSWD_ENTRY.match(line)
             if entry and "[REDACTED" not in entry.group("value"):
                 spans.append((at + entry.start("value"), at + entry.end("value")))
-            at = end + 1
     return _replace_spans(text, spans, MASK) if spans else text
 
 
@@ -1766,8 +1773,7 @@ def _flagged_passwords(text: str) -> str:
             value = match.group("value")
             if "[REDACTED" in value:
                 continue
-            app = _APP_PASSWORD.fullmatch(value) is not None and _unpronounceable(re.sub(r"[ \-]", "", value))
-            if _password_like(value) or app or looks_random(value, min_len=12):
+            if _password_like(value) or _app_password(value) or looks_random(value, min_len=12):
                 spans.append(match.span("value"))
     return _replace_spans(text, spans, MASK) if spans else text
 
@@ -1792,17 +1798,11 @@ def _keys_and_codes(text: str) -> str:
             if _HEX_KEY_WORD.search(line):
                 spans.append(match.span())
     for head in _CODES_HEAD.finditer(text):
-        at = head.end() + 1
-        for _ in range(MAX_CODES):
-            if at >= len(text):
-                break
-            end = text.find("\n", at)
-            end = len(text) if end < 0 else end
+        for at, end in islice(_lines_from(text, head.end() + 1), MAX_CODES):
             code = _CODE_LINE.fullmatch(text, at, end)
             if code is None:
                 break
             spans.append(code.span("code"))
-            at = end + 1
     return _replace_spans(text, spans, MASK) if spans else text
 
 
