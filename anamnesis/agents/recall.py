@@ -271,10 +271,10 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
         "(read one in full with the anamnesis MCP `read` tool):\n"
     )
     footer = f"{MEMORY_CLOSE}\n"
-    # hit, body, share of the prompt held, elsewhere; notes already shown still count as this
-    # project's answer (so repeating a prompt does not pull in other projects' notes instead)
-    qualified: list[tuple[Hit, str, float, bool]] = []
-    standing: dict[str, tuple[float | None, bool]] = {}  # path: (meaning, held by words alone)
+    # hit, body, share of the prompt held, elsewhere, held by its words alone; notes already shown
+    # still count as this project's answer (so repeating a prompt does not pull in other projects'
+    # notes instead)
+    qualified: list[tuple[Hit, str, float, bool, bool]] = []
     for position, hit in enumerate(hits):
         if hit.superseded_by:
             continue
@@ -282,50 +282,49 @@ def build_recall(store: Store, prompt: str, *, session_id: str = "", cwd: str = 
             body = load_note(store, hit.path).body
         except Exception:  # a note that vanished or broke since indexing: leave it out
             continue
-        found = held(terms, f"{hit.title}\n{' '.join(hit.tags)}\n{body[:20000]}")
+        title_and_tags = f"{hit.title}\n{' '.join(hit.tags)}"
+        found = held(terms, f"{title_and_tags}\n{body[:20000]}")
         share = sum(weights[term] for term in found) / whole
-        if (
-            len(found) == 1
-            and found[0] not in specific
-            and not held(found, f"{hit.title}\n{' '.join(hit.tags)}")
-        ):
+        if len(found) == 1 and found[0] not in specific and not held(found, title_and_tags):
             share = 0.0  # one everyday word, and only in passing: a coincidence, not an answer
         if found and set(found) <= EVERYDAY:
             share = 0.0  # padding alone ('actually', 'since yesterday') answers nothing
         here = near is not None and hit.project == near
-        title_and_tags = f"{hit.title}\n{' '.join(hit.tags)}"
-        by_name = bool(set(found) & named) and bool(held(sorted(set(found) & named), title_and_tags))
+        named_here = set(found) & named
+        by_name = bool(named_here) and bool(held(sorted(named_here), title_and_tags))
         by_words = by_name or share >= WORDS_ENOUGH
-        standing[hit.path] = (hit.similarity if by_meaning else None, by_words)
         if by_name and (not by_meaning or hit.similarity is None or hit.similarity >= MEANING_FLOOR):
             pass  # a code word the note is named by ('test_settlement_cutoff is failing'): enough alone
         elif by_meaning and hit.similarity is not None:
             meaning = hit.similarity
             if meaning >= MEANING_FLOOR and meaning + WORDS_HELP * share >= EVIDENCE_ENOUGH - HERE_EASIER * here:
                 share = max(share, meaning)
-            elif not (set(found) & named and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
+            elif not (named_here and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
                 continue
         elif not (found and share >= (WORDS_FIRST if position == 0 else WORDS_ENOUGH)):
             continue  # by words alone: keyword search, or a note not embedded yet (written moments ago)
         elsewhere = near is not None and hit.project is not None and hit.project != near
-        qualified.append((hit, body, share, elsewhere))
+        qualified.append((hit, body, share, elsewhere, by_words))
     # By meaning, a note far less close than the closest one shown is about something next to the
     # prompt, not the prompt ('rebase lost my commits' and a refund how-to at 0.32): shown only when
     # the prompt's own words say so.
     # (closest among the notes that can be shown: this project's, or any when it has none)
+    def cosine(hit: Hit) -> float | None:
+        return hit.similarity if by_meaning else None
+
     local_first = [item for item in qualified if not item[3]] or qualified
-    closest = max((cosine for item in local_first if (cosine := standing[item[0].path][0]) is not None), default=0.0)
+    closest = max((c for item in local_first if (c := cosine(item[0])) is not None), default=0.0)
     qualified = [
         item
         for item in qualified
-        if (cosine := standing[item[0].path][0]) is None or standing[item[0].path][1] or cosine >= AS_CLOSE * closest
+        if (c := cosine(item[0])) is None or item[4] or c >= AS_CLOSE * closest
     ]
-    local = [(hit.score, share) for hit, _body, share, elsewhere in qualified if not elsewhere]
+    local = [(hit.score, share) for hit, _body, share, elsewhere, _words in qualified if not elsewhere]
     best_score = max((score for score, _share in local), default=0.0)
     best_share = max((share for _score, share in local), default=0.0)
     chosen: list[tuple[Hit, str]] = []
     others = 0
-    for hit, body, share, elsewhere in qualified:
+    for hit, body, share, elsewhere, _words in qualified:
         if len(chosen) >= knobs["max_notes"]:
             break
         if hit.path in seen:
