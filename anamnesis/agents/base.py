@@ -29,7 +29,7 @@ from anamnesis.agents.files import (
     custom_home,
     dumps_json,
     edited_json,
-    is_our_entry,
+    entry_replaced,
     loads_json,
     mcp_args,
     mode_of,
@@ -211,9 +211,9 @@ class McpFileAgent(Agent):
                 previous = mine.setdefault(str(change.path), [])
                 previous.extend(k for k in change.created if k not in previous)
         config = changes[0]
-        theirs = self.server_entry(config.path, config.before)
+        theirs = entry_replaced(config, self.server_entry(config.path, config.before))
         replaced = mine.setdefault(REPLACED, {})
-        if config.changed and theirs is not None and not is_our_entry(theirs) and str(config.path) not in replaced:
+        if theirs is not None and str(config.path) not in replaced:
             replaced[str(config.path)] = theirs  # given back by uninstall
         if not replaced:
             del mine[REPLACED]

@@ -51,7 +51,7 @@ from anamnesis.agents.files import (
     custom_home,
     dumps_json,
     edited_json,
-    is_our_entry,
+    entry_replaced,
     loads_json,
     mcp_args,
     mode_of,
@@ -303,8 +303,8 @@ def install(store: Store, python: str | None = None, drop_old: bool = False) -> 
     changes = plan_install(store, python, drop_old)  # refuses (raises) before anything is written
     manifest = _read_manifest(store)
     servers = parse_json(changes[0].path, changes[0].before).get("mcpServers")
-    theirs = servers.get(SERVER_NAME) if isinstance(servers, dict) else None
-    if changes[0].changed and theirs is not None and not is_our_entry(theirs) and "replaced_server" not in manifest:
+    theirs = entry_replaced(changes[0], servers.get(SERVER_NAME) if isinstance(servers, dict) else None)
+    if theirs is not None and "replaced_server" not in manifest:
         manifest["replaced_server"] = theirs  # the person's own entry: given back by uninstall
     for change in changes:
         previous = manifest.setdefault("created", {}).setdefault(str(change.path), [])

@@ -67,6 +67,12 @@ def is_our_entry(entry: Any) -> bool:
     )
 
 
+def entry_replaced(change: FileChange, entry: Any) -> Any:
+    """The person's own `anamnesis` entry `change` replaces (kept for uninstall to give back), or
+    None: none was there, it is one of ours, or the file does not change."""
+    return entry if change.changed and entry is not None and not is_our_entry(entry) else None
+
+
 def custom_home(store: Store) -> str | None:
     """The store home when it is not the default one (the server must be told)."""
     default = (Path.home() / ".anamnesis").absolute()
