@@ -269,6 +269,18 @@ def test_a_failing_sync_is_logged_and_retried(store: Store, start_watch: Any) ->
     assert "injected failure 2" not in summary and "injected failure 2" in (read_heartbeat(store) or {})["last_error"]
 
 
+def plug_in(hub: Path, scratch: Path) -> Callable[[], str]:
+    """A hub on a disk that is plugged in: its repository appears whole (made beside it and moved
+    in), as a mount does — a retry that looked at a half-made `git init` would rightly call the
+    path misconfigured. Returns what reads the hub's main."""
+    made = scratch / "hub-being-made.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(made)], check=True)
+    made.rename(hub)
+    return lambda: subprocess.run(
+        ["git", "-C", str(hub), "rev-parse", "-q", "--verify", "main"], capture_output=True, text=True
+    ).stdout.strip()
+
+
 def test_an_unreachable_peer_is_tried_again_and_gets_what_was_written_meanwhile(
     store: Store, start_watch: Any, tmp_path: Path
 ) -> None:
@@ -286,15 +298,7 @@ def test_an_unreachable_peer_is_tried_again_and_gets_what_was_written_meanwhile(
     wait_for(lambda: any(r.startswith("retry: hub out of reach") for r in counter.reasons), what="a retry")
     assert counter.results[-1].exit_code == 11
     assert "hub" in watch_summary(store)["watch"].partition("last error")[2]  # said while it lasts
-    # plugged in: the disk's repository appears whole (made beside it and moved in), as a mount does;
-    # a retry that looked at a half-made `git init` would rightly call the path misconfigured
-    made = tmp_path / "hub-being-made.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(made)], check=True)
-    made.rename(hub)
-
-    def hub_main() -> str:
-        return subprocess.run(["git", "-C", str(hub), "rev-parse", "-q", "--verify", "main"], capture_output=True, text=True).stdout.strip()
-
+    hub_main = plug_in(hub, tmp_path)
     wait_for(lambda: hub_main() == git(store.memory, "rev-parse", "HEAD"), 30, "the hub caught up")
     wait_for(lambda: counter.results[-1].exit_code == 0, 10, "that sync's result (it pushes, then returns)")
     tried = counter.count
@@ -317,13 +321,7 @@ def test_a_peer_back_after_a_long_outage_gets_what_was_written_within_the_short_
     write(store, "global/facts/offline.md", note_text("Written while the hub is down"))
     wait_for(lambda: clean(store), what="the note committed locally although the peer is down")
     time.sleep(9.0)  # unbounded, the back-off would have reached 8 s, then 16 s
-    made = tmp_path / "hub-being-made.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(made)], check=True)
-    made.rename(hub)
-
-    def hub_main() -> str:
-        return subprocess.run(["git", "-C", str(hub), "rev-parse", "-q", "--verify", "main"], capture_output=True, text=True).stdout.strip()
-
+    hub_main = plug_in(hub, tmp_path)
     wait_for(lambda: hub_main() == git(store.memory, "rev-parse", "HEAD"), 3.0, "the hub caught up within the bound")
 
 
