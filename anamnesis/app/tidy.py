@@ -680,8 +680,8 @@ def apply_proposal(store: Store, proposal: Proposal, *, model: bool = False) -> 
     if keep_path is None or other_path is None:
         gone = proposal.keep if keep_path is None else proposal.other
         return Applied(key, "stale", f"{gone.title!r} ({gone.id}) is no longer in the memory")
+    keep = load_note(store, keep_path)  # first: a note gone since is NoteNotFound, a skipped proposal
     keep_text = safe_path(store, keep_path).read_text(encoding="utf-8", errors="replace")
-    keep = load_note(store, keep_path)
     if proposal.other.id in keep.supersedes:
         return Applied(key, "already", f"{keep_path} already supersedes {proposal.other.id}")
     other = load_note(store, other_path)

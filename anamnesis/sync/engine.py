@@ -651,7 +651,8 @@ class _Sync:
             reachable.append((peer, report))
             if tip:
                 sources.append((peer.name, tip, report))
-        for ref, oid in self._incoming():  # what machines that have us as their peer pushed here
+        pushed_here = self._incoming()
+        for ref, oid in pushed_here:  # what machines that have us as their peer pushed here
             incoming = IncomingReport(refs.incoming_machine(ref), refs.short(ref))
             result.incoming.append(incoming)
             sources.append((incoming.ref, oid, incoming))
@@ -660,7 +661,7 @@ class _Sync:
         # commits with it: replayed, they would then exist twice (a mesh of watches got conflicts
         # of a machine with itself). Such a machine also pushes here (`incoming`). With only hubs
         # as peers and no one pushing here, no one sees a commit before our push: replay is safe.
-        self.may_replay = bool(peers) and not self._incoming() and all(self._kind(peer) == "hub" for peer in peers)
+        self.may_replay = bool(peers) and not pushed_here and all(self._kind(peer) == "hub" for peer in peers)
         self.stage = "integrating"
         self.integrate_all(sources)
         self.stage = "pushing"
