@@ -101,6 +101,7 @@ from anamnesis.sync.peers import (
     probe,
     remove_peer,
 )
+from anamnesis.sync.replaced import HeldAcrossCheckout, LateWrites
 from anamnesis.sync.stamping import stamp_edits
 from anamnesis.sync.transport import FetchFailed, transport_for
 from anamnesis.sync.treemerge import TreeMerger, private_index, recorded_in, with_conflicts
@@ -310,6 +311,7 @@ class _Sync:
         self.stage = "committing local changes"  # a key of _KEPT: what a fault here leaves behind
         self.held: dict[str, HeldNote] = {}  # half-resolved notes left out of the commit
         self.unrecorded = set(result.recorded)  # blocks recovery wrote into files, not committed yet
+        self.late = LateWrites([], [])  # what the last checkout laid back (`HeldAcrossCheckout`)
         # Whether our own new commits may be replayed (`integrate`): only when no machine takes from
         # this store, set in `run`.
         self.may_replay = False
@@ -500,6 +502,7 @@ class _Sync:
         not reached. A git that failed after it began writing (a full disk)
         is finished the same way at once, never committed as edits.
         """
+        self.late = LateWrites([], [])
         if old == new:
             return True
         changed = changed_paths(self.repo, old, new)
@@ -509,14 +512,17 @@ class _Sync:
         moved = set(changed) & set(self.held) if self.held else set()
         if moved:
             set_aside(self.store, old, sorted(moved))  # a held-back edit of a note that changes here
-        start_checkout(self.store, old, new)
-        proc = run_git(self.repo, "-c", "checkout.workers=1", "reset", "-q", "--keep", new, check=False)
-        if proc.returncode != 0 and self.head() == old and checkout_started(self.store):
-            finish_checkout(self.store, self.result.recorded)  # raises (the marker stays) if still failing
+        with HeldAcrossCheckout(self.repo, changed) as held:
+            start_checkout(self.store, old, new)
+            proc = run_git(self.repo, "-c", "checkout.workers=1", "reset", "-q", "--keep", new, check=False)
+            if proc.returncode != 0 and self.head() == old and checkout_started(self.store):
+                finish_checkout(self.store, self.result.recorded)  # raises (the marker stays) if still failing
+                put_back(self.store)
+                self.late = held.keep_late_writes(self.machine)
+                return self.head() == new
+            clear_marker(self.store, CHECKOUT_MARKER)
             put_back(self.store)
-            return self.head() == new
-        clear_marker(self.store, CHECKOUT_MARKER)
-        put_back(self.store)
+            self.late = held.keep_late_writes(self.machine)
         said = proc.stderr if proc.returncode != 0 else ""
         refused = next((line.strip() for line in said.splitlines() if any(w in line for w in _REFUSED_WORDS)), "")
         if refused:  # not an edit in the way (retrying would not help): say what git could not write
@@ -537,6 +543,10 @@ class _Sync:
                 head, got = self.integrate(head, name, tip)
                 received[name] = got
             if self.checkout(old, head):
+                if self.late.kept:  # writes that raced the checkout: sent on now, with any block they made
+                    self._conflicts(self.late.blocks)
+                    self.unrecorded.update(self.late.blocks)
+                    self.result.committed.extend(self.commit_local())
                 for name, _tip, report in sources:
                     report.received += received.get(name, 0)
                     self.result.received += received.get(name, 0)

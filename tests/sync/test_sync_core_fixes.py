@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fleet import Fleet, Machine, fleet  # noqa: F401
@@ -398,3 +400,90 @@ def test_an_edit_a_peer_took_from_main_is_never_replayed_into_a_second_copy(flee
     ids = subprocess.run(["git", "patch-id", "--stable"], input=patches, capture_output=True, check=True).stdout.split()
     changes = ids[0::2]
     assert len(changes) == len(set(changes)), ids  # no change made by two commits
+
+
+def _write_while_git_moves_files(monkeypatch: pytest.MonkeyPatch, write: Callable[[], None]) -> None:
+    """Make `write` happen while sync's checkout runs: after git checked the working tree and
+    replaced the files, before sync looks again — the instant an editor's or a script's write
+    can land on the file git is replacing."""
+    from anamnesis.sync import engine
+
+    real = engine.run_git
+
+    def run_git(repo: Path, *args: str, **kwargs: Any) -> Any:
+        proc = real(repo, *args, **kwargs)
+        if "reset" in args and "--keep" in args:
+            write()
+        return proc
+
+    monkeypatch.setattr(engine, "run_git", run_git)
+
+
+def _write(file: Any, text: str) -> None:
+    file.write(text)
+    file.flush()
+
+
+def test_a_line_appended_to_a_note_while_the_checkout_replaces_it_is_kept(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script appending to a note opened it just before sync's checkout replaced the file: its
+    line went into the file git unlinked. Sync sees the old file changed under it and lays the
+    line over the incoming version, so the next sync carries it everywhere."""
+    _hub, a, b = _pair(fleet)
+    note = create_note(a.store, type="semantic", title="Build log", body="first\nsecond\nthird\n")
+    a.sync()
+    b.sync()
+    a.write(note.path, a.read(note.path).replace("first\n", "first, from a\n"))
+    assert a.sync().exit_code == 0
+    with open(b.memory / note.path, "a", encoding="utf-8") as held:  # opened before the checkout
+        _write_while_git_moves_files(monkeypatch, lambda: _write(held, "appended on b during the checkout\n"))
+        assert b.sync().exit_code == 0
+        monkeypatch.undo()
+    text = b.read(note.path)
+    assert "first, from a" in text and "appended on b during the checkout" in text, text
+    assert not has_conflict_markers(text)
+    assert b.sync().exit_code == 0 and a.sync().exit_code == 0
+    assert "appended on b during the checkout" in a.read(note.path)
+
+
+def test_a_note_rewritten_in_place_while_the_checkout_deletes_it_is_kept(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edit beats a deletion, also when it lands in the instant the checkout removes the file."""
+    _hub, a, b = _pair(fleet)
+    note = create_note(a.store, type="semantic", title="Pinned", body="keep me\n")
+    a.sync()
+    b.sync()
+    delete_note(a.store, note.id)
+    assert a.sync().exit_code == 0
+    with open(b.memory / note.path, "r+", encoding="utf-8") as held:
+        before = held.read()
+        held.seek(0)
+        _write_while_git_moves_files(monkeypatch, lambda: _write(held, before.replace("me\n", "me, edited on b\n")))
+        assert b.sync().exit_code == 0
+        monkeypatch.undo()
+    assert "keep me, edited on b" in b.read(note.path)
+
+
+def test_a_late_write_that_clashes_with_the_incoming_version_is_announced_as_a_conflict(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both sides added a line at the same place: the two versions are set side by side and the
+    sync says so (never `synced`), and so does the machine the block reaches."""
+    _hub, a, b = _pair(fleet)
+    note = create_note(a.store, type="semantic", title="Build log", body="first\n")
+    a.sync()
+    b.sync()
+    a.write(note.path, a.read(note.path) + "from a\n")
+    assert a.sync().exit_code == 0
+    with open(b.memory / note.path, "a", encoding="utf-8") as held:
+        _write_while_git_moves_files(monkeypatch, lambda: _write(held, "from b\n"))
+        result = b.sync()
+        monkeypatch.undo()
+    assert result.exit_code != 0 and note.path in result.recorded, result
+    text = b.read(note.path)
+    assert has_conflict_markers(text) and "from a" in text and "from b" in text
+    b.sync()
+    result = a.sync()
+    assert note.path in [c.path for c in result.conflict_notes], result
