@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 SET = ROOT / "bench" / "prompts" / "tester.json"
 
 
-def run(mode: str, model_dir: str | None, verbose: bool) -> dict[str, float]:
-    data = json.loads(SET.read_text(encoding="utf-8"))
+def run(mode: str, model_dir: str | None, verbose: bool, path: Path = SET) -> dict[str, float]:
+    data = json.loads(path.read_text(encoding="utf-8"))
     tmp = Path(tempfile.mkdtemp(prefix="anamnesis-bench-prompts-"))
     os.environ["ANAMNESIS_HOME"] = str(tmp / "home")
     from anamnesis.agents.recall import build_recall
@@ -91,10 +91,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model-dir", help="measure with semantic search on too (the model's folder)")
     parser.add_argument("-v", "--verbose", action="store_true", help="list the misses and the notes shown beside")
+    parser.add_argument("--set", type=Path, default=SET, help=f"a set in the same form (default {SET.relative_to(ROOT)})")
     args = parser.parse_args()
-    run("keyword", None, args.verbose)
+    run("keyword", None, args.verbose, args.set)
     if args.model_dir:
-        run("semantic", args.model_dir, args.verbose)
+        run("semantic", args.model_dir, args.verbose, args.set)
 
 
 if __name__ == "__main__":
