@@ -744,11 +744,23 @@ def remember_prompt() -> str:
     )
 
 
+class MemoryServer(MCPServer[Any]):
+    """The SDK's server, but a call to a tool it does not have names the ones it has."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        names = [tool.name for tool in self._tool_manager.list_tools()]
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ToolError(f"no tool named {name!r}; {hint}the tools are: {', '.join(sorted(names))}")
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(store: Store, cwd: str | None = None) -> MCPServer[Any]:
     """An MCP server with the memory tools, resources and prompts for `store`."""
     memory = MemoryTools(store, cwd)
     upkeep = UpkeepTools(memory, _tool_errors, _check_project)  # timeline, tidy: upkeep.py
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = MemoryServer(
         name="anamnesis",
         instructions=INSTRUCTIONS,
         version=__version__,

@@ -356,12 +356,14 @@ def test_misspelled_or_mistyped_arguments_are_one_line_errors(store: Store, proj
             "bool": _error(await call("list", {"limit": True})),
             "missing": _error(await call("write", {"body": "no title"})),
             "enum": _error(await call("search", {"query": "docker", "type": "facts"})),
+            "tool": _error(await call("serach", {"query": "docker"})),
         }
         assert "'tpye'" in messages["tpye"] and "did you mean 'type'" in messages["tpye"]
         assert "'limt'" in messages["limt"] and "did you mean 'limit'" in messages["limt"]
         assert "limit" in messages["bool"] and "integer" in messages["bool"]
         assert "title is required" in messages["missing"]
         assert "'semantic', 'procedural', 'episodic' or 'preference'" in messages["enum"]
+        assert "did you mean 'search'" in messages["tool"] and "read, search, status" in messages["tool"]
         for text in messages.values():
             assert "\n" not in text and "pydantic" not in text and "http" not in text, text
         missing = _error(await call("read", {"ref": "does-not-exist"}))
