@@ -26,6 +26,7 @@ from anamnesis.base.notes import Problem, ProblemKind, first_fix, is_note_path
 from anamnesis.base.paths import Store
 from anamnesis.base.settings import load_settings
 from anamnesis.base.text import plural
+from anamnesis.importers import gone_mirrors
 from anamnesis.search import file_problems, open_index
 from anamnesis.store import (
     SIMILAR_TYPES,
@@ -136,6 +137,7 @@ def run_checks(store: Store) -> list[Finding]:
     findings.extend(_relay_findings(store))
     findings.extend(_queue_findings(store))
     findings.extend(_index_findings(store))
+    findings.extend(_mirror_findings(store))
     lower_seen: dict[str, str] = {}
     for root, dirs, files in os.walk(store.memory):
         dirs[:] = [d for d in dirs if d != ".git"]
@@ -294,6 +296,20 @@ def _relay_findings(store: Store) -> list[Finding]:
             "when someone runs `anamnesis sync` here",
             "`anamnesis sync` now; `anamnesis schedule install` (or `--watch`) to do it by itself",
         )
+    ]
+
+
+def _mirror_findings(store: Store) -> list[Finding]:
+    """A mirrored project folder that is gone: its mirror imports nothing, and says nothing."""
+    return [
+        Finding(
+            f"mirror of {source}",
+            f"{folder} is gone (moved or deleted): nothing Claude Code remembers in that project "
+            "reaches your notes any more",
+            f"in the project's new folder, `anamnesis import {source} --mirror`; then "
+            f"`anamnesis import {source} --no-mirror {folder}` to forget the old one",
+        )
+        for source, folder in gone_mirrors(store)
     ]
 
 

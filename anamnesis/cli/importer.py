@@ -67,6 +67,14 @@ def import_(
     if mirror and (project or tag):  # the mirror re-imports as the folder says: other keys would make copies
         raise UsageError("--mirror imports with the folder's own project key and no extra tags; drop --project/--tag")
     store = get_store()
+    if mirror is False and not print_only:  # stopping imports nothing: the folder may be gone already
+        folder = (path or Path.cwd()).absolute()
+        changed = set_mirror(store, source, folder, False)
+        if json_out:
+            print_json({"mirror": False, "folder": str(folder), "changed": changed})
+        else:
+            console().print(f"mirroring off for {folder}" if changed else f"{folder} was not mirrored", markup=False)
+        return
     stopped: list[int] = []
     try:
         with _terminations_interrupt(stopped), counting(f"importing {source}", json_out) as progress:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from anamnesis.importers.plan import Plan as Plan
     from anamnesis.importers.run import SOURCES as SOURCES
     from anamnesis.importers.run import ImportInterrupted as ImportInterrupted
+    from anamnesis.importers.run import gone_mirrors as gone_mirrors
     from anamnesis.importers.run import make_plan as make_plan
     from anamnesis.importers.run import mirror_all as mirror_all
     from anamnesis.importers.run import mirror_changed as mirror_changed

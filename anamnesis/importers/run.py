@@ -149,6 +149,16 @@ def _fingerprint(store: Store, source: str, folder: str) -> str:
     return digest("\n".join(parts))
 
 
+def gone_mirrors(store: Store) -> list[tuple[str, str]]:
+    """(source, folder) of each mirror whose folder is gone: a project moved or deleted leaves
+    its mirror looking at nothing, and nothing fails, so only this tells a person."""
+    try:
+        table = mirrors(store)
+    except AnamnesisError:
+        return []  # a broken settings.json is reported on its own
+    return [(source, folder) for source, folders in table.items() for folder in folders if not Path(folder).is_dir()]
+
+
 def _state(store: Store) -> dict[str, Any]:
     try:
         data = json.loads((store.state_dir / MIRROR_STATE).read_text(encoding="utf-8"))

@@ -279,6 +279,27 @@ def test_a_mirror_that_fails_never_fails_the_sync(store: Store, run_cli: RunCli,
     assert "mirroring claude-auto-memory" in proc.stderr and "gone" in proc.stderr
 
 
+def test_a_mirrored_project_moved_away_is_a_doctor_finding_and_can_be_dropped(
+    store: Store, run_cli: RunCli, tmp_path: Path
+) -> None:
+    """A mirror whose project folder moved imports nothing and fails nothing: only doctor can
+    tell, and `--no-mirror` on the old folder (gone, so nothing to import) forgets it."""
+    project = tmp_path / "api"
+    project.mkdir()
+    on = run_json(run_cli, "claude-auto-memory", "--mirror", cwd=project)
+    assert on["mirror"] is True
+    assert "mirror of claude-auto-memory" not in run_cli("doctor").stdout
+    project.rename(tmp_path / "api-renamed")
+    doctor = run_cli("doctor", "--json")
+    found = [f for f in json.loads(doctor.stdout)["findings"] if f["where"] == "mirror of claude-auto-memory"]
+    assert len(found) == 1 and str(project) in found[0]["problem"] and "--no-mirror" in found[0]["fix"], found
+    off = run_cli("import", "claude-auto-memory", "--no-mirror", str(project), "--json")
+    assert off.returncode == 0, off.stderr
+    assert json.loads(off.stdout) == {"mirror": False, "folder": str(project), "changed": True}
+    assert json.loads(store.settings_path.read_text())["mirror"]["claude-auto-memory"] == []
+    assert "mirror of claude-auto-memory" not in run_cli("doctor").stdout
+
+
 # -- markdown -------------------------------------------------------------------------------
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
