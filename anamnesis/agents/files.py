@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -251,6 +252,8 @@ def _refusal(change: FileChange) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"{folder} cannot be written"
     if target.exists():
+        if not target.stat().st_mode & stat.S_IWUSR:  # replacing it would work; but the person said no
+            return f"{target} is read-only (chmod u+w it to let init change it)"
         try:
             os.close(os.open(target, os.O_WRONLY))  # opens without changing a byte
         except PermissionError as exc:

@@ -507,6 +507,26 @@ def test_init_rewrites_registrations_of_the_old_form(user_home: Path, run_cli: R
     )
 
 
+def test_a_config_file_made_read_only_is_refused_not_replaced(user_home: Path, home: Path, run_cli: RunCli) -> None:
+    """A settings.json the person made read-only could still be replaced (its folder is
+    writable), but that would undo their choice: init stops naming it, and changes no file."""
+    settings = user_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": "opus"}\n')
+    claude_json = user_home / ".claude.json"
+    claude_json.write_text('{"numStartups": 3}\n')
+    settings.chmod(0o444)
+    ran = run_cli("init", "--agent", "claude", "--no-schedule", "--no-semantic", env=_env(user_home))
+    assert ran.returncode == 15, (ran.returncode, ran.stdout, ran.stderr)
+    assert f"{settings} is read-only" in ran.stderr and "nothing was changed" in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+    assert settings.read_text() == '{"model": "opus"}\n' and claude_json.read_text() == '{"numStartups": 3}\n'
+    assert settings.stat().st_mode & 0o777 == 0o444
+    settings.chmod(0o644)
+    assert run_cli("init", "--agent", "claude", "--no-schedule", "--no-semantic", env=_env(user_home)).returncode == 0
+    assert "anamnesis" in settings.read_text()
+
+
 def test_a_config_folder_that_cannot_be_written_changes_no_file(user_home: Path, home: Path) -> None:
     """~/.claude read-only: init stops (exit 15) naming it, and ~/.claude.json is not touched either."""
     from conftest import cli_env
