@@ -87,6 +87,9 @@ EVERYDAY = frozenset(
         "trying tried using used keeps kept stops stopped seeing seen saw looking"
     ).split()
 )
+# By words alone, the words of a prompt no note holds weigh this many average words in all (`rarity`):
+# the second tester's long and chatty prompts gained 3 of 75, no other set lost a note or its silence.
+UNHELD_AT_MOST = 2
 MAX_QUERY_CHARS = 1500
 WORD_RE = re.compile(r"[^\W_]+(?:[_.'/-][^\W_]+)*")  # a prompt's words: code words whole
 MAX_QUERY_WORDS = 48
@@ -173,7 +176,10 @@ def rarity(index: Index, terms: list[str], *, everyday_floor: bool = False) -> d
 
     A word no note holds cannot tell notes apart; it weighs what an average held word weighs,
     so a prompt about something the memory lacks still needs most of its other words matched,
-    without one stray verb ('growing') outweighing every word the notes do hold. With
+    without one stray verb ('growing') outweighing every word the notes do hold; when words alone
+    decide, all such words together weigh at most UNHELD_AT_MOST average words, or a long prompt
+    ("...and they keep asking why we didn't go with elasticsearch...") buries the one word that
+    names its note under the many that name nothing. With
     `everyday_floor`, the words of `EVERYDAY` weigh the floor: when words alone decide, padding
     ('actually', 'an hour ago') must not hide the words a note does hold. (With semantic search
     on, meaning decides and words only help: there it made stray words of small talk count more.)"""
@@ -186,6 +192,9 @@ def rarity(index: Index, terms: list[str], *, everyday_floor: bool = False) -> d
         if counts[term] and term not in padding
     }
     typical = sum(weights.values()) / len(weights) if weights else 1.0
+    unheld = [term for term in terms if term not in weights and term not in padding]
+    if everyday_floor and len(unheld) > UNHELD_AT_MOST:
+        typical *= UNHELD_AT_MOST / len(unheld)  # a long prompt's other words: together, two words' worth
     return {term: RARITY_FLOOR if term in padding else weights.get(term, typical) for term in terms}
 
 

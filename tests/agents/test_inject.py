@@ -415,6 +415,27 @@ def test_keyword_recall_reads_past_the_padding_of_a_long_question(store: Store) 
     )
 
 
+def test_keyword_recall_finds_the_note_a_long_chatty_prompt_names_in_passing(store: Store) -> None:
+    """Words no note holds ('marketing', 'agency', 'reasoning') cannot tell notes apart; each
+    weighed an average word, so a long prompt buried the one word that names its note."""
+    answer = create_note(
+        store,
+        type="semantic",
+        title="Product search is Postgres full-text with unaccent, not Elasticsearch",
+        body="Catalog search runs on Postgres tsvector with unaccent and pg_trgm; no extra cluster to run.",
+        project=PROJECT,
+    )
+    for topic in ("refunds", "invoices", "coupons", "shipping", "taxes", "webhooks"):
+        create_note(store, type="semantic", title=f"Shop {topic}", body=f"How the shop handles {topic}.", project=PROJECT)
+    prompt = (
+        "the marketing people want better results on the catalog page, and they keep asking why we "
+        "didn't go with elasticsearch like their last agency did. remind me what the reasoning was"
+    )
+    assert build_recall(store, prompt, session_id="l1")[1] == [answer.path]
+    # words that name nothing here still never answer alone
+    assert build_recall(store, "remind the marketing agency about their reasoning", session_id="l2") == ("", [])
+
+
 def test_recall_keeps_quiet_on_small_talk_and_sums_even_when_a_title_holds_the_word(store: Store) -> None:
     """'good morning!' is a greeting and '17 times 23' a sum, whichever note's title says 'this
     morning' or 'times': the word in a title must not make small talk an answer."""
