@@ -1752,7 +1752,7 @@ _INLINE_LOGIN = _Lazy(
 # Bundler's credentials, an .rdp file's `password 51:b:`, Windows' unattend.xml.
 _GIVEN_PASSWORD = _Lazy(
     r"(?:(?<![\w\-])(?:-a|--auth)[ \t]+['\"]?[^\s:'\"@/]+:"
-    r"|\becho[ \t]+(?:-n[ \t]+)?['\"]?[^\s:'\"]+:(?=[^\s'\"]+['\"]?[ \t]*\|[ \t]*base64)"
+    r"|\b(?:echo|printf)[ \t]+(?:-n[ \t]+)?['\"]?[^\s:'\"]+:(?=[^\s'\"]+['\"]?[ \t]*\|[ \t]*base64)"
     r"|(?im:^[ \t]*(?:bindpw|rootpw|olcRootPW:)[ \t]+)"
     r"|\b(?i:isakmp[ \t]+key|snmp-server[ \t]+community)[ \t]+"
     r"|\b(?i:identify)[ \t]+(?:\S+[ \t]+)?"
@@ -1773,8 +1773,9 @@ def _flagged_passwords(text: str) -> str:
             value = match.group("value")
             if "[REDACTED" in value:
                 continue
-            if _password_like(value) or _app_password(value) or looks_random(value, min_len=12):
-                spans.append(match.span("value"))
+            given = pattern is _GIVEN_PASSWORD and match.group(0).lstrip().startswith(("echo", "printf"))
+            if given or _password_like(value) or _app_password(value) or looks_random(value, min_len=12):
+                spans.append(match.span("value"))  # `echo 'user:…' | base64` makes basic auth of anything
     return _replace_spans(text, spans, MASK) if spans else text
 
 
@@ -1806,6 +1807,81 @@ def _keys_and_codes(text: str) -> str:
     return _replace_spans(text, spans, MASK) if spans else text
 
 
+# A password stated in the words of another language, or in a sentence rather than as `name: value`:
+# its word, a few words more ("от базы", "k serveru", "for the VPN"), a colon or the language's "is",
+# then the value. The structure says what the value is, so any value with a letter and a digit or a
+# symbol counts (`_stated`), where prose elsewhere needs one that can only be a password.
+_STATED_WORD = (
+    r"(?i:(?<![^\W\d_])(?:passwor(?:t|d)(?=[ \t]+(?:è|é|ist|est|es|er|je|är|este|adalah|là|sono)[ \t])|passwort|kennwort|wachtwoord|mot[ \t]+de[ \t]+passe|mdp"
+    r"|contrase(?:ñ|n)a|clave|senha|l(?:ö|o)senord(?:et)?|has(?:ł|l)o|salasana|paroo?la|parolă|heslo|hesla|heslem"
+    r"|(?:ş|s)ifre(?:si|niz)?|jelsz(?:ó|o)(?:t|ja|ja)?|adgangskode(?:n)?|passord(?:et)?|wachtwoord"
+    r"|m(?:ậ|a)t[ \t]+kh(?:ẩ|a)u|kata[ \t]+(?:sandi|laluan)|пароль|пароля|паролем|парола|κωδικ(?:ός|ος|ό)"
+    r"|συνθηματικό)(?![^\W\d_]))"
+    r"|パスワード|暗証番号|密码|密碼|口令|비밀번호|암호|كلمة[ \t]+(?:المرور|السر)|ה?סיסמ(?:ה|א)|पासवर्ड|รหัสผ่าน|رمز[ \t]+عبور"
+)
+_STATED_IS = (
+    r"(?:is|was|es|est|ist|è|é|är|er|je|jest|là|adalah|ialah|este|είναι|هي|היא|это|є|sono)"
+)
+_STATED_PASSWORD = _Lazy(
+    rf"(?:{_STATED_WORD})(?P<gap>[^\n:：=.!?]{{0,40}}?)"
+    rf"(?:[ \t]*[:：=][ \t]*|[ \t]+{_STATED_IS}[ \t]+|(?<=[\u0590-\u06ff])[ \t]+(?={_STATED_IS}))"
+    r"(?:[\u0590-\u06ff]+[ \t]+)?(?P<q>['\"`«“]?)(?P<value>[^\s'\"`»”]{6,200})"
+)
+# The key of a Wi-Fi network, said in a sentence ("the wifi is Guest with key tulip-orbit-ferry-2291").
+_WIFI_KEY = _Lazy(
+    r"(?i)(?<![a-z])(?:wi-?fi|wlan|wpa2?|ssid)(?![a-z])[^\n]{0,60}?(?<![a-z])(?:key|psk|pass(?:word|phrase)?)"
+    r"(?![a-z])[ \t]*(?:is[ \t]+|[:=][ \t]*|[ \t]+)(?P<q>['\"`]?)(?P<value>[^\s'\"`]{8,200})"
+)
+# A login and its password on one line after their word: "Creds for the portal: jane@acme.io / Pel1can#".
+_LOGIN_SLASH = _Lazy(
+    r"(?i)(?<![a-z])(?:creds?|credentials?|logins?|account)(?![a-z])[^\n:]{0,40}:[ \t]*\S+[ \t]+/[ \t]+"
+    r"(?P<q>['\"`]?)(?P<value>[^\s'\"`]{6,200})"
+)
+# A wallet's recovery words: 12 to 24 lower-case words on a line that speaks of a seed or a wallet.
+_SEED_LINE = _Lazy(r"(?im)^.*(?:\bseed\b|wallet|mnemonic|recovery[ \t]+phrase|secret[ \t]+phrase).*$")
+_SEED_WORDS = _Lazy(r"(?<![A-Za-z])(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8}(?![A-Za-z])")
+# A custom header given a random value in a note's prose (`X-Acme-Gate: agw1.7f3Kq9Lm…`).
+_HEADER_LINE = _Lazy(r"(?im)^[ \t>*-]*X-[A-Za-z0-9\-]{2,40}:[ \t]*(?P<value>[A-Za-z0-9._~+/=\-]{16,400})[ \t]*$")
+# A licence or product key: four or more groups of four or five capitals and digits, on a line that
+# says what it is.
+_LICENCE_KEY = _Lazy(r"(?<![\w-])(?:[A-Z0-9]{3,6}-){3,}[A-Z0-9]{3,6}(?![\w-])")
+_LICENCE_WORD = _Lazy(r"(?i)licen[cs]e|serial|product[ \t]+key|activation|registration[ \t]+key")
+
+
+def _stated(value: str) -> bool:
+    """A value a sentence calls a password: a letter and a digit or a symbol, no reference or path."""
+    value = value.rstrip(".,;")
+    if len(value) < 6 or "[REDACTED" in value or _reference(value) or value[0] in "!|$&*(" or "/" in value:
+        return False  # a YAML tag or block, a variable, a reference, a path or URL
+    letters = any(c.isalpha() for c in value)
+    return letters and (any(c.isdigit() for c in value) or any(not (c.isalnum() or c in "_-.'") for c in value))
+
+
+def _said_secrets(text: str) -> str:
+    """Passwords, Wi-Fi keys, seeds, header values and licence keys given in sentences (see above)."""
+    spans: list[tuple[int, int]] = []
+    for pattern in (_STATED_PASSWORD, _WIFI_KEY, _LOGIN_SLASH):
+        for match in pattern.finditer(text):
+            value = match.group("value").rstrip(".,;")
+            if _stated(value):
+                spans.append((match.start("value"), match.start("value") + len(value)))
+    for line in _SEED_LINE.finditer(text):
+        for words in _SEED_WORDS.finditer(line.group()):
+            spans.append((line.start() + words.start(), line.start() + words.end()))
+    for match in _HEADER_LINE.finditer(text):
+        if looks_random(match.group("value"), min_len=16):
+            spans.append(match.span("value"))
+    if _LICENCE_KEY.search(text):
+        for match in _LICENCE_KEY.finditer(text):
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            line_end = text.find("\n", match.end())
+            line = text[line_start : line_end if line_end >= 0 else len(text)]
+            key = match.group()
+            if _LICENCE_WORD.search(line) and re.search(r"\d", key) and re.search(r"[A-Z]", key):
+                spans.append(match.span())
+    return _replace_spans(text, spans, MASK) if spans else text
+
+
 def redact(text: str) -> str:
     """`text` with every credential we can recognise replaced by a [REDACTED] mark."""
     if not text:
@@ -1814,6 +1890,7 @@ def redact(text: str) -> str:
     if "chpasswd:" in text:
         text = _chpasswd_lists(text)
     text = _flagged_passwords(text)
+    text = _said_secrets(text)
     text = _keys_and_codes(text)
     text = _pins(text)
     return _entropy_pass(text, bare_min=32, bare_classes=3, bare_hex=False)
