@@ -1865,9 +1865,9 @@ def _said_secrets(text: str) -> str:
             value = match.group("value").rstrip(".,;")
             if _stated(value):
                 spans.append((match.start("value"), match.start("value") + len(value)))
-    for line in _SEED_LINE.finditer(text):
-        for words in _SEED_WORDS.finditer(line.group()):
-            spans.append((line.start() + words.start(), line.start() + words.end()))
+    for seed_line in _SEED_LINE.finditer(text):
+        for words in _SEED_WORDS.finditer(seed_line.group()):
+            spans.append((seed_line.start() + words.start(), seed_line.start() + words.end()))
     for match in _HEADER_LINE.finditer(text):
         if looks_random(match.group("value"), min_len=16):
             spans.append(match.span("value"))
