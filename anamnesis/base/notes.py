@@ -494,6 +494,31 @@ def yaml_loader() -> Any:
     return _loader
 
 
+def load_yaml(fm_text: str) -> Any:
+    """Front matter read by `yaml_loader`; a value that holds itself (`a: &a [*a]`) is invalid
+    YAML here: every writer, stamp and JSON answer would recurse on it for ever."""
+    import yaml  # lazy: the fast reader handles most front matter; keeps yaml off search and list
+
+    loaded = yaml.load(fm_text, Loader=yaml_loader())
+    if holds_itself(loaded):
+        raise yaml.YAMLError("a value refers to itself (an alias inside its own anchor)")
+    return loaded
+
+
+def holds_itself(value: Any, _open: set[int] | None = None) -> bool:
+    """Whether a loaded YAML value contains itself (YAML aliases can build such a loop)."""
+    if not isinstance(value, dict | list):
+        return False
+    within = _open if _open is not None else set()
+    if id(value) in within:
+        return True
+    within.add(id(value))
+    children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    found = any(holds_itself(child, within) for child in children)
+    within.discard(id(value))
+    return found
+
+
 def fast_front_matter(fm_text: str) -> dict[str, Any] | None:
     """Parse the simple front matter Anamnesis writes without the YAML machinery.
 
@@ -565,7 +590,7 @@ def parse_note(text: str, path: str) -> Note:
         import yaml  # lazy: the fast reader handles most front matter; keeps yaml off search and list
 
         try:
-            loaded = yaml.load(fm_text, Loader=yaml_loader())
+            loaded = load_yaml(fm_text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 2})" if mark is not None else ""
@@ -666,7 +691,7 @@ def front_matter_fields(fm_text: str) -> dict[str, Any] | None:
     import yaml  # lazy: only a writer changing fields needs it; keeps yaml off search and list
 
     try:
-        loaded = yaml.load(fm_text, Loader=yaml_loader())
+        loaded = load_yaml(fm_text)
     except yaml.YAMLError:
         return None
     if loaded is None:

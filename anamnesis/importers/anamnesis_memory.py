@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from anamnesis.base.errors import AnamnesisError, UsageError
-from anamnesis.base.notes import is_note_id, split_front_matter, yaml_loader
+from anamnesis.base.notes import is_note_id, load_yaml, split_front_matter
 from anamnesis.importers.plan import Item, Plan, Skip, digest, iso_z, read_text, shown
 from anamnesis.store import check_project_key
 
@@ -116,7 +116,7 @@ def _parse(text: str) -> tuple[dict[str, Any], str, str]:
             return {}, "", "front matter is not closed by a '---' line"
         return {}, "", "no front matter (0.1.3 notes start with a '---' block)"
     try:
-        meta = yaml.load(front, Loader=yaml_loader())  # a date that is none stays text
+        meta = load_yaml(front)  # a date that is none stays text; a value holding itself is invalid
     except yaml.YAMLError as exc:
         return {}, "", f"front matter is not valid YAML: {str(exc).splitlines()[0]}"
     if not isinstance(meta, dict):

@@ -37,6 +37,7 @@ from anamnesis.base.notes import (
     Note,
     has_conflict_markers,
     is_note_path,
+    load_yaml,
     normalize_tags,
     note_project,
     note_relpath,
@@ -44,7 +45,6 @@ from anamnesis.base.notes import (
     parse_note,
     render_note,
     split_front_matter,
-    yaml_loader,
 )
 from anamnesis.base.paths import Store
 from anamnesis.base.text import plural
@@ -588,7 +588,7 @@ def front_matter(text: str, plan: Plan, origin: str) -> tuple[dict[str, Any], st
             return None
         return {}, body
     try:
-        loaded = yaml.load(front, Loader=yaml_loader())  # a date that is none stays text
+        loaded = load_yaml(front)  # a date that is none stays text; a value holding itself is invalid
     except yaml.YAMLError as exc:
         plan.skipped.append(Skip(origin, f"front matter is not valid YAML: {str(exc).splitlines()[0]}"))
         return None

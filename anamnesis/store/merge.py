@@ -50,7 +50,13 @@ import yaml
 
 from anamnesis.base.errors import GitError, UsageError
 from anamnesis.base.git import run_git_bytes
-from anamnesis.base.notes import has_conflict_markers, set_fields, split_front_matter, stamp_time
+from anamnesis.base.notes import (
+    has_conflict_markers,
+    holds_itself,
+    set_fields,
+    split_front_matter,
+    stamp_time,
+)
 from anamnesis.base.text import plural
 
 START, MIDDLE, BASE, END = "<<<<<<< ", "=======", "||||||| ", ">>>>>>> "
@@ -493,6 +499,8 @@ def _load_front_matter(text: str) -> tuple[dict[str, Any], str, str] | None:
         loaded = yaml.load(fm_text, Loader=_Loader)
     except yaml.YAMLError:
         return None
+    if holds_itself(loaded):
+        return None  # merged as plain text
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):

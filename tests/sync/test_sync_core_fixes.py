@@ -487,3 +487,18 @@ def test_a_late_write_that_clashes_with_the_incoming_version_is_announced_as_a_c
     b.sync()
     result = a.sync()
     assert note.path in [c.path for c in result.conflict_notes], result
+
+
+def test_a_note_whose_front_matter_holds_itself_is_malformed_not_a_crash(fleet: Fleet) -> None:
+    """`a: &a [*a]` is valid to YAML and loops for ever in every writer: it is a malformed note,
+    named by doctor, committed and carried as it is, and every other note syncs."""
+    _hub, a, b = _pair(fleet)
+    create_note(a.store, type="semantic", title="Fine", body="an ordinary note\n")
+    a.write("global/facts/loop.md", "---\na: &a [*a]\ntitle: Loop\n---\nbody\n")
+    assert a.sync().exit_code == 0
+    assert b.sync().exit_code == 0
+    assert b.read("global/facts/loop.md") == "---\na: &a [*a]\ntitle: Loop\n---\nbody\n"
+    doctor = a.cli("doctor")
+    assert "global/facts/loop.md" in doctor.stdout and "refers to itself" in doctor.stdout, doctor.stdout
+    shown = a.cli("show", "global/facts/loop.md", "--json")
+    assert shown.returncode == 0 and "refers to itself" in shown.stdout, shown.stderr
