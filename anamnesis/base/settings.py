@@ -89,6 +89,14 @@ def _check_kinds(store: Store, data: dict[str, Any], defaults: dict[str, Any], p
             raise AnamnesisError(f'{store.settings_path}: "{prefix}{key}" must be {want}, not {got}')
         if isinstance(default, dict) and key != "peers":
             _check_kinds(store, data[key], default, f"{prefix}{key}.")
+    if not prefix and isinstance(data.get("peers"), dict):
+        for name, entry in data["peers"].items():
+            url = entry.get("url") if isinstance(entry, dict) else entry
+            if not isinstance(url, str) or not url.strip():
+                raise AnamnesisError(
+                    f'{store.settings_path}: peer "{name}" has no URL ("url" must be a non-empty string) — '
+                    "give it one, or remove that entry, by hand"
+                )
 
 
 def save_settings(store: Store, settings: dict[str, Any]) -> None:

@@ -293,7 +293,7 @@ def list_(
     since: str | None = typer.Option(None, "--since", help="Updated on/after: YYYY-MM-DD or 7d, 2w, 3m."),
     until: str | None = typer.Option(None, "--until", help="Updated on/before: YYYY-MM-DD or 7d, 2w, 3m."),
     conflicts: bool = typer.Option(False, "--conflicts", help="Only notes with unresolved conflicts."),
-    limit: int = typer.Option(50, "--limit", "-n", min=1, help="At most this many notes."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, max=100000, help="At most this many notes."),
     json_out: bool = typer.Option(False, "--json", help="As JSON."),
 ) -> None:
     """List notes, most recently updated first.

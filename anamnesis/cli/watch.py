@@ -56,8 +56,8 @@ def watch(
 
     if not 0 < debounce <= 60:
         raise UsageError("--debounce must be between 0 and 60 seconds")
-    if interval < 5:
-        raise UsageError("--interval must be at least 5 seconds")
+    if not 5 <= interval <= 86400:  # inf, nan and 1e10 too: a sleep that long cannot be timed
+        raise UsageError("--interval must be between 5 seconds and a day (86400)")
     store = get_store()
     _setup_logging(store, quiet)
     stop = threading.Event()

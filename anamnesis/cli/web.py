@@ -17,7 +17,7 @@ def web(
     host: str = typer.Option(
         "127.0.0.1", "--host", help="Address to listen on. Keep the default (loopback) unless you know why."
     ),
-    port: int = typer.Option(0, "--port", help="Port to listen on; 0 picks a free one."),
+    port: int = typer.Option(0, "--port", min=0, max=65535, help="Port to listen on (0-65535); 0 picks a free one."),
     no_open: bool = typer.Option(False, "--no-open", help="Do not open a browser; just print the address."),
 ) -> None:
     """Serve the dashboard: browse, search, edit, history, fleet, conflicts, memory map.

@@ -211,6 +211,14 @@ def test_broken_settings_index_and_home_are_one_line_errors(run_cli: RunCli, hom
     assert doctor.returncode == 1 and any('"peers" must be' in p for p in problems)
     settings.write_text(json.dumps({**good, "recall": {"budget": "lots"}}))
     one_line(run_cli("status"), 1, '"recall.budget" must be a number, not a string')
+    settings.write_text(json.dumps({**good, "peers": {"b": {"url": None}}}))
+    for command in (("peers", "list"), ("sync",), ("status",)):
+        one_line(run_cli(*command), 1, 'peer "b" has no URL')
+    # the bounds a typo or a script's arithmetic crosses: one line, exit 2, never a traceback
+    settings.write_text(json.dumps(good))
+    one_line(run_cli("list", "-n", "9223372036854775808"), 2, "--limit")
+    one_line(run_cli("web", "--no-open", "--port", "70000"), 2, "--port")
+    one_line(run_cli("watch", "--no-discovery", "--interval", "inf"), 2, "--interval must be between")
     settings.write_text(json.dumps(good))
     (home / "index.db").unlink()
     (home / "index.db").mkdir()
