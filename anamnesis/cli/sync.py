@@ -73,6 +73,12 @@ def sync(
     Nothing is ever force-pushed and the repo is never left mid-rebase: a
     same-line conflict is written into the note as standard conflict markers
     and committed, so every machine sees it and unrelated notes keep syncing.
+
+    Examples:
+      anamnesis sync                      every peer; exit 10 if a note is in conflict
+      anamnesis sync --peer laptop        one peer only
+      anamnesis sync --no-push --json     take in, send nothing, report for a script
+      anamnesis sync --quiet              only problems (what the timer runs)
     """
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
@@ -244,6 +250,11 @@ def peers_add(
     that path (a typo), or a URL that names no machine (a port that is not a
     number), is refused (exit 14) unless --force; one that cannot
     be reached now (off, asleep) is kept with a warning.
+
+    Examples:
+      anamnesis peers add laptop ssh://me@laptop.tailnet.ts.net/home/me/.anamnesis/memory
+      anamnesis peers add desk me@desk:.anamnesis/memory       scp form (no port)
+      anamnesis peers add usb /media/me/stick/anamnesis.git      a bare repo on a disk
     """
     from anamnesis.base.git import stop_on_signals  # lazy: --help loads every command module
     from anamnesis.sync import (  # lazy: --help loads every command module
@@ -463,6 +474,12 @@ def resolve(
     Versions are named by the machine that wrote them, as the block's labels
     and `anamnesis conflicts` show: --keep MACHINE keeps that one, --ours this
     machine's, --theirs the other of two, --both all of them.
+
+    Examples:
+      anamnesis conflicts                          which notes, and whose versions
+      anamnesis resolve pool-size --keep laptop    keep the laptop's version
+      anamnesis resolve pool-size --both           keep every version, one after the other
+      anamnesis resolve pool-size                  open it in $EDITOR
     """
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.store import (
@@ -529,6 +546,12 @@ def schedule_install(
 
     With --watch: a systemd user service / LaunchAgent that keeps `anamnesis
     watch` running (restarted if it fails) instead of the timer.
+
+    Examples:
+      anamnesis schedule install                 sync every 5 minutes
+      anamnesis schedule install --every 15m
+      anamnesis schedule install --watch         sync seconds after each change
+      anamnesis schedule install --print         show the unit files, install nothing
     """
     from anamnesis.sync import install_schedule, schedule_plan  # lazy: --help loads every command module
 

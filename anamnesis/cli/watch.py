@@ -50,6 +50,11 @@ def watch(
     Errors (a peer down, a failed sync) are logged to logs/watch.log and
     retried; `anamnesis status` shows whether watch runs and when it last synced.
     Install it as a service with `anamnesis schedule install --watch`.
+
+    Examples:
+      anamnesis watch                         until Ctrl-C
+      anamnesis watch --interval 60 --quiet   a safety-net sync each minute, log only
+      anamnesis watch --no-discovery          no mDNS announcements on this network
     """
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.sync import Watcher, WatchOptions  # lazy: --help loads every command module
