@@ -17,7 +17,7 @@ import configparser
 import re
 from pathlib import Path
 
-from anamnesis.base.errors import UsageError
+from anamnesis.base.errors import AnamnesisError, UsageError
 from anamnesis.base.paths import default_home
 from anamnesis.base.text import plural
 
@@ -166,7 +166,10 @@ def raw_project(cwd: Path | str) -> str | None:
         if marker.is_file():
             first = marker.read_text(encoding="utf-8", errors="replace").strip().splitlines()
             if first and first[0].strip():
-                return first[0].strip()
+                try:  # the same rule as a key given by hand: `../../etc` names no project
+                    return check_project_key(first[0])
+                except AnamnesisError:
+                    pass  # not a key: the remote or the folder says what project this is
         if root is not None and folder == root:
             break
     if root is not None:

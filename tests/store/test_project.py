@@ -45,6 +45,15 @@ def test_marker_file_overrides_remote(tmp_path: Path) -> None:
     assert project_key(repo / "src") == "acme-backend"
 
 
+@pytest.mark.parametrize("written", ["../../etc\n", "/etc/passwd\n", "x" * 300 + "\n", "a\\b\n"])
+def test_a_marker_that_holds_no_key_is_passed_over_for_the_remote(tmp_path: Path, written: str) -> None:
+    """A key given in a marker file follows the rule of one given by hand (`-p`): `../../etc`
+    would make notes no command can rename or merge afterwards."""
+    repo = _clone_with_remote(tmp_path / "r", "git@github.com:acme/api.git")
+    (repo / MARKER).write_text(written)
+    assert project_key(repo / "src") == "github.com/acme/api"
+
+
 def test_repo_without_remote_uses_folder_name_and_no_repo_is_none(tmp_path: Path) -> None:
     repo = tmp_path / "MyTool"
     repo.mkdir()
