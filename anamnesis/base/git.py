@@ -259,12 +259,55 @@ def stop_on_signals(what: str = "sync") -> Iterator[None]:
         _stopping.clear()
 
 
+# A git of someone else's (`git status` in a terminal, an editor's git plugin) takes index.lock for
+# a moment; a command of ours that meets it waits this long for it to go, then runs again. It failed
+# before touching anything, so running it again is safe. A lock that stays (left by a killed git)
+# still fails, as before: recovery deals with those.
+LOCK_WAIT = 3.0
+
+
 def _run(
     repo: Path,
     args: tuple[str, ...],
     input: str | bytes | None,
     text: bool,
     check: bool,
+    timeout: float | None,
+    env: dict[str, str] | None,
+) -> subprocess.CompletedProcess[Any]:
+    completed = _run_once(repo, args, input, text, timeout, env)
+    if completed.returncode != 0 and _subcommand(args) not in NETWORK_COMMANDS:
+        said = completed.stderr if isinstance(completed.stderr, str) else _decoded(completed.stderr)
+        lock = _LOCK_RE.search(said)
+        if lock is not None and _gone_within(Path(lock.group(1)), LOCK_WAIT):
+            completed = _run_once(repo, args, input, text, timeout, env)
+    if check and completed.returncode != 0:
+        command = f"git {' '.join(args[:2])}"
+        reason = _reason(completed.stderr or completed.stdout, completed.returncode)
+        raise GitError(
+            f"{command} failed: {reason}",
+            command=command,
+            reason=reason,
+            stderr=_decoded(completed.stderr),
+            returncode=completed.returncode,
+        )
+    return completed
+
+
+def _gone_within(path: Path, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while path.exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _run_once(
+    repo: Path,
+    args: tuple[str, ...],
+    input: str | bytes | None,
+    text: bool,
     timeout: float | None,
     env: dict[str, str] | None,
 ) -> subprocess.CompletedProcess[Any]:
@@ -312,18 +355,7 @@ def _run(
     finally:
         with _children_guard:
             _children.pop(proc.pid, None)
-    completed = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
-    if check and proc.returncode != 0:
-        command = f"git {' '.join(args[:2])}"
-        reason = _reason(stderr or stdout, proc.returncode)
-        raise GitError(
-            f"{command} failed: {reason}",
-            command=command,
-            reason=reason,
-            stderr=_decoded(stderr),
-            returncode=proc.returncode,
-        )
-    return completed
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
 
 def _decoded(output: str | bytes) -> str:
