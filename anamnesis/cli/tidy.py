@@ -86,6 +86,7 @@ def tidy(
     )
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.cli.notes import _project_option  # lazy: --help loads every command module
+    from anamnesis.store import check_writable  # lazy: --help loads every command module
 
     store = get_store()
     why = model_unready(store) if model else None
@@ -112,6 +113,7 @@ def tidy(
                 text = Path(apply).read_text(encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"cannot read the plan {apply}: {exc.strerror or exc}") from None
+        check_writable(store)  # a repo left mid-rebase or off main: refused (exit 12), not "1 skipped"
         results = apply_plan(store, read_plan(text), model=model)
         if json_out:
             print_json({"applied": [result.to_dict() for result in results]})
@@ -119,6 +121,8 @@ def tidy(
             _report(results)
         return
     key = _project_option(project, here)
+    if yes:
+        check_writable(store)  # refused before the plan is shown, as every writer is
     plan = plan_tidy(
         store, project=key, stale_after=stale_after, meaning=False if words_only else None, declined=all_
     )

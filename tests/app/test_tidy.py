@@ -118,6 +118,13 @@ def test_proposals_with_evidence_then_apply_twice_and_restore(
 
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
+    # a repo left on a detached HEAD: refused like every writer (exit 12), never "3 skipped", exit 0
+    subprocess.run(["git", "-C", str(store.memory), "checkout", "-q", "--detach"], check=True)
+    for args in (("--apply", str(plan_file)), ("--yes",)):
+        refused = run_cli("tidy", *args)
+        assert refused.returncode == 12 and "detached HEAD" in refused.stderr, (refused.returncode, refused.stdout)
+    subprocess.run(["git", "-C", str(store.memory), "checkout", "-q", "main"], check=True)
+    assert _head(store) == head
     applied = run_cli("tidy", "--apply", str(plan_file))
     assert applied.returncode == 0, applied.stderr
     assert "3 applied" in applied.stdout
