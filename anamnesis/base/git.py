@@ -277,8 +277,7 @@ def _run(
 ) -> subprocess.CompletedProcess[Any]:
     completed = _run_once(repo, args, input, text, timeout, env)
     if completed.returncode != 0 and _subcommand(args) not in NETWORK_COMMANDS:
-        said = completed.stderr if isinstance(completed.stderr, str) else _decoded(completed.stderr)
-        lock = _LOCK_RE.search(said)
+        lock = _LOCK_RE.search(_decoded(completed.stderr))
         if lock is not None and _gone_within(Path(lock.group(1)), LOCK_WAIT):
             completed = _run_once(repo, args, input, text, timeout, env)
     if check and completed.returncode != 0:

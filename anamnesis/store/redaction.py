@@ -1016,6 +1016,13 @@ def _lines_from(text: str, at: int) -> Iterator[tuple[int, int]]:
         at = end + 1
 
 
+def _line_around(text: str, match: re.Match[str]) -> str:
+    """The whole line (or lines) of `text` a match lies on: where the words that say what it is are."""
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    return text[start : len(text) if end < 0 else end]
+
+
 def _replace_spans(text: str, spans: Iterable[tuple[int, int]], mask: str) -> str:
     out: list[str] = []
     last = 0
@@ -1793,10 +1800,7 @@ def _keys_and_codes(text: str) -> str:
     spans: list[tuple[int, int]] = []
     if "0x" in text:
         for match in _HEX_KEY.finditer(text):
-            line_start = text.rfind("\n", 0, match.start()) + 1
-            line_end = text.find("\n", match.end())
-            line = text[line_start : len(text) if line_end < 0 else line_end]
-            if _HEX_KEY_WORD.search(line):
+            if _HEX_KEY_WORD.search(_line_around(text, match)):
                 spans.append(match.span())
     for head in _CODES_HEAD.finditer(text):
         for at, end in islice(_lines_from(text, head.end() + 1), MAX_CODES):
@@ -1814,7 +1818,7 @@ def _keys_and_codes(text: str) -> str:
 _STATED_WORD = (
     r"(?i:(?<![^\W\d_])(?:passwor(?:t|d)(?=[ \t]+(?:è|é|ist|est|es|er|je|är|este|adalah|là|sono)[ \t])|passwort|kennwort|wachtwoord|mot[ \t]+de[ \t]+passe|mdp"
     r"|contrase(?:ñ|n)a|clave|senha|l(?:ö|o)senord(?:et)?|has(?:ł|l)o|salasana|paroo?la|parolă|heslo|hesla|heslem"
-    r"|(?:ş|s)ifre(?:si|niz)?|jelsz(?:ó|o)(?:t|ja|ja)?|adgangskode(?:n)?|passord(?:et)?|wachtwoord"
+    r"|(?:ş|s)ifre(?:si|niz)?|jelsz(?:ó|o)(?:t|ja)?|adgangskode(?:n)?|passord(?:et)?"
     r"|m(?:ậ|a)t[ \t]+kh(?:ẩ|a)u|kata[ \t]+(?:sandi|laluan)|пароль|пароля|паролем|парола|κωδικ(?:ός|ος|ό)"
     r"|συνθηματικό)(?![^\W\d_]))"
     r"|パスワード|暗証番号|密码|密碼|口令|비밀번호|암호|كلمة[ \t]+(?:المرور|السر)|ה?סיסמ(?:ה|א)|पासवर्ड|รหัสผ่าน|رمز[ \t]+عبور"
@@ -1871,14 +1875,10 @@ def _said_secrets(text: str) -> str:
     for match in _HEADER_LINE.finditer(text):
         if looks_random(match.group("value"), min_len=16):
             spans.append(match.span("value"))
-    if _LICENCE_KEY.search(text):
-        for match in _LICENCE_KEY.finditer(text):
-            line_start = text.rfind("\n", 0, match.start()) + 1
-            line_end = text.find("\n", match.end())
-            line = text[line_start : line_end if line_end >= 0 else len(text)]
-            key = match.group()
-            if _LICENCE_WORD.search(line) and re.search(r"\d", key) and re.search(r"[A-Z]", key):
-                spans.append(match.span())
+    for match in _LICENCE_KEY.finditer(text):
+        key = match.group()
+        if re.search(r"\d", key) and re.search(r"[A-Z]", key) and _LICENCE_WORD.search(_line_around(text, match)):
+            spans.append(match.span())
     return _replace_spans(text, spans, MASK) if spans else text
 
 

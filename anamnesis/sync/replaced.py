@@ -100,8 +100,10 @@ def _kept_text(
     if not stat.S_ISREG(now_stat.st_mode):
         return None  # the checkout put a link or folder there: not a note to lay text over
     now = target.read_bytes()
-    if now in (written, before):
-        return None if now == written else written
+    if now == written:
+        return None
+    if now == before:  # the checkout left the old text after all: the write is the whole change
+        return written
     decode = "utf-8", "surrogateescape"
     merged = lay_over(
         path,
