@@ -165,6 +165,16 @@ def _git(store: Store, *args: str) -> str:
     ).stdout
 
 
+# What a commit says, without the object ids git prints: a 40-digit hex id holds, by chance, a
+# short all-digit secret (a six-digit PIN) often enough to fail a run now and then.
+_IDS = re.compile(r"^(?:commit [0-9a-f]{40}.*|index [0-9a-f]+\.\.[0-9a-f]+.*)$", re.MULTILINE)
+
+
+def _history(store: Store, *args: str) -> str:
+    """`git log` of the memory repo as text to search for secrets: authors, messages and diffs."""
+    return _IDS.sub("", _git(store, "log", "--all", "--format=%an <%ae>%n%s%n%b", *args))
+
+
 def _leaks(variant: corpus.Variant, where: str, text: str) -> list[str]:
     return [
         f"{variant.kind} [{variant.context}] in {where}: {leak[:40]}"
@@ -191,12 +201,12 @@ def test_every_session_was_captured_with_its_secrets_in_view(captured: Captured)
 
 def test_no_secret_in_notes_file_names_commits_or_logs(captured: Captured) -> None:
     leaks = []
-    messages = _git(captured.store, "log", "--all", "--format=%H %s%n%b")
+    messages = _history(captured.store)
     for session in captured.sessions:
         path = _note_path(captured.store, session)
         note = path.read_text(encoding="utf-8")
         relpath = str(path.relative_to(captured.store.memory))
-        history = _git(captured.store, "log", "-p", "--all", "--", relpath)
+        history = _history(captured.store, "-p", "--", relpath)
         for variant in [*session.shown.values(), *session.hidden]:
             leaks += _leaks(variant, "the note", note)
             leaks += _leaks(variant, "its file name", relpath)
@@ -218,7 +228,7 @@ def _store_texts(store: Store) -> dict[str, str]:
     """Every text the store holds, by where: each file and its name, `git log -p` with the commit
     messages, the reflog, and every cell of every table of index.db."""
     out = {
-        "git log -p": _git(store, "log", "-p", "--all", "--format=%H %an %s%n%b"),
+        "git log -p": _history(store, "-p"),
         "git reflog": _git(store, "reflog"),
     }
     for path in store.home.rglob("*"):
@@ -277,7 +287,7 @@ def test_a_note_written_by_a_tool_holds_no_secret(store: Store) -> None:
     )
     update_note(store, note.path, body="\n".join(v.text for v in shaped[:40]), tags=["ci", shaped[1].secret])
     text = (store.memory / note.path).read_text(encoding="utf-8")
-    history = _git(store, "log", "-p", "--all")
+    history = _history(store, "-p")
     leaks = [
         leak for v in shaped[:40] for leak in _leaks(v, "note or git", f"{note.path}\n{text}\n{history}")
     ]
