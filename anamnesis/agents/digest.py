@@ -102,8 +102,23 @@ _RETURN = re.compile(
     r"^\W*(?:no|nope|nah|wait)\b.{0,40}?\b(?:stay(?:ing)? (?:on|with)|keep(?: using)?|stick (?:with|to)))\b",
     re.I,
 )
+# A sentence naming what it replaces, in other words than a reversal's ("replaced Redis with a
+# Postgres table", "moving off Redis to Postgres", "drop Redis, we'll use Postgres", "stop using
+# Redis"): the group `old` is what was turned away from, never what it is replaced with.
+_REPLACED = re.compile(
+    r"\b(?:replac(?:e|ed|es|ing)|swap(?:ped|ping|s)?(?: out)?|trad(?:e|ed|es|ing))\s+"
+    r"(?P<old>[^,;:.!?\u2014]{1,60}?)\s+(?:with|by|for)\b"
+    r"|\b(?:switch(?:ed|es|ing)?|mov(?:e|ed|es|ing)|migrat(?:e|ed|es|ing)|port(?:ed|ing)?|go(?:ing)?|went)"
+    r"(?:\s+[\w-]+){0,3}?\s+(?:from|off(?: of)?)\s+"
+    r"(?P<source>[^,;:.!?\u2014]{1,60}?)(?=\s+(?:to|onto|in favou?r of)\b|[,;:.!?\u2014]|$)"
+    r"|\b(?:drop(?:ped|ping|s)?|ditch(?:ed|es|ing)?|get(?:ting)? rid of|got rid of|rip(?:ped|ping)? out|"
+    r"stop(?:ped|ping)? using|no more|won'?t (?:be )?us(?:e|ing)|not using)\s+"
+    r"(?P<gone>[^,;:.!?\u2014]{1,60}?)(?=\s+(?:and|in favou?r of|for now)\b|[,;:.!?\u2014]|$)",
+    re.I,
+)
 # A correction naming the wrong value: "the port is 5433, not 5432".
 _NOT_THAT = re.compile(r"(?:,|\s)\s*not\s+(?!(?:a|an|the|to|be|yet|sure|so|really|just|only|quite|even)\b)([\w.:/-]+)", re.I)
+_VALUE = re.compile(r"\d|\w[._/:]\w")  # "5432", "db.internal", "v2/api": a value, not a word ("not slow")
 _OPEN_LEAD = re.compile(r"^\W*(?:TODO|FIXME|next steps?|follow[- ]?ups?|remaining|open items?|still to do|left to do)\b\W*", re.I)
 _CLAUSE_END = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\s(?:and|but|so|because|since)\s")
 REJECTED_WORDS = 4  # content words after a reversal cue that name what was turned away from
@@ -410,10 +425,19 @@ def _reversals(said: Iterable[tuple[int, str]]) -> list[tuple[int, set[str], set
     for seq, text in said:
         for line in _without_code(text).splitlines():
             for sentence in _SENTENCE_END.split(line.strip()):
-                named: list[str] = []
+                named = [
+                    w
+                    for m in _REPLACED.finditer(sentence)
+                    for raw in _WORDS_IN_ORDER.findall((m.group("old") or m.group("source") or m.group("gone")).lower())
+                    for w in _content(raw)
+                ]
                 cues = list(_REVERSAL.finditer(sentence))
                 if not cues:
-                    if _RETURN.search(sentence):
+                    if not named:
+                        named = [w for m in _NOT_THAT.finditer(sentence) if _VALUE.search(m.group(1)) for w in _content(m.group(1))]
+                    if named:
+                        found.append((seq, set(named[:REJECTED_WORDS]), _content(sentence)))
+                    elif _RETURN.search(sentence):
                         found.append((seq, set(), _content(sentence)))
                     continue
                 before = _content(sentence[: cues[0].start()])

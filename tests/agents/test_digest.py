@@ -608,3 +608,57 @@ def test_an_open_item_named_as_one_in_the_last_reply_is_kept() -> None:
 def test_an_open_item_said_with_and_without_its_cue_is_listed_once() -> None:
     texts = ["TODO: wire flags into the settings loader.", "Pending Tasks:\n- Wire flags into the settings loader"]
     assert digest(texts).open_items == ["Wire flags into the settings loader"]
+
+
+REDIS_PLAN = (
+    "Decided to use Redis for the rate-limit cache.\n\n- [ ] Add a Redis service to docker-compose.yml\n"
+    "- [ ] Document the cache in the README"
+)
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        "Drop Redis, we'll use Postgres for the cache table.",
+        "Replaced Redis with an UNLOGGED Postgres table for the cache.",
+        "We're moving off Redis to a Postgres table.",
+        "Let's get rid of Redis and keep the cache in Postgres.",
+        "Stop using Redis; the cache can live in Postgres.",
+        "Swapped Redis out for a Postgres table.",
+        "Switching the cache from Redis to Postgres.",
+    ],
+)
+def test_a_choice_replaced_in_other_words_drops_the_earlier_one_and_its_plan(later: str) -> None:
+    """Said by the person or by the assistant, a sentence that names what it replaces drops the
+    decision that chose it and the plan's steps about it; what it replaces it with stays."""
+    for texts, prompts, seqs in (
+        ([REDIS_PLAN], ["add a cache for the rate limiter", later], [0, 2]),
+        ([REDIS_PLAN, later], ["add a cache for the rate limiter"], [0]),
+    ):
+        found = digest(texts, text_seqs=[1, 3][: len(texts)], prompts=prompts, prompt_seqs=seqs)
+        assert not any("Redis for the rate-limit" in d for d in found.decisions), (later, found)
+        assert [i for i in found.open_items if not i.startswith("Asked")] == ["Document the cache in the README"], (later, found)
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        "Replaced the print calls with structlog in app/jobs.py.",
+        "I'll add Redis to compose and replace the in-process dict with it.",
+        "Moved the helper from utils.py to app/time.py.",
+        "Dropped the unused import.",
+    ],
+)
+def test_replacing_something_else_leaves_a_decision_standing(later: str) -> None:
+    found = digest([REDIS_PLAN, later], text_seqs=[1, 3])
+    assert found.decisions[0] == "Decided to use Redis for the rate-limit cache.", (later, found)
+    assert "Add a Redis service to docker-compose.yml" in found.open_items, (later, found)
+
+
+def test_a_correction_in_other_words_drops_the_value_it_corrects() -> None:
+    texts = ["Decided to set DB_PORT=5432 in .env.test.", "Going with pgbouncer in front of the pool."]
+    found = digest(texts, text_seqs=[1, 2], prompts=["tests can't reach the db", "it's port 6432, not 5432"], prompt_seqs=[0, 3])
+    assert found.decisions == ["Going with pgbouncer in front of the pool."]
+    # a "not" before a word is no correction of a value
+    found = digest(texts, text_seqs=[1, 2], prompts=["tests can't reach the db", "it's slow, not broken"], prompt_seqs=[0, 3])
+    assert found.decisions == texts
