@@ -21,7 +21,8 @@ and removed it (`rm`, `git rm`), moved it (`mv`, `git mv`: the entry moves to
 the new path and says where from) or put it back (`git checkout -- …`,
 `git restore`, `git reset --hard`, `git stash`, `git clean`) marks it
 "deleted" or "reverted", and so do Edits that undo each other (60 → 30 after
-30 → 60); a later Write or Edit that worked makes it changed again.
+30 → 60); a later Write or Edit that worked makes it changed again. What git
+puts back is only what no commit holds, and `git stash pop` brings it back.
 
 Redaction happens here, once, before anything is cut: `summarize` ends with
 `redact_summary`, which redacts every text a note is made from whole (each
@@ -36,6 +37,7 @@ shows it. A text longer than MAX_TEXT is redacted whole here and then cut.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import json
 import posixpath
@@ -118,6 +120,10 @@ class SessionSummary:
     # the Edits of each file that no later Edit undid: path -> [(hash of old text, hash of new text)]
     edits: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
     renamed_from: dict[str, str] = field(default_factory=dict)  # path -> the path it had before a mv
+    # touched files git knows as they are now: committed (HEAD has them) or added since their last change
+    committed: dict[str, None] = field(default_factory=dict, repr=False)
+    staged: dict[str, None] = field(default_factory=dict, repr=False)
+    stashed: list[list[str]] = field(default_factory=list, repr=False)  # the files each `git stash` put back
     folders: dict[str, None] = field(default_factory=dict, repr=False)  # the folders holding touched files
     commands: list[str] = field(default_factory=list)
     # command tool calls still waiting for their result: tool_use id -> command
@@ -563,6 +569,8 @@ def _under(summary: SessionSummary, scope: str) -> list[str]:
 def _touched(summary: SessionSummary, path: str, action: str, edit: tuple[int, int] | None = None) -> None:
     if path not in summary.files:
         _add_folders(summary, path)
+    summary.committed.pop(path, None)  # changed since: a reset or checkout puts this change back
+    summary.staged.pop(path, None)
     actions = summary.files.setdefault(path, [])
     for state in _STATES:  # changed again since it was deleted or put back
         if state in actions:
@@ -585,9 +593,15 @@ def _touched(summary: SessionSummary, path: str, action: str, edit: tuple[int, i
         summary.edits.pop(path, None)  # too many to follow: never called reverted
 
 
-def _mark(summary: SessionSummary, scope: str, state: str) -> None:
-    """Mark the touched files at `scope` (a file, or a folder and all under it) as `state`."""
+def _mark(summary: SessionSummary, scope: str, state: str, *, uncommitted: bool = False) -> list[str]:
+    """Mark the touched files at `scope` (a file, or a folder and all under it) as `state`; with
+    `uncommitted`, only those whose change no commit holds (what `git stash`, `git checkout --`
+    and `git reset --hard` put back). The paths marked."""
+    marked = []
     for path in _under(summary, scope):
+        if uncommitted and path in summary.committed:
+            continue
+        marked.append(path)
         actions = summary.files[path]
         if state not in actions:
             for other in _STATES:
@@ -595,6 +609,7 @@ def _mark(summary: SessionSummary, scope: str, state: str) -> None:
                     actions.remove(other)
             actions.append(state)
             summary.edits.pop(path, None)
+    return marked
 
 
 def _moved(summary: SessionSummary, old: str, new: str) -> None:
@@ -608,7 +623,7 @@ def _moved(summary: SessionSummary, old: str, new: str) -> None:
         summary.edits.pop(path, None)
 
 
-_FILE_COMMAND = re.compile(r"\b(?:rm|mv|git)\b")
+_FILE_COMMAND = re.compile(r"\b(?:rm|mv|git|find)\b")
 _STEP_SPLIT = re.compile(r"&&|\|\||[;|\n]")
 
 
@@ -636,7 +651,10 @@ def _file_commands(summary: SessionSummary, command: str) -> None:
             base = where(args[0])
         elif program == "rm" and args:
             for arg in args:
-                _mark(summary, where(arg), DELETED)
+                for path in _matching(summary, where(arg)):
+                    _mark(summary, path, DELETED)
+        elif program == "find" and ("-delete" in words or _runs_rm(words)):
+            _found_deleted(summary, words[1:], where)
         elif program == "mv" and len(args) >= 2:
             _move_all(summary, [where(a) for a in args[:-1]], where(args[-1]), args[-1].endswith("/"))
         elif program == "git" and len(words) > 1:
@@ -645,6 +663,35 @@ def _file_commands(summary: SessionSummary, command: str) -> None:
 
 def _where(base: str, path: str) -> str:
     return posixpath.normpath(posixpath.join(base, posixpath.expanduser(path)))
+
+
+def _matching(summary: SessionSummary, pattern: str) -> list[str]:
+    """The touched paths a shell word names: itself, or those its glob (`*`, `?`, `[…]`) matches."""
+    if not any(c in pattern for c in "*?["):
+        return [pattern]
+    return [path for path in summary.files if fnmatch.fnmatchcase(path, pattern)]
+
+
+def _runs_rm(words: list[str]) -> bool:
+    """Whether a `find` runs `rm` on what it finds (`-exec rm {} +`)."""
+    return any(w in ("-exec", "-execdir") and i + 1 < len(words) and words[i + 1].rsplit("/", 1)[-1] == "rm"
+               for i, w in enumerate(words))
+
+
+def _found_deleted(summary: SessionSummary, words: list[str], where: Callable[[str], str]) -> None:
+    """Mark what `find DIR… -name PATTERN -delete` removed among the touched files: those under its
+    folders whose name matches its `-name` patterns (all under them without one)."""
+    roots = [where(w) for w in words if not w.startswith(("-", "(", ")", "!"))][:1] or [where(".")]
+    for i, w in enumerate(words[:-1]):  # the start folders come before the first test
+        if w.startswith("-"):
+            roots = [where(x) for x in words[:i]] or [where(".")]
+            break
+    names = [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-name", "-iname")]
+    for root in roots:
+        for path in _under(summary, root):
+            base = posixpath.basename(path)
+            if not names or any(fnmatch.fnmatchcase(base, n) or fnmatch.fnmatch(base.lower(), n.lower()) for n in names):
+                _mark(summary, path, DELETED)
 
 
 def _move_all(summary: SessionSummary, sources: list[str], target: str, into: bool) -> None:
@@ -662,23 +709,54 @@ def _git_files(summary: SessionSummary, words: list[str], where: Callable[[str],
             _mark(summary, where(arg), DELETED)
     elif sub == "mv" and len(args) >= 2:
         _move_all(summary, [where(a) for a in args[:-1]], where(args[-1]), args[-1].endswith("/"))
+    elif sub == "commit" and "--dry-run" not in flags:
+        _committed(summary, args, flags, where)
+    elif sub == "add" and "--dry-run" not in flags and "-n" not in flags:
+        for arg in args or (["."] if any(f in ("-A", "--all", "-u", "--update") for f in flags) else []):
+            for path in _matching(summary, where(arg)):
+                for under in _under(summary, path):
+                    summary.staged[under] = None
     elif sub == "checkout" and "--" in rest:
         for arg in rest[rest.index("--") + 1 :]:
-            _mark(summary, where(arg), REVERTED)
-    elif sub == "checkout" and args == ["."]:
-        _mark(summary, where("."), REVERTED)
+            _mark(summary, where(arg), REVERTED, uncommitted=True)
+    elif sub == "checkout" and (args == ["."] or (args and all(_under(summary, where(a)) for a in args))):
+        for arg in args:  # `git checkout page.jsx`: a path the session touched, not a branch
+            _mark(summary, where(arg), REVERTED, uncommitted=True)
     elif sub == "restore" and args and (("--staged" not in flags and "-S" not in flags) or "--worktree" in flags):
         for arg in args[args.index("--") + 1 :] if "--" in args else args:
-            _mark(summary, where(arg), REVERTED)
+            _mark(summary, where(arg), REVERTED, uncommitted=True)
     elif sub == "reset" and "--hard" in flags:
-        _mark(summary, "/", REVERTED)
+        # to HEAD, what is committed stays; to another commit, the session's commits may go too
+        _mark(summary, "/", REVERTED, uncommitted=not args or args[0] in ("HEAD", "@"))
     elif sub == "stash" and (not args or args[0] in ("push", "save")):
         paths = rest[rest.index("--") + 1 :] if "--" in rest else []
-        for arg in paths or ["/"]:
-            _mark(summary, where(arg), REVERTED)
-    elif sub == "clean" and any(f.startswith("-") and "f" in f for f in flags):
+        summary.stashed.append([p for arg in paths or ["/"] for p in _mark(summary, where(arg), REVERTED, uncommitted=True)])
+    elif sub == "stash" and args[0] in ("pop", "apply") and summary.stashed:
+        for path in summary.stashed.pop() if args[0] == "pop" else summary.stashed[-1]:
+            actions = summary.files.get(path, [])
+            if REVERTED in actions:  # the stash puts the change back where it was
+                actions.remove(REVERTED)
+    elif sub == "stash" and args[0] in ("drop", "clear") and summary.stashed:
+        del summary.stashed[-1 if args[0] == "drop" else 0 :]
+    elif sub == "clean" and any(f.startswith("-") and "f" in f and not f.startswith("--") for f in flags):
+        # removes what git does not know: files the session wrote that no add or commit took
         for arg in args or ["/"]:
-            _mark(summary, where(arg), REVERTED)
+            for path in _under(summary, where(arg)):
+                actions = summary.files[path]
+                if actions[0] == "write" and path not in summary.committed and path not in summary.staged:
+                    _mark(summary, path, DELETED)
+
+
+def _committed(summary: SessionSummary, args: list[str], flags: list[str], where: Callable[[str], str]) -> None:
+    """A `git commit` that worked: what it took is committed (the staged files, every changed one
+    with `-a`, or the paths it names)."""
+    everything = any(f == "--all" or (not f.startswith("--") and "a" in f[1:]) for f in flags)
+    paths = [p for a in args for p in _under(summary, where(a))]  # a message is no touched path
+    taken = summary.files if everything else (paths or list(summary.staged))
+    for path in taken:
+        if summary.files.get(path, [DELETED])[-1] not in _STATES:
+            summary.committed[path] = None
+    summary.staged.clear()
 
 
 def _failed(block: dict[str, Any]) -> bool:

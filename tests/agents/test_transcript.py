@@ -261,3 +261,37 @@ def test_a_touched_file_says_how_it_stands_at_the_end(tmp_path: Path) -> None:
     assert "- `app/vendor_csv.py` (write, renamed from `app/utils.py`)" in files
     assert "- `config/http.toml` (edit, reverted)" in files
     assert "app/utils.py`" not in files.replace("renamed from `app/utils.py`", "")
+
+
+def test_what_git_puts_back_is_only_what_no_commit_holds(tmp_path: Path) -> None:
+    """`git stash` then `stash pop` leaves the change; `reset --hard` and `checkout` after a commit
+    keep what was committed; `git clean` removes only new files git was not told of; `git checkout
+    FILE` without `--` puts a touched file back, `git checkout BRANCH` nothing."""
+    t = Transcript("git-back", cwd="/w").prompt("tidy the export job")
+    t.edit_file("/w/app/export.py", "a = 1", "a = 2").bash("git stash").bash("pytest -q").bash("git stash pop")
+    t.edit_file("/w/app/jobs.py", "b = 1", "b = 2").bash("git commit -am 'jobs: b is 2'")
+    t.edit_file("/w/app/db.py", "c = 1", "c = 2").bash("git reset --hard")
+    t.write_file("/w/app/new_helper.py", "x = 1\n").bash("git add app/new_helper.py")
+    t.write_file("/w/scratch/notes.txt", "tmp\n").bash("git clean -fd")
+    t.edit_file("/w/web/page.jsx", "class Page", "function Page").bash("git checkout main").bash("cd web && git checkout page.jsx")
+    t.write_file("/w/build/a.tmp").write_file("/w/build/keep.txt").bash("find build -name '*.tmp' -delete")
+    t.write_file("/w/logs/x.bak").write_file("/w/logs/y.bak").bash("rm logs/*.bak")
+    s = summarize(t.write(tmp_path / "t.jsonl"))
+    assert s.files == {
+        "/w/app/export.py": ["edit"],  # stashed and popped back
+        "/w/app/jobs.py": ["edit"],  # committed before the reset
+        "/w/app/db.py": ["edit", "reverted"],
+        "/w/app/new_helper.py": ["write"],  # added: git clean leaves it
+        "/w/scratch/notes.txt": ["write", "deleted"],
+        "/w/web/page.jsx": ["edit", "reverted"],
+        "/w/build/a.tmp": ["write", "deleted"],
+        "/w/build/keep.txt": ["write"],
+        "/w/logs/x.bak": ["write", "deleted"],
+        "/w/logs/y.bak": ["write", "deleted"],
+    }
+
+
+def test_a_reset_to_an_earlier_commit_puts_back_committed_work_too(tmp_path: Path) -> None:
+    t = Transcript("git-reset", cwd="/w").prompt("try the new parser")
+    t.edit_file("/w/app/parse.py", "v1", "v2").bash("git commit -am 'parser v2'").bash("git reset --hard HEAD~1")
+    assert summarize(t.write(tmp_path / "t.jsonl")).files == {"/w/app/parse.py": ["edit", "reverted"]}
