@@ -189,6 +189,7 @@ def render_body(summary: SessionSummary, project: str) -> str:
         prompt_seqs=summary.prompt_seqs,
         failures=failures,
         todos_seq=summary.todos_seq,
+        changed=summary.changed,
     )
     for heading, lines in ((DECISIONS, found.decisions), (OPEN_ITEMS, found.open_items)):
         if lines:

@@ -507,19 +507,35 @@ def requests_left(
     acted: Mapping[str, int],
     first: int | None = None,
     cancelled: Iterable[str] = (),
+    typed: Sequence[int] = (),
+    changed: Sequence[int] = (),
 ) -> list[str]:
     """The requests (see `requests`) that no later tool call that worked acted on (saying "done"
     is not doing it), latest last. The first prompt (typed at `first`) is what the whole session
     works on: any tool call that worked after it counts as carrying it out. A request the session
-    later turned away from (`cancelled`) is not left undone."""
+    later turned away from (`cancelled`) is not left undone.
+
+    The turn a prompt starts (until the next prompt, of those typed at `typed`) is where it is
+    carried out: there, a change (a file written or a changing command, at one of `changed`) and
+    a call that worked acting on one word of the request are enough ("add a health check
+    endpoint" → `routes/health.py`); a change alone is not (the turn may finish earlier work)."""
     last_act = max(acted.values(), default=-1)
     skip = set(cancelled)
+
+    def changed_in_turn(seq: int) -> bool:
+        end = min((p for p in typed if p > seq), default=None)
+        return any(seq < c and (end is None or c < end) for c in changed)
+
+    def done(seq: int, words: set[str]) -> bool:
+        hits = sum(1 for w in words if acted.get(w, -1) > seq)
+        if hits >= min(ADDRESSED, len(words)) or (seq == first and last_act > seq):
+            return True
+        return hits >= 1 and changed_in_turn(seq)
+
     return [
         one_line(f"Asked, not done: {sentence.rstrip('.')}")
         for seq, sentence, words in asked
-        if sentence not in skip
-        and not (seq == first and last_act > seq)
-        and sum(1 for w in words if acted.get(w, -1) > seq) < min(ADDRESSED, len(words))
+        if sentence not in skip and not done(seq, words)
     ]
 
 
@@ -550,6 +566,7 @@ def digest(
     prompt_seqs: Sequence[int] = (),
     failures: Mapping[tuple[str, str], str] | None = None,
     todos_seq: int = -1,
+    changed: Sequence[int] = (),
 ) -> Digest:
     """The session's decisions and open items, as they stand at its end.
 
@@ -559,7 +576,8 @@ def digest(
     (command, failed); `text_seqs` when each text was said, `actions` what the
     latest tool calls that worked acted on and when, `prompts` (redacted)
     and `prompt_seqs` the user's prompts and when, `failures` the tool calls
-    that failed and were not redone (see `transcript.SessionSummary`). Open
+    that failed and were not redone, `changed` when a file was changed (see
+    `transcript.SessionSummary`). Open
     items list failed calls and failing commands first, then the plan's
     unfinished steps, then requests left undone, then what the texts left open.
     """
@@ -602,7 +620,7 @@ def digest(
         for word, seq in _said_done(texts, seqs).items():
             seen[word] = max(seq, seen.get(word, -1))
     still_open = [line for seq, line in stated_open.values() if _share(_item_words(line), seen, seq) < SETTLED]
-    undone = requests_left(asked, acted, typed[0] if typed else None, stale)
+    undone = requests_left(asked, acted, typed[0] if typed else None, stale, typed, changed)
     taken: set[str] = set()
     failing = failed_calls(failures or {}) + [
         one_line(f"`{one_line(cmd, 120)}` still fails at the end of the session")

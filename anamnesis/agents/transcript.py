@@ -140,6 +140,7 @@ class SessionSummary:
     prompt_seqs: list[int] = field(default_factory=list, repr=False)  # when each of `prompts` was typed
     # what the latest tool calls that worked acted on (their input: path, command, new text), and when
     actions: list[tuple[int, str]] = field(default_factory=list, repr=False)
+    changed: list[int] = field(default_factory=list, repr=False)  # when a file tool or a changing command worked
     # tool calls that failed and were not done since: (tool, target) -> error
     failures: dict[tuple[str, str], str] = field(default_factory=dict)
     pending_tools: dict[str, tuple[str, str]] = field(default_factory=dict, repr=False)
@@ -623,6 +624,14 @@ def _moved(summary: SessionSummary, old: str, new: str) -> None:
         summary.edits.pop(path, None)
 
 
+# A command that changes files or what is installed (not one that only looks or runs the tests).
+_CHANGES = re.compile(
+    r"(?:^|[;&|(]\s*|\s)(?:rm|mv|cp|mkdir|touch|ln|chmod|patch|truncate|tee|"
+    r"git\s+(?:rm|mv|add|commit|apply|am|restore|revert|merge|rebase|cherry-pick|checkout|switch|reset|stash|tag)|"
+    r"sed\s+-i|perl\s+-p?i|(?:npm|pnpm|yarn|pip3?|uv|poetry|cargo|go|gem|bundle|brew|apt(?:-get)?)\s+"
+    r"(?:install|add|remove|uninstall|update|upgrade|get|i)|alembic\s+(?:upgrade|revision)|"
+    r"\S+\s+manage\.py\s+(?:migrate|makemigrations))\b|[^<>&0-9]>>?\s*[\w./~]",
+)
 _FILE_COMMAND = re.compile(r"\b(?:rm|mv|git|find)\b")
 _STEP_SPLIT = re.compile(r"&&|\|\||[;|\n]")
 
@@ -820,6 +829,9 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
             _touched(summary, *pending)
         if command is not None and ran is False:
             _file_commands(summary, command)
+        if (pending is not None and not error) or (command is not None and ran is False and _CHANGES.search(command)):
+            summary.changed.append(summary.seq)
+            del summary.changed[:-MAX_ACTIONS]
         if command is not None and ran is not None:
             summary.results.append((command, ran))
             del summary.results[:-MAX_RESULTS]

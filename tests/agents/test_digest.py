@@ -662,3 +662,30 @@ def test_a_correction_in_other_words_drops_the_value_it_corrects() -> None:
     # a "not" before a word is no correction of a value
     found = digest(texts, text_seqs=[1, 2], prompts=["tests can't reach the db", "it's slow, not broken"], prompt_seqs=[0, 3])
     assert found.decisions == texts
+
+
+@pytest.mark.parametrize(
+    ("asked", "tool", "args"),
+    [
+        ("add a health check endpoint to the api", "write_file", ("/w/app/routes/health.py", "def healthz():\n    return {'ok': True}\n")),
+        ("bump the request timeout to 30 seconds", "edit_file", ("/w/app/config.py", "TIMEOUT = 10", "TIMEOUT = 30")),
+        ("add pagination to the orders endpoint", "edit_file", ("/w/app/api/orders.py", "def list_orders():", "def list_orders(page: int = 1):")),
+        ("document the new env vars in the readme", "edit_file", ("/w/README.md", "## Config", "## Config\n\nSTRIPE_KEY, SENTRY_DSN")),
+        ("upgrade the stripe sdk", "bash", ("pip install -U stripe",)),
+    ],
+)
+def test_a_request_carried_out_in_its_own_turn_is_done(asked: str, tool: str, args: tuple[str, ...], tmp_path: Path) -> None:
+    """In the turn a prompt starts, a change that acts on one word of its request does it; a change
+    that shares none with it, or a run that changes nothing, does not."""
+    def open_items(act: bool, unrelated: bool = False) -> str:
+        t = Transcript("turn", cwd="/w").prompt("look around the api").say("Looked.").prompt(asked)
+        if act:
+            getattr(t, tool)(*args)
+        if unrelated:
+            t.edit_file("/w/app/migrations/0042.py", "CREATE INDEX", "CREATE INDEX IF NOT EXISTS")
+        t.bash("pytest -q", "12 passed").say("Done.").prompt("thanks, that's all")
+        return _section(render_body(summarize(t.write(tmp_path / "t.jsonl")), "p"), "## Open items")
+
+    assert "Asked, not done" not in open_items(act=True), asked
+    assert f"Asked, not done: {asked}" in open_items(act=False, unrelated=True)
+    assert f"Asked, not done: {asked}" in open_items(act=False)
