@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from anamnesis.agents.digest import digest, failed_calls, tool_name
+from anamnesis.agents.digest import digest, failed_calls, failing_at_end, tool_name
 from anamnesis.agents.recall import EVERYDAY, prompt_words
 from anamnesis.agents.summarize_model import split_section, with_section
 from anamnesis.agents.transcript import DELETED, REVERTED, SessionSummary, summarize
@@ -58,6 +58,7 @@ MAX_PROMPT_LINE = 200
 MAX_FILES = 60
 MAX_COMMANDS = 30
 MAX_COMMAND = 200
+MAX_FAILED_COMMAND = 120  # as the open items name it
 MAX_OUTCOME = 2000
 MAX_MCP_LINE = 200  # characters of an MCP call's question and of its answer in the note
 MIN_CHAT_CHARS = 20  # a tool-less session whose prompts add up to less than this is trivial
@@ -165,11 +166,13 @@ def render_body(summary: SessionSummary, project: str) -> str:
             out.append(f"- (the last {MAX_COMMANDS} distinct commands of {summary.commands_total})")
     # a file a failed call worked on is named as the other lists name it: from the project
     failures = {(tool, _relative(target, summary.cwd)): error for (tool, target), error in summary.failures.items()}
-    failed = failed_calls(failures)
+    failed = [f"**Not done:** {line}" for line in failed_calls(failures)]
+    # a check that failed at its last run, whatever the last reply claims of it
+    failed += [f"**Still failing:** `{_one_line(cmd, MAX_FAILED_COMMAND)}`" for cmd in failing_at_end(summary.results)]
     if summary.outcome or failed:
         out += ["", "## Outcome", ""]
         if failed:
-            out += [f"**Not done:** {line}" for line in failed]
+            out += failed
         if summary.outcome:
             said = trim(summary.outcome, MAX_OUTCOME)
             out += ["", f"The last reply said: {said}"] if failed else [said]

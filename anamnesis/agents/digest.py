@@ -316,9 +316,20 @@ def _program(command: str) -> str:
 _REDIRECT = re.compile(r"^(?:\d?[<>]{1,2}&?\d*|&>{1,2})(?P<target>.*)$")
 
 
-def _run_of(command: str) -> tuple[str, list[str], list[str]]:
-    """(program, its words that name no path, its path words) of the command's last `&&`/`;` step,
-    before any pipe, without redirections: what a run of it covers."""
+# Ways of running a program that run the same thing: `python -m pytest`, `uv run pytest`, `npx jest`.
+_RUNNERS = {
+    ("python", "-m"), ("python3", "-m"), ("uv", "run"), ("poetry", "run"), ("pipenv", "run"), ("pdm", "run"),
+    ("hatch", "run"), ("rye", "run"), ("bundle", "exec"), ("pnpm", "exec"), ("npx", ""), ("bunx", ""),
+}  # fmt: skip
+_SCRIPT_RUNNERS = {"npm", "pnpm", "yarn", "bun"}  # `npm test`, `npm run test`, `pnpm test`, `yarn test`: one script
+_SCRIPT_ALIASES = {"t": "test", "tst": "test"}
+
+
+def _run_of(command: str) -> tuple[str, list[str], list[str], list[str]]:
+    """(program, its words that name no path, its path words, the values of its options) of the
+    command's last `&&`/`;` step, before any pipe, without redirections: what a run of it covers.
+    The program is the one a runner runs (`python -m pytest`, `uv run pytest`: pytest); npm's
+    kin are one program and `run` is left out (`npm run test`, `pnpm test`: npm test)."""
     step = re.split(r"&&|;|\|\|", command)[-1]
     step = re.split(r"(?<!\|)\|(?!\|)", step)[0]
     try:  # quoted words whole: `SMTP_PASSWORD="$(op read …)" python x.py` runs python
@@ -327,12 +338,23 @@ def _run_of(command: str) -> tuple[str, list[str], list[str]]:
         words = step.split()
     while words and ("=" in words[0] or words[0] in ("sudo", "env", "time", "nice")):
         words = words[1:]
+    if words:
+        words = [words[0].rsplit("/", 1)[-1], *words[1:]]
+    while len(words) > 1 and ((words[0], words[1]) in _RUNNERS or (words[0], "") in _RUNNERS):
+        words = words[1:] if (words[0], "") in _RUNNERS else words[2:]
+        words = [words[0].rsplit("/", 1)[-1], *words[1:]] if words else words
     if not words:
-        return "", [], []
+        return "", [], [], []
+    program, rest = words[0], words[1:]
+    if program in _SCRIPT_RUNNERS:
+        program = "npm"
+        rest = rest[1:] if rest[:1] == ["run"] or rest[:1] == ["run-script"] else rest
+        rest = [_SCRIPT_ALIASES.get(rest[0], rest[0]), *rest[1:]] if rest else rest
     names: list[str] = []
     paths: list[str] = []
-    skip = False
-    for word in words[1:]:
+    values: list[str] = []
+    skip = after_option = False
+    for word in rest:
         if skip:
             skip = False
             continue
@@ -341,21 +363,32 @@ def _run_of(command: str) -> tuple[str, list[str], list[str]]:
             skip = not redirect.group("target")  # `> out.log`: the next word is where to
             continue
         if word.startswith("-"):
+            after_option = "=" not in word and word != "--"
             continue
-        (paths if "/" in word or "::" in word or re.search(r"\.\w+$", word) else names).append(word)
-    return words[0].rsplit("/", 1)[-1], names, paths
+        if "/" in word or "::" in word or re.search(r"\.\w+$", word):
+            paths.append(word)
+        else:
+            (values if after_option else names).append(word)
+        after_option = False
+    return program, names, paths, values
 
 
 def _covers(later: str, failed: str) -> bool:
     """Whether a run of `later` that passed shows `failed` passes now: the same program with the
-    same subcommand and arguments, over the same paths or folders holding them (or over all)."""
-    program, names, paths = _run_of(later)
-    failed_program, failed_names, failed_paths = _run_of(failed)
-    if not program or program != failed_program or names != failed_names:
+    same subcommand and arguments (or the first of them: `cargo test` after `cargo test foo`),
+    over the same paths or folders holding them (or over all), not narrowed by an option the
+    failed run did not have (`pytest a.py` covers `pytest a.py -k slow`, not the other way)."""
+    program, names, paths, values = _run_of(later)
+    failed_program, failed_names, failed_paths, failed_values = _run_of(failed)
+    if not program or program != failed_program:
+        return False
+    if names != failed_names and not (names and failed_names[: len(names)] == names):
+        return False
+    if not set(values) <= set(failed_values):
         return False
     return all(
         any(p == q or q.startswith(p.rstrip("/") + "/") or q.startswith(p + "::") for q in failed_paths)
-        for p in paths
+        for p in (path[:-4] if path.endswith("/...") else path for path in paths)
     )
 
 

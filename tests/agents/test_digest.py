@@ -689,3 +689,38 @@ def test_a_request_carried_out_in_its_own_turn_is_done(asked: str, tool: str, ar
     assert "Asked, not done" not in open_items(act=True), asked
     assert f"Asked, not done: {asked}" in open_items(act=False, unrelated=True)
     assert f"Asked, not done: {asked}" in open_items(act=False)
+
+
+@pytest.mark.parametrize(
+    ("failed", "passed"),
+    [
+        ("pytest -q tests/test_a.py", "python -m pytest -q"),
+        ("pytest -q", "uv run pytest -q"),
+        ("npm test", "npm run test"),
+        ("npm run build", "pnpm build"),
+        ("npx jest src/a.test.ts", "npx jest"),
+        ("cargo test parser", "cargo test"),
+        ("go test ./pkg/a", "go test ./..."),
+        ("pytest tests/a.py -k slow", "poetry run pytest tests/a.py"),
+        ("tox -e py311", "tox"),
+    ],
+)
+def test_a_failing_run_is_settled_by_a_passing_run_of_it_in_another_form(failed: str, passed: str) -> None:
+    """Run through a runner (`python -m`, `uv run`, `npx`), as npm's kin run a script, or wider (no
+    selector, the parent folder): the later passing run covers the failed one; narrower does not."""
+    assert failing_at_end([(failed, True), (passed, False)]) == [], (failed, passed)
+    the_same = {("pytest -q", "uv run pytest -q"), ("npm test", "npm run test"), ("npm run build", "pnpm build")}
+    assert failing_at_end([(passed, True), (failed, False)]) == ([] if (failed, passed) in the_same else [passed])
+
+
+def test_the_outcome_says_a_check_still_fails_whatever_the_last_reply_claims(tmp_path: Path) -> None:
+    t = Transcript("claims", cwd="/w").prompt("make the refund tests pass")
+    t.edit_file("/w/app/refunds.py", "total - fee", "total - fee - tax")
+    t.failed_bash("pytest -q tests/test_refunds.py", "1 failed, 11 passed")
+    t.say("All refund tests pass now.")
+    outcome = _section(render_body(summarize(t.write(tmp_path / "t.jsonl")), "p"), "## Outcome")
+    assert outcome.strip().startswith("**Still failing:** `pytest -q tests/test_refunds.py`"), outcome
+    assert "The last reply said: All refund tests pass now." in outcome
+    t.bash("python -m pytest -q", "12 passed")
+    outcome = _section(render_body(summarize(t.write(tmp_path / "t.jsonl")), "p"), "## Outcome")
+    assert "Still failing" not in outcome and outcome.strip() == "All refund tests pass now.", outcome
