@@ -1824,7 +1824,7 @@ _STATED_WORD = (
     r"|パスワード|暗証番号|密码|密碼|口令|비밀번호|암호|كلمة[ \t]+(?:المرور|السر)|ה?סיסמ(?:ה|א)|पासवर्ड|รหัสผ่าน|رمز[ \t]+عبور"
 )
 _STATED_IS = (
-    r"(?:is|was|es|est|ist|è|é|är|er|je|jest|là|adalah|ialah|este|είναι|هي|היא|это|є|sono)"
+    r"(?:is|was|es|est|ist|lautet|lautete|è|é|är|er|je|jest|là|adalah|ialah|este|είναι|هي|היא|это|є|sono)"
 )
 _STATED_PASSWORD = _Lazy(
     rf"(?:{_STATED_WORD})(?P<gap>[^\n:：=.!?]{{0,40}}?)"
@@ -1835,6 +1835,11 @@ _STATED_PASSWORD = _Lazy(
 _WIFI_KEY = _Lazy(
     r"(?i)(?<![a-z])(?:wi-?fi|wlan|wpa2?|ssid)(?![a-z])[^\n]{0,60}?(?<![a-z])(?:key|psk|pass(?:word|phrase)?)"
     r"(?![a-z])[ \t]*(?:is[ \t]+|[:=][ \t]*|[ \t]+)(?P<q>['\"`]?)(?P<value>[^\s'\"`]{8,200})"
+)
+# What to type when a login or `sudo` asks ("when sudo prompts, type k2m9*l#O-ZW~ and hit enter").
+_TYPED_AT_PROMPT = _Lazy(
+    r"(?i)(?<![a-z])(?:sudo|su|login|ssh|unlock|keychain|vault|gpg|prompt(?:s|ed)?|asks?|asked)(?![a-z])"
+    r"[^\n]{0,40}?(?<![a-z])(?:type|enter|answer|paste)[ \t]+(?:in[ \t]+)?(?P<q>['\"`]?)(?P<value>[^\s'\"`]{6,200})"
 )
 # A login and its password on one line after their word: "Creds for the portal: jane@acme.io / Pel1can#".
 _LOGIN_SLASH = _Lazy(
@@ -1864,7 +1869,7 @@ def _stated(value: str) -> bool:
 def _said_secrets(text: str) -> str:
     """Passwords, Wi-Fi keys, seeds, header values and licence keys given in sentences (see above)."""
     spans: list[tuple[int, int]] = []
-    for pattern in (_STATED_PASSWORD, _WIFI_KEY, _LOGIN_SLASH):
+    for pattern in (_STATED_PASSWORD, _WIFI_KEY, _LOGIN_SLASH, _TYPED_AT_PROMPT):
         for match in pattern.finditer(text):
             value = match.group("value").rstrip(".,;")
             if _stated(value):
@@ -1882,6 +1887,61 @@ def _said_secrets(text: str) -> str:
     return _replace_spans(text, spans, MASK) if spans else text
 
 
+# A line that goes on with the rest of a secret the line before ended in (a key wrapped at the
+# terminal's width, a value continued with `\`): one unbroken run of key characters, not a word.
+_WRAPPED_REST = re.compile(
+    r"(?P<mark>\[REDACTED(?::[\w-]+)?\])(?P<gap>[\\\"']?[ \t]*\r?\n[ \t>#*/\\\"']*)"
+    r"(?P<rest>[A-Za-z0-9+/=_-]{8,})(?=[\"',;\\]?[ \t]*(?:\r?\n|$))"
+)
+
+
+def _key_piece(value: str) -> bool:
+    """Letters and digits in a dense run, as the rest of a key is (`sgNeCeflOGy2igptetp3`), where a
+    name (`deploy_prod`, `release_v2`) has few distinct characters or none of its digits."""
+    return (
+        len(value) >= 16
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+        and _entropy(value) >= 3.6
+    )
+
+
+# A base64 blob that slashes or pluses cut into pieces, one of which was masked
+# (`Ljo06+/[REDACTED]/kEmrewPaqSKrOcna/mSQrk=`): the whole blob goes.
+_CUT_BLOB = re.compile(
+    r"(?<![\w/+.~:-])(?P<before>[A-Za-z0-9+/]*[+/])?(?P<mark>\[REDACTED(?::[\w-]+)?\])"
+    r"(?P<after>[+/][A-Za-z0-9+/]*={0,2})?(?![\w/+.-])"
+)
+
+
+def _whole_blob(match: re.Match[str]) -> str:
+    before, after = match.group("before") or "", match.group("after") or ""
+    blob = before + after
+    if not blob or ("+" not in blob and not after.endswith("=")):
+        return match.group(0)  # a path or a URL's segments around a masked one stay
+    return match.group("mark")
+
+
+def _wrapped_rest(text: str) -> str:
+    """Mask the rest of a masked secret that was wrapped onto the next lines."""
+    if "[REDACTED" not in text:
+        return text
+
+    def rest(match: re.Match[str]) -> str:
+        value = match.group("rest")
+        if not (looks_random(value, min_len=8) or _key_piece(value)):
+            return match.group(0)
+        return match.group("mark") + match.group("gap") + match.group("mark")
+
+    text = _CUT_BLOB.sub(_whole_blob, text)
+    for _ in range(8):  # a key wrapped over several lines: one more line each time
+        masked = _WRAPPED_REST.sub(rest, text)
+        if masked == text:
+            break
+        text = masked
+    return text
+
+
 def redact(text: str) -> str:
     """`text` with every credential we can recognise replaced by a [REDACTED] mark."""
     if not text:
@@ -1893,7 +1953,7 @@ def redact(text: str) -> str:
     text = _said_secrets(text)
     text = _keys_and_codes(text)
     text = _pins(text)
-    return _entropy_pass(text, bare_min=32, bare_classes=3, bare_hex=False)
+    return _wrapped_rest(_entropy_pass(text, bare_min=32, bare_classes=3, bare_hex=False))
 
 
 def redact_field(text: str) -> str:
