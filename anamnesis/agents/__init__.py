@@ -21,6 +21,7 @@ from anamnesis.base.face import lazy_face
 
 if TYPE_CHECKING:
     from anamnesis.agents.capture import LOCK_TIMEOUT as LOCK_TIMEOUT
+    from anamnesis.agents.capture import NO_SESSION as NO_SESSION
     from anamnesis.agents.capture import TRANSCRIPT_AGENTS as TRANSCRIPT_AGENTS
     from anamnesis.agents.capture import capture_session as capture_session
     from anamnesis.agents.capture import flush_queued as flush_queued

@@ -248,6 +248,7 @@ def transcript_problem(path: Path, unreadable: str = "") -> str | None:
     return None
 
 
+NO_SESSION = "no session id"  # why nothing was written from a file that is no transcript
 TRANSCRIPT_AGENTS = ("claude-code", "gemini-cli")  # whose transcripts capture reads
 
 
@@ -291,7 +292,7 @@ def capture_session(
         return CaptureResult(None, "skipped", f"the transcript {transcript_path} {problem}")
     key_id = summary.session_id or session_id
     if not key_id:
-        return CaptureResult(None, "skipped", "no session id")
+        return CaptureResult(None, "skipped", NO_SESSION)
     if is_trivial(summary):
         return CaptureResult(None, "skipped", "trivial session (nothing done, nothing said)")
     summary.cwd = summary.cwd or cwd

@@ -64,8 +64,11 @@ def hook(
 ) -> None:
     """Run a Claude Code hook by hand (reads the event JSON on stdin; what Claude Code runs is
     `python -P -m anamnesis.hooks EVENT`, which starts faster)."""
-    from anamnesis.hooks.run import main  # lazy: --help loads every command module
+    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.hooks.run import EVENTS, event_argument, main  # lazy: as above
 
+    if event_argument(event) not in EVENTS:  # what Claude Code runs only logs it: a hook never fails a session
+        raise UsageError(f"unknown hook event {event!r}: use one of {', '.join(EVENTS)}")
     raise typer.Exit(main([event]))
 
 
@@ -101,7 +104,7 @@ def capture(
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
     """Write (or update) the session note of a transcript, as the SessionEnd hook does."""
-    from anamnesis.agents import TRANSCRIPT_AGENTS  # lazy: --help loads every command module
+    from anamnesis.agents import NO_SESSION, TRANSCRIPT_AGENTS  # lazy: --help loads every command module
     from anamnesis.agents import capture_session as run_capture  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
 
@@ -113,5 +116,7 @@ def capture(
         print_json({"action": result.action, "path": result.path, "reason": result.reason})
     elif result.path:
         console().print(f"[green]✔[/green] {result.action} {store.memory / result.path}")
+    elif result.reason == NO_SESSION:
+        raise UsageError(f"nothing written: {transcript} is not a {agent} transcript (no session id in it)")
     else:
         console().print(f"nothing written: {result.reason}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -17,6 +18,14 @@ class _KeyOrCommand(typer.core.TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            if args and not args[0].startswith("-") and not Path(args[0]).exists():
+                import difflib  # lazy: only for a word that is neither a folder nor a command
+
+                from anamnesis.base.errors import UsageError  # lazy: as above
+
+                near = difflib.get_close_matches(args[0], [c for c in self.commands if c != "show"], n=1, cutoff=0.6)
+                if near:
+                    raise UsageError(f"no such folder or command: {args[0]} — did you mean `anamnesis project {near[0]}`?")
             args = ["show", *args]
         result: list[str] = super().parse_args(ctx, args)
         return result

@@ -111,6 +111,10 @@ class Peer:
 _SCP_WITH_PORT = re.compile(r"^([^@/:\s]+@)?([^@/:\s]+):(\d{1,5})(/.*)$")
 
 
+_COMMAND_HELPER = re.compile(r"(?i)(ext|fd)::")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/]*@)?([^/:]*)")
+
+
 def normalize_url(url: str) -> str:
     """Local paths become absolute (git runs inside memory/, where relative paths would mislead)."""
     url = url.strip()
@@ -124,8 +128,17 @@ def normalize_url(url: str) -> str:
             f"{url}: an address written user@host:path cannot carry a port ({port} would be read as the start of"
             f" the path, on ssh's port 22); write it as {fixed}"
         )
+    helper = _COMMAND_HELPER.match(url)
+    if helper:  # git would run a command of the URL's choosing, on every sync
+        raise UsageError(
+            f"{url}: an address starting {helper.group(1)}:: runs a command rather than naming a repo; give an ssh address"
+            " (user@host:path or ssh://host/path) or a folder"
+        )
     if is_local_url(url) and not url.startswith("file://"):
         return str(Path(url).expanduser().absolute())
+    scheme = _SCHEME.match(url)
+    if scheme and scheme.group(1).lower() != "file" and not scheme.group(2):
+        raise UsageError(f"{url}: the address names no host; write it as ssh://HOST/path or user@HOST:path")
     return url
 
 

@@ -178,6 +178,11 @@ def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> N
         (("search", "x", "--since", "yesterday-ish"), 2),
         (("search", "x", "-t", "diary"), 2),
         (("list", "-t", "diary"), 2),
+        (("hook", "bogus-event"), 2),
+        (("capture", str(home / "settings.json")), 2),  # a file, but no transcript
+        (("peers", "add", "p", "ext::sh -c touch% /tmp/x"), 2),  # would run a command on each sync
+        (("peers", "add", "p", "ssh:///srv/memory.git"), 2),  # no host
+        (("project", "lsit"), 2),  # a typo of a subcommand, not a folder
     ):
         result = run_cli(*args)
         assert result.returncode == code, (args, result.stderr)
@@ -188,6 +193,8 @@ def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> N
         assert result.returncode == 2, (args, result.stderr)
         assert result.stderr.startswith("anamnesis: error:") and result.stderr.count("\n") == 1, result.stderr
     assert run_cli("doctor").returncode == 0 and run_cli("--help").returncode == 0
+    assert run_cli("peers", "list", "--json").stdout.strip() in ("[]", '{"peers": []}'), "a refused peer was saved"
+    assert "project list" in run_cli("project", "lsit").stderr
 
 
 def test_broken_settings_index_and_home_are_one_line_errors(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
