@@ -33,6 +33,7 @@ TYPE_FOLDERS = {
 FOLDER_TYPES = {folder: kind for kind, folder in TYPE_FOLDERS.items()}
 GLOBAL_TYPES = ("preference",)  # the user's standing rules hold in every project: never tied to one
 GLOBAL_DIR = "global"
+MAX_TITLE = 200  # characters: a title is one line, and the start of a file name
 PROJECTS_DIR = "projects"
 FIELD_ORDER = (
     "id",

@@ -34,6 +34,10 @@ def _check_type(kind: str | None) -> None:
 
 
 def _project_option(project: str | None, here: bool, global_: bool = False, optional: bool = False) -> str | None:
+    if global_ and project:
+        from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
+
+        raise UsageError("--global and --project contradict each other: a note is either for every project or for one")
     if global_:
         return None
     if project:

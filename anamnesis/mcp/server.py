@@ -43,7 +43,7 @@ from typing_extensions import TypedDict  # below 3.12 pydantic reads nested Type
 
 from anamnesis import __version__
 from anamnesis.base.errors import AnamnesisError, NoteNotFound, UsageError
-from anamnesis.base.notes import GLOBAL_TYPES, TAG_INPUT_PATTERN, NoteType, normalize_tags
+from anamnesis.base.notes import GLOBAL_TYPES, MAX_TITLE, TAG_INPUT_PATTERN, NoteType, normalize_tags
 from anamnesis.base.paths import Store, open_store
 from anamnesis.mcp.upkeep import UpkeepTools
 
@@ -58,7 +58,6 @@ MAX_TAGS = 20
 MAX_TAG = 60
 MAX_PROJECT = 200
 MAX_REF = 1000
-MAX_TITLE = 200
 MAX_BODY = 1_000_000
 MAX_SUPERSEDES = 20
 REFRESH_EVERY = 5.0  # seconds between index scans that pick up hand edits

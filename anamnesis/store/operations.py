@@ -30,6 +30,7 @@ from anamnesis.base.fsutil import is_out_of_space, no_space_error
 from anamnesis.base.lock import store_lock
 from anamnesis.base.notes import (
     GLOBAL_TYPES,
+    MAX_TITLE,
     Note,
     check_type,
     has_conflict_markers,
@@ -55,7 +56,6 @@ from anamnesis.store.transaction import write_unit as write_unit
 from anamnesis.store.transaction import write_units as write_units
 
 MAX_NOTE_BYTES = 1_000_000
-MAX_TITLE = 200
 
 
 def init_store(store: Store) -> list[str]:
@@ -223,7 +223,7 @@ def resolve_ref(store: Store, ref: str) -> str:
     if not matches:
         short = " (an id prefix needs 4 characters or more)" if len(ref) < 4 and ref.isalnum() else ""
         raise NoteNotFound(f"no note matches {ref!r}{short} (try `anamnesis search` or `anamnesis list`)")
-    shown = ", ".join(matches[:5])
+    shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more" if len(matches) > 5 else "")
     raise UsageError(f"{ref!r} matches {plural(len(matches), 'note')}: {shown} — be more specific")
 
 
@@ -246,6 +246,12 @@ def resolve_supersedes(store: Store, refs: Iterable[str]) -> list[str]:
             raise type(exc)(f"cannot supersede {ref.strip()!r}: {exc}") from None
         ids.setdefault(target.id, None)
     return list(ids)
+
+
+def _check_title_length(title: str | None) -> None:
+    """A title as given, before redaction (which may lengthen it, and then cuts it to fit)."""
+    if title is not None and len(title) > MAX_TITLE:
+        raise UsageError(f"the title is {len(title)} characters; at most {MAX_TITLE} (put the rest in the body)")
 
 
 def validate(note: Note) -> None:
@@ -355,6 +361,7 @@ def create_note(
             raise UsageError(f"{path} already exists")
     if not body.strip():
         raise UsageError("empty body; nothing was written")
+    _check_title_length(title)
     title, body, tags = redact_note_fields(title, body, tags)  # secrets never reach a file name or git
     machine = check_writable(store)
     replaced = resolve_supersedes(store, supersedes)
@@ -399,6 +406,7 @@ def update_note(
     """
     if body is not None and not body.strip():
         raise UsageError("empty body; nothing was written (to delete a note, delete it)")
+    _check_title_length(title)
     title, body, tags = redact_note_fields(title, body, tags)
     with write_lock(store, "update note"):
         rewritten: list[str] = []
@@ -422,9 +430,19 @@ def update_note(
             retype(note, type)
         note.updated = now_iso()
         note.machine = machine
+        if not note.created:  # a note written by hand without front matter gets it now: when it was written
+            note.created = _written_at(store, note.path) or note.updated
         return save_note(
             store, note, message=f"{note.machine}: update {note.path}", expected_text=expected_text
         )
+
+
+def _written_at(store: Store, relpath: str) -> str:
+    """When the file at `relpath` was last written, as a note's time stamp ("" if it cannot be read)."""
+    try:
+        return now_iso((store.memory / relpath).stat().st_mtime)
+    except OSError:
+        return ""
 
 
 def retype(note: Note, kind: str) -> None:

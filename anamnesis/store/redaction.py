@@ -57,8 +57,9 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice, pairwise
 from typing import NamedTuple, overload
 
+from anamnesis.base.notes import MAX_TITLE
+
 MASK = "[REDACTED]"
-MAX_TITLE = 200  # the store's limit on a title
 _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 

@@ -39,6 +39,7 @@ from anamnesis.sync.synclog import sync_log_summary
 
 DEFAULT_EVERY = "5m"
 MIN_SECONDS = 30
+MAX_SECONDS = 24 * 3600  # a timer rarer than daily leaves machines too far apart
 FAIL_AFTER = "24h"  # the timer fails when a peer has been unreachable for this long
 CARRIED_ENV = ("GIT_SSH_COMMAND", "GIT_SSH", "GIT_SSH_VARIANT", "SSH_AUTH_SOCK")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -60,6 +61,8 @@ def parse_interval(text: str) -> int:
     seconds = parse_duration(text)
     if seconds < MIN_SECONDS:
         raise UsageError(f"interval {text!r} is shorter than {MIN_SECONDS}s")
+    if seconds > MAX_SECONDS:
+        raise UsageError(f"interval {text!r} is longer than a day: machines would go a day out of step (use 24h at most)")
     return seconds
 
 

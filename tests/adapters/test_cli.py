@@ -183,6 +183,9 @@ def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> N
         (("peers", "add", "p", "ext::sh -c touch% /tmp/x"), 2),  # would run a command on each sync
         (("peers", "add", "p", "ssh:///srv/memory.git"), 2),  # no host
         (("project", "lsit"), 2),  # a typo of a subcommand, not a folder
+        (("new", "t" * 201, "--body", "x"), 2),  # was cut to 200 without a word
+        (("new", "T", "-p", "acme/api", "--global", "--body", "x"), 2),
+        (("schedule", "install", "--every", "100000000", "--print"), 2),  # three years between syncs
     ):
         result = run_cli(*args)
         assert result.returncode == code, (args, result.stderr)
@@ -195,6 +198,7 @@ def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> N
     assert run_cli("doctor").returncode == 0 and run_cli("--help").returncode == 0
     assert run_cli("peers", "list", "--json").stdout.strip() in ("[]", '{"peers": []}'), "a refused peer was saved"
     assert "project list" in run_cli("project", "lsit").stderr
+    assert not list((home / "memory").rglob("t" * 60 + "*")), "a refused title was written"
 
 
 def test_broken_settings_index_and_home_are_one_line_errors(run_cli: RunCli, home: Path, tmp_path: Path) -> None:
@@ -459,3 +463,25 @@ def test_text_that_looks_like_an_emoji_code_prints_as_typed(run_cli: RunCli) -> 
     assert listed.returncode == 0, listed.stderr
     assert ":fire:" in listed.stdout and "host:abc:" in listed.stdout, listed.stdout
     assert "\U0001f525" not in listed.stdout and "\U0001f524" not in listed.stdout
+
+
+def test_an_ambiguous_reference_counts_the_notes_it_does_not_list(run_cli: RunCli, home: Path) -> None:
+    init(run_cli)
+    for n in range(7):
+        assert run_cli("new", "Same title", "--body", f"b{n}").returncode == 0
+    shown = run_cli("show", "same-title")
+    assert shown.returncode == 2 and "matches 7 notes" in shown.stderr and "and 2 more" in shown.stderr, shown.stderr
+
+
+def test_supersedes_on_a_hand_written_note_without_front_matter_dates_it_from_its_file(
+    run_cli: RunCli, home: Path
+) -> None:
+    init(run_cli)
+    old = json.loads(run_cli("new", "Pool size is 20", "--body", "x", "--json").stdout)["id"]
+    path = home / "memory" / "global" / "facts" / "plain.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("written by hand, no front matter\n", encoding="utf-8")
+    os.utime(path, (1767323045, 1767323045))  # 2026-01-02T03:04:05Z
+    assert run_cli("edit", "global/facts/plain.md", "--supersedes", old).returncode == 0
+    text = path.read_text(encoding="utf-8")
+    assert "created: '2026-01-02T03:04:05Z'" in text and f"supersedes: {old}" in text, text
