@@ -465,6 +465,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
         report = index.refresh()
         counts = index.counts()
         problems = len(note_problems(store, index)) + counts["skipped"]  # what `doctor` lists
+        read_only = index.in_memory
     info: dict[str, object] = {
         "home": str(store.home),
         "memory": str(store.memory),
@@ -478,6 +479,7 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
         "conflicted": counts["conflicted"],
         "problems": problems,
         "index_updated_now": report.changed,
+        "index_in_memory": read_only,
     }
     for extra in _status_extras(store):
         info.update(extra)
@@ -496,9 +498,12 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     table.add_row("machine", str(info["machine"]))
     table.add_row("notes", f"{counts['notes']}  " + ", ".join(f"{k} {v}" for k, v in counts["by_type"].items()))
     table.add_row("projects", str(len([k for k in counts["by_project"] if k != "(global)"])))
-    table.add_row(
-        "index", f"up to date ({time.strftime('%Y-%m-%d %H:%M:%S')}), {plural(report.changed, 'note')} refreshed just now"
-    )
+    if read_only:
+        table.add_row("index", f"[yellow]in memory[/yellow]: {store.index_path} may not be written (read-only store)")
+    else:
+        table.add_row(
+            "index", f"up to date ({time.strftime('%Y-%m-%d %H:%M:%S')}), {plural(report.changed, 'note')} refreshed just now"
+        )
     table.add_row("peers", ", ".join(info["peers"]) or ("none" if pushers else "none (local only)"))  # type: ignore[arg-type]
     if pushers:
         table.add_row("pushes here", escape("; ".join(m.describe() for m in pushers)))

@@ -16,6 +16,7 @@ sequence. CamelCase identifiers are split into a hidden `code` column, so
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -24,6 +25,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -143,6 +145,7 @@ class Index(Catalog):
         self.store = store
         self.rebuilt = False
         self.empty = False  # created just now and not filled yet: a rebuild need not start over
+        self.in_memory = False  # a store this process may not write: an index of its own, in memory
         self.conn = self._connect()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -160,9 +163,18 @@ class Index(Catalog):
                     return conn
             conn.close()
         except sqlite3.DatabaseError as exc:
+            if _not_ours_to_write(exc, path):  # a read-only mount, another user's store: still readable
+                return self._in_memory()
             if not _is_damaged(exc):  # a full disk or an I/O error is no reason to throw the index away
                 raise _open_error(path, exc) from None
         return self._create()
+
+    def _in_memory(self) -> sqlite3.Connection:
+        """An empty index in memory, for a store whose index.db this process may not write."""
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        conn.executescript(_SCHEMA)
+        self.rebuilt = self.empty = self.in_memory = True
+        return conn
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection, statements: list[str]) -> bool:
@@ -574,6 +586,26 @@ class PendingRefresh:
     def finish(self, progress: Callable[[int, int], None] | None = None) -> RefreshReport:
         """Collect the scan (always waiting for its child) and index what changed."""
         return self.index._finish_refresh(self, progress)
+
+
+_READONLY, _CANTOPEN, _PERM = 8, 14, 3  # SQLite's result codes for a file this process may not write
+
+
+def _not_ours_to_write(exc: sqlite3.DatabaseError, path: Path) -> bool:
+    """True when SQLite may not write the index because this process may not write there (a
+    read-only file, folder or mount), not because something else is wrong (a folder in its place)."""
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    if code == _READONLY:
+        return True
+    if code not in (_CANTOPEN, _PERM) or path.is_dir():
+        return False
+    probe = path.parent / f".write-check-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as err:
+        return err.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    os.unlink(probe)
+    return False
 
 
 def _is_damaged(exc: sqlite3.DatabaseError) -> bool:

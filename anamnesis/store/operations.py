@@ -251,7 +251,7 @@ def resolve_supersedes(store: Store, refs: Iterable[str]) -> list[str]:
 def _check_title_length(title: str | None) -> None:
     """A title as given, before redaction (which may lengthen it, and then cuts it to fit)."""
     if title is not None and len(title) > MAX_TITLE:
-        raise UsageError(f"the title is {len(title)} characters; at most {MAX_TITLE} (put the rest in the body)")
+        raise UsageError(f"the title is {plural(len(title), 'character')}; at most {MAX_TITLE} (put the rest in the body)")
 
 
 def validate(note: Note) -> None:

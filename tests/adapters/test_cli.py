@@ -485,3 +485,31 @@ def test_supersedes_on_a_hand_written_note_without_front_matter_dates_it_from_it
     assert run_cli("edit", "global/facts/plain.md", "--supersedes", old).returncode == 0
     text = path.read_text(encoding="utf-8")
     assert "created: '2026-01-02T03:04:05Z'" in text and f"supersedes: {old}" in text, text
+
+
+def test_a_store_this_process_may_not_write_can_still_be_read(run_cli: RunCli, home: Path) -> None:
+    """A read-only mount or another user's store: status, search, show and list answer from an index
+    kept in memory; writing still says why it cannot."""
+    init(run_cli)
+    assert run_cli("new", "Pool size is forty", "-G", "--body", "raised for the sale").returncode == 0
+    modes = {path: path.stat().st_mode for path in [home, *home.rglob("*")] if not path.is_symlink()}
+    for path in modes:
+        path.chmod(path.stat().st_mode & ~0o222)
+    try:
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                without_root_powers([sys.executable, "-m", "anamnesis", *args]),
+                capture_output=True, text=True, env=cli_env(home), timeout=60,
+            )
+
+        found = run("search", "pool size", "--json")
+        assert found.returncode == 0 and "Pool size is forty" in found.stdout, found.stderr
+        assert run("show", "pool-size-is-forty").returncode == 0
+        assert "Pool size is forty" in run("list").stdout
+        status = run("status", "--json")
+        assert status.returncode == 0 and json.loads(status.stdout)["index_in_memory"] is True, status.stderr
+        refused = run("new", "More", "-G", "--body", "x")
+        assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
