@@ -61,8 +61,10 @@ _DONE = re.compile(
     re.I,
 )
 _REQUEST = re.compile(
-    r"^(?:(?:please|pls|also|and|now|then|next|ok(?:ay)?|finally|lastly)[,:]?\s+)*"
-    r"(?:(?:can|could|would|will) you\s+(?:please\s+)?)?"
+    r"^(?:(?:please|pls|plz|also|and|now|then|next|ok(?:ay)?|finally|lastly|oh|so|btw|hey|plus)[,:]?\s+)*"
+    r"(?:(?:can|could|would|will) you\s+(?:also\s+)?(?:please\s+)?)?"
+    r"(?:(?:do(?:n'?t| not) forget|remember|make sure|be sure)\s+(?:you\s+)?(?:to\s+)?)?"
+    r"(?:(?:we|you) (?:should|need to|must|have to)\s+(?:also\s+)?|i'?d like (?:you )?to\s+|i want you to\s+)?"
     r"(?:make|add|fix|change|update|remove|delete|rename|refactor|implement|write|create|move|bump|run|"
     r"re-?run|deploy|set|enable|disable|revert|retry|migrate|install|replace|use|switch|drop|increase|"
     r"decrease|raise|lower|limit|configure|wire|document|build|commit|push|merge|backfill|clean|split|"
@@ -71,7 +73,7 @@ _REQUEST = re.compile(
 )
 _DECISION = re.compile(
     r"\b(?:decided|decision|we'll use|we will use|i'll use|let's use|going with|went with|chose|chosen|"
-    r"switched to|switching to|instead of|the fix is|the fix was|root cause|settled on|opted (?:for|to))\b",
+    r"switched to(?! (?:the )?(?:main|master|develop|trunk|branch)\b)|switching to|instead of|the fix is|the fix was|root cause|settled on|opted (?:for|to))\b",
     re.I,
 )
 _OPEN = re.compile(
@@ -86,12 +88,28 @@ _OPEN = re.compile(
 _REVERSAL = re.compile(
     r"\b(?:instead of|rather than|no longer|abandon(?:ed|ing|s)?|scrap(?:ped|ping|s)?|revert(?:ed|ing|s)?|"
     r"back(?:ed|ing)? out(?: of)?|drop(?:ped|ping|s)? (?:the|that|this)|chang(?:ed|e|ing) (?:my|our) minds?|"
-    r"actually,? no|scratch (?:that|the|this)|never ?mind|nvm|not (?:going|gonna) (?:to )?use|forget about|let'?s not|undo|"
+    r"actually,? no|scratch (?:that|the|this)|never ?mind|nvm|not (?:going|gonna) (?:to )?use|forget about|let'?s not|"
+    r"undo(?= (?:it|that|this|those|these|everything|all|the (?:change|changes|edit|edits|last))\b)|"
     r"do(?:n'?t| not) (?:switch|move|migrate|change|go)(?: (?:over )?to)?|"
     r"(?:try|trying|take|taking) (?:a different|another) (?:approach|way|tack)|"
     r"(?:that|this|it) (?:didn'?t|did not|doesn'?t|does not) (?:work|help|fix it)|"
-    r"(?:that|this|it)(?:'s| is| was) (?:wrong|incorrect|not right)|you(?:'re| are) wrong)\b",
+    r"(?:that|this|it)(?:'s| is| was) (?:wrong|incorrect|not right)|you(?:'re| are) wrong|"
+    r"on second thoughts?|(?:i|we) (?:was|were) (?:wrong|mistaken)|my (?:mistake|bad)|"
+    r"cancel (?:that|this|it|the)|put (?:it|that|this|them|everything) back|back (?:it|that|this|them) out|"
+    r"roll (?:it|that|this|them) back|(?:skip|forget) (?:it|that|this)|do(?:n'?t| not) bother|"
+    r"^\W*(?:no|nope|nah)\b[,.!]?\s+(?:it'?s|its|it is|it should be|should be|make it)\b[^.;!?]*|"
+    r"^\W*wrong \w+)\b",
     re.I,
+)
+# A turning away that names what it turns from before the cue ("redis is overkill here", "so that's a
+# dead end"): the words of its clause before the cue are what is dropped.
+_DISMISSED = re.compile(
+    r"\b(?:(?:is|was|are|seems?|feels?|'s)\s+)?(?:overkill|a dead end|not worth it|too (?:complex|complicated|much work))\b",
+    re.I,
+)
+# Words that point at what was said without naming it ("go down that road", "the retry stuff").
+_REFERENTS = frozenset(
+    "road path route idea thing things stuff approach plan option change changes how down before usual originally".split()
 )
 # A sentence turning back or away that names what it turns to, not from ("back to Redis", "use Redis
 # after all", "use LaunchDarkly instead", "no, stay on Gmail SMTP"): what it turns away from is the
@@ -99,7 +117,8 @@ _REVERSAL = re.compile(
 _RETURN = re.compile(
     r"(?:\b(?:go(?:ing)?|went|switch(?:ed|ing)?|mov(?:e|ed|ing)|chang(?:e|ed|ing)|revert(?:ed|ing)?) back to|"
     r"^\W*back to|\bafter all|\binstead(?! of)|"
-    r"^\W*(?:no|nope|nah|wait)\b.{0,40}?\b(?:stay(?:ing)? (?:on|with)|keep(?: using)?|stick (?:with|to)))\b",
+    r"^\W*(?:no|nope|nah|wait)\b.{0,40}?\b(?:stay(?:ing)? (?:on|with)|keep(?: using)?|stick (?:with|to))|"
+    r"^\W*(?:(?:let'?s|lets|just|ok|okay|so|then|we'?ll)\s+)*(?:stay|stick)\s+(?:on|with|to))\b",
     re.I,
 )
 # A sentence naming what it replaces, in other words than a reversal's ("replaced Redis with a
@@ -118,6 +137,9 @@ _REPLACED = re.compile(
 )
 # A correction naming the wrong value: "the port is 5433, not 5432".
 _NOT_THAT = re.compile(r"(?:,|\s)\s*not\s+(?!(?:a|an|the|to|be|yet|sure|so|really|just|only|quite|even)\b)([\w.:/-]+)", re.I)
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")
+# "we use yarn here, not npm": what is used, then what is not (a word, not only a value).
+_USE_NOT = re.compile(r"\b(?:use|uses|using|go with|want)\b[^,.;!?]{1,40},?\s+not\s+([\w.:/-]+)", re.I)
 _VALUE = re.compile(r"\d|\w[._/:]\w")  # "5432", "db.internal", "v2/api": a value, not a word ("not slow")
 _OPEN_LEAD = re.compile(r"^\W*(?:TODO|FIXME|next steps?|follow[- ]?ups?|remaining|open items?|still to do|left to do)\b\W*", re.I)
 _CLAUSE_END = re.compile(r"[,;:.!?()\u2014\u2013]|\s-\s|\s(?:and|but|so|because|since)\s")
@@ -297,7 +319,7 @@ def failing_at_end(results: Sequence[tuple[str, bool]], limit: int = MAX_FAILING
     failing = []
     for i in last.values():
         command, failed = recent[i]
-        if not failed or _program(command) in _PROBES:
+        if not failed or _program(command) in _PROBES or _program(command) in _HOUSEKEEPING:
             continue
         if any(not later_failed and _covers(later, command) for later, later_failed in recent[i + 1 :]):
             continue
@@ -323,6 +345,13 @@ _RUNNERS = {
 }  # fmt: skip
 _SCRIPT_RUNNERS = {"npm", "pnpm", "yarn", "bun"}  # `npm test`, `npm run test`, `pnpm test`, `yarn test`: one script
 _SCRIPT_ALIASES = {"t": "test", "tst": "test"}
+# Options that choose which tests or files a run takes (what follows them narrows it).
+_SELECTORS = frozenset(
+    "k m e t g p filter grep testNamePattern t run only tests deselect ignore ignore-glob select exclude "
+    "package features test-path-pattern testPathPattern project".split()
+)
+# Commands that move files about or look at them: one that failed is not a check left failing.
+_HOUSEKEEPING = frozenset("git rm mv cp mkdir rmdir touch chmod chown ln cd ls cat echo kill pkill source export".split())
 
 
 def _run_of(command: str) -> tuple[str, list[str], list[str], list[str]]:
@@ -363,9 +392,12 @@ def _run_of(command: str) -> tuple[str, list[str], list[str], list[str]]:
             skip = not redirect.group("target")  # `> out.log`: the next word is where to
             continue
         if word.startswith("-"):
-            after_option = "=" not in word and word != "--"
+            option, _eq, value = word.partition("=")
+            if _eq and option.lstrip("-") in _SELECTORS:  # `--ignore=tests/slow` narrows the run
+                values.append(f"{option}={value}")
+            after_option = not _eq and word.lstrip("-") in _SELECTORS
             continue
-        if "/" in word or "::" in word or re.search(r"\.\w+$", word):
+        if "/" in word or "::" in word or word == "." or re.search(r"\.\w+$", word):
             paths.append(word)
         else:
             (values if after_option else names).append(word)
@@ -382,12 +414,13 @@ def _covers(later: str, failed: str) -> bool:
     failed_program, failed_names, failed_paths, failed_values = _run_of(failed)
     if not program or program != failed_program:
         return False
-    if names != failed_names and not (names and failed_names[: len(names)] == names):
+    whole_tree = "." in paths or "./" in paths  # `mypy .` covers `mypy src`
+    if names != failed_names and not ((names or whole_tree) and failed_names[: len(names)] == names):
         return False
     if not set(values) <= set(failed_values):
         return False
     return all(
-        any(p == q or q.startswith(p.rstrip("/") + "/") or q.startswith(p + "::") for q in failed_paths)
+        p in (".", "./") or any(p == q or q.startswith(p.rstrip("/") + "/") or q.startswith(p + "::") for q in failed_paths)
         for p in (path[:-4] if path.endswith("/...") else path for path in paths)
     )
 
@@ -451,34 +484,51 @@ def _distinct_decisions(decided: Sequence[str]) -> list[str]:
     return [line for line, _words in reversed(kept)]
 
 
+def _terms(text: str) -> set[str]:
+    """The content words of `text` and its numbers, however short ("retry 5 times": 5)."""
+    return _content(text) | set(_NUMBER.findall(text))
+
+
+def _named(text: str) -> list[str]:
+    """The words of `text`, in order, that name something (not "that road", "the retry stuff")."""
+    words = [w for raw in _WORDS_IN_ORDER.findall(text.lower()) for w in _content(raw) if w not in _REFERENTS]
+    return words + [n for n in _NUMBER.findall(text) if n not in words]
+
+
 def _reversals(said: Iterable[tuple[int, str]]) -> list[tuple[int, set[str], set[str]]]:
     """(when, the words turned away from, the sentence's words) for each sentence that reverses
-    something; the words are empty when the sentence names nothing ("abandoning it")."""
+    something; the words are empty when the sentence names nothing ("abandoning it"). A plan's
+    own words ("TODO: revert the debug logging") reverse nothing yet."""
     found: list[tuple[int, set[str], set[str]]] = []
     for seq, text in said:
         for line in _without_code(text).splitlines():
             for sentence in _SENTENCE_END.split(line.strip()):
-                named = [
-                    w
-                    for m in _REPLACED.finditer(sentence)
-                    for raw in _WORDS_IN_ORDER.findall((m.group("old") or m.group("source") or m.group("gone")).lower())
-                    for w in _content(raw)
-                ]
+                if _OPEN.search(sentence):
+                    continue
+                replaced = list(_REPLACED.finditer(sentence))
+                named = [w for m in replaced for w in _named(m.group("old") or m.group("source") or m.group("gone"))]
+                for m in _DISMISSED.finditer(sentence):  # "redis is overkill here": what comes before
+                    named += _named(_CLAUSE_END.split(sentence[: m.start()])[-1])
                 cues = list(_REVERSAL.finditer(sentence))
                 if not cues:
                     if not named:
-                        named = [w for m in _NOT_THAT.finditer(sentence) if _VALUE.search(m.group(1)) for w in _content(m.group(1))]
+                        named = [
+                            w
+                            for m in (*_NOT_THAT.finditer(sentence), *_USE_NOT.finditer(sentence))
+                            if _VALUE.search(m.group(1)) or m.re is _USE_NOT
+                            for w in _named(m.group(1))
+                        ]
                     if named:
                         found.append((seq, set(named[:REJECTED_WORDS]), _content(sentence)))
-                    elif _RETURN.search(sentence):
-                        found.append((seq, set(), _content(sentence)))
+                    elif replaced or _DISMISSED.search(sentence) or _RETURN.search(sentence):
+                        found.append((seq, set(), _content(sentence)))  # "ditch it", "a dead end"
                     continue
                 before = _content(sentence[: cues[0].start()])
                 for cue in cues:  # "actually no, let's not use Redis": the cue that names it
                     clause = _CLAUSE_END.split(sentence[cue.end() :], maxsplit=1)[0]
-                    named += [w for raw in _WORDS_IN_ORDER.findall(clause.lower()) for w in _content(raw) if w not in before]
+                    named += [w for w in _named(clause) if w not in before]
                 if not named:  # "that's wrong, the port is 5433 not 5432": what it corrects
-                    named = [w for m in _NOT_THAT.finditer(sentence) for w in _content(m.group(1))]
+                    named = [w for m in _NOT_THAT.finditer(sentence) for w in _named(m.group(1))]
                 found.append((seq, set(named[:REJECTED_WORDS]), _content(sentence)))
     return found
 
@@ -496,7 +546,10 @@ def _turned_away(
     before it), and an open item, a request (`asked`) or a step of the plan (set at `plan[0]`)
     stated before it that holds one of those words. A prompt (typed at one of `typed`) that turns
     away from what it names nothing of ("never mind, let's not do that", "revert all of that")
-    drops what was planned and left open since the prompt before it, and what that prompt asked."""
+    drops what was planned and left open since the prompt before it, and what that prompt asked;
+    of the decisions, only one made since that prompt ("ok cool never mind then" after a side
+    question leaves the fix decided before it). A request you call off by one of its words ("nvm
+    the retry stuff") is called off."""
     dropped: set[str] = set()
     stale: set[str] = set()
     when_planned, steps = plan
@@ -504,16 +557,17 @@ def _turned_away(
         earlier = [(seq, line) for seq, line in decided if seq < when and line not in dropped]
         since = -1
         if rejected:
-            hit = [line for _seq, line in earlier if rejected & _content(line)]
+            hit = [line for _seq, line in earlier if rejected & _terms(line)]
         else:
-            hit = [earlier[-1][1]] if earlier else []
-            rejected = set().union(*(_content(_DECISION.sub(" ", line)) - words for line in hit))
             if when in typed:
                 since = max((seq for seq in typed if seq < when), default=-1)
+                earlier = [(seq, line) for seq, line in earlier if seq > since]
+            hit = [earlier[-1][1]] if earlier else []
+            rejected = set().union(*(_content(_DECISION.sub(" ", line)) - words for line in hit))
         dropped.update(hit)
         stale.update(line for seq, line in opened if seq < when and (seq > since >= 0 or rejected & _content(line)))
         for seq, sentence, asked_words in asked:
-            enough = len(rejected & asked_words) >= min(ADDRESSED, len(asked_words))
+            enough = len(rejected & asked_words) >= (1 if when in typed else min(ADDRESSED, len(asked_words)))
             if seq < when and (seq == since or enough):
                 stale.add(sentence)
         if when_planned < when:

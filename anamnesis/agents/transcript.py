@@ -533,6 +533,22 @@ def _command_failed(block: dict[str, Any]) -> bool | None:
     return block.get("is_error") is True
 
 
+# What a test run or a build prints when it failed: the exit code of `… | tail -3` is tail's.
+_FAILED_OUTPUT = re.compile(
+    r"\b[1-9]\d* (?:failed|failing)\b|^(?:FAILED|FAIL) |BUILD FAILED|npm ERR!|^error\[E\d+\]|"
+    r"\bFound [1-9]\d* errors? in\b",
+    re.M,
+)
+_PIPE = re.compile(r"(?<!\|)\|(?!\|)")
+
+
+def _piped_failure(command: str, block: dict[str, Any]) -> bool:
+    """Whether a command piped into another (`pytest | tail -3`) printed a failure its exit code hides."""
+    if not _PIPE.search(command):
+        return False
+    return bool(_FAILED_OUTPUT.search(_result_text(block)[-4000:]))
+
+
 DELETED = "deleted"
 REVERTED = "reverted"
 _STATES = (DELETED, REVERTED)  # how a touched file stands at the end, when not simply changed
@@ -594,13 +610,18 @@ def _touched(summary: SessionSummary, path: str, action: str, edit: tuple[int, i
         summary.edits.pop(path, None)  # too many to follow: never called reverted
 
 
-def _mark(summary: SessionSummary, scope: str, state: str, *, uncommitted: bool = False) -> list[str]:
+def _mark(
+    summary: SessionSummary, scope: str, state: str, *, uncommitted: bool = False, tracked: bool = False
+) -> list[str]:
     """Mark the touched files at `scope` (a file, or a folder and all under it) as `state`; with
     `uncommitted`, only those whose change no commit holds (what `git stash`, `git checkout --`
-    and `git reset --hard` put back). The paths marked."""
+    and `git reset --hard` put back); with `tracked`, not a file the session wrote new and never
+    added (git leaves what it does not track). The paths marked."""
     marked = []
     for path in _under(summary, scope):
         if uncommitted and path in summary.committed:
+            continue
+        if tracked and _untracked(summary, path):
             continue
         marked.append(path)
         actions = summary.files[path]
@@ -611,6 +632,12 @@ def _mark(summary: SessionSummary, scope: str, state: str, *, uncommitted: bool 
             actions.append(state)
             summary.edits.pop(path, None)
     return marked
+
+
+def _untracked(summary: SessionSummary, path: str) -> bool:
+    """Whether git likely does not track a touched file: the session wrote it first and never
+    added or committed it."""
+    return summary.files[path][0] == "write" and path not in summary.staged and path not in summary.committed
 
 
 def _moved(summary: SessionSummary, old: str, new: str) -> None:
@@ -726,6 +753,9 @@ def _git_files(summary: SessionSummary, words: list[str], where: Callable[[str],
                 for under in _under(summary, path):
                     summary.staged[under] = None
     elif sub == "checkout" and "--" in rest:
+        source = [w for w in rest[: rest.index("--")] if not w.startswith("-")]
+        if source and source[0] not in ("HEAD", "@"):
+            return  # `git checkout HEAD~2 -- f`: an older version, a change of its own
         for arg in rest[rest.index("--") + 1 :]:
             _mark(summary, where(arg), REVERTED, uncommitted=True)
     elif sub == "checkout" and (args == ["."] or (args and all(_under(summary, where(a)) for a in args))):
@@ -736,10 +766,15 @@ def _git_files(summary: SessionSummary, words: list[str], where: Callable[[str],
             _mark(summary, where(arg), REVERTED, uncommitted=True)
     elif sub == "reset" and "--hard" in flags:
         # to HEAD, what is committed stays; to another commit, the session's commits may go too
-        _mark(summary, "/", REVERTED, uncommitted=not args or args[0] in ("HEAD", "@"))
+        _mark(summary, "/", REVERTED, uncommitted=not args or args[0] in ("HEAD", "@"), tracked=True)
     elif sub == "stash" and (not args or args[0] in ("push", "save")):
         paths = rest[rest.index("--") + 1 :] if "--" in rest else []
-        summary.stashed.append([p for arg in paths or ["/"] for p in _mark(summary, where(arg), REVERTED, uncommitted=True)])
+        # named paths that git stashed were tracked; a bare stash leaves new files unless told
+        untracked_too = bool(paths) or any(f in ("-u", "--include-untracked", "-a", "--all") for f in flags)
+        summary.stashed.append([
+            p for arg in paths or ["/"]
+            for p in _mark(summary, where(arg), REVERTED, uncommitted=True, tracked=not untracked_too)
+        ])
     elif sub == "stash" and args[0] in ("pop", "apply") and summary.stashed:
         for path in summary.stashed.pop() if args[0] == "pop" else summary.stashed[-1]:
             actions = summary.files.get(path, [])
@@ -833,7 +868,7 @@ def _take_results(message: dict[str, Any], summary: SessionSummary) -> None:
             summary.changed.append(summary.seq)
             del summary.changed[:-MAX_ACTIONS]
         if command is not None and ran is not None:
-            summary.results.append((command, ran))
+            summary.results.append((command, ran or _piped_failure(command, block)))
             del summary.results[:-MAX_RESULTS]
         tool = summary.pending_tools.pop(tool_id, None)
         if tool is not None:

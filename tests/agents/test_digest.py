@@ -724,3 +724,111 @@ def test_the_outcome_says_a_check_still_fails_whatever_the_last_reply_claims(tmp
     t.bash("python -m pytest -q", "12 passed")
     outcome = _section(render_body(summarize(t.write(tmp_path / "t.jsonl")), "p"), "## Outcome")
     assert "Still failing" not in outcome and outcome.strip() == "All refund tests pass now.", outcome
+
+
+BUILDKIT = "Decided to use BuildKit cache mounts for the pip layer.\n\nNext steps:\n- Enable BuildKit cache mounts in the CI runner config"
+
+
+@pytest.mark.parametrize(
+    "turned",
+    [
+        "nope. put it back how it was",
+        "cancel that, our CI runners don't support it",
+        "hmm let's not go down that road",
+        "back it out please",
+        "hmm on second thought, let's keep the plain pip install",
+        "ugh, buildkit is overkill here",
+        "ditch it, the plain install is fine",
+    ],
+)
+def test_a_prompt_turning_away_in_everyday_words_drops_the_decision_and_its_plan(turned: str) -> None:
+    found = digest([BUILDKIT], text_seqs=[1], prompts=["speed up the docker build", turned], prompt_seqs=[0, 2])
+    assert found.decisions == [], (turned, found)
+    assert not any("BuildKit" in item for item in found.open_items), (turned, found)
+
+
+@pytest.mark.parametrize(
+    ("texts", "kept"),
+    [
+        (["I'll decided on OffscreenCanvas since it runs in a worker.",
+          "OffscreenCanvas isn't available for our Safari 15 target, so that's a dead end."], []),
+        (["Root cause: the LRU cache in resolve_user() is unbounded.",
+          "Actually I was wrong, that cache is bounded at 1024. The real root cause is that the metrics registry makes a Counter per job id."],
+         ["The real root cause is that the metrics registry makes a Counter per job id."]),
+    ],
+)
+def test_the_assistant_correcting_itself_drops_what_it_corrected(texts: list[str], kept: list[str]) -> None:
+    assert digest(texts).decisions == kept
+
+
+@pytest.mark.parametrize(
+    ("decided", "correction"),
+    [
+        ("Decided to set DATABASE_REPLICA_URL to postgres://db-replica-2.internal:5432/app.", "no its port 6432, pgbouncer sits in front"),
+        ("Decided to add FEATURE_X_ENABLED to config/dev.env.", "wrong file. it goes in config/base.env, dev.env is generated"),
+        ("I'll use npm to install date-fns.", "wait we use yarn here, not npm. there's a yarn.lock"),
+        ("Decided to retry 5 times with exponential backoff.", "actually 3 retries, not 5. we have a timeout budget"),
+    ],
+)
+def test_a_correction_in_a_prompt_drops_the_decision_it_corrects(decided: str, correction: str) -> None:
+    found = digest([decided], text_seqs=[1], prompts=["wire it up", correction], prompt_seqs=[0, 2])
+    assert found.decisions == [], (correction, found)
+
+
+def test_words_that_only_look_like_turning_away_leave_decisions_standing() -> None:
+    """ "undo stack", a TODO to revert something later, "never mind" after a side question and a
+    switch of git branch turn away from nothing."""
+    texts = [
+        "Decided to use the command pattern: each edit is a Command with apply() and revert(), kept on two stacks.",
+        "Going with a cap of 100 entries on the undo stack. Undo/redo works via Ctrl+Z.",
+    ]
+    assert digest(texts).decisions == [*texts[:1], "Going with a cap of 100 entries on the undo stack."]
+    texts = ["Decided to log the full event at DEBUG level, gated by PAYMENTS_DEBUG.",
+             "TODO: revert the temporary debug logging in payments/webhook.py once the incident is closed."]
+    found = digest(texts)
+    assert found.decisions == texts[:1] and found.open_items == texts[1:]
+    texts = ["The fix is to take a Postgres advisory lock instead of relying on a single replica.", "No, only here."]
+    prompts = ["two pods run the cron", "is the lock id 4242 used anywhere else?", "ok cool never mind then"]
+    assert digest(texts, text_seqs=[1, 3], prompts=prompts, prompt_seqs=[0, 2, 4]).decisions == texts[:1]
+    assert digest(["Switched to main; the TAX change came along."]).decisions == []
+
+
+@pytest.mark.parametrize(
+    ("asked", "called_off"),
+    [
+        ("also could you add retry w/ backoff to the email sender", "actually nvm the retry stuff, we're replacing that sender"),
+        ("and bump the eslint config to flat config", "ugh ok forget it then"),
+        ("also set up the sentry release tracking in the deploy script", "actually don't bother with release tracking"),
+    ],
+)
+def test_a_request_called_off_in_everyday_words_is_not_left_undone(asked: str, called_off: str) -> None:
+    prompts = ["tidy the mailer", asked, called_off]
+    found = digest(["Looking at it."], text_seqs=[3], prompts=prompts, prompt_seqs=[0, 2, 4])
+    assert not any(asked in item for item in found.open_items), (called_off, found)
+    assert any(asked in item for item in digest(["Looking at it."], text_seqs=[3], prompts=prompts[:2], prompt_seqs=[0, 2]).open_items)
+
+
+@pytest.mark.parametrize(
+    "asked",
+    ["oh and pls update the README install section to mention uv", "could you also update the README install section for uv",
+     "don't forget to update the README install section for uv"],
+)
+def test_a_request_with_a_lead_in_is_still_a_request(asked: str) -> None:
+    found = digest(["Done with the parser."], text_seqs=[3], prompts=["fix the parser", asked], prompt_seqs=[0, 2])
+    assert f"Asked, not done: {asked}" in found.open_items, found
+
+
+def test_a_check_narrowed_or_hidden_by_a_pipe_still_fails_and_a_wider_one_settles_it() -> None:
+    assert failing_at_end([("pytest -q", True), ("pytest -q --ignore=tests/integration", False)]) == ["pytest -q"]
+    assert failing_at_end([("mypy src", True), ("mypy .", False)]) == []
+    assert failing_at_end([("git checkout -- docker-compose.override.yml", True)]) == []  # no check
+
+
+def test_a_run_piped_into_tail_that_printed_a_failure_still_fails(tmp_path: Path) -> None:
+    t = Transcript("piped", cwd="/w").prompt("make the integration tests pass")
+    t.failed_bash("pytest tests/integration -q", "1 failed, 22 passed")
+    t.edit_file("/w/app/client.py", "timeout=1", "timeout=5")
+    t.bash("pytest tests/integration -q 2>&1 | tail -3", "FAILED tests/integration/test_api.py::test_roundtrip - TimeoutError\n1 failed, 22 passed")
+    t.say("Fixed.")
+    outcome = _section(render_body(summarize(t.write(tmp_path / "t.jsonl")), "p"), "## Outcome")
+    assert "**Still failing:** `pytest tests/integration -q 2>&1 | tail -3`" in outcome, outcome

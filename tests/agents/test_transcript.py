@@ -295,3 +295,23 @@ def test_a_reset_to_an_earlier_commit_puts_back_committed_work_too(tmp_path: Pat
     t = Transcript("git-reset", cwd="/w").prompt("try the new parser")
     t.edit_file("/w/app/parse.py", "v1", "v2").bash("git commit -am 'parser v2'").bash("git reset --hard HEAD~1")
     assert summarize(t.write(tmp_path / "t.jsonl")).files == {"/w/app/parse.py": ["edit", "reverted"]}
+
+
+def test_git_leaves_new_files_it_does_not_track_and_an_older_version_is_a_change(tmp_path: Path) -> None:
+    """A plain `git stash` and `reset --hard` leave a file the session wrote new and never added;
+    `git checkout HEAD~2 -- f` gives f an older version: changed, not put back."""
+    t = Transcript("untracked", cwd="/w").prompt("add a dark theme")
+    t.write_file("/w/web/themes/dark.css", "body{}").edit_file("/w/web/index.html", "a", "b").bash("git stash")
+    t.write_file("/w/migrations/0060.py", "x").edit_file("/w/models/order.py", "c", "d").bash("git reset --hard")
+    t.edit_file("/w/logging.yaml", "DEBUG", "INFO").bash("git checkout HEAD~2 -- logging.yaml")
+    s = summarize(t.write(tmp_path / "t.jsonl"))
+    assert s.files == {
+        "/w/web/themes/dark.css": ["write"],
+        "/w/web/index.html": ["edit", "reverted"],
+        "/w/migrations/0060.py": ["write"],
+        "/w/models/order.py": ["edit", "reverted"],
+        "/w/logging.yaml": ["edit"],
+    }
+    t = Transcript("untracked-too", cwd="/w").prompt("add a light theme")
+    t.write_file("/w/web/themes/light.css", "body{}").bash("git stash -u")
+    assert summarize(t.write(tmp_path / "u.jsonl")).files == {"/w/web/themes/light.css": ["write", "reverted"]}
