@@ -110,7 +110,10 @@ _VOWEL = _Lazy("[aeiouyAEIOUY]")
 _UUID = _Lazy(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _HEX = _Lazy(r"[0-9a-fA-F]+")
 _DIGEST_BEFORE = _Lazy(
-    r"(?i)(?:sha\d{0,3}|md5|blake\d*|xxh\d*|crc\d*)[:\-]$"
+    r"(?i)(?:sha\d{0,3}|sha-\d{3}|md5|blake\d*|xxh\d*|crc\d*)[:\-=]$"
+    # ids a service gives out in the open: a completion's, a document's in its URL, a JWK's, PKCE's
+    r"|(?:/document/d/|/file/d/|/spreadsheets/d/|/presentation/d/|/drive/folders/)$"
+    r"|\"kid\": ?\"$|(?i:code_challenge|nonce|state|etag|digest)=$"
     r"|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com) $"
     r"|(?<![A-Za-z0-9])h1:$|/nix/store/$|ipfs://$|/ip[fn]s/$"  # go.sum hashes, Nix store paths, IPFS CIDs
     r"|gpg: key $|(?i:key ?id|fingerprint)[:= ]+$"  # an OpenPGP key's id or fingerprint
@@ -191,6 +194,8 @@ def _exempt(token: str, before: str) -> bool:
     if _DIGEST_BEFORE.search(before) or _UUID.fullmatch(token) or _DIGEST.fullmatch(token):
         return True
     if _ETH_ADDRESS.fullmatch(token) or _NIX_NAME.match(token) or _AGE_RECIPIENT.fullmatch(token):
+        return True
+    if token.startswith(("chatcmpl-", "cmpl-")):  # a completion's id, printed in every log line
         return True
     return bool(_HEX.fullmatch(token)) and (len(token) <= 12 or len(token) in (40, 64))
 
@@ -504,7 +509,10 @@ _NOT_A_SECRET = _Lazy(
     r"^(?:\$(?:[{(\d]|[A-Za-z_]\w*+(?![^/:.}\s\"'\-]))|%\(|%[A-Z_]+%$|\{\{|\$\{|<[^>]*>$|\[REDACTED|os\.|process\.env|getenv|env\(|ENV\[|"
     r"op://|bws://|vault:|"
     r"None$|null$|nil$|undefined$|true$|false$|yes$|no$|on$|off$|required$|optional$|"
-    r"\*+$|x+$|X+$|\.\.\.|…|\d{1,5}$|[\[{(]|''$|\"\"$)",
+    r"\*+$|x+$|X+$|\.\.\.|…|\d{1,5}$|[\[{(]|''$|\"\"$|"
+    # a placeholder to fill in, or a type: YOUR_API_KEY, your-api-key-here, REPLACE_ME, sk-xxxxxxxx, SecretStr
+    r"(?:your|insert|enter|replace)[_-][\w-]*$|(?:replace|change)[_-]?me$|changeit$|placeholder$|[\w-]*[_-]here$|"
+    r"\w{0,12}[_-]x{6,}$|Secret(?:Str|Bytes)$|Secret\[)",
     re.I,
 )
 
@@ -1822,15 +1830,17 @@ _STATED_WORD = (
     r"|(?:ş|s)ifre(?:si|niz)?|jelsz(?:ó|o)(?:t|ja)?|adgangskode(?:n)?|passord(?:et)?"
     r"|m(?:ậ|a)t[ \t]+kh(?:ẩ|a)u|kata[ \t]+(?:sandi|laluan)|пароль|пароля|паролем|парола|κωδικ(?:ός|ος|ό)"
     r"|συνθηματικό)(?![^\W\d_]))"
-    r"|パスワード|暗証番号|密码|密碼|口令|비밀번호|암호|كلمة[ \t]+(?:المرور|السر)|ה?סיסמ(?:ה|א)|पासवर्ड|รหัสผ่าน|رمز[ \t]+عبور"
+    r"|パスワード|暗証番号|密码|密碼|口令|비밀번호(?:는|은)?|비번(?:은)?|암호|كلمة[ \t]+(?:المرور|السر)|ה?סיסמ(?:ה|א)|पासवर्ड|รหัสผ่าน|رمز[ \t]+عبور"
 )
 _STATED_IS = (
-    r"(?:is|was|es|est|ist|lautet|lautete|è|é|är|er|je|jest|là|adalah|ialah|este|είναι|هي|היא|это|є|sono)"
+    r"(?:is|was|es|est|ist|lautet|lautete|è|é|är|er|on|oli|je|jest|là|adalah|ialah|este|είναι|هي|היא|это|є|sono)"
 )
 _STATED_PASSWORD = _Lazy(
     rf"(?:{_STATED_WORD})(?P<gap>[^\n:：=.!?]{{0,40}}?)"
-    rf"(?:[ \t]*[:：=][ \t]*|[ \t]+{_STATED_IS}[ \t]+|(?<=[\u0590-\u06ff])[ \t]+(?={_STATED_IS}))"
-    r"(?:[\u0590-\u06ff]+[ \t]+)?(?P<q>['\"`«“]?)(?P<value>[^\s'\"`»”]{6,200})"
+    rf"(?:[ \t]*[:：=][ \t]*|[ \t]+{_STATED_IS}[ \t]+|(?<=[\u0590-\u06ff])[ \t]+(?={_STATED_IS})"
+    r"|[ \t]*[—–][ \t]*|[ \t]+-[ \t]+|[ \t]*(?:是|为|為|は|คือ)[ \t]*|(?P<bare>[ \t]+))"
+    r"(?(bare)(?=\S*\d)(?=\S*[^\W\d_]))"  # after a bare space, a value with a letter and a digit
+    r"(?:[\u0590-\u06ff]+[ \t]+)?(?P<q>['\"`«“]?)(?P<value>[^\s'\"`»”，。、；！？]{6,200})"
 )
 # The key of a Wi-Fi network, said in a sentence ("the wifi is Guest with key tulip-orbit-ferry-2291").
 _WIFI_KEY = _Lazy(
@@ -1852,6 +1862,8 @@ _SEED_LINE = _Lazy(r"(?im)^.*(?:\bseed\b|wallet|mnemonic|recovery[ \t]+phrase|se
 _SEED_WORDS = _Lazy(r"(?<![A-Za-z])(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8}(?![A-Za-z])")
 # A custom header given a random value in a note's prose (`X-Acme-Gate: agw1.7f3Kq9Lm…`).
 _HEADER_LINE = _Lazy(r"(?im)^[ \t>*-]*X-[A-Za-z0-9\-]{2,40}:[ \t]*(?P<value>[A-Za-z0-9._~+/=\-]{16,400})[ \t]*$")
+# A header that carries an id, a trace or a digest, not a credential (x-request-id, X-Amzn-Trace-Id).
+_ID_HEADER = _Lazy(r"(?i)^[ \t>*-]*X-[A-Za-z0-9\-]*(?:id|trace|request|correlation|span|sha\d*|hash|digest|etag|version)\b")
 # A licence or product key: four or more groups of four or five capitals and digits, on a line that
 # says what it is.
 _LICENCE_KEY = _Lazy(r"(?<![\w-])(?:[A-Z0-9]{3,6}-){3,}[A-Z0-9]{3,6}(?![\w-])")
@@ -1861,8 +1873,10 @@ _LICENCE_WORD = _Lazy(r"(?i)licen[cs]e|serial|product[ \t]+key|activation|regist
 def _stated(value: str) -> bool:
     """A value a sentence calls a password: a letter and a digit or a symbol, no reference or path."""
     value = value.rstrip(".,;")
-    if len(value) < 6 or "[REDACTED" in value or _reference(value) or value[0] in "!|$&*(" or "/" in value:
-        return False  # a YAML tag or block, a variable, a reference, a path or URL
+    if len(value) < 6 or "[REDACTED" in value or _reference(value) or value[0] in "$(" or "/" in value:
+        return False  # a variable, a reference, a path or URL
+    if re.fullmatch(r"[&*][\w.-]+|![\w!.-]*|[|>][+-]?\d?[+-]?", value):
+        return False  # a YAML anchor, alias, tag or block
     letters = any(c.isalpha() for c in value)
     return letters and (any(c.isdigit() for c in value) or any(not (c.isalnum() or c in "_-.'") for c in value))
 
@@ -1873,18 +1887,103 @@ def _said_secrets(text: str) -> str:
     for pattern in (_STATED_PASSWORD, _WIFI_KEY, _LOGIN_SLASH, _TYPED_AT_PROMPT):
         for match in pattern.finditer(text):
             value = match.group("value").rstrip(".,;")
+            bare = "bare" in match.re.groupindex and match.group("bare") is not None
+            if bare and not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+                continue  # "пароль пользователя": a word after the word, not a value
             if _stated(value):
                 spans.append((match.start("value"), match.start("value") + len(value)))
     for seed_line in _SEED_LINE.finditer(text):
         for words in _SEED_WORDS.finditer(seed_line.group()):
             spans.append((seed_line.start() + words.start(), seed_line.start() + words.end()))
     for match in _HEADER_LINE.finditer(text):
-        if looks_random(match.group("value"), min_len=16):
+        value = match.group("value")
+        if looks_random(value, min_len=16) and not _ID_HEADER.search(match.group()) and not _UUID.search(value):
             spans.append(match.span("value"))
     for match in _LICENCE_KEY.finditer(text):
         key = match.group()
         if re.search(r"\d", key) and re.search(r"[A-Z]", key) and _LICENCE_WORD.search(_line_around(text, match)):
             spans.append(match.span())
+    return _replace_spans(text, spans, MASK) if spans else text
+
+
+# Passwords given by their place rather than by a name: a login call's second string, a CSV or an
+# INSERT's password column, `AUTH …` at a Redis prompt, a Wi-Fi QR code's `P:`, smbclient's
+# `user%password`, the password of a URL whose user is an e-mail address, a Go or Oracle DSN's, and
+# one said before its word ("try Marble$raven6800 as the admin password").
+_LOGIN_CALL = _Lazy(
+    r"(?i)\b(?:login|log_in|signin|sign_in|authenticate|basic_auth|loginasync|getconnection|connect|mysqli|pdo|"
+    r"smtp(?:_ssl)?|ftp(?:_tls)?)[ \t]*\((?P<args>[^()\n]{0,300}(?:\([^()\n]{0,200}\)[^()\n]{0,100})?)\)"
+)
+_STRING_ARG = _Lazy(r"(?P<q>[\"'])(?P<v>[^\"'\n]{1,200})(?P=q)")
+_CSV_HEADER = _Lazy(r"(?im)^(?P<head>[^\n,;\t|]*(?:[,;\t][^\n,;\t|]*)+)$")  # a table with | is `_tables`'s
+_COLUMN_NAME = _Lazy(r"^[ \t\"']*[A-Za-z_][\w.-]{0,39}[ \t\"']*$")
+_PASSWORD_COLUMN = _Lazy(r"(?i)^[ \t\"']*(?:password|passwd|pass|pwd|pw|secret|passphrase)[ \t\"']*$")
+_INSERT = _Lazy(
+    r"(?is)\binsert\s+into\s+\S+\s*\((?P<cols>[^()]{1,400})\)\s*values\s*\((?P<vals>[^()]{1,800})\)"
+)
+_REDIS_AUTH = _Lazy(r"(?m)(?:^|>[ \t]*|\bredis-cli\b[^\n]*?[ \t])AUTH[ \t]+(?:[^\s]+[ \t]+)?(?P<v>[^\s]{6,200})[ \t]*$")
+_WIFI_QR = _Lazy(r"WIFI:[^\n]{0,200}?(?<=[:;])P:(?P<v>(?:\\.|[^;\n]){6,200});")
+_SMB_USER = _Lazy(r"(?:\bsmbclient\b|\bmount\.cifs\b|\brpcclient\b)[^\n]*?(?:-U|--user(?:=|[ \t]))[ \t]*['\"]?[^%\s'\"]+%(?P<v>[^\s'\"]{4,200})")
+_MAIL_USER_URL = _Lazy(r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,20}://[^\s/:@]+@[^\s/:@]+:(?P<v>[^\s/@]{4,200})@[\w.-]+")
+_GO_DSN = _Lazy(r"\b[\w.-]{1,64}:(?P<v>[^\s@/:'\"]{4,200})@(?:tcp|unix)\(")
+_ORACLE_THIN = _Lazy(r"(?i)\bjdbc:oracle:(?:thin|oci):[\w.$-]{1,64}/(?P<v>[^\s@/'\"]{4,200})@")
+_AS_THE_PASSWORD = _Lazy(
+    r"(?i)(?:\btry|\buse|\benter|\btype|\bwith)[ \t]+['\"`]?(?P<v>[^\s'\"`]{6,200})['\"`]?[ \t]+as[ \t]+(?:the|my|our|your)?[ \t]*"
+    r"(?:[\w-]+[ \t]+)?(?:password|passphrase|pass|pin)\b"
+)
+_NET_USE = _Lazy(r"(?i)\bnet[ \t]+use\b[^\n]*?\\\\\S+[ \t]+(?P<v>[^\s/]{4,200})[ \t]+/user:")
+
+
+def _placed_password(value: str) -> bool:
+    """A string in a password's place that is one: letters with a digit or a symbol, no address."""
+    value = value.strip()
+    if not _stated(value) or ("@" in value and re.fullmatch(r"[^@\s]+@[\w-]+(?:\.[\w-]+)+", value)):
+        return False  # an e-mail address (a login's user)
+    return not re.fullmatch(r"[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,12}(?::\d+)?|\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?", value)
+
+
+def _placed_passwords(text: str) -> str:
+    """Mask the passwords `_LOGIN_CALL` … `_NET_USE` find by their place."""
+    spans: list[tuple[int, int]] = []
+    for call in _LOGIN_CALL.finditer(text):
+        strings = list(_STRING_ARG.finditer(call.group("args")))
+        for arg in strings[1:]:  # the first is a host or a user
+            if _placed_password(arg.group("v")):
+                at = call.start("args") + arg.start("v")
+                spans.append((at, at + len(arg.group("v"))))
+    for header in _CSV_HEADER.finditer(text):
+        cells = re.split(r"[,;\t]", header.group("head"))
+        columns = [i for i, cell in enumerate(cells) if _PASSWORD_COLUMN.match(cell)]
+        if not columns or len(cells) > 40 or not all(_COLUMN_NAME.match(cell) for cell in cells):
+            continue  # a sentence with commas is no header
+        sep = next(c for c in header.group("head") if c in ",;\t")
+        at = header.end() + 1
+        for line in text[at:].split("\n")[:1000]:
+            row = line.split(sep)
+            if len(row) != len(cells):
+                break
+            offsets = [0]
+            for cell in row:
+                offsets.append(offsets[-1] + len(cell) + 1)
+            for i in columns:
+                value = row[i].strip().strip("\"'")
+                if value and " " not in value and _placed_password(value):
+                    start = at + offsets[i] + row[i].index(value)
+                    spans.append((start, start + len(value)))
+            at += len(line) + 1
+    for insert in _INSERT.finditer(text):
+        cols = [c.strip(" \t\n`\"[]") for c in insert.group("cols").split(",")]
+        wanted = [i for i, c in enumerate(cols) if _PASSWORD_COLUMN.match(c)]
+        if wanted:
+            values = list(_STRING_ARG.finditer(insert.group("vals")))
+            for i in wanted:
+                if i < len(values) and _placed_password(values[i].group("v")):
+                    at = insert.start("vals") + values[i].start("v")
+                    spans.append((at, at + len(values[i].group("v"))))
+    for pattern in (_REDIS_AUTH, _WIFI_QR, _SMB_USER, _MAIL_USER_URL, _GO_DSN, _ORACLE_THIN, _AS_THE_PASSWORD, _NET_USE):
+        for match in pattern.finditer(text):
+            if "[REDACTED" not in match.group("v") and _placed_password(match.group("v")):
+                spans.append(match.span("v"))
     return _replace_spans(text, spans, MASK) if spans else text
 
 
@@ -1952,6 +2051,7 @@ def redact(text: str) -> str:
         text = _chpasswd_lists(text)
     text = _flagged_passwords(text)
     text = _said_secrets(text)
+    text = _placed_passwords(text)
     text = _keys_and_codes(text)
     text = _pins(text)
     return _wrapped_rest(_entropy_pass(text, bare_min=32, bare_classes=3, bare_hex=False))

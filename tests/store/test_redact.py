@@ -627,3 +627,85 @@ def test_a_secret_typed_at_a_prompt_or_cut_by_slashes_is_masked_whole(text: str,
 )
 def test_an_answer_at_a_prompt_that_is_no_password_stays(text: str) -> None:
     assert redact(text) == text
+
+
+# A second tester's probe (written after the first was masked): passwords given by their place
+# (a login call's argument, a CSV or INSERT column, Redis AUTH, a Wi-Fi QR code, smbclient, a DSN,
+# a URL whose user is an e-mail address), and said without a colon in other languages.
+PLACED_PASSWORDS = [
+ ('server = smtplib.SMTP_SSL("smtp.gmail.com", 465)\nserver.login("alerts@acme.com", "Saturn@cobalt5091")', "Saturn@cobalt5091"),
+ ("ftp = FTP('ftp.acme.com')\nftp.login('uploader', 'Orbit@rocket4985')", "Orbit@rocket4985"),
+ ('$conn = new mysqli("localhost", "root", "Copper.cobalt3368", "shop");', "Copper.cobalt3368"),
+ ("conn = pymysql.connect('10.0.0.8', 'report', 'Marble!copper7131', 'sales')", "Marble!copper7131"),
+ ('Connection c = DriverManager.getConnection("jdbc:mysql://db:3306/app", "root", "iKCZ+r74huKj=R");', "iKCZ+r74huKj=R"),
+ ('Connection c = DriverManager.getConnection(url, "root", "9#^*g36BoBohZk");', "9#^*g36BoBohZk"),
+ ('client.get(url).basic_auth("admin", Some("Rocket#pepper4154")).send().await?;', "Rocket#pepper4154"),
+ ('await client.LoginAsync("svc_sync", "Orbit.willow2793");', "Orbit.willow2793"),
+ ("INSERT INTO users (email, password, role) VALUES ('admin@acme.com', 'Winter.willow3652', 'admin');", "Winter.willow3652"),
+ ("username,password,last_login\njdoe,Falcon@marble4530,2024-04-30\nasmith,Cobalt_cactus6030,2024-04-29", "Falcon@marble4530"),
+ ("username,password,last_login\njdoe,Falcon@marble4530,2024-04-30\nasmith,Cobalt_cactus6030,2024-04-29", "Cobalt_cactus6030"),
+ ("user,pass\nroot,mRm7h4pgsX-&%_", "mRm7h4pgsX-&%_"),
+ ("try Marble$raven6800 as the admin password, I set it yesterday", "Marble$raven6800"),
+ ("127.0.0.1:6379> AUTH Summer_saturn9563\nOK\n127.0.0.1:6379> KEYS *", "Summer_saturn9563"),
+ ("WIFI:T:WPA;S:AcmeGuest;P:Saturn!orbit3837;;", "Saturn!orbit3837"),
+ ("net use Z: \\\\fs01\\finance UzmMO7k+YcJ*3m /user:CORP\\jdoe /persistent:no", "UzmMO7k+YcJ*3m"),
+ ("smbclient //fs01/share -U 'CORP\\jdoe%=H5kMg#ybx254G' -c 'ls'", "=H5kMg#ybx254G"),
+ ("EMAIL_URL=smtp+tls://postmaster@mg.acme.io:IBqpYVvCthG1QT6eN5@smtp.mailgun.org:587", "IBqpYVvCthG1QT6eN5"),
+ ("MAIL_URL=smtp://noreply@acme.io:Winter_raven3815@smtp.office365.com:587", "Winter_raven3815"),
+ ("lftp ftp://jdoe@acme.com:Nickel#tango7674@ftp.acme.com", "Nickel#tango7674"),
+ ('db, err := sql.Open("mysql", "app:Harbor!summer6514@tcp(127.0.0.1:3306)/orders?parseTime=true")', "Harbor!summer6514"),
+ ("spring.datasource.url=jdbc:oracle:thin:app/Nickel!harbor9913@//ora01:1521/ORCLPDB1", "Nickel!harbor9913"),
+ ("Sunucunun şifresi 6eAtfp6H0OcG-x olarak ayarlandı", "6eAtfp6H0OcG-x"),
+ ("数据库密码是NifiR!7p6L290@，请不要提交到仓库。", "NifiR!7p6L290@"),
+ ("usuario root, clave Willow*falcon8940", "Willow*falcon8940"),
+ ("логин admin, пароль — Orbit!willow7840", "Orbit!willow7840"),
+ ("Мій пароль Nickel.lemon5117", "Nickel.lemon5117"),
+ ("salasana on Orbit$ridge8243", "Orbit$ridge8243"),
+ ("सर्वर का पासवर्ड Pepper#cactus7958 है", "Pepper#cactus7958"),
+ ("รหัสผ่านคือ Lemon_marble8416", "Lemon_marble8416"),
+ ("서버 비번 Maple.summer5205 이에요", "Maple.summer5205"),
+ ("관리자 비밀번호는 7^NaymUweymCI0 입니다", "7^NaymUweymCI0"),
+ ("Mật khẩu là &#e1eSmnM0hd*t", "&#e1eSmnM0hd*t"),
+]
+PLACED_LOOKALIKES = ["server.login(user, password)", "conn = pymysql.connect('10.0.0.8', 'report', 'reports', 'sales')", "name,version,license\nrequests,2.31.0,Apache-2.0",
+        "username,password\njdoe,<set in vault>", "INSERT INTO users (email, password) VALUES ('a@b.io', crypt('x'))", "try pytest-xdist as the runner", "AUTH required", "ftp.login('anonymous', 'guest@example.com')",
+        "connect('db.internal.example.com', 5432)", "DriverManager.getConnection(url, user, pass)", "the password is stored in the vault", "Пароль пользователя хранится в Vault"]
+
+
+@pytest.mark.parametrize(("text", "secret"), PLACED_PASSWORDS)
+def test_a_password_given_by_its_place_or_in_another_language_is_masked(text: str, secret: str) -> None:
+    assert secret not in redact(text), redact(text)
+
+
+@pytest.mark.parametrize("text", PLACED_LOOKALIKES)
+def test_what_sits_in_a_passwords_place_but_is_none_stays(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x-request-id: c4bbcc00-f590-4197-b1ac-78eb35c6c770",
+        "X-Amzn-Trace-Id: Root=1-2ac371ba-ecb67d20ac8e75deddd53f3d",
+        "x-amz-content-sha256: 0d9e125dc2eabdb65260298ed4a6321c18e6ecf2f19dc2bc772d046d508029bf",
+        'client = OpenAI(api_key="YOUR_API_KEY")',
+        "api_key: your-api-key-here",
+        'token = "REPLACE_ME"',
+        'OPENAI_API_KEY="sk-xxxxxxxxxxxxxxxxxxxxxxxx"',
+        "class LoginForm(BaseModel):\n    username: str\n    password: SecretStr\n    remember_me: bool = False",
+        "anamnesis/store.py,sha256=v9D_xXaMyb25ZG7Dxyt6Fj4gPq6hNGwbARRP3jY0WdY,18234",
+        "Digest: SHA-256=r02x093F1hva5Zt/eiZpQbzCQZ0NjATvl62/nflkDfI=",
+        "INFO openai: completion id=chatcmpl-emYMuLely46ESZjqJoyfi72BvNYcK tokens=512",
+        "https://docs.google.com/document/d/1BhHVIoQ6-68SAZ5VJTUwwDL2u10i-8lcZghyZDktavv/edit",
+        '{"kty": "RSA", "kid": "U_ms7kbtROamFGQaHUzXGtEhB8vVCt96CvLqutHaMFo", "use": "sig"}',
+        "https://auth.acme.io/authorize?code_challenge=8IL1fj-g5prsjDsAmvP8cBAiXqYJ3jGn0KHb2kc6rm0&state=xyz",
+    ],
+)
+def test_ids_digests_and_placeholders_a_tester_pasted_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_a_placeholder_that_holds_a_random_part_is_still_a_secret() -> None:
+    assert "9f8Kq2Lm" not in redact('token = "REPLACE_ME_9f8Kq2Lm"')
+    assert "mySecretPass1" not in redact("password: mySecretPass1")
+    assert "X-Acme-Gate: [REDACTED" in redact("X-Acme-Gate: agw1.7f3Kq9LmZx2pR8vT4wY6")
