@@ -151,8 +151,6 @@ def alias(
       anamnesis project alias gitlab.com/newco/api github.com/acme/api
       anamnesis project alias --here github.com/acme/api     this checkout's new remote
     """
-    from pathlib import Path  # lazy: --help loads every command module
-
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.store import set_alias  # lazy: --help loads every command module
 
