@@ -63,7 +63,12 @@ def hook(
     event: str = typer.Argument(..., help="session-start, user-prompt-submit, pre-compact or session-end."),
 ) -> None:
     """Run a Claude Code hook by hand (reads the event JSON on stdin; what Claude Code runs is
-    `python -P -m anamnesis.hooks EVENT`, which starts faster)."""
+    `python -P -m anamnesis.hooks EVENT`, which starts faster).
+
+    Examples:
+      echo '{"cwd": "'$PWD'", "session_id": "t1"}' | anamnesis hook session-start
+      echo '{"cwd": "'$PWD'", "prompt": "how do we deploy?"}' | anamnesis hook user-prompt-submit
+    """
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
     from anamnesis.hooks.run import EVENTS, event_argument, main  # lazy: as above
 
@@ -81,7 +86,13 @@ def inject(
         False, "--json", help="Print JSON: the text, its length and the notes it shows."
     ),
 ) -> None:
-    """Print what the SessionStart hook would inject for a session in this folder."""
+    """Print what the SessionStart hook would inject for a session in this folder.
+
+    Examples:
+      anamnesis inject                           for a session started here
+      anamnesis inject --cwd ~/src/api --json    the notes it picks and the text's length
+      anamnesis inject --budget 3000
+    """
     from anamnesis.agents import build_context  # lazy: --help loads every command module
 
     store = get_store()
@@ -103,7 +114,12 @@ def capture(
     ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
-    """Write (or update) the session note of a transcript, as the SessionEnd hook does."""
+    """Write (or update) the session note of a transcript, as the SessionEnd hook does.
+
+    Examples:
+      anamnesis capture ~/.claude/projects/-home-me-src-api/3f1c….jsonl
+      anamnesis capture session.json --agent gemini-cli --json
+    """
     from anamnesis.agents import NO_SESSION, TRANSCRIPT_AGENTS  # lazy: --help loads every command module
     from anamnesis.agents import capture_session as run_capture  # lazy: --help loads every command module
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module

@@ -175,7 +175,11 @@ def alias(
 def unalias(
     key: str = typer.Argument(..., help="The alias to forget."),
 ) -> None:
-    """Forget an alias (the notes stay where they are)."""
+    """Forget an alias (the notes stay where they are).
+
+    Examples:
+      anamnesis project unalias gitlab.com/newco/api
+    """
     from anamnesis.store import remove_alias  # lazy: --help loads every command module
 
     path = remove_alias(get_store(), key)

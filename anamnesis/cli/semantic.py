@@ -17,7 +17,11 @@ semantic_app = typer.Typer(
     help=(
         "Optional local semantic search: find notes by meaning, not only by their words.\n\n"
         "Runs fully offline on this machine's CPU once the model is here (about 90 MB); "
-        "nothing leaves the machine. Needs the extra: `./scripts/install --semantic` in your clone."
+        "nothing leaves the machine. Needs the extra: `./scripts/install --semantic` in your clone.\n\n"
+        "Examples:\n\n"
+        "  anamnesis semantic enable              fetch the model, embed every note\n\n"
+        "  anamnesis semantic status              on? which model? how many notes embedded\n\n"
+        "  anamnesis semantic disable             keyword search only (vectors are kept)"
     ),
     no_args_is_help=True,
 )
@@ -108,7 +112,12 @@ def enable(
 
 @semantic_app.command()
 def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """Turn semantic search off here (keyword search only). Vectors are kept for a later enable."""
+    """Turn semantic search off here (keyword search only). Vectors are kept for a later enable.
+
+    Examples:
+      anamnesis semantic disable
+      anamnesis semantic disable --json
+    """
     from anamnesis.search import disable_semantic  # lazy: --help loads every command module
 
     disable_semantic(get_store())
@@ -120,7 +129,12 @@ def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
 
 @semantic_app.command()
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """Is semantic search on, which model, and how many notes have vectors."""
+    """Is semantic search on, which model, and how many notes have vectors.
+
+    Examples:
+      anamnesis semantic status
+      anamnesis semantic status --json | jq .pending
+    """
     from anamnesis.search import semantic_status  # lazy: --help loads every command module
 
     info = semantic_status(get_store())

@@ -14,7 +14,11 @@ summary_app = typer.Typer(
         "The deterministic session note is always written; with this on, a detached process "
         "then asks your own Claude Code (`claude -p`) or the Anthropic API for a short summary "
         "(done, decided, open) of the redacted session digest and adds it to the note. "
-        "It uses your model quota or API credit."
+        "It uses your model quota or API credit.\n\n"
+        "Examples:\n\n"
+        "  anamnesis summary enable               with your Claude Code's small model\n\n"
+        "  anamnesis summary status               on? which model? can it run now?\n\n"
+        "  anamnesis summary disable"
     ),
     no_args_is_help=True,
 )
@@ -84,7 +88,11 @@ def enable(
 
 @summary_app.command()
 def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """Turn off the model-written summary here (summaries already in notes stay)."""
+    """Turn off the model-written summary here (summaries already in notes stay).
+
+    Examples:
+      anamnesis summary disable
+    """
     from anamnesis.agents import disable_summaries  # lazy: --help loads every command module
 
     store = get_store()
@@ -97,7 +105,12 @@ def disable(json_out: bool = typer.Option(False, "--json", help="Report as JSON.
 
 @summary_app.command()
 def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """Show whether the model summary is on, its provider and model, and whether it can run now."""
+    """Show whether the model summary is on, its provider and model, and whether it can run now.
+
+    Examples:
+      anamnesis summary status
+      anamnesis summary status --json
+    """
     from anamnesis.agents import summary_status  # lazy: --help loads every command module
 
     info = summary_status(get_store())
@@ -131,7 +144,12 @@ def run(
     ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
-    """Ask the model for a summary of one session note now and add it to the note."""
+    """Ask the model for a summary of one session note now and add it to the note.
+
+    Examples:
+      anamnesis summary run 7k2m                 the session note with this id
+      anamnesis summary run 7k2m --force         again, though its input did not change
+    """
     from anamnesis.agents import config_of, run_summary  # lazy: --help loads every command module
     from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
 

@@ -17,9 +17,25 @@ from anamnesis.cli._common import ask, console, get_store, no_answer, print_json
 if TYPE_CHECKING:
     from anamnesis.sync import SyncResult
 
-peers_app = typer.Typer(help="The machines and hub repos this store syncs with.", no_args_is_help=True)
+peers_app = typer.Typer(
+    help=(
+        "The machines and hub repos this store syncs with.\n\n"
+        "Examples:\n\n"
+        "  anamnesis peers add desk me@desk.tailnet.ts.net:.anamnesis/memory\n\n"
+        "  anamnesis peers list                   last sync with each, and why one fails\n\n"
+        "  anamnesis peers discover               machines of this memory on the LAN and tailnet"
+    ),
+    no_args_is_help=True,
+)
 schedule_app = typer.Typer(
-    help="Run `anamnesis sync` on a timer (systemd on Linux, launchd on macOS).", no_args_is_help=True
+    help=(
+        "Run `anamnesis sync` on a timer (systemd on Linux, launchd on macOS).\n\n"
+        "Examples:\n\n"
+        "  anamnesis schedule install             every 5 minutes\n\n"
+        "  anamnesis schedule install --watch     sync seconds after a change\n\n"
+        "  anamnesis schedule status"
+    ),
+    no_args_is_help=True,
 )
 
 SYNC_EPILOG = (
@@ -320,6 +336,10 @@ def peers_list(json_out: bool = typer.Option(False, "--json", help="Report as JS
     Then the machines that push here (they have this one as their peer), with
     the work of theirs the next sync here integrates. In --json, those come
     last, with "configured": false and "kind": "incoming".
+
+    Examples:
+      anamnesis peers list
+      anamnesis peers list --json | jq '.[] | select(.last_error != "")'
     """
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
@@ -399,7 +419,11 @@ def _print_pushers(pushers: list[Any]) -> None:
 
 
 def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
-    """Forget a peer (nothing is deleted there or here)."""
+    """Forget a peer (nothing is deleted there or here).
+
+    Examples:
+      anamnesis peers rm laptop
+    """
     from anamnesis.sync import remove_peer  # lazy: --help loads every command module
 
     peer = remove_peer(get_store(), name)
@@ -410,7 +434,12 @@ def peers_rm(name: str = typer.Argument(..., help="The peer's name.")) -> None:
 
 
 def conflicts(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """List notes that still carry conflict markers (resolve with `anamnesis resolve`)."""
+    """List notes that still carry conflict markers (resolve with `anamnesis resolve`).
+
+    Examples:
+      anamnesis conflicts
+      anamnesis conflicts --json
+    """
     # lazy: --help loads every command module
     from anamnesis.store import binary_conflicts, list_conflicts
 
@@ -595,7 +624,12 @@ def schedule_remove(
     ),
     json_out: bool = typer.Option(False, "--json", help="Report as JSON."),
 ) -> None:
-    """Stop and remove the sync timer/agent."""
+    """Stop and remove the sync timer/agent.
+
+    Examples:
+      anamnesis schedule remove
+      anamnesis schedule remove --json
+    """
     from anamnesis.sync import remove_schedule  # lazy: --help loads every command module
 
     outcome = remove_schedule(get_store(), activate=not no_enable)
@@ -610,7 +644,12 @@ def schedule_remove(
 
 
 def schedule_status(json_out: bool = typer.Option(False, "--json", help="Report as JSON.")) -> None:
-    """Is the timer installed and active, how often, and how did the last sync go."""
+    """Is the timer installed and active, how often, and how did the last sync go.
+
+    Examples:
+      anamnesis schedule status
+      anamnesis schedule status --json
+    """
     from anamnesis.sync import schedule_status, watch_pid  # lazy: --help loads every command module
 
     store = get_store()
@@ -651,6 +690,10 @@ def demo(
     Writes notes on one machine, syncs, finds them by search on another,
     makes a same-line conflict, shows it surfaced and resolved, and cleans up.
     Your own store is not touched.
+
+    Examples:
+      anamnesis demo
+      anamnesis demo --keep          look around the three machines afterwards
     """
     from anamnesis.app import run_demo  # lazy: --help loads every command module
 

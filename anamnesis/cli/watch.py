@@ -119,6 +119,10 @@ def peers_discover(
     those of this memory are listed (same root commit). Tailscale carries no
     multicast, so tailnet machines come from `tailscale status` and are only
     candidates. Nothing is added: use `anamnesis peers add NAME URL`.
+
+    Examples:
+      anamnesis peers discover
+      anamnesis peers discover --json
     """
     from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
 

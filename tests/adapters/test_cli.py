@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from conftest import RunCli, cli_env
 from mounts import without_root_powers
@@ -513,3 +514,21 @@ def test_a_store_this_process_may_not_write_can_still_be_read(run_cli: RunCli, h
     finally:
         for path, mode in modes.items():
             path.chmod(mode)
+
+
+def test_every_command_and_group_shows_examples_in_its_help() -> None:
+    """`--help` teaches by example: every command, subcommand and group, not only the common ones."""
+    import typer.main
+
+    from anamnesis.cli import app
+
+    def walk(command: Any, path: str) -> list[tuple[str, Any]]:  # typer's own click: a group has `commands`
+        found = [(path, command)]
+        for name, sub in getattr(command, "commands", {}).items():
+            if not sub.hidden:
+                found += walk(sub, f"{path} {name}")
+        return found
+
+    commands = walk(typer.main.get_command(app), "anamnesis")[1:]
+    lacking = [path for path, command in commands if "Examples" not in (command.help or "")]
+    assert len(commands) > 40 and lacking == [], lacking
