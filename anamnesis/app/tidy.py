@@ -176,8 +176,15 @@ class Proposal:
                 str(data["project"]) if data.get("project") else None,
                 evidence if isinstance(evidence, dict) else {},
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise UsageError(f"a proposal in the plan is malformed ({type(exc).__name__}: {exc})") from None
+        except KeyError as exc:
+            raise UsageError(
+                f"a proposal in the plan has no {exc.args[0]!r} field: write plans with `anamnesis tidy --json`"
+            ) from None
+        except (TypeError, ValueError, AttributeError):
+            raise UsageError(
+                "a proposal in the plan has a field of the wrong kind (keep and other are notes, score a number):"
+                " write plans with `anamnesis tidy --json`"
+            ) from None
 
 
 @dataclass

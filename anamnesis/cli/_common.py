@@ -92,14 +92,15 @@ def counting(what: str, quiet: bool = False) -> Iterator[Callable[[int, int], No
     # lazy: rich stays off --help and off piped search output
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 
+    err = console(stderr=True)
     bar = Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        console=console(stderr=True),
-        disable=quiet,
+        console=err,
+        disable=quiet or not err.is_terminal,  # into a pipe or a log, a bar is only a stray blank line
         transient=True,
     )
     with shown(bar):

@@ -187,6 +187,7 @@ def test_errors_are_one_line_with_nonzero_exit(run_cli: RunCli, home: Path) -> N
         (("new", "t" * 201, "--body", "x"), 2),  # was cut to 200 without a word
         (("new", "T", "-p", "acme/api", "--global", "--body", "x"), 2),
         (("schedule", "install", "--every", "100000000", "--print"), 2),  # three years between syncs
+        (("import", "claude-md", "/nonexistent"), 2),  # a progress bar's blank line came first
     ):
         result = run_cli(*args)
         assert result.returncode == code, (args, result.stderr)

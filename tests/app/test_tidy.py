@@ -197,6 +197,10 @@ def test_bad_plans_and_flags_are_one_line_errors(store: Store, run_cli: RunCli, 
     bad.write_text(json.dumps({"version": 1, "proposals": [{"action": "delete", "kind": "duplicate"}]}))
     proc = run_cli("tidy", "--apply", str(bad))
     assert proc.returncode == 2 and "unknown action" in proc.stderr
+    for proposal, words in (({}, "has no 'action' field"), ({"action": "merge", "kind": "duplicate", "keep": 3}, "wrong kind")):
+        bad.write_text(json.dumps({"version": 1, "proposals": [proposal]}))
+        proc = run_cli("tidy", "--apply", str(bad))
+        assert proc.returncode == 2 and words in proc.stderr and "Error" not in proc.stderr, proc.stderr
     assert _head(store) == head
 
 
