@@ -155,7 +155,10 @@ def _code_term(text: str, parts: list[str]) -> Term:
         return Term(tuple(parts), code=True)
     camel = max((w for w in _WORD_RE.findall(bare) if _CAMEL_RE.search(w)), key=len, default="")
     variants = ((tuple(split_camel(camel)),) if camel else ()) + SAME_AS.get(" ".join(parts), ())
-    return Term(tuple(parts), prefix=len(parts[-1]) >= 3, code=True, variants=variants)
+    prefix = len(parts[-1]) >= 3
+    if prefix:  # the word as written, once more: a note holding it ranks above its longer forms
+        variants = (tuple(parts), *variants)
+    return Term(tuple(parts), prefix=prefix, code=True, variants=variants)
 
 
 def without_dash_exclusions(query: Query) -> Query:

@@ -180,3 +180,13 @@ def test_abbreviations_find_the_long_form_and_back(store: Store) -> None:
     short_form = create_note(store, type="semantic", title="k8s notes", body="prod db lives in k8s.")
     assert set(ranked(store, "k8s production")[:2]) == {long_form.path, short_form.path}
     assert ranked(store, "kubernetes database")[0] == short_form.path
+
+
+def test_a_code_word_as_written_ranks_above_its_longer_forms(store: Store) -> None:
+    longer = [
+        create_note(store, type="semantic", title="Proxy listens on port8080", body="The dev proxy uses port8080 for http."),
+        create_note(store, type="semantic", title="Admin on port8000", body="port8000 serves the admin app."),
+    ]
+    exact = create_note(store, type="semantic", title="Legacy port80 redirect", body="The nginx port80 block redirects to https.")
+    found = ranked(store, "port80")
+    assert found[0] == exact.path and set(found[1:]) == {n.path for n in longer}, found
