@@ -116,7 +116,7 @@ class SessionSummary:
     prompts: list[str] = field(default_factory=list)
     files: dict[str, list[str]] = field(default_factory=dict)  # path -> ordered distinct actions
     # file tool calls still waiting for their result: tool_use id -> (path, action, edit)
-    pending_files: dict[str, tuple[str, str, tuple[int, int] | None]] = field(default_factory=dict, repr=False)
+    pending_files: dict[str, tuple[str, str, Edits | None]] = field(default_factory=dict, repr=False)
     # the Edits of each file that no later Edit undid: path -> [(hash of old text, hash of new text)]
     edits: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
     renamed_from: dict[str, str] = field(default_factory=dict)  # path -> the path it had before a mv
@@ -549,19 +549,33 @@ def _piped_failure(command: str, block: dict[str, Any]) -> bool:
     return bool(_FAILED_OUTPUT.search(_result_text(block)[-4000:]))
 
 
+Edits = tuple[tuple[int, int], ...]  # a file tool's changes: (hash of the old text, hash of the new text)
 DELETED = "deleted"
 REVERTED = "reverted"
 _STATES = (DELETED, REVERTED)  # how a touched file stands at the end, when not simply changed
 
 
-def _edit_of(name: str, block: dict[str, Any]) -> tuple[int, int] | None:
-    """An Edit's change as (hash of the old text, hash of the new text), to tell when a later Edit
-    undoes it; None for other file tools (a Write's effect on what was there is not known)."""
+def _edit_of(name: str, block: dict[str, Any]) -> Edits | None:
+    """An Edit's or MultiEdit's changes, each as (hash of the old text, hash of the new text), to
+    tell when later Edits undo them; None for other file tools (a Write's effect on what was there
+    is not known)."""
     data = block.get("input")
-    if name != "Edit" or not isinstance(data, dict) or data.get("replace_all"):
+    if not isinstance(data, dict):
         return None
-    old, new = data.get("old_string"), data.get("new_string")
-    return (hash(old), hash(new)) if isinstance(old, str) and isinstance(new, str) and old != new else None
+    if name == "Edit":
+        pieces: list[Any] = [data]
+    elif name == "MultiEdit" and isinstance(data.get("edits"), list):
+        pieces = data["edits"]
+    else:
+        return None
+    changes = []
+    for piece in pieces:
+        old, new = (piece.get("old_string"), piece.get("new_string")) if isinstance(piece, dict) else (None, None)
+        if not isinstance(old, str) or not isinstance(new, str):
+            return None
+        if old != new:
+            changes.append((hash(old), hash(new)))
+    return tuple(changes) or None
 
 
 def _add_folders(summary: SessionSummary, path: str) -> None:
@@ -583,7 +597,7 @@ def _under(summary: SessionSummary, scope: str) -> list[str]:
     return [path for path in summary.files if path.startswith(prefix)]
 
 
-def _touched(summary: SessionSummary, path: str, action: str, edit: tuple[int, int] | None = None) -> None:
+def _touched(summary: SessionSummary, path: str, action: str, edit: Edits | None = None) -> None:
     if path not in summary.files:
         _add_folders(summary, path)
     summary.committed.pop(path, None)  # changed since: a reset or checkout puts this change back
@@ -599,15 +613,21 @@ def _touched(summary: SessionSummary, path: str, action: str, edit: tuple[int, i
         if edit is None:
             return
     done = summary.edits.setdefault(path, [])
-    undo = (edit[1], edit[0])
-    if undo in done:  # this Edit puts back what an earlier one changed
-        done.remove(undo)
-        if not done and actions == ["edit"]:
-            actions.append(REVERTED)
-    elif len(done) < MAX_EDITS:
-        done.append(edit)
-    else:
-        summary.edits.pop(path, None)  # too many to follow: never called reverted
+    for old, new in edit:  # A→B then B→C is A→C; then C→A puts back what was there
+        chained = next((i for i, (_first, last) in enumerate(done) if last == old), None)
+        if chained is not None:
+            first = done[chained][0]
+            if first == new:
+                del done[chained]
+            else:
+                done[chained] = (first, new)
+        elif len(done) < MAX_EDITS:
+            done.append((old, new))
+        else:
+            summary.edits.pop(path, None)  # too many to follow: never called reverted
+            return
+    if not done and actions == ["edit"]:
+        actions.append(REVERTED)
 
 
 def _mark(
@@ -647,7 +667,9 @@ def _moved(summary: SessionSummary, old: str, new: str) -> None:
         target = new if path == old else new.rstrip("/") + "/" + path[len(prefix) :]
         _add_folders(summary, target)
         summary.files[target] = summary.files.pop(path)
-        summary.renamed_from[target] = summary.renamed_from.pop(path, path)
+        origin = summary.renamed_from.pop(path, path)
+        if origin != target:  # moved back where it was: no rename
+            summary.renamed_from[target] = origin
         summary.edits.pop(path, None)
 
 
@@ -659,7 +681,7 @@ _CHANGES = re.compile(
     r"(?:install|add|remove|uninstall|update|upgrade|get|i)|alembic\s+(?:upgrade|revision)|"
     r"\S+\s+manage\.py\s+(?:migrate|makemigrations))\b|[^<>&0-9]>>?\s*[\w./~]",
 )
-_FILE_COMMAND = re.compile(r"\b(?:rm|mv|git|find)\b")
+_FILE_COMMAND = re.compile(r"\b(?:rm|mv|git|find|sed)\b")
 _STEP_SPLIT = re.compile(r"&&|\|\||[;|\n]")
 
 
@@ -691,6 +713,8 @@ def _file_commands(summary: SessionSummary, command: str) -> None:
                     _mark(summary, path, DELETED)
         elif program == "find" and ("-delete" in words or _runs_rm(words)):
             _found_deleted(summary, words[1:], where)
+        elif program == "sed" and any(w == "-i" or w.startswith(("-i", "--in-place")) for w in words[1:]):
+            _sed_in_place(summary, words[1:], where)
         elif program == "mv" and len(args) >= 2:
             _move_all(summary, [where(a) for a in args[:-1]], where(args[-1]), args[-1].endswith("/"))
         elif program == "git" and len(words) > 1:
@@ -699,6 +723,25 @@ def _file_commands(summary: SessionSummary, command: str) -> None:
 
 def _where(base: str, path: str) -> str:
     return posixpath.normpath(posixpath.join(base, posixpath.expanduser(path)))
+
+
+_SED_SUBSTITUTE = re.compile(r"s(?P<d>[^\w\s\\])(?P<old>(?:\\.|(?!(?P=d)).)*)(?P=d)(?P<new>(?:\\.|(?!(?P=d)).)*)(?P=d)g?")
+
+
+def _sed_in_place(summary: SessionSummary, args: list[str], where: Callable[[str], str]) -> None:
+    """`sed -i 's/OLD/NEW/' FILE` on a touched file: an edit of OLD to NEW, so one that puts an
+    earlier Edit back says so (OLD and NEW taken as written)."""
+    script = next((a for a in args if _SED_SUBSTITUTE.fullmatch(a)), None)
+    files = [a for a in args if not a.startswith("-") and a != script and not _SED_SUBSTITUTE.fullmatch(a)]
+    match = _SED_SUBSTITUTE.fullmatch(script) if script else None
+    if match is None:
+        return
+    delimiter = match.group("d")
+    old, new = (match.group(g).replace("\\" + delimiter, delimiter) for g in ("old", "new"))
+    for arg in files:
+        path = where(arg)
+        if path in summary.files and old != new:
+            _touched(summary, path, "edit", ((hash(old), hash(new)),))
 
 
 def _matching(summary: SessionSummary, pattern: str) -> list[str]:

@@ -315,3 +315,28 @@ def test_git_leaves_new_files_it_does_not_track_and_an_older_version_is_a_change
     t = Transcript("untracked-too", cwd="/w").prompt("add a light theme")
     t.write_file("/w/web/themes/light.css", "body{}").bash("git stash -u")
     assert summarize(t.write(tmp_path / "u.jsonl")).files == {"/w/web/themes/light.css": ["write", "reverted"]}
+
+
+def test_edits_that_end_where_they_began_are_reverted_however_they_got_there(tmp_path: Path) -> None:
+    """8m → 16m → 32m → 8m; a rename by MultiEdit undone by another; `sed -i` putting a value back;
+    `mv` away and back again: each file stands as it was."""
+    t = Transcript("chains", cwd="/w").prompt("tune the jvm")
+    for old, new in (("-Xss8m", "-Xss16m"), ("-Xss16m", "-Xss32m"), ("-Xss32m", "-Xss8m")):
+        t.edit_file("/w/jvm.options", old, new)
+    rename = [{"old_string": "fetchUser(", "new_string": "getUser(", "replace_all": True}]
+    back = [{"old_string": "getUser(", "new_string": "fetchUser(", "replace_all": True}]
+    t.tool("MultiEdit", {"file_path": "/w/api.ts", "edits": rename}, "Applied 1 edit")
+    t.tool("MultiEdit", {"file_path": "/w/api.ts", "edits": back}, "Applied 1 edit")
+    t.edit_file("/w/config/app.toml", "max_upload_mb = 20", "max_upload_mb = 5")
+    t.bash("sed -i 's/max_upload_mb = 5/max_upload_mb = 20/' config/app.toml")
+    t.edit_file("/w/api/v1/handlers.py", "a", "b").bash("mv api/v1/handlers.py api/handlers.py").bash("mv api/handlers.py api/v1/handlers.py")
+    t.edit_file("/w/kept.py", "x = 1", "x = 2").edit_file("/w/kept.py", "x = 2", "x = 3")
+    s = summarize(t.write(tmp_path / "t.jsonl"))
+    assert s.files == {
+        "/w/jvm.options": ["edit", "reverted"],
+        "/w/api.ts": ["edit", "reverted"],
+        "/w/config/app.toml": ["edit", "reverted"],
+        "/w/api/v1/handlers.py": ["edit"],
+        "/w/kept.py": ["edit"],
+    }
+    assert s.renamed_from == {}
