@@ -369,12 +369,15 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
     ),
     ("discord-webhook", "/api/webhooks/", r"(?i)discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+", None),
     ("zapier-webhook", "hooks.zapier.com", r"(?i)hooks\.zapier\.com/hooks/catch/\d+/[A-Za-z0-9]+", None),
-    # Any other service's incoming webhook whose URL is its secret (Mattermost, Rocket.Chat, Gitea, n8n...):
-    # a run of letters and digits as a path segment after /hooks/ or /webhook(s)/.
+    # Any other service's incoming webhook whose URL is its secret (Mattermost, Rocket.Chat, Gitea, n8n,
+    # Feishu, Loggly, IFTTT...): a run of letters and digits as a path segment after /hook(s)/,
+    # /webhook(s)/, /inputs/ or /key/, or first on a host named hook.… (make.com).
     (
         "webhook-url",
-        "/hooks/|/webhook",
-        r"(?i)(?<=/)(?:hooks|webhooks?)/(?:[\w.\-]{1,40}/){0,3}(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{20,}",
+        "/hook|/webhook|/inputs/|/with/key/|//hook.",
+        r"(?i)(?:(?<=/)(?:hooks?|webhooks?)/(?:[\w.\-]{1,40}/){0,3}|(?<=//)hooks?\.[\w.\-]{1,60}/|(?<=/)with/key/)"
+        r"(?=[A-Za-z0-9_\-]*\d)(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{20,}"
+        r"|(?<=/)inputs/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
         None,
     ),
     (
@@ -1864,6 +1867,21 @@ _SEED_WORDS = _Lazy(r"(?<![A-Za-z])(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8}(?![A-Za
 _HEADER_LINE = _Lazy(r"(?im)^[ \t>*-]*X-[A-Za-z0-9\-]{2,40}:[ \t]*(?P<value>[A-Za-z0-9._~+/=\-]{16,400})[ \t]*$")
 # A header that carries an id, a trace or a digest, not a credential (x-request-id, X-Amzn-Trace-Id).
 _ID_HEADER = _Lazy(r"(?i)^[ \t>*-]*X-[A-Za-z0-9\-]*(?:id|trace|request|correlation|span|sha\d*|hash|digest|etag|version)\b")
+# Codes that open an account when the rest is lost: a list under a line that says so (GitHub's
+# `bbsst-6hagd`, Google's `3294 6946`), a TOTP setup key in groups, an Apple tool's app password.
+_RECOVERY_HEAD = _Lazy(r"(?im)^.*(?:recovery|backup|verification|2fa|two-factor)[ \t_-]+codes?.*$")
+_RECOVERY_CODE = _Lazy(
+    r"^[ \t]*(?:\d{1,2}[.)][ \t]*)?(?P<v>[a-z0-9]{4,6}-[a-z0-9]{4,6}|\d{4}[ \t]?\d{4}|[A-Z0-9]{4,6}-[A-Z0-9]{4,6})[ \t]*$"
+)
+_SETUP_KEY = _Lazy(
+    r"(?i)(?:setup|secret|manual(?:ly)?|totp|2fa)[ \t]+key\b[^\n:]{0,40}:?[ \t]*(?P<v>(?:[a-z2-7]{4}[ \t]){3,}[a-z2-7]{2,4})\b"
+)
+_APPLE_TOOL_PASSWORD = _Lazy(  # `xcrun altool … -p "jwzf-oahc-owvy-oree"`: an app-specific password, however it reads
+    r"(?i)(?:altool|notarytool|xcrun|apple-?id|icloud)[^\n]{0,200}?(?:[ \t]-p|--password)[ \t]*['\"]?"
+    r"(?P<v>[a-z]{4}(?P<sep>[ -])[a-z]{4}(?P=sep)[a-z]{4}(?P=sep)[a-z]{4})(?![\w-])"
+)
+_KEYPAIR_BYTES = _Lazy(r"\[(?:[ \t\r\n]*\d{1,3}[ \t\r\n]*,){31,63}[ \t\r\n]*\d{1,3}[ \t\r\n]*\]")
+_KEYPAIR_WORD = _Lazy(r"(?i)solana|keypair|key[ _-]?pair|id\.json|secret[ _-]?key|private[ _-]?key")
 # A licence or product key: four or more groups of four or five capitals and digits, on a line that
 # says what it is.
 _LICENCE_KEY = _Lazy(r"(?<![\w-])(?:[A-Z0-9]{3,6}-){3,}[A-Z0-9]{3,6}(?![\w-])")
@@ -1899,6 +1917,22 @@ def _said_secrets(text: str) -> str:
         value = match.group("value")
         if looks_random(value, min_len=16) and not _ID_HEADER.search(match.group()) and not _UUID.search(value):
             spans.append(match.span("value"))
+    for head in _RECOVERY_HEAD.finditer(text):
+        at = head.end() + 1
+        for line in text[at:].split("\n")[:40]:
+            code = _RECOVERY_CODE.match(line)
+            if code:
+                spans.append((at + code.start("v"), at + code.end("v")))
+            elif line.strip():
+                break
+            at += len(line) + 1
+    for pattern in (_SETUP_KEY, _APPLE_TOOL_PASSWORD):
+        spans += [match.span("v") for match in pattern.finditer(text)]
+    for match in _KEYPAIR_BYTES.finditer(text):
+        if _KEYPAIR_WORD.search(text, max(0, match.start() - 200), match.start()) and all(
+            int(n) < 256 for n in re.findall(r"\d+", match.group())
+        ):
+            spans.append(match.span())
     for match in _LICENCE_KEY.finditer(text):
         key = match.group()
         if re.search(r"\d", key) and re.search(r"[A-Z]", key) and _LICENCE_WORD.search(_line_around(text, match)):

@@ -709,3 +709,36 @@ def test_a_placeholder_that_holds_a_random_part_is_still_a_secret() -> None:
     assert "9f8Kq2Lm" not in redact('token = "REPLACE_ME_9f8Kq2Lm"')
     assert "mySecretPass1" not in redact("password: mySecretPass1")
     assert "X-Acme-Gate: [REDACTED" in redact("X-Acme-Gate: agw1.7f3Kq9LmZx2pR8vT4wY6")
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("FEISHU_WEBHOOK=https://open.feishu.cn/open-apis/bot/v2/hook/da6fe8e3-4033-42a1-972a-a2b500f36da5", "da6fe8e3"),
+        ("https://logs-01.loggly.com/inputs/94031a4a-02b4-4969-9f89-d6f91899b977/tag/http/", "94031a4a"),
+        ("https://hook.eu1.make.com/jnef4604hvnicm0znxq0rq4gzudfynbt", "jnef4604hvnicm0z"),
+        ("curl -X POST https://maker.ifttt.com/trigger/door_open/with/key/quGNUSOc-19q-Pltxzv9Zi", "quGNUSOc"),
+        ("github-recovery-codes.txt\n\nbbsst-6hagd\ns3k8d-rtzvf\nk0xwb-i3ijq\n", "s3k8d-rtzvf"),
+        ("BACKUP VERIFICATION CODES\n1. 3294 6946\n2. 4394 8159\n", "4394 8159"),
+        ("Can't scan? Enter this setup key manually: vp2j zj2d 5kje ofx6 zl4y 4gtf mkhz zikw", "5kje ofx6"),
+        ('xcrun altool --upload-app -f App.ipa -u dev@acme.com -p "jwzf-oahc-owvy-oree"', "jwzf-oahc"),
+        ("$ cat ~/.config/solana/id.json\n[" + ",".join(str(i * 37 % 256) for i in range(64)) + "]", "37,74,111"),
+    ],
+)
+def test_webhook_tokens_recovery_codes_and_key_bytes_are_masked(text: str, secret: str) -> None:
+    assert secret not in redact(text), redact(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tar -p some-file-name-here",
+        "see https://example.com/api/key/list_all_keys_v2_endpoint",
+        "data/inputs/train_split_2024_v3_final.csv",
+        "Recovery codes are stored in 1Password.\nSee the runbook for details.",
+        "numbers = [" + ",".join(str(i) for i in range(64)) + "]",
+        "https://git-scm.com/docs/githooks",
+    ],
+)
+def test_what_looks_like_a_webhook_a_code_list_or_key_bytes_but_is_none_stays(text: str) -> None:
+    assert redact(text) == text
