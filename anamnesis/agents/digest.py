@@ -345,6 +345,13 @@ _RUNNERS = {
 }  # fmt: skip
 _SCRIPT_RUNNERS = {"npm", "pnpm", "yarn", "bun"}  # `npm test`, `npm run test`, `pnpm test`, `yarn test`: one script
 _SCRIPT_ALIASES = {"t": "test", "tst": "test"}
+# Build steps that run another step first: `mvn verify` runs the tests `mvn test` ran.
+_WIDER: dict[tuple[str, str], frozenset[str]] = {
+    ("mvn", "test"): frozenset({"package", "verify", "install", "deploy"}),
+    ("mvnw", "test"): frozenset({"package", "verify", "install", "deploy"}),
+    ("gradle", "test"): frozenset({"build", "check"}),
+    ("gradlew", "test"): frozenset({"build", "check"}),
+}
 # Options that choose which tests or files a run takes (what follows them narrows it).
 _SELECTORS = frozenset(
     "k m e t g p filter grep testNamePattern t run only tests deselect ignore ignore-glob select exclude "
@@ -415,7 +422,8 @@ def _covers(later: str, failed: str) -> bool:
     if not program or program != failed_program:
         return False
     whole_tree = "." in paths or "./" in paths  # `mypy .` covers `mypy src`
-    if names != failed_names and not ((names or whole_tree) and failed_names[: len(names)] == names):
+    wider = names[:1] and failed_names[:1] and names[0] in _WIDER.get((program, failed_names[0]), ())
+    if names != failed_names and not wider and not ((names or whole_tree) and failed_names[: len(names)] == names):
         return False
     if not set(values) <= set(failed_values):
         return False
@@ -583,7 +591,7 @@ def requests(prompts: Sequence[str], prompt_seqs: Sequence[int]) -> list[tuple[i
         if len(prompt) > MAX_REQUEST:
             continue
         for sentence in _SENTENCE_END.split(" ".join(prompt.split())):
-            words = _content(_REQUEST.sub(" ", sentence, count=1)) if _REQUEST.match(sentence) else set()
+            words = _terms(_REQUEST.sub(" ", sentence, count=1)) if _REQUEST.match(sentence) else set()
             if len(words) >= 2:
                 found.append((seq, sentence, words))
     return found
@@ -700,7 +708,7 @@ def digest(
     acted: dict[str, int] = {}
     if (stated_open or asked) and actions:
         for seq, text in actions:  # word -> the last time a tool call that worked acted on it
-            for word in words_of(text):
+            for word in words_of(text) | set(_NUMBER.findall(text)):  # "make it 30 minutes": 30 * 60
                 acted[word] = seq
     seen = dict(acted)  # done by a tool call, or said done
     if stated_open:

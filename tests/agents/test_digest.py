@@ -832,3 +832,16 @@ def test_a_run_piped_into_tail_that_printed_a_failure_still_fails(tmp_path: Path
     t.say("Fixed.")
     outcome = _section(render_body(summarize(t.write(tmp_path / "t.jsonl")), "p"), "## Outcome")
     assert "**Still failing:** `pytest tests/integration -q 2>&1 | tail -3`" in outcome, outcome
+
+
+def test_a_build_step_that_runs_the_tests_settles_a_failed_test_run() -> None:
+    assert failing_at_end([("mvn test", True), ("mvn -q verify", False)]) == []
+    assert failing_at_end([("./gradlew test", True), ("./gradlew build", False)]) == []
+    assert failing_at_end([("mvn verify", True), ("mvn test", False)]) == ["mvn verify"]
+
+
+def test_a_request_naming_a_number_is_done_by_the_change_that_writes_it(tmp_path: Path) -> None:
+    t = Transcript("number", cwd="/w").prompt("look at the session timeout").say("It is 60 minutes.")
+    t.prompt("make it 30 minutes, security asked for that")
+    t.edit_file("/w/app/settings.py", "IDLE_TIMEOUT = 60 * 60", "IDLE_TIMEOUT = 30 * 60").say("Done.")
+    assert "Asked, not done" not in _section(render_body(summarize(t.write(tmp_path / "t.jsonl")), "p"), "## Open items")
