@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import RunCli, cli_env
 from mounts import without_root_powers
 
@@ -402,7 +403,7 @@ def _blocked_signals(tid: int) -> set[int]:
     raise AssertionError(f"no SigBlk line for thread {tid}")
 
 
-def test_a_progress_bars_thread_leaves_ctrl_c_to_the_main_thread() -> None:
+def test_a_progress_bars_thread_leaves_ctrl_c_to_the_main_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel gives a process's SIGINT to any thread not blocking it; taken by the bar's refresh
     thread, it would not interrupt a main thread waiting on a FIFO or a hung mount (an import
     ignored Ctrl-C that way). The bar's thread blocks the stop signals; the main thread does not."""
@@ -410,6 +411,8 @@ def test_a_progress_bars_thread_leaves_ctrl_c_to_the_main_thread() -> None:
     import threading
 
     from anamnesis.cli._common import counting
+
+    monkeypatch.setenv("FORCE_COLOR", "1")  # stderr taken as a terminal: off one, no bar is drawn
 
     main = threading.get_native_id()
     stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}

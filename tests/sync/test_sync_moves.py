@@ -199,8 +199,10 @@ def criss_cross(tmp_path: Path) -> tuple[Path, str, str]:
     predates it, which a merge that takes a single base takes (it has the smaller id)."""
     repo = _repo(tmp_path)
     root = _commit(repo, {"other.md": "other\n"}, "root")
-    born = _commit(repo, {OLD: NOTE}, "the note is written", parent=root)
+    # Ids are random: make both anew until they sort as needed (a born id that happens to sort
+    # near 0 would leave a loop over `elsewhere` alone failing one run in a few hundred).
     for attempt in range(200):
+        born = _commit(repo, {OLD: NOTE}, f"the note is written ({attempt})", parent=root)
         elsewhere = _commit(repo, {"x.md": f"elsewhere {attempt}\n"}, f"meanwhile {attempt}", parent=root)
         if elsewhere < born:
             break
