@@ -129,14 +129,22 @@ def setup_schedule(store: Store, every: str = EVERY, activate: bool = True) -> l
 
 
 def join_command(store: Store, host: str) -> str:
-    """What another machine runs to sync with this one: `anamnesis init --peer HOST:PATH`, PATH
-    relative to the home folder (as ssh reads it) when memory/ is inside it."""
+    """What another machine runs to sync with this one: `anamnesis init --peer USER@HOST:PATH`,
+    USER this machine's (the other may be another), PATH relative to the home folder (as ssh reads
+    it) when memory/ is inside it."""
+    import getpass  # lazy: only the first machine's init names its user
+
     memory = store.memory.absolute()
     try:
         path = str(memory.relative_to(Path.home().absolute()))
     except ValueError:
         path = str(memory)
-    return f"anamnesis init --peer {host}:{shlex.quote(path)}"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid: let ssh take the other machine's own
+        user = ""
+    at = f"{user}@" if user and "@" not in host else ""
+    return f"anamnesis init --peer {at}{host}:{shlex.quote(path)}"
 
 
 def first_machine_lines(store: Store) -> list[str]:

@@ -484,9 +484,9 @@ def mv(
 ) -> None:
     """Move or rename a note; it keeps its id, and links to it in other notes follow.
 
-    Links by path or file name (`[[use-pg-bouncer]]`, `[pool](../facts/x.md)`)
-    are rewritten to the new place; links by id or title need no change. The
-    move and every rewritten note are one commit.
+    Links by file name (a wiki link to use-pg-bouncer) or by path (a markdown
+    link to ../facts/x.md) are rewritten to the new place; links by id or
+    title need no change. The move and every rewritten note are one commit.
 
     Examples:
       anamnesis mv 7k2m global/facts/pool-settings-7k2m9q4x1c.md

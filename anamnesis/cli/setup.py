@@ -425,8 +425,17 @@ def _report_unfinished(done: list[str], left: list[str], exc: BaseException, jso
     """What a failed `init` did and did not do, and that running it again finishes the job
     (every step skips what is there already). The error itself follows on stderr."""
     from anamnesis.base.errors import AnamnesisError  # lazy: --help loads every command module
+    from anamnesis.sync import NoRepository  # lazy: as above
 
-    again = " ".join(["anamnesis", *(shlex.quote(arg) for arg in sys.argv[1:])])
+    args = list(sys.argv[1:])
+    if isinstance(exc, NoRepository):
+        # the address is what is wrong (a typo, no repo there): not to be run again as it was
+        for i, arg in enumerate(args):
+            if arg == "--peer" and i + 1 < len(args):
+                args[i + 1] = "HOST:PATH"
+            elif arg.startswith("--peer="):
+                args[i] = "--peer=HOST:PATH"
+    again = " ".join(["anamnesis", *(a if a.endswith("HOST:PATH") else shlex.quote(a) for a in args)])
     if json_out:
         code = exc.exit_code if isinstance(exc, AnamnesisError) else 130 if isinstance(exc, KeyboardInterrupt) else 1
         print_json({"done": done, "not_done": left, "error": str(exc) or type(exc).__name__, "exit_code": code,

@@ -84,7 +84,7 @@ def sync(
         help="Exit 13 when a peer has been unreachable for longer than this (24h, 90m...): the timer's health check.",
     ),
 ) -> None:
-    """Commit local changes, integrate every peer (pull --rebase), push, update the index.
+    """Commit local changes, merge every peer's (both sides' edits kept), push, update the index.
 
     Nothing is ever force-pushed and the repo is never left mid-rebase: a
     same-line conflict is written into the note as standard conflict markers

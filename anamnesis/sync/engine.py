@@ -89,6 +89,7 @@ from anamnesis.store import (
 from anamnesis.sync import peers as peers_mod
 from anamnesis.sync import synclog
 from anamnesis.sync.peers import (
+    NoRepository,
     Peer,
     PeerKind,
     PeerNotFound,
@@ -1034,7 +1035,9 @@ def join(store: Store, url: str, name: str | None = None) -> SyncResult:
 def _cannot_join(url: str, why: Failure | str, kept: str, cause: BaseException | None = None) -> NoReturn:
     """Stop a join whose peer did not answer, with sync's exit code for the kind of failure."""
     said = why.text if isinstance(why, Failure) else why
-    failed = AnamnesisError(f"cannot join {url}: {said} ({kept})")
+    # an address that can never work (no repository there, not a URL): `init` asks for the right one
+    wrong_address = isinstance(why, Failure) and (why.no_repository or why.bad_url)
+    failed = (NoRepository if wrong_address else AnamnesisError)(f"cannot join {url}: {said} ({kept})")
     if isinstance(why, Failure):  # as sync would exit: 14 a setting that never works, 11 an outage
         failed.exit_code = EXIT_MISCONFIGURED if why.kind == "misconfigured" else EXIT_UNREACHABLE
     raise failed from cause

@@ -72,7 +72,8 @@ def test_a_failed_init_peer_says_what_it_did_and_a_second_run_finishes_it(fleet:
     assert "the sync timer" not in not_done, proc.stdout  # --no-schedule: no timer was to be installed
     unasked = b.cli("init", "--peer", typo, "--no-schedule", "--no-claude", "--no-semantic")
     assert "Not done" in unasked.stdout and "search by meaning" not in unasked.stdout, unasked.stdout
-    assert f"run `anamnesis init --peer {typo} --no-schedule --no-claude` again" in " ".join(not_done.split())
+    # no repo at that address: what to run again names the right address to give, not the typo
+    assert "run `anamnesis init --peer HOST:PATH --no-schedule --no-claude` again" in " ".join(not_done.split())
     # The same as JSON: one document on stdout, the error on stderr.
     proc = b.cli("init", "--peer", typo, "--no-schedule", "--no-claude", "--json")
     report = json.loads(proc.stdout)

@@ -9,6 +9,7 @@ first machine offers the timer and prints the command for the others.
 
 from __future__ import annotations
 
+import getpass
 import html
 import json
 import os
@@ -162,7 +163,8 @@ def test_init_on_the_first_machine_offers_the_timer_and_says_what_the_others_run
     done = json.loads(proc.stdout)["done"]
     assert any("anamnesis schedule install" in line for line in done), done  # offered, not installed: no terminal
     host = "desktop.tail1234.ts.net" if tailnet else socket.gethostname()
-    assert any(f"on your other machines, run: anamnesis init --peer {host}:.anamnesis/memory" in line for line in done), done
+    user = getpass.getuser()  # named: the other machine's user may be another
+    assert any(f"on your other machines, run: anamnesis init --peer {user}@{host}:.anamnesis/memory" in line for line in done), done
     # Asked for the timer: installed (written here, not activated: no service manager is touched).
     again = cli_with(desktop, "init", "--no-claude", "--schedule", "--no-enable", "--json", **env)
     assert again.returncode == 0, again.stderr
