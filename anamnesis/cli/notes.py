@@ -82,7 +82,7 @@ def new(
       anamnesis new "Answer in British English" -t preference
       anamnesis new "Pool size is now 40" -b "Raised for Black Friday." --supersedes 7k2m
     """
-    from anamnesis.base.errors import UsageError  # lazy: --help loads every command module
+    from anamnesis.base.errors import AnamnesisError, UsageError  # lazy: --help loads every command module
     from anamnesis.base.notes import GLOBAL_TYPES, check_type  # lazy: --help loads every command module
     from anamnesis.store import (  # lazy: --help loads every command module
         check_writable,
@@ -94,16 +94,23 @@ def new(
     check_type(type)
     check_writable(store)  # a repo left mid-rebase or a broken settings.json: say so before any typing
     replaced = resolve_supersedes(store, supersedes or [])  # a bad reference fails before any typing
+    typed = False
     if body is None:
         body = read_stdin_if_piped() or None
     if body is None:
-        body = _body_from_editor(type, title)
+        body, typed = _body_from_editor(type, title), True
     if not body.strip():
         raise UsageError("empty body; nothing was written")
     key = _project_option(project, here=not global_ and type not in GLOBAL_TYPES, global_=global_, optional=True)
-    note = create_note(
-        store, type=type, title=title, body=body, project=key, tags=tag or [], source="cli", supersedes=replaced
-    )
+    try:
+        note = create_note(
+            store, type=type, title=title, body=body, project=key, tags=tag or [], source="cli", supersedes=replaced
+        )
+    except AnamnesisError as exc:
+        if typed:  # a sync holding the store, a full disk: what was typed is not lost with the note
+            copy = _edit_copy(store, "new-note.md", body.encode("utf-8"))
+            exc.args = (f"{exc}; your text is kept in {copy}",)
+        raise
     if json_out:
         print_json(note.to_dict(with_body=False))
     else:

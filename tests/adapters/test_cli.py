@@ -536,3 +536,21 @@ def test_every_command_and_group_shows_examples_in_its_help() -> None:
     commands = walk(typer.main.get_command(app), "anamnesis")[1:]
     lacking = [path for path, command in commands if "Examples" not in (command.help or "")]
     assert len(commands) > 40 and lacking == [], lacking
+
+
+def test_what_was_typed_for_a_new_note_is_kept_when_the_note_cannot_be_written(
+    run_cli: RunCli, home: Path, tmp_path: Path
+) -> None:
+    """The store became unwritable while the editor was open (here: a rebase left behind; a sync
+    holding the store for a minute does the same): the error names the copy of the text."""
+    init(run_cli)
+    editor = tmp_path / "ed.py"
+    editor.write_text(
+        "import os, sys\n"
+        f"os.makedirs({str(home / 'memory' / '.git' / 'rebase-merge')!r}, exist_ok=True)\n"
+        "open(sys.argv[1], 'a').write('\\nten minutes of typing: quokka\\n')\n"
+    )
+    made = run_cli("new", "Typed", env={"EDITOR": f"{sys.executable} {editor}"})
+    assert made.returncode == 12, made.stderr
+    kept = Path(made.stderr.rsplit("your text is kept in ", 1)[1].strip())
+    assert "quokka" in kept.read_text(encoding="utf-8")
