@@ -44,6 +44,7 @@ from anamnesis.sync import (
     outdated_watch,
     peer_problems,
     recent,
+    schedule_inactive,
     schedule_installed,
     untaken_pushes,
     watch_running,
@@ -228,11 +229,24 @@ def _sync_findings(store: Store) -> list[Finding]:
 
 
 def _watch_findings(store: Store) -> list[Finding]:
-    """A running watch that still runs the code from before an upgrade."""
+    """A running watch that still runs the code from before an upgrade; a sync timer whose files
+    are there but that does not run (never enabled, or no user session to run it in)."""
+    findings = []
+    why = schedule_inactive(store)
+    if why and not watch_running(store):
+        findings.append(
+            Finding(
+                "the sync timer",
+                f"is installed but not running ({why}): nothing syncs this machine by itself",
+                "`anamnesis schedule install` starts it; on a machine you log out of, "
+                "`loginctl enable-linger $USER` keeps user timers running; or keep `anamnesis watch` running",
+            )
+        )
     pid = outdated_watch(store)
     if pid is None:
-        return []
+        return findings
     return [
+        *findings,
         Finding(
             f"anamnesis watch (pid {pid})",
             "runs the code from before an upgrade: what the new version fixes does not reach its syncs",
@@ -284,7 +298,7 @@ def _relay_findings(store: Store) -> list[Finding]:
         for item in untaken
     ]
     waiting = [m for m in incoming_machines(store) if m.waiting]
-    if not waiting or schedule_installed(store) or watch_running(store):
+    if not waiting or (schedule_installed(store) and not schedule_inactive(store)) or watch_running(store):
         return findings
     who = ", ".join(f"{m.machine} ({m.waiting})" for m in waiting)
     return [

@@ -493,8 +493,13 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
     for extra in _status_extras(store):
         info.update(extra)
     from anamnesis.search import semantic_status  # lazy: --help loads every command module
+    from anamnesis.sync import schedule_inactive, schedule_installed  # lazy: as above
 
     info["semantic"] = semantic_status(store)
+    stopped = schedule_inactive(store)
+    info["schedule"] = "not running" if stopped else "installed" if schedule_installed(store) else "none"
+    if stopped:
+        info["schedule_problem"] = stopped
     if json_out:
         print_json(info)
         return
@@ -521,6 +526,12 @@ def status(json_out: bool = typer.Option(False, "--json", help="Report as JSON."
             table.add_row(key.replace("_", " "), escape(str(info[key])))
     if info.get("unreachable"):
         table.add_row("[red]unreachable[/red]", escape(str(info["unreachable"])))
+    if stopped:
+        table.add_row("schedule", f"[yellow]installed, not running[/yellow]: {escape(stopped)} (`anamnesis doctor`)")
+    elif info["schedule"] == "none" and not info.get("watch"):
+        table.add_row("schedule", "none: sync by hand, or `anamnesis schedule install`")
+    else:
+        table.add_row("schedule", "installed (`anamnesis schedule status`)" if info["schedule"] == "installed" else "watch")
     table.add_row("semantic", _semantic_line(info["semantic"]))  # type: ignore[arg-type]
     if counts["conflicted"]:
         table.add_row("[red]conflicts[/red]", f"{plural(counts['conflicted'], 'note')} — run `anamnesis conflicts`")

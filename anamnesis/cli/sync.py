@@ -757,7 +757,12 @@ class InitSyncStep:
         )
 
         if self.schedule is None and timer_installed(self.store):
+            from anamnesis.sync import schedule_inactive  # lazy: --help loads every command module
+
             first = first_machine_lines(self.store) if self.join is None else []
+            why = schedule_inactive(self.store)
+            if why:
+                return [f"sync timer installed but not running ({why}): `anamnesis doctor` says what to do", *first]
             return ["sync timer already installed (`anamnesis schedule status`)", *first]
         choice = schedule_choice(self.store, self.schedule, self.interactive)
         notes: list[str] = []

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from anamnesis.sync.schedule import parse_duration as parse_duration
     from anamnesis.sync.schedule import remove_schedule as remove_schedule
     from anamnesis.sync.schedule import schedule_files as schedule_files
+    from anamnesis.sync.schedule import schedule_inactive as schedule_inactive
     from anamnesis.sync.schedule import schedule_installed as schedule_installed
     from anamnesis.sync.schedule import schedule_plan as schedule_plan
     from anamnesis.sync.schedule import schedule_status as schedule_status

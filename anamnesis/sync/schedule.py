@@ -367,6 +367,35 @@ def schedule_installed(store: Store, kind: str | None = None) -> bool:
     )
 
 
+def schedule_inactive(store: Store, kind: str | None = None) -> str | None:
+    """Why the installed sync timer (or watch service) is not running, or None when it runs, is
+    not installed, or this machine cannot tell (no systemctl: macOS's launchd is not asked).
+
+    Files written but never enabled (`--no-enable`, a login without a user session bus, a
+    timer stopped by hand) sync nothing, and would otherwise pass for a working schedule."""
+    if not schedule_installed(store, kind) or not shutil.which("systemctl"):
+        return None
+    names = [f"{schedule_plan(store, DEFAULT_EVERY, kind).name}.timer"]
+    watch = schedule_plan(store, DEFAULT_EVERY, kind, watch=True)
+    if all(path.exists() for path in watch.files):
+        names.append(f"{watch.name}.service")
+    states = []
+    for name in names:
+        try:
+            proc = subprocess.run(
+                ["systemctl", "--user", "is-active", name], capture_output=True, text=True, timeout=15, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        said = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
+        if said and said[0] == "active":
+            return None
+        states.append(said[-1] if said else "unknown")
+    if any("bus" in state.lower() for state in states):
+        return "systemctl --user has no session bus to talk to here"
+    return f"{names[0]} is {states[0] or 'not active'}"
+
+
 def schedule_status(store: Store, kind: str | None = None) -> dict[str, Any]:
     """Installed? active? how often? and the last sync from the log."""
     rendered = schedule_plan(store, DEFAULT_EVERY, kind)

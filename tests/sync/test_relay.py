@@ -88,9 +88,17 @@ def test_status_peers_list_and_doctor_show_the_machines_that_push_here(fleet: Fl
     assert doctor.returncode == 1
     (finding,) = [f for f in json.loads(doctor.stdout)["findings"] if "pushed here" in f["problem"]]
     assert f"laptop ({waiting})" in finding["problem"] and "schedule install" in finding["fix"]
-    # A timer (or the watch service) integrates it by itself: nothing to warn about.
+    # A timer that runs integrates it by itself: nothing to warn about. Its files alone (never
+    # enabled, no user session to run it in) sync nothing: doctor and status say so.
     assert desktop.cli("schedule", "install", "--no-enable").returncode == 0
-    assert not [f for f in json.loads(desktop.cli("doctor", "--json").stdout)["findings"] if "pushed here" in f["problem"]]
+    for state, running in (("active", True), ("inactive", False)):
+        path = fake_systemctl(fleet.root / f"systemctl-{state}", state)
+        findings = json.loads(cli_with(desktop, "doctor", "--json", PATH=path).stdout)["findings"]
+        assert bool([f for f in findings if "pushed here" in f["problem"]]) is not running, (state, findings)
+        timer = [f for f in findings if f["where"] == "the sync timer"]
+        assert bool(timer) is not running and (running or "enable-linger" in timer[0]["fix"]), findings
+        status = json.loads(cli_with(desktop, "status", "--json", PATH=path).stdout)
+        assert status["schedule"] == ("installed" if running else "not running"), status
     assert desktop.cli("schedule", "remove", "--no-enable").returncode == 0
     # Integrated: shown, with nothing waiting, and no finding.
     assert desktop.cli("sync").returncode == 0
@@ -136,6 +144,15 @@ def test_watch_integrates_a_push_within_seconds(fleet: Fleet) -> None:
 def cli_with(machine: Machine, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run `anamnesis ARGS` as `machine`, with `env` on top of its environment."""
     return run_anamnesis(args, machine.env(**env), cwd=ROOT)
+
+
+def fake_systemctl(folder: Path, state: str) -> str:
+    """A `systemctl` on PATH that says every user unit is `state` (no service manager is touched)."""
+    folder.mkdir()
+    script = folder / "systemctl"
+    script.write_text(f"#!/bin/sh\necho {state}\n[ {state} = active ]\n")
+    script.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
 
 
 def fake_tailscale(folder: Path, dns_name: str) -> str:
