@@ -145,12 +145,13 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
     from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 
     out = console()
+    older = [path for path in result.unresolved if path not in result.conflicts]
     problems = bool(result.conflicts or result.held_back or result.unreachable)
-    if quiet and not problems:
+    if quiet and not problems:  # the timer is told news only: a conflict from before was said already
         return
     mark = (
         "[green]✔[/green]"
-        if not problems
+        if not problems and not older  # a note still in conflict from before: no all-clear (exit 0)
         else "[red]✘[/red]"
         if result.misconfigured
         else "[yellow]![/yellow]"
@@ -217,7 +218,6 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
             f"{escape(held.where)}; your edit stays in the file, not committed, until no marker line is "
             "left outside a whole block (finish it, or `anamnesis resolve NOTE --edit`)", highlight=False,
         )
-    older = [path for path in result.unresolved if path not in result.conflicts]
     if older and not quiet:  # not news (said by the sync that brought them): a reminder, exit 0
         out.print(
             f"  [yellow]still in conflict[/yellow]: {plural(len(older), 'note')} from before"

@@ -81,6 +81,7 @@ def test_every_machine_whose_sync_brings_in_a_conflict_says_so(fleet: Fleet) -> 
         assert recent(m.store)[-1]["conflicts"] == []
     plain = desktop.cli("sync")  # a reminder, not a failure: exit 0
     assert plain.returncode == 0 and f"still in conflict: 1 note from before ({path})" in " ".join(plain.stdout.split())
+    assert not plain.stdout.lstrip().startswith("✔"), plain.stdout  # no all-clear while a note is in conflict
     assert "still in conflict" not in desktop.cli("sync", "--quiet").stdout  # the timer is told only news
 
 
