@@ -84,10 +84,11 @@ class TreeMerger:
     # -- the two operations -------------------------------------------------------
 
     def pick(self, onto: str, commit: str, parent: str) -> Built | None:
-        """Replay `commit` (whose parent is `parent`) on top of `onto`; None if it adds nothing."""
+        """Replay `commit` (whose parent is `parent`) on top of `onto`; None if it adds nothing,
+        `onto` itself with what the merge settled when that is all (a deletion an edit undid)."""
         tree, conflicts = self.apply(onto, parent, commit)
         if tree == self.tree_of(onto):
-            return None
+            return Built(onto, [], list(self._notices)) if self._notices else None
         message, author = self._message_and_author(commit)
         notices = list(self._notices)
         message = _with_notices(with_conflicts(message, conflicts) if conflicts else message, notices)
@@ -181,9 +182,13 @@ class TreeMerger:
                 continue  # same result on both sides
             elif change.new_oid is None:
                 # Edit (ours) beats delete (theirs), unless the note lives on at another path of theirs.
-                updates.extend(self._follow_split_move(change, mode or "", oid or "", target, side, changes, conflicts))
+                followed = self._follow_split_move(change, mode or "", oid or "", target, side, changes, conflicts)
+                updates.extend(followed)
+                if not followed:
+                    self._kept_over_deletion(change.path, mode)
             elif oid is None:
                 updates.append((change.new_mode or "100644", change.new_oid, change.path))  # edit beats delete
+                self._kept_over_deletion(change.path, change.new_mode)
             elif mode is None or _SUBMODULE in (mode, change.new_mode):
                 continue  # a submodule has no bytes of its own here: keep ours
             else:
@@ -312,6 +317,15 @@ class TreeMerger:
         theirs = set(versions(side))
         shared = next((oid for oid in versions(target) if oid in theirs), None)
         return self.blob(shared) if shared else None
+
+    def _kept_over_deletion(self, path: str, mode: str | None) -> None:
+        """Say that a note deleted on one side and edited on the other is kept: it comes back on
+        the machine that deleted it, which should hear why."""
+        if _is_note(path, mode or ""):
+            self._notices.append(
+                f"{path} was deleted on one machine and edited on another: the edited note is kept"
+                " (delete it again to drop it)"
+            )
 
     def _follow_split_move(
         self, change: Change, mode: str, oid: str, target: str, side: str, changes: list[Change], conflicts: list[str]

@@ -302,3 +302,15 @@ def test_copies_a_person_made_are_not_taken_for_a_move(fleet: Fleet) -> None:
     create_note(a.store, type="semantic", title="Unrelated", body="x\n")
     in_head = a.git("ls-tree", "-r", "--name-only", "HEAD").splitlines()
     assert note.path in in_head and copy not in in_head  # a unit commits its own paths, nothing else
+
+
+def test_a_note_deleted_here_and_edited_there_comes_back_with_a_word(fleet: Fleet) -> None:
+    """Edit beats delete; the machine whose deletion is undone is told why the note is back."""
+    a, b, note, _ = wanderer(fleet)
+    (a.memory / note.path).unlink()  # deleted by hand on a
+    b.write(note.path, b.read(note.path).replace("line 2\n", "line 2, b\n"))
+    assert b.sync().exit_code == 0
+    said = a.cli("sync")
+    assert said.returncode == 0 and (a.memory / note.path).exists(), said.stdout
+    flat = " ".join(said.stdout.split())
+    assert f"{note.path} was deleted on one machine and edited on another: the edited note is kept" in flat, flat
