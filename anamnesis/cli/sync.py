@@ -171,6 +171,11 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
         )
     if result.committed and not quiet:
         out.print(f"  committed {plural(len(result.committed), 'local change')}")
+    for path, problem in result.malformed.items():
+        out.print(
+            f"  [yellow]malformed[/yellow]: {escape(path)} — {escape(problem)}; committed as written, so every "
+            "machine gets it so (`anamnesis doctor` says how to fix it)", highlight=False,
+        )
     if not result.peers and not result.incoming:
         out.print("  [dim]no peers yet: add one with `anamnesis peers add NAME URL`[/dim]")
     _print_incoming(result, quiet)

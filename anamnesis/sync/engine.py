@@ -62,7 +62,7 @@ from anamnesis.base.fsutil import (
 )
 from anamnesis.base.git import Failure, git_out, run_git, run_git_bytes
 from anamnesis.base.lock import store_lock
-from anamnesis.base.notes import is_note_path, now_iso
+from anamnesis.base.notes import front_matter_problem, is_note_path, now_iso, parse_note
 from anamnesis.base.paths import Store
 from anamnesis.base.repo import changed_paths
 from anamnesis.base.settings import machine_id
@@ -228,6 +228,8 @@ class SyncResult:
     recorded: list[str] = field(default_factory=list)
     held_back: list[HeldNote] = field(default_factory=list)  # half-resolved notes left uncommitted
     left_out: list[str] = field(default_factory=list)  # symbolic links in memory/: never committed
+    # notes this sync committed whose front matter is broken (carried as written; `doctor` says how to fix)
+    malformed: dict[str, str] = field(default_factory=dict)
     unresolved: list[str] = field(default_factory=list)  # every note in conflict after it, old ones too
     peers: list[PeerReport] = field(default_factory=list)
     incoming: list[IncomingReport] = field(default_factory=list)  # what machines that push here sent
@@ -289,6 +291,7 @@ class SyncResult:
             ],
             "held_back": [h.to_dict() for h in self.held_back],
             "left_out": self.left_out,
+            "malformed": self.malformed,
             "unresolved": self.unresolved,
             "peers": [p.to_dict() for p in self.peers],
             "incoming": [i.to_dict() for i in self.incoming],
@@ -372,7 +375,22 @@ class _Sync:
             message = with_conflicts(message, blocks)
             self.unrecorded -= set(blocks)
         run_git(self.repo, "commit", "-q", "--no-verify", "-m", message)
+        self._note_malformed(paths)
         return paths
+
+    def _note_malformed(self, paths: list[str]) -> None:
+        """Name the committed notes whose front matter is broken: a typo in a hand edit travels to
+        every machine as written, and the person should hear of it from the sync that sent it."""
+        for path in paths:
+            if not is_note_path(path):
+                continue
+            try:
+                text = (self.repo / path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue  # deleted: nothing to read
+            problem = front_matter_problem(parse_note(text, path))
+            if problem is not None:
+                self.result.malformed[path] = str(problem)
 
     def _staged_links(self) -> list[str]:
         """The paths `git add` staged as symbolic links (mode 120000)."""

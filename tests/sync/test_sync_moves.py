@@ -314,3 +314,12 @@ def test_a_note_deleted_here_and_edited_there_comes_back_with_a_word(fleet: Flee
     assert said.returncode == 0 and (a.memory / note.path).exists(), said.stdout
     flat = " ".join(said.stdout.split())
     assert f"{note.path} was deleted on one machine and edited on another: the edited note is kept" in flat, flat
+
+
+def test_a_note_whose_front_matter_a_hand_edit_broke_is_named_by_the_sync_that_sends_it(fleet: Fleet) -> None:
+    a, _b, note, _ = wanderer(fleet)
+    a.write(note.path, a.read(note.path).replace("title: Wanderer", "title: During: interrupt: broken"))
+    said = a.cli("sync")
+    flat = " ".join(said.stdout.split())
+    assert said.returncode == 0 and f"malformed: {note.path} —" in flat and "anamnesis doctor" in flat, flat
+    assert "malformed" not in " ".join(a.cli("sync").stdout.split())  # said once, by the sync that sent it
