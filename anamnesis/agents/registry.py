@@ -8,6 +8,7 @@ them once the store exists.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -106,6 +107,11 @@ class AgentsStep:
         for agent, _changes in self.plans:
             lines = agent.install(self.store, with_instructions=self.with_instructions)
             done.extend(f"{agent.title}: {line}" for line in lines or ["already set up, nothing to change"])
+            if isinstance(agent, ClaudeCode) and shutil.which(agent.binary) is None:
+                done.append(
+                    f"{agent.title}: not installed here (no `{agent.binary}` on PATH): its settings are ready for"
+                    " when it is"
+                )
         return done + self.skipped
 
 

@@ -577,3 +577,22 @@ def test_an_empty_settings_file_is_given_back_empty(user_home: Path, run_cli: Ru
     proc = run_cli("uninstall", "--agent", "claude", env=_env(user_home))
     assert proc.returncode == 0, proc.stderr
     assert settings.read_bytes() == b""
+
+
+def test_init_says_when_claude_code_is_not_installed_yet(run_cli: RunCli, tmp_path: Path) -> None:
+    """Its settings are written ahead of a later install; the report says so rather than implying
+    Claude Code was found."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("git", "ssh"):
+        found = next((Path(d) / tool for d in os.environ["PATH"].split(os.pathsep) if (Path(d) / tool).exists()), None)
+        if found:
+            (bare / tool).symlink_to(found)
+    said = run_cli("init", "--no-schedule", "--no-semantic", "--json", env={"PATH": str(bare)})
+    assert said.returncode == 0, said.stderr
+    done = json.loads(said.stdout)["done"]
+    assert any("Claude Code: not installed here" in line for line in done), done
+    (bare / "claude").write_text("#!/bin/sh\n")
+    (bare / "claude").chmod(0o755)
+    again = json.loads(run_cli("init", "--no-schedule", "--no-semantic", "--json", env={"PATH": str(bare)}).stdout)
+    assert not any("not installed here" in line for line in again["done"]), again
