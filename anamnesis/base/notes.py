@@ -567,6 +567,11 @@ def fast_front_matter(fm_text: str) -> dict[str, Any] | None:
     return meta
 
 
+def id_in_name(path: str) -> str | None:
+    """The id a note's file name ends with (`…-7k2m9q4x1c.md`), or None."""
+    return _facts_from_path(path)[2]
+
+
 def stated_id(text: str, path: str) -> str | None:
     """The id a note says it has: its front matter's `id:`, else the one its file name ends
     with; None when it says neither (its id then comes from its path, and a move changes it).

@@ -170,7 +170,7 @@ def _print_result(result: SyncResult, quiet: bool) -> None:
             f" {item['updated']} updated notes", highlight=False,
         )
     if result.committed and not quiet:
-        out.print(f"  committed {plural(len(result.committed), 'local change')}")
+        out.print(f"  committed {plural(result.local_changes, 'local change')}")
     for path, problem in result.malformed.items():
         out.print(
             f"  [yellow]malformed[/yellow]: {escape(path)} — {escape(problem)}; committed as written, so every "

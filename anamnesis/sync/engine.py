@@ -62,7 +62,7 @@ from anamnesis.base.fsutil import (
 )
 from anamnesis.base.git import Failure, git_out, run_git, run_git_bytes
 from anamnesis.base.lock import store_lock
-from anamnesis.base.notes import front_matter_problem, is_note_path, now_iso, parse_note
+from anamnesis.base.notes import front_matter_problem, id_in_name, is_note_path, now_iso, parse_note
 from anamnesis.base.paths import Store
 from anamnesis.base.repo import changed_paths
 from anamnesis.base.settings import machine_id
@@ -237,6 +237,12 @@ class SyncResult:
     imported: list[dict[str, Any]] = field(default_factory=list)  # what the mirrored sources brought in
     index_seconds: float = 0.0
     seconds: float = 0.0
+
+    @property
+    def local_changes(self) -> int:
+        """How many changes of this machine it committed, a note moved (its old path gone, its new
+        one added) counted once."""
+        return len({id_in_name(path) or path for path in self.committed})
 
     @property
     def unreachable(self) -> list[PeerReport]:

@@ -323,3 +323,10 @@ def test_a_note_whose_front_matter_a_hand_edit_broke_is_named_by_the_sync_that_s
     flat = " ".join(said.stdout.split())
     assert said.returncode == 0 and f"malformed: {note.path} —" in flat and "anamnesis doctor" in flat, flat
     assert "malformed" not in " ".join(a.cli("sync").stdout.split())  # said once, by the sync that sent it
+
+
+def test_a_note_moved_by_hand_is_one_local_change(fleet: Fleet) -> None:
+    a, _b, note, _ = wanderer(fleet)
+    move_by_hand(a, note.path, f"global/howto/moved-lumen-{note.id}.md")
+    said = " ".join(a.cli("sync").stdout.split())
+    assert "committed 1 local change" in said, said
