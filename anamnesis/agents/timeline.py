@@ -156,11 +156,13 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
             continue
         added = bool(created) and created >= start
         replaced = [titles.get(i) or i for i in supersedes if i]
+        # a note names only its latest writer: an added note edited since is not credited to it
+        edited_since = added and bool(updated) and updated != created
         entries.append(
             Entry(
                 "note",
                 (created if added else updated) or "",
-                machine or "",
+                "" if edited_since else machine or "",  # who added it is not known: "?"
                 key,
                 title or "",
                 path,
@@ -169,7 +171,7 @@ def build_timeline(store: Store, *, since: str = "7d", project: str | None = Non
                 supersedes=replaced,
             )
         )
-        if added and updated and updated[:10] > (created or "")[:10]:  # changed again on a later day
+        if edited_since and updated > (created or ""):  # changed again since: by its latest writer
             entries.append(
                 Entry("note", updated, machine or "", key, title or "", path, change="updated", type=kind or "")
             )

@@ -192,3 +192,19 @@ def test_notes_whose_date_is_no_date_or_ahead_of_now_are_left_out_and_said(fleet
     assert sorted(p.rsplit("/", 1)[-1] for p in timeline.undated) == ["future.md", "garbage.md", "list.md", "packed.md"]
     assert "Left out: 4 notes whose date is no date or ahead of now" in render_text(timeline)
     assert build_timeline(desk.store, since="2100-01-01").days == []
+
+
+def test_a_note_added_on_one_machine_and_edited_on_another_credits_neither_wrongly(fleet: Fleet) -> None:
+    """A note names only its latest writer: the adding is not credited to the machine that edited
+    it (`?`), and the edit, the same day too, is an entry of its own with that machine."""
+    from anamnesis.agents.timeline import build_timeline
+    from anamnesis.store.operations import load_note
+
+    desk = fleet.machine("desk")
+    note = _fact(desk, 0, "Pool size")
+    changed = load_note(desk.store, note.path)
+    changed.body += "\nRaised to 40.\n"
+    changed.updated, changed.machine = _ago(0, 15), "laptop"
+    save_note(desk.store, changed)
+    entries = [(e.change, e.machine) for _day, day in build_timeline(desk.store).days for e in day if e.title == "Pool size"]
+    assert entries == [("added", ""), ("updated", "laptop")], entries
