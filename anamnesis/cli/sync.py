@@ -285,6 +285,7 @@ def peers_add(
         check_name,
         get_peer,
         probe,
+        same_store_as,
     )
 
     store = get_store()
@@ -317,6 +318,13 @@ def peers_add(
         )
     else:
         out.print(f"{'added' if changed else 'already had'} peer [bold]{peer.name}[/bold] → {peer.url}")
+    twin = same_store_as(store, url, name) if changed else None
+    if twin:
+        out.print(
+            f"[yellow]warning:[/yellow] peer [bold]{twin}[/bold] is that same store already: one machine under two "
+            f"names muddles every report (`anamnesis peers rm {name}` or `anamnesis peers rm {twin}`)",
+            highlight=False,
+        )
     if problem:
         from rich.markup import escape  # lazy: rich stays off --help, which loads every command module
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from anamnesis.sync.peers import peer_problems as peer_problems
     from anamnesis.sync.peers import probe as probe
     from anamnesis.sync.peers import remove_peer as remove_peer
+    from anamnesis.sync.peers import same_store_as as same_store_as
     from anamnesis.sync.peers import stale_peers as stale_peers
     from anamnesis.sync.peers import untaken_pushes as untaken_pushes
     from anamnesis.sync.schedule import install_schedule as install_schedule

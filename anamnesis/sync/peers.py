@@ -142,6 +142,23 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def same_store_as(store: Store, url: str, name: str) -> str | None:
+    """The other configured peer whose URL names the same repo as `url` (`m1:~/.anamnesis/memory`
+    and `m1:.anamnesis/memory`, a folder given two ways), or None: syncing it twice is no harm,
+    but two names for one machine muddle every report."""
+    def key(address: str) -> tuple[str, str, str]:
+        if is_local_url(address):
+            return ("", "", str(Path(address.removeprefix("file://")).expanduser().resolve()).rstrip("/"))
+        user, host, path = _url_parts(address)
+        return (user, host.lower(), path.removeprefix("~/").removeprefix("./").rstrip("/").removesuffix(".git"))
+
+    try:
+        wanted = key(normalize_url(url))
+        return next((p.name for p in list_peers(store) if p.name != name and key(p.url) == wanted), None)
+    except (ValueError, AnamnesisError):
+        return None
+
+
 def name_from_url(url: str) -> str:
     """A readable default name: the host for ssh URLs (its first label; an IP address whole), the
     folder for paths."""

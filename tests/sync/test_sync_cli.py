@@ -356,3 +356,14 @@ def test_demo_runs_and_cleans_up(tmp_path: Path) -> None:
     for expected in ("laptop", "desktop", "server", "conflict recorded", "<<<<<<<", "resolve", "done in"):
         assert expected in out, expected
     assert list(tmp_path.iterdir()) == []  # the temporary machines are gone, the user's store never made
+
+
+def test_peers_add_warns_of_a_second_name_for_a_peer_already_there(fleet: Fleet) -> None:
+    a = fleet.machine("a")
+    hub = fleet.hub()
+    assert a.cli("peers", "add", "hub", str(hub)).returncode == 0
+    again = a.cli("peers", "add", "hub2", f"file://{hub}/")
+    flat = " ".join(again.stdout.split())
+    assert again.returncode == 0 and "peer hub is that same store already" in flat, flat
+    other = a.cli("peers", "add", "other", str(fleet.hub("other")))
+    assert "same store" not in other.stdout, other.stdout
