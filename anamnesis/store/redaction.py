@@ -1865,6 +1865,18 @@ _SEED_LINE = _Lazy(r"(?im)^.*(?:\bseed\b|wallet|mnemonic|recovery[ \t]+phrase|se
 _SEED_WORDS = _Lazy(r"(?<![A-Za-z])(?:[a-z]{3,8}[ \t]+){11,23}[a-z]{3,8}(?![A-Za-z])")
 # A custom header given a random value in a note's prose (`X-Acme-Gate: agw1.7f3Kq9Lm…`).
 _HEADER_LINE = _Lazy(r"(?im)^[ \t>*-]*X-[A-Za-z0-9\-]{2,40}:[ \t]*(?P<value>[A-Za-z0-9._~+/=\-]{16,400})[ \t]*$")
+# A passphrase of plain words given to a password's name on a line of its own ("password: correct
+# horse battery staple"): three to eight lower-case words, none of the words an instruction uses
+# ("password: see the vault entry" stays).
+_WORDS_PASSPHRASE = _Lazy(
+    r"(?im)^[ \t>*-]*[\"']?(?:password|passphrase|passwd|pass|pwd|pass_?phrase)[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?P<v>(?:[a-z]{3,12}|\[REDACTED\])(?:[ \t]+[a-z]{3,12}){2,7})[\"']?[ \t]*$"
+)
+_INSTRUCTION_WORDS = frozenset(
+    "the and see use from stored store vault env environment file set not our your same with for ask "
+    "one that this there here none empty blank default none unset required secret password passphrase "
+    "manager team shared keychain keyring prompt prompted asked given".split()
+)
 # A header that carries an id, a trace or a digest, not a credential (x-request-id, X-Amzn-Trace-Id).
 _ID_HEADER = _Lazy(r"(?i)^[ \t>*-]*X-[A-Za-z0-9\-]*(?:id|trace|request|correlation|span|sha\d*|hash|digest|etag|version)\b")
 # Codes that open an account when the rest is lost: a list under a line that says so (GitHub's
@@ -1926,6 +1938,10 @@ def _said_secrets(text: str) -> str:
             elif line.strip():
                 break
             at += len(line) + 1
+    for match in _WORDS_PASSPHRASE.finditer(text):
+        words = match.group("v").split()
+        if not _INSTRUCTION_WORDS & set(words):
+            spans.append(match.span("v"))
     for pattern in (_SETUP_KEY, _APPLE_TOOL_PASSWORD):
         spans += [match.span("v") for match in pattern.finditer(text)]
     for match in _KEYPAIR_BYTES.finditer(text):

@@ -742,3 +742,17 @@ def test_webhook_tokens_recovery_codes_and_key_bytes_are_masked(text: str, secre
 )
 def test_what_looks_like_a_webhook_a_code_list_or_key_bytes_but_is_none_stays(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("password: correct horse battery staple", "password: [REDACTED]"),
+        ("passphrase = tulip orbit ferry violin", "passphrase = [REDACTED]"),
+        ("password: see the vault entry", "password: see the vault entry"),
+        ("password: not set yet", "password: not set yet"),
+        ("Password: use the one in the team vault", "Password: use the one in the team vault"),
+    ],
+)
+def test_a_passphrase_of_plain_words_is_masked_and_an_instruction_is_not(text: str, kept: str) -> None:
+    assert redact(text) == kept
