@@ -368,6 +368,8 @@ _SHAPED_SPECS: list[tuple[str, str, str, _Check | None]] = [
         None,
     ),
     ("discord-webhook", "/api/webhooks/", r"(?i)discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_\-]+", None),
+    # Mailgun's keys since 2023: 32 hex, then two groups of 8 (no UUID, no digest has this shape).
+    ("mailgun-key", "-", r"(?<![\w\-])[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}(?![\w\-])", None),
     ("zapier-webhook", "hooks.zapier.com", r"(?i)hooks\.zapier\.com/hooks/catch/\d+/[A-Za-z0-9]+", None),
     # Any other service's incoming webhook whose URL is its secret (Mattermost, Rocket.Chat, Gitea, n8n,
     # Feishu, Loggly, IFTTT...): a run of letters and digits as a path segment after /hook(s)/,
@@ -1501,6 +1503,9 @@ _KEY_ARGUMENT = _Lazy(
     r"|(?<![\w\-])(?:auth|login|token)[ \t]+|(?i:key|token|secret)[ \t]+"
     r"|(?<![\w\-])-H[ \t]+['\"]?[\w\-]+:[ \t]*"
     r"|(?i:client|key|token|secret|auth|api|sdk|encode|sign|init|load|connect|login)\w*\([^()\n]{0,60}?['\"]"
+    # a client named after its service, given its key: Github('…'), algoliasearch('…', '…'), SendGridAPIClient('…')
+    r"|(?i:github|gitlab|algoliasearch|mailgun|opencage\w*|twilio|sendgrid\w*|pinecone|openai|anthropic|cohere"
+    r"|mistral\w*|groq|replicate|pusher|airtable|webclient|\w+apiclient)\([^()\n]{0,60}?['\"]"
     r"|(?i:appid|app_id|api_?key|login|token)=)$"
 )
 NEAR_WINDOW = 48  # how far (characters) a secret word may sit from the token it vouches for
