@@ -1879,7 +1879,7 @@ _WORDS_PASSPHRASE = _Lazy(
 )
 _INSTRUCTION_WORDS = frozenset(
     "the and see use from stored store vault env environment file set not our your same with for ask "
-    "one that this there here none empty blank default none unset required secret password passphrase "
+    "one that this there here none empty blank default unset required secret password passphrase "
     "manager team shared keychain keyring prompt prompted asked given".split()
 )
 # A header that carries an id, a trace or a digest, not a credential (x-request-id, X-Amzn-Trace-Id).
