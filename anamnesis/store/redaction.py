@@ -1944,8 +1944,7 @@ def _said_secrets(text: str) -> str:
                 break
             at += len(line) + 1
     for match in _WORDS_PASSPHRASE.finditer(text):
-        words = match.group("v").split()
-        if not _INSTRUCTION_WORDS & set(words):
+        if not _INSTRUCTION_WORDS & set(match.group("v").split()):
             spans.append(match.span("v"))
     for pattern in (_SETUP_KEY, _APPLE_TOOL_PASSWORD):
         spans += [match.span("v") for match in pattern.finditer(text)]
