@@ -306,6 +306,10 @@ def remove_schedule(store: Store, *, activate: bool = True, kind: str | None = N
     rendered = schedule_plan(store, DEFAULT_EVERY, kind)
     outcome = Outcome()
     present = [path for path in rendered.files if path.exists()]
+    stopped = schedule_inactive(store, kind) if activate and present else None
+    if stopped:  # never ran (no user session bus, never enabled): nothing to stop, nothing to warn of
+        activate = False
+        outcome.notes.append(f"it was not running ({stopped}): only its files are removed")
     if activate and present:
         problem = _run(rendered.deactivate)
         if problem:

@@ -256,3 +256,12 @@ def test_doctor_on_the_pushing_machine_says_when_its_peer_never_takes_in_what_it
     assert doctor.returncode == 1
     assert desktop.sync().exit_code == 0 and laptop.sync().exit_code == 0  # desktop took it in; the laptop sees it
     assert not [f for f in json.loads(laptop.cli("doctor", "--json").stdout)["findings"] if "pushed there" in f["problem"]]
+
+
+def test_removing_a_timer_that_never_ran_says_so_and_warns_of_nothing(fleet: Fleet) -> None:
+    desk = fleet.machine("desk")
+    assert desk.cli("schedule", "install", "--no-enable").returncode == 0
+    path = fake_systemctl(fleet.root / "systemctl-inactive", "inactive")
+    removed = cli_with(desk, "schedule", "remove", PATH=path)
+    assert removed.returncode == 0 and "it was not running" in removed.stdout, removed.stdout
+    assert "could not deactivate" not in removed.stdout, removed.stdout
