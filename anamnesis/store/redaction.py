@@ -1807,10 +1807,15 @@ def _flagged_passwords(text: str) -> str:
 # line that speaks of keys, wallets or accounts).
 _HEX_KEY = _Lazy(r"(?<![0-9A-Za-z])0x[0-9a-fA-F]{64}(?![0-9a-fA-F])")
 _HEX_KEY_WORD = _Lazy(r"(?i)private|wallet|accounts?\b|secret|seed|mnemonic|\bkeys?\b|import")
-# Recovery or backup codes listed one a line under their name (GitHub's, Google's).
-_CODES_HEAD = _Lazy(r"(?im)^.*\b(?:recovery|backup)[ \t]+codes?\b.*$")
-_CODE_LINE = _Lazy(r"[ \t]*(?:[-*][ \t]+)?(?P<code>[A-Za-z0-9]{4,6}-[A-Za-z0-9]{4,6}|\d{6,10})[ \t]*\r?")
-MAX_CODES = 20
+# Recovery or backup codes listed one a line under their name (GitHub's `bbsst-6hagd` under
+# `github-recovery-codes.txt`, Google's `1. 3294 6946` under BACKUP VERIFICATION CODES); blank
+# lines between them are passed over.
+_CODES_HEAD = _Lazy(r"(?im)^.*(?:recovery|backup|verification|2fa|two-factor)[ \t_-]+codes?.*$")
+_CODE_LINE = _Lazy(
+    r"[ \t]*(?:[-*][ \t]+|\d{1,2}[.)][ \t]*)?"
+    r"(?P<code>[A-Za-z0-9]{4,6}-[A-Za-z0-9]{4,6}|\d{6,10}|\d{4}[ \t]\d{4})[ \t]*\r?"
+)
+MAX_CODES = 40  # lines looked at under the name, blank ones too
 
 
 def _keys_and_codes(text: str) -> str:
@@ -1822,9 +1827,10 @@ def _keys_and_codes(text: str) -> str:
     for head in _CODES_HEAD.finditer(text):
         for at, end in islice(_lines_from(text, head.end() + 1), MAX_CODES):
             code = _CODE_LINE.fullmatch(text, at, end)
-            if code is None:
+            if code is not None:
+                spans.append(code.span("code"))
+            elif text[at:end].strip():
                 break
-            spans.append(code.span("code"))
     return _replace_spans(text, spans, MASK) if spans else text
 
 
@@ -1884,12 +1890,8 @@ _INSTRUCTION_WORDS = frozenset(
 )
 # A header that carries an id, a trace or a digest, not a credential (x-request-id, X-Amzn-Trace-Id).
 _ID_HEADER = _Lazy(r"(?i)^[ \t>*-]*X-[A-Za-z0-9\-]*(?:id|trace|request|correlation|span|sha\d*|hash|digest|etag|version)\b")
-# Codes that open an account when the rest is lost: a list under a line that says so (GitHub's
-# `bbsst-6hagd`, Google's `3294 6946`), a TOTP setup key in groups, an Apple tool's app password.
-_RECOVERY_HEAD = _Lazy(r"(?im)^.*(?:recovery|backup|verification|2fa|two-factor)[ \t_-]+codes?.*$")
-_RECOVERY_CODE = _Lazy(
-    r"^[ \t]*(?:\d{1,2}[.)][ \t]*)?(?P<v>[a-z0-9]{4,6}-[a-z0-9]{4,6}|\d{4}[ \t]?\d{4}|[A-Z0-9]{4,6}-[A-Z0-9]{4,6})[ \t]*$"
-)
+# Codes that open an account when the rest is lost (a list of them: `_CODES_HEAD`): a TOTP setup
+# key in groups, an Apple tool's app password.
 _SETUP_KEY = _Lazy(
     r"(?i)(?:setup|secret|manual(?:ly)?|totp|2fa)[ \t]+key\b[^\n:]{0,40}:?[ \t]*(?P<v>(?:[a-z2-7]{4}[ \t]){3,}[a-z2-7]{2,4})\b"
 )
@@ -1934,15 +1936,6 @@ def _said_secrets(text: str) -> str:
         value = match.group("value")
         if looks_random(value, min_len=16) and not _ID_HEADER.search(match.group()) and not _UUID.search(value):
             spans.append(match.span("value"))
-    for head in _RECOVERY_HEAD.finditer(text):
-        at = head.end() + 1
-        for line in text[at:].split("\n")[:40]:
-            code = _RECOVERY_CODE.match(line)
-            if code:
-                spans.append((at + code.start("v"), at + code.end("v")))
-            elif line.strip():
-                break
-            at += len(line) + 1
     for match in _WORDS_PASSPHRASE.finditer(text):
         if not _INSTRUCTION_WORDS & set(match.group("v").split()):
             spans.append(match.span("v"))
