@@ -1963,6 +1963,7 @@ _LOGIN_CALL = _Lazy(
 )
 _STRING_ARG = _Lazy(r"(?P<q>[\"'])(?P<v>[^\"'\n]{1,200})(?P=q)")
 _CSV_HEADER = _Lazy(r"(?im)^(?P<head>[^\n,;\t|]*(?:[,;\t][^\n,;\t|]*)+)$")  # a table with | is `_tables`'s
+MAX_CSV_ROWS = 1000  # rows under a header with a password column that are looked at
 _COLUMN_NAME = _Lazy(r"^[ \t\"']*[A-Za-z_][\w.-]{0,39}[ \t\"']*$")
 _PASSWORD_COLUMN = _Lazy(r"(?i)^[ \t\"']*(?:password|passwd|pass|pwd|pw|secret|passphrase)[ \t\"']*$")
 _INSERT = _Lazy(
@@ -2004,9 +2005,8 @@ def _placed_passwords(text: str) -> str:
         if not columns or len(cells) > 40 or not all(_COLUMN_NAME.match(cell) for cell in cells):
             continue  # a sentence with commas is no header
         sep = next(c for c in header.group("head") if c in ",;\t")
-        at = header.end() + 1
-        for line in text[at:].split("\n")[:1000]:
-            row = line.split(sep)
+        for at, end in islice(_lines_from(text, header.end() + 1), MAX_CSV_ROWS):
+            row = text[at:end].split(sep)
             if len(row) != len(cells):
                 break
             offsets = [0]
@@ -2017,7 +2017,6 @@ def _placed_passwords(text: str) -> str:
                 if value and " " not in value and _placed_password(value):
                     start = at + offsets[i] + row[i].index(value)
                     spans.append((start, start + len(value)))
-            at += len(line) + 1
     for insert in _INSERT.finditer(text):
         cols = [c.strip(" \t\n`\"[]") for c in insert.group("cols").split(",")]
         wanted = [i for i, c in enumerate(cols) if _PASSWORD_COLUMN.match(c)]
