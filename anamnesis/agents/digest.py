@@ -319,7 +319,7 @@ def failing_at_end(results: Sequence[tuple[str, bool]], limit: int = MAX_FAILING
     failing = []
     for i in last.values():
         command, failed = recent[i]
-        if not failed or _program(command) in _PROBES or _program(command) in _HOUSEKEEPING:
+        if not failed or _program(command) in _NO_CHECK:
             continue
         if any(not later_failed and _covers(later, command) for later, later_failed in recent[i + 1 :]):
             continue
@@ -359,6 +359,7 @@ _SELECTORS = frozenset(
 )
 # Commands that move files about or look at them: one that failed is not a check left failing.
 _HOUSEKEEPING = frozenset("git rm mv cp mkdir rmdir touch chmod chown ln cd ls cat echo kill pkill source export".split())
+_NO_CHECK = _HOUSEKEEPING | _PROBES  # a failed run of these is no check left failing
 
 
 def _run_of(command: str) -> tuple[str, list[str], list[str], list[str]]:
@@ -515,7 +516,8 @@ def _reversals(said: Iterable[tuple[int, str]]) -> list[tuple[int, set[str], set
                     continue
                 replaced = list(_REPLACED.finditer(sentence))
                 named = [w for m in replaced for w in _named(m.group("old") or m.group("source") or m.group("gone"))]
-                for m in _DISMISSED.finditer(sentence):  # "redis is overkill here": what comes before
+                dismissed = list(_DISMISSED.finditer(sentence))
+                for m in dismissed:  # "redis is overkill here": what comes before
                     named += _named(_CLAUSE_END.split(sentence[: m.start()])[-1])
                 cues = list(_REVERSAL.finditer(sentence))
                 if not cues:
@@ -528,7 +530,7 @@ def _reversals(said: Iterable[tuple[int, str]]) -> list[tuple[int, set[str], set
                         ]
                     if named:
                         found.append((seq, set(named[:REJECTED_WORDS]), _content(sentence)))
-                    elif replaced or _DISMISSED.search(sentence) or _RETURN.search(sentence):
+                    elif replaced or dismissed or _RETURN.search(sentence):
                         found.append((seq, set(), _content(sentence)))  # "ditch it", "a dead end"
                     continue
                 before = _content(sentence[: cues[0].start()])

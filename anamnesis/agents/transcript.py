@@ -731,11 +731,11 @@ _SED_SUBSTITUTE = re.compile(r"s(?P<d>[^\w\s\\])(?P<old>(?:\\.|(?!(?P=d)).)*)(?P
 def _sed_in_place(summary: SessionSummary, args: list[str], where: Callable[[str], str]) -> None:
     """`sed -i 's/OLD/NEW/' FILE` on a touched file: an edit of OLD to NEW, so one that puts an
     earlier Edit back says so (OLD and NEW taken as written)."""
-    script = next((a for a in args if _SED_SUBSTITUTE.fullmatch(a)), None)
-    files = [a for a in args if not a.startswith("-") and a != script and not _SED_SUBSTITUTE.fullmatch(a)]
-    match = _SED_SUBSTITUTE.fullmatch(script) if script else None
-    if match is None:
+    scripts = {a: m for a in args if (m := _SED_SUBSTITUTE.fullmatch(a))}
+    if not scripts:
         return
+    match = next(iter(scripts.values()))
+    files = [a for a in args if not a.startswith("-") and a not in scripts]
     delimiter = match.group("d")
     old, new = (match.group(g).replace("\\" + delimiter, delimiter) for g in ("old", "new"))
     for arg in files:
@@ -760,11 +760,11 @@ def _runs_rm(words: list[str]) -> bool:
 def _found_deleted(summary: SessionSummary, words: list[str], where: Callable[[str], str]) -> None:
     """Mark what `find DIR… -name PATTERN -delete` removed among the touched files: those under its
     folders whose name matches its `-name` patterns (all under them without one)."""
-    roots = [where(w) for w in words if not w.startswith(("-", "(", ")", "!"))][:1] or [where(".")]
-    for i, w in enumerate(words[:-1]):  # the start folders come before the first test
-        if w.startswith("-"):
-            roots = [where(x) for x in words[:i]] or [where(".")]
-            break
+    first_test = next((i for i, w in enumerate(words[:-1]) if w.startswith("-")), None)
+    if first_test is None:  # `find DIR -delete`: the one folder before its only test
+        roots = [where(w) for w in words if not w.startswith(("-", "(", ")", "!"))][:1] or [where(".")]
+    else:  # the start folders come before the first test
+        roots = [where(x) for x in words[:first_test]] or [where(".")]
     names = [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-name", "-iname")]
     for root in roots:
         for path in _under(summary, root):
@@ -829,8 +829,7 @@ def _git_files(summary: SessionSummary, words: list[str], where: Callable[[str],
         # removes what git does not know: files the session wrote that no add or commit took
         for arg in args or ["/"]:
             for path in _under(summary, where(arg)):
-                actions = summary.files[path]
-                if actions[0] == "write" and path not in summary.committed and path not in summary.staged:
+                if _untracked(summary, path):
                     _mark(summary, path, DELETED)
 
 
