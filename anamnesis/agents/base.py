@@ -61,9 +61,13 @@ class Agent(ABC):
     def config_dir(self) -> Path:
         """The folder holding the agent's user-level config."""
 
+    def on_path(self) -> bool:
+        """Whether the agent's command is on PATH."""
+        return shutil.which(self.binary) is not None
+
     def detect(self) -> bool:
         """Whether the agent looks installed: its command is on PATH or its config folder exists."""
-        return shutil.which(self.binary) is not None or self.config_dir().is_dir()
+        return self.on_path() or self.config_dir().is_dir()
 
     @abstractmethod
     def plan_install(

@@ -8,7 +8,6 @@ them once the store exists.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -107,7 +106,7 @@ class AgentsStep:
         for agent, _changes in self.plans:
             lines = agent.install(self.store, with_instructions=self.with_instructions)
             done.extend(f"{agent.title}: {line}" for line in lines or ["already set up, nothing to change"])
-            if isinstance(agent, ClaudeCode) and shutil.which(agent.binary) is None:
+            if isinstance(agent, ClaudeCode) and not agent.on_path():
                 done.append(
                     f"{agent.title}: not installed here (no `{agent.binary}` on PATH): its settings are ready for"
                     " when it is"
