@@ -132,10 +132,11 @@ def run_checks(store: Store) -> list[Finding]:
                 )
             )
     findings.extend(_sync_findings(store))
-    findings.extend(_watch_findings(store))
+    not_running = schedule_inactive(store)  # asked of systemctl once, for both
+    findings.extend(_watch_findings(store, not_running))
     findings.extend(_old_hook_findings())
     findings.extend(_peer_findings(store))
-    findings.extend(_relay_findings(store))
+    findings.extend(_relay_findings(store, not_running))
     findings.extend(_queue_findings(store))
     findings.extend(_index_findings(store))
     findings.extend(_mirror_findings(store))
@@ -228,11 +229,11 @@ def _sync_findings(store: Store) -> list[Finding]:
     ]
 
 
-def _watch_findings(store: Store) -> list[Finding]:
+def _watch_findings(store: Store, why: str | None) -> list[Finding]:
     """A running watch that still runs the code from before an upgrade; a sync timer whose files
-    are there but that does not run (never enabled, or no user session to run it in)."""
+    are there but that does not run (`why`: `schedule_inactive`), never enabled or with no user
+    session to run it in."""
     findings = []
-    why = schedule_inactive(store)
     if why and not watch_running(store):
         findings.append(
             Finding(
@@ -280,9 +281,10 @@ def _peer_findings(store: Store) -> list[Finding]:
         return []  # a broken settings.json is reported on its own
 
 
-def _relay_findings(store: Store) -> list[Finding]:
+def _relay_findings(store: Store, not_running: str | None) -> list[Finding]:
     """A machine's store integrates what others push into it only when it syncs: work pushed here
-    that waits while nothing here syncs by itself; a peer that never took in what we pushed there."""
+    that waits while nothing here syncs by itself (a timer that does not run, `not_running`, is
+    none); a peer that never took in what we pushed there."""
     try:
         untaken = untaken_pushes(store)
     except AnamnesisError:
@@ -298,7 +300,7 @@ def _relay_findings(store: Store) -> list[Finding]:
         for item in untaken
     ]
     waiting = [m for m in incoming_machines(store) if m.waiting]
-    if not waiting or (schedule_installed(store) and not schedule_inactive(store)) or watch_running(store):
+    if not waiting or (schedule_installed(store) and not not_running) or watch_running(store):
         return findings
     who = ", ".join(f"{m.machine} ({m.waiting})" for m in waiting)
     return [

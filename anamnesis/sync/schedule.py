@@ -386,15 +386,12 @@ def schedule_inactive(store: Store, kind: str | None = None) -> str | None:
     states = []
     for name in names:
         try:
-            proc = subprocess.run(
-                ["systemctl", "--user", "is-active", name], capture_output=True, text=True, timeout=15, check=False
-            )
+            state = _unit_state(name, "is-active", empty="unknown")
         except (OSError, subprocess.TimeoutExpired):
             return None
-        said = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
-        if said and said[0] == "active":
+        if state == "active":
             return None
-        states.append(said[-1] if said else "unknown")
+        states.append(state)
     if any("bus" in state.lower() for state in states):
         return "systemctl --user has no session bus to talk to here"
     return f"{names[0]} is {states[0] or 'not active'}"
@@ -427,14 +424,7 @@ def schedule_status(store: Store, kind: str | None = None) -> dict[str, Any]:
     info["every"] = every
     if rendered.kind == "systemd" and info["installed"] and shutil.which("systemctl"):
         for what in ("is-enabled", "is-active"):
-            proc = subprocess.run(
-                ["systemctl", "--user", what, f"{rendered.name}.timer"],
-                capture_output=True,
-                text=True,
-                timeout=15,
-            )
-            lines = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines()[-1:] or ["?"]
-            info[what.removeprefix("is-")] = lines[0]
+            info[what.removeprefix("is-")] = _unit_state(f"{rendered.name}.timer", what)
         info["last_run"] = _last_run(f"{rendered.name}.service")
     watch = schedule_plan(store, DEFAULT_EVERY, kind, watch=True)
     info["watch_service"] = {"name": watch.name, "installed": all(p.exists() for p in watch.files)}
@@ -448,6 +438,14 @@ def schedule_status(store: Store, kind: str | None = None) -> dict[str, Any]:
         info["watch_service"]["active"] = proc.stdout.strip() or "unknown"
     info.update(sync_log_summary(store))
     return info
+
+
+def _unit_state(unit: str, what: str, empty: str = "?") -> str:
+    """What `systemctl --user WHAT UNIT` answers (`active`, `enabled`, …): its first line, else the
+    last line of its error (no session bus), else `empty`."""
+    proc = subprocess.run(["systemctl", "--user", what, unit], capture_output=True, text=True, timeout=15, check=False)
+    lines = proc.stdout.strip().splitlines() or proc.stderr.strip().splitlines()[-1:] or [empty]
+    return lines[0]
 
 
 def _last_run(service: str) -> str:
