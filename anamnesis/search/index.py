@@ -16,7 +16,6 @@ sequence. CamelCase identifiers are split into a hidden `code` column, so
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -597,15 +596,12 @@ def _not_ours_to_write(exc: sqlite3.DatabaseError, path: Path) -> bool:
     code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
     if code == _READONLY:
         return True
-    if code not in (_CANTOPEN, _PERM) or path.is_dir():
+    if code not in (_CANTOPEN, _PERM) or path.is_dir() or not path.parent.is_dir():
         return False
-    probe = path.parent / f".write-check-{os.getpid()}"
-    try:
-        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    except OSError as err:
-        return err.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
-    os.unlink(probe)
-    return False
+    from anamnesis.base.fsutil import write_problem  # lazy: a store that will not open; off the hooks
+
+    problem = write_problem(path.parent)  # found by writing there, as everywhere else
+    return problem is not None and problem.kind in ("read-only", "denied")
 
 
 def _is_damaged(exc: sqlite3.DatabaseError) -> bool:
